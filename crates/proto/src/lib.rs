@@ -1,0 +1,333 @@
+//! The virtperf agent wire protocol.
+//!
+//! One frame is one line of UTF-8 JSON terminated by `\n`, at most [`MAX_FRAME`] bytes.
+//! Every frame carries the protocol version `v` and a `tag`; a reply echoes the tag of the
+//! request it answers. The full contract, with examples, is in `docs/protocol.md`.
+//!
+//! Line framing was chosen over a binary length prefix because the same stream later crosses
+//! serial ports and virtio-serial: a line can be re-synchronised after garbage, is readable in
+//! a console log, and a bounded line length protects both sides from unbounded allocation.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// Protocol version spoken by this build. A peer with another version gets an
+/// `unsupported_version` error reply.
+pub const VERSION: u32 = 1;
+
+/// Longest frame accepted, newline included (1 MiB). Longer lines are discarded and answered
+/// with a `malformed` error.
+pub const MAX_FRAME: usize = 1 << 20;
+
+/// Prefix the agent writes before the JSON of every frame it sends. Anything on the stream that
+/// does not start with it (a shell banner, a stray kernel message on a console) is ignored by
+/// the host instead of being parsed as a reply.
+pub const FRAME_PREFIX: &str = "@vp ";
+
+/// A workload to run: its kind and its parameters, already validated by the orchestrator
+/// (the agent validates again and answers `bad_params` on a mismatch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadSpec {
+    pub kind: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+/// One measured value. `metric` names carry no unit; `unit` does (`ms`, `ops/s`, `GB/s`, `ns/op`, `s`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+/// CPU time used, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuTime {
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
+impl CpuTime {
+    pub fn total_ns(&self) -> u64 {
+        self.user_ns + self.system_ns
+    }
+}
+
+/// Host → agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// Liveness and round-trip check; answered with `pong`.
+    Ping,
+    /// Describe the system the agent runs on; answered with `info`.
+    Info,
+    /// Run a workload; answered with `started` when the work begins, then `result` (or `error`).
+    Run { workload: WorkloadSpec },
+    /// Exit cleanly; answered with `bye`.
+    Shutdown,
+}
+
+/// Agent → host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// Sent once, unsolicited (tag 0), as soon as the agent is ready.
+    Hello { agent_version: String, pid: u32, clock_ns: u64 },
+    Pong { clock_ns: u64 },
+    Info { kernel: String, cpu_model: String, cpus: u32, memory_kib: u64 },
+    /// The workload is about to begin: the host timestamps this frame and the `result` frame on
+    /// its own monotonic clock, so the transport's fixed latency cancels out of the host duration.
+    Started,
+    /// Results of a `run`. `guest_elapsed_ns` is the guest's monotonic clock around the work;
+    /// `guest_cpu` the agent's own CPU time during it (getrusage).
+    Result { samples: Vec<Sample>, guest_elapsed_ns: u64, guest_cpu: CpuTime },
+    Bye,
+    Error { code: ErrorCode, message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not JSON, not an object, too long, or missing `v`/`tag`/`type`.
+    Malformed,
+    /// `v` is not [`VERSION`].
+    UnsupportedVersion,
+    /// `type` is not one this agent knows.
+    UnknownType,
+    /// The workload kind is unknown to this agent.
+    UnknownWorkload,
+    /// A parameter is missing, of the wrong type or out of range.
+    BadParams,
+    /// The workload started but failed.
+    WorkloadFailed,
+}
+
+/// A frame as sent on the wire: version, tag and the message fields flattened beside them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Frame<T> {
+    pub v: u32,
+    pub tag: u64,
+    #[serde(flatten)]
+    pub body: T,
+}
+
+impl<T> Frame<T> {
+    pub fn new(tag: u64, body: T) -> Self {
+        Frame { v: VERSION, tag, body }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// the stream ended
+    #[error("the stream ended")]
+    Eof,
+    /// the line is longer than the protocol allows
+    #[error("frame longer than {MAX_FRAME} bytes")]
+    TooLong,
+    /// I/O error on the stream
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one line (without its newline) of at most [`MAX_FRAME`] bytes. A longer line is consumed
+/// up to its end and reported as [`FrameError::TooLong`] so the stream stays in sync.
+pub fn read_line<R: BufRead>(r: &mut R) -> Result<Vec<u8>, FrameError> {
+    let mut out = Vec::new();
+    let mut too_long = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            if out.is_empty() && !too_long {
+                return Err(FrameError::Eof);
+            }
+            break;
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !too_long {
+            if out.len() + chunk.len() > MAX_FRAME {
+                too_long = true;
+                out.clear();
+            } else {
+                out.extend_from_slice(chunk);
+            }
+        }
+        let consumed = done.unwrap_or(buf.len());
+        r.consume(consumed);
+        if done.is_some() {
+            break;
+        }
+    }
+    if too_long {
+        return Err(FrameError::TooLong);
+    }
+    if out.last() == Some(&b'\r') {
+        out.pop();
+    }
+    Ok(out)
+}
+
+/// Why a request line could not be turned into a [`Request`]; carries the tag when it was readable
+/// so the error reply can echo it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeError {
+    pub tag: u64,
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// Decodes a request line. Never panics on any input.
+pub fn decode_request(line: &[u8]) -> Result<Frame<Request>, DecodeError> {
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| DecodeError {
+        tag: 0,
+        code: ErrorCode::Malformed,
+        message: format!("not JSON: {e}"),
+    })?;
+    let obj = value.as_object().ok_or_else(|| DecodeError {
+        tag: 0,
+        code: ErrorCode::Malformed,
+        message: "a frame must be a JSON object".into(),
+    })?;
+    let tag = match obj.get("tag").and_then(|t| t.as_u64()) {
+        Some(t) => t,
+        None => {
+            return Err(DecodeError {
+                tag: 0,
+                code: ErrorCode::Malformed,
+                message: "missing or non-integer `tag`".into(),
+            })
+        }
+    };
+    match obj.get("v").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(v) => {
+            return Err(DecodeError {
+                tag,
+                code: ErrorCode::UnsupportedVersion,
+                message: format!("protocol version {v} is not supported; this agent speaks {VERSION}"),
+            })
+        }
+        None => {
+            return Err(DecodeError { tag, code: ErrorCode::Malformed, message: "missing `v`".into() })
+        }
+    }
+    let ty = obj.get("type").and_then(|t| t.as_str()).ok_or_else(|| DecodeError {
+        tag,
+        code: ErrorCode::Malformed,
+        message: "missing `type`".into(),
+    })?;
+    if !matches!(ty, "ping" | "info" | "run" | "shutdown") {
+        return Err(DecodeError {
+            tag,
+            code: ErrorCode::UnknownType,
+            message: format!("unknown request type `{ty}` (known: ping, info, run, shutdown)"),
+        });
+    }
+    serde_json::from_value::<Frame<Request>>(value.clone()).map_err(|e| DecodeError {
+        tag,
+        code: ErrorCode::Malformed,
+        message: format!("bad `{ty}` request: {e}"),
+    })
+}
+
+/// Parses one line from the agent. Lines without [`FRAME_PREFIX`] are `Ok(None)` (noise).
+pub fn decode_reply(line: &[u8]) -> Result<Option<Frame<Reply>>, String> {
+    let Some(rest) = line.strip_prefix(FRAME_PREFIX.as_bytes()) else {
+        return Ok(None);
+    };
+    let frame: Frame<Reply> = serde_json::from_slice(rest).map_err(|e| format!("malformed reply: {e}"))?;
+    if frame.v != VERSION {
+        return Err(format!("agent speaks protocol version {}, this host speaks {VERSION}", frame.v));
+    }
+    Ok(Some(frame))
+}
+
+/// Writes one frame: optional prefix, JSON, newline, flush.
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, prefix: &str, frame: &Frame<T>) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(128);
+    buf.extend_from_slice(prefix.as_bytes());
+    serde_json::to_writer(&mut buf, frame)?;
+    buf.push(b'\n');
+    w.write_all(&buf)?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    #[test]
+    fn request_round_trip() {
+        let f = Frame::new(
+            7,
+            Request::Run {
+                workload: WorkloadSpec {
+                    kind: "memcpy".into(),
+                    params: [("size".to_string(), serde_json::json!(1024))].into_iter().collect(),
+                },
+            },
+        );
+        let mut buf = Vec::new();
+        write_frame(&mut buf, "", &f).unwrap();
+        let line = read_line(&mut Cursor::new(buf)).unwrap();
+        assert_eq!(decode_request(&line).unwrap(), f);
+    }
+
+    #[test]
+    fn wire_format_is_stable() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, "", &Frame::new(3, Request::Ping)).unwrap();
+        assert_eq!(String::from_utf8(buf).unwrap(), "{\"v\":1,\"tag\":3,\"type\":\"ping\"}\n");
+        let mut buf = Vec::new();
+        write_frame(&mut buf, FRAME_PREFIX, &Frame::new(3, Reply::Pong { clock_ns: 5 })).unwrap();
+        assert_eq!(String::from_utf8(buf).unwrap(), "@vp {\"v\":1,\"tag\":3,\"type\":\"pong\",\"clock_ns\":5}\n");
+    }
+
+    #[test]
+    fn malformed_requests_get_codes_and_tags() {
+        let cases: &[(&[u8], u64, ErrorCode)] = &[
+            (b"", 0, ErrorCode::Malformed),
+            (b"garbage", 0, ErrorCode::Malformed),
+            (b"[1,2]", 0, ErrorCode::Malformed),
+            (b"{\"v\":1,\"type\":\"ping\"}", 0, ErrorCode::Malformed),
+            (b"{\"tag\":4,\"type\":\"ping\"}", 4, ErrorCode::Malformed),
+            (b"{\"v\":9,\"tag\":5,\"type\":\"ping\"}", 5, ErrorCode::UnsupportedVersion),
+            (b"{\"v\":1,\"tag\":6,\"type\":\"dance\"}", 6, ErrorCode::UnknownType),
+            (b"{\"v\":1,\"tag\":8,\"type\":\"run\"}", 8, ErrorCode::Malformed),
+            (b"{\"v\":1,\"tag\":9,\"type\":\"run\",\"workload\":{\"kind\":3}}", 9, ErrorCode::Malformed),
+            (b"\xff\xfe", 0, ErrorCode::Malformed),
+        ];
+        for (line, tag, code) in cases {
+            let e = decode_request(line).unwrap_err();
+            assert_eq!((e.tag, e.code), (*tag, *code), "{:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn overlong_line_is_skipped_and_stream_stays_in_sync() {
+        let mut data = vec![b'x'; MAX_FRAME + 10];
+        data.push(b'\n');
+        data.extend_from_slice(b"{\"v\":1,\"tag\":1,\"type\":\"ping\"}\n");
+        let mut c = Cursor::new(data);
+        assert!(matches!(read_line(&mut c), Err(FrameError::TooLong)));
+        let line = read_line(&mut c).unwrap();
+        assert_eq!(decode_request(&line).unwrap().tag, 1);
+        assert!(matches!(read_line(&mut c), Err(FrameError::Eof)));
+    }
+
+    #[test]
+    fn reply_noise_is_ignored() {
+        assert_eq!(decode_reply(b"[    0.000000] Linux version 6.1").unwrap(), None);
+        assert!(decode_reply(b"@vp {\"v\":1}").is_err());
+        assert!(decode_reply(b"@vp {\"v\":2,\"tag\":0,\"type\":\"bye\"}").is_err());
+        let f = decode_reply(b"@vp {\"v\":1,\"tag\":2,\"type\":\"bye\"}").unwrap().unwrap();
+        assert_eq!(f.body, Reply::Bye);
+    }
+}

@@ -1,0 +1,142 @@
+//! virtperf workloads.
+//!
+//! A workload runs inside `virtperf agent`, never in the orchestrator, so that it runs the same way
+//! natively, in a container, or in a guest. Each kind declares its parameters ([`params::ParamSpec`])
+//! and metrics ([`MetricSpec`]); [`run`] validates a [`WorkloadSpec`] and executes it.
+//!
+//! To add a workload: write a module with a `pub struct X;` implementing [`Workload`], add it to
+//! [`REGISTRY`], and document it in `docs/workloads.md`.
+
+pub mod compute;
+pub mod params;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use virtperf_proto::{ErrorCode, Sample, WorkloadSpec};
+
+pub use params::{ParamKind, ParamSpec, Params, Raw};
+
+/// Which direction of a metric is better: the report uses it to say "slower" or "faster".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricSpec {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    pub help: &'static str,
+}
+
+pub trait Workload: Sync {
+    fn kind(&self) -> &'static str;
+    fn summary(&self) -> &'static str;
+    fn params(&self) -> &'static [ParamSpec];
+    fn metrics(&self) -> &'static [MetricSpec];
+    /// Runs once with parameters already resolved against [`Workload::params`].
+    fn run(&self, p: &Params) -> Result<Vec<Sample>, String>;
+}
+
+/// Every workload this build knows, in the order `--help` and docs list them.
+pub static REGISTRY: &[&dyn Workload] = &[
+    &compute::Cpu,
+    &compute::Pde,
+    &compute::Memcpy,
+    &compute::Stream,
+    &compute::Syscall,
+    &compute::Sleep,
+    &compute::Noop,
+];
+
+pub fn find(kind: &str) -> Option<&'static dyn Workload> {
+    REGISTRY.iter().copied().find(|w| w.kind() == kind)
+}
+
+pub fn kinds() -> Vec<&'static str> {
+    REGISTRY.iter().map(|w| w.kind()).collect()
+}
+
+/// Finds a metric's spec across all workloads.
+pub fn metric(name: &str) -> Option<&'static MetricSpec> {
+    REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name)
+}
+
+/// Validates and runs a workload request (agent side).
+pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
+    let w = find(&spec.kind).ok_or_else(|| {
+        (ErrorCode::UnknownWorkload, format!("unknown workload `{}` (known: {})", spec.kind, kinds().join(", ")))
+    })?;
+    let resolved: BTreeMap<String, Value> =
+        params::revalidate(w.params(), &spec.params).map_err(|(k, e)| (ErrorCode::BadParams, format!("{k}: {e}")))?;
+    w.run(&Params(&resolved)).map_err(|e| (ErrorCode::WorkloadFailed, e))
+}
+
+pub(crate) fn sample(metric: &str, value: f64, unit: &str) -> Sample {
+    Sample { metric: metric.to_string(), value, unit: unit.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_name_is_unique_and_declared_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for w in REGISTRY {
+            for m in w.metrics() {
+                assert!(seen.insert(m.name), "metric {} declared twice", m.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_default_is_valid() {
+        for w in REGISTRY {
+            params::resolve(w.params(), &BTreeMap::new())
+                .unwrap_or_else(|e| panic!("{}: default of {} invalid: {}", w.kind(), e.0, e.1));
+        }
+    }
+
+    #[test]
+    fn run_rejects_bad_requests_with_codes() {
+        let spec = |k: &str, p: Value| WorkloadSpec {
+            kind: k.into(),
+            params: serde_json::from_value(p).unwrap(),
+        };
+        assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().0, ErrorCode::UnknownWorkload);
+        assert_eq!(run(&spec("memcpy", serde_json::json!({"size": -1}))).unwrap_err().0, ErrorCode::BadParams);
+        assert_eq!(run(&spec("memcpy", serde_json::json!({"wat": 1}))).unwrap_err().0, ErrorCode::BadParams);
+        assert_eq!(run(&spec("memcpy", serde_json::json!({"size": [1]}))).unwrap_err().0, ErrorCode::BadParams);
+    }
+
+    #[test]
+    fn every_workload_runs_small_and_reports_its_declared_metrics() {
+        let small = serde_json::json!({
+            "cpu": {"iterations": 1000},
+            "pde": {"n": 16, "iterations": 5},
+            "memcpy": {"size": 4096, "copies": 2},
+            "stream": {"elements": 1000, "ntimes": 2},
+            "syscall": {"iterations": 100},
+            "sleep": {"duration": 1},
+            "noop": {},
+        });
+        for w in REGISTRY {
+            let p = small.get(w.kind()).unwrap_or_else(|| panic!("no small case for {}", w.kind()));
+            let samples = run(&WorkloadSpec { kind: w.kind().into(), params: serde_json::from_value(p.clone()).unwrap() })
+                .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
+            let mut names: Vec<&str> = samples.iter().map(|s| s.metric.as_str()).collect();
+            let mut declared: Vec<&str> = w.metrics().iter().map(|m| m.name).collect();
+            names.sort();
+            declared.sort();
+            assert_eq!(names, declared, "{}", w.kind());
+            for s in &samples {
+                assert!(s.value.is_finite() && s.value >= 0.0, "{}: {:?}", w.kind(), s);
+                assert_eq!(Some(s.unit.as_str()), metric(&s.metric).map(|m| m.unit));
+            }
+        }
+    }
+}
