@@ -75,17 +75,35 @@ pub enum Request {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     /// Sent once, unsolicited (tag 0), as soon as the agent is ready.
-    Hello { agent_version: String, pid: u32, clock_ns: u64 },
-    Pong { clock_ns: u64 },
-    Info { kernel: String, cpu_model: String, cpus: u32, memory_kib: u64 },
+    Hello {
+        agent_version: String,
+        pid: u32,
+        clock_ns: u64,
+    },
+    Pong {
+        clock_ns: u64,
+    },
+    Info {
+        kernel: String,
+        cpu_model: String,
+        cpus: u32,
+        memory_kib: u64,
+    },
     /// The workload is about to begin: the host timestamps this frame and the `result` frame on
     /// its own monotonic clock, so the transport's fixed latency cancels out of the host duration.
     Started,
     /// Results of a `run`. `guest_elapsed_ns` is the guest's monotonic clock around the work;
     /// `guest_cpu` the agent's own CPU time during it (getrusage).
-    Result { samples: Vec<Sample>, guest_elapsed_ns: u64, guest_cpu: CpuTime },
+    Result {
+        samples: Vec<Sample>,
+        guest_elapsed_ns: u64,
+        guest_cpu: CpuTime,
+    },
     Bye,
-    Error { code: ErrorCode, message: String },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,9 +231,7 @@ pub fn decode_request(line: &[u8]) -> Result<Frame<Request>, DecodeError> {
                 message: format!("protocol version {v} is not supported; this agent speaks {VERSION}"),
             })
         }
-        None => {
-            return Err(DecodeError { tag, code: ErrorCode::Malformed, message: "missing `v`".into() })
-        }
+        None => return Err(DecodeError { tag, code: ErrorCode::Malformed, message: "missing `v`".into() }),
     }
     let ty = obj.get("type").and_then(|t| t.as_str()).ok_or_else(|| DecodeError {
         tag,
@@ -287,7 +303,10 @@ mod tests {
         assert_eq!(String::from_utf8(buf).unwrap(), "{\"v\":1,\"tag\":3,\"type\":\"ping\"}\n");
         let mut buf = Vec::new();
         write_frame(&mut buf, FRAME_PREFIX, &Frame::new(3, Reply::Pong { clock_ns: 5 })).unwrap();
-        assert_eq!(String::from_utf8(buf).unwrap(), "@vp {\"v\":1,\"tag\":3,\"type\":\"pong\",\"clock_ns\":5}\n");
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "@vp {\"v\":1,\"tag\":3,\"type\":\"pong\",\"clock_ns\":5}\n"
+        );
     }
 
     #[test]

@@ -56,7 +56,8 @@ impl Summary {
         }
         let n = xs.len();
         let mean = kahan_sum(xs) / n as f64;
-        let var = if n > 1 { xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        let var =
+            if n > 1 { xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
         let stdev = var.sqrt();
         let half = if n > 1 { t_quantile(0.95, (n - 1) as f64) * stdev / (n as f64).sqrt() } else { 0.0 };
         let min = xs.iter().copied().fold(f64::INFINITY, f64::min);

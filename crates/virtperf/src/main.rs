@@ -1,1 +1,352 @@
-fn main(){}
+//! virtperf: what does this isolation layer cost?
+//!
+//! One binary: `run`, `report`, `export`, `doctor`, and `agent` (the same binary runs inside every
+//! environment, so host and guest share one protocol and one set of workloads).
+
+mod agent;
+mod doctor;
+mod env;
+mod experiment;
+mod ledger;
+mod plan;
+mod report;
+mod run;
+mod store;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use experiment::{Origin, RawExperiment, RawSetting};
+use virtperf_workload::Raw;
+
+/// Process exit codes (documented in `virtperf --help`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Success = 0,
+    /// Something failed (I/O, database), or every trial failed.
+    Failure = 1,
+    /// Bad input: experiment, flags, run id. Nothing was created.
+    BadInput = 2,
+    /// An environment of the experiment cannot run on this host. Nothing was created.
+    Unavailable = 3,
+    /// Ctrl-C or SIGTERM: completed trials are saved; `run --resume` finishes the rest.
+    Interrupted = 130,
+}
+
+const AFTER_HELP: &str = "\
+Exit status: 0 done; 1 failure (or every trial failed); 2 bad input (nothing created);
+3 an environment cannot run here (see `virtperf doctor`); 130 interrupted (resume with `run --resume RUN`).";
+
+#[derive(Parser)]
+#[command(name = "virtperf", version, about = "A virtualization performance testbed: what does this isolation layer cost?", after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run an experiment (a TOML file, or --env/--workload flags) and print its report
+    #[command(after_help = RUN_HELP)]
+    Run(Box<RunArgs>),
+    /// Re-render the report of a stored run (default: the latest)
+    #[command(
+        after_help = "Examples:\n  virtperf report\n  virtperf report 3 --json\n  virtperf report --list"
+    )]
+    Report(ReportArgs),
+    /// Write every raw sample of a run (default: the latest) as CSV or JSON
+    #[command(
+        after_help = "Examples:\n  virtperf export --format csv > samples.csv\n  virtperf export 3 --format json -o run3.json"
+    )]
+    Export(ExportArgs),
+    /// List every environment kind, whether it is usable here, and the fix when it is not
+    #[command(
+        after_help = "Examples:\n  virtperf doctor          # launches each usable environment once and pings its agent\n  virtperf doctor --quick  # static checks only"
+    )]
+    Doctor(DoctorArgs),
+    /// Serve the agent protocol on stdin/stdout (started by virtperf inside each environment)
+    #[command(
+        after_help = "The protocol is documented in docs/protocol.md. Example:\n  echo '{\"v\":1,\"tag\":1,\"type\":\"ping\"}' | virtperf agent"
+    )]
+    Agent,
+}
+
+const RUN_HELP: &str = "\
+An experiment is environments × workloads × parameters × repetitions. Each --env/--workload value is
+KIND[:key=value[,key=value]...]; `name=` sets the label shown in reports; a list `key=[a,b]` is swept.
+
+Environments: native, container (keys: runtime=runc|crun, cpus, memory, cpuset).
+Workloads: cpu, pde, memcpy, stream, syscall, sleep, noop (docs/workloads.md lists their keys and metrics).
+
+Examples:
+  virtperf run examples/default.toml
+  virtperf run --env native --env container:cpus=1 --workload memcpy:size=10MiB,copies=10 --reps 1000
+  virtperf run --env native --env container --workload pde:n=[128,256] --reps 20 --json
+  virtperf run --resume 4";
+
+#[derive(Args)]
+struct RunArgs {
+    /// Experiment file (TOML); see examples/
+    experiment: Option<PathBuf>,
+    /// Add an environment: KIND[:key=value,...] (repeatable)
+    #[arg(long = "env", value_name = "SPEC")]
+    envs: Vec<String>,
+    /// Add a workload: KIND[:key=value,...] (repeatable)
+    #[arg(long = "workload", value_name = "SPEC")]
+    workloads: Vec<String>,
+    /// Measured repetitions of every environment × workload [default: 10, or the file's]
+    #[arg(long)]
+    reps: Option<String>,
+    /// Warm-up trials per environment × workload, stored but not counted [default: 1]
+    #[arg(long)]
+    warmup: Option<String>,
+    /// Trial order: random (seeded shuffle per round), interleaved, sequential [default: random]
+    #[arg(long)]
+    order: Option<String>,
+    /// Seed of the random order [default: 1]
+    #[arg(long)]
+    seed: Option<String>,
+    /// Per-trial deadline, e.g. 30s [default: 300s]
+    #[arg(long)]
+    timeout: Option<String>,
+    /// Name of the run
+    #[arg(long)]
+    name: Option<String>,
+    /// Results database
+    #[arg(long, default_value = "virtperf.db")]
+    db: PathBuf,
+    /// Print one JSON document on stdout instead of the table
+    #[arg(long)]
+    json: bool,
+    /// Finish the pending trials of an interrupted run
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["experiment", "envs", "workloads"])]
+    resume: Option<i64>,
+    /// How long an environment may take from launch to agent ready
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    boot_timeout: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 2m)"))
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Run id (default: the latest)
+    run: Option<i64>,
+    #[arg(long, default_value = "virtperf.db")]
+    db: PathBuf,
+    /// One JSON document on stdout
+    #[arg(long)]
+    json: bool,
+    /// List the runs in the database
+    #[arg(long)]
+    list: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Csv,
+    Json,
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// Run id (default: the latest)
+    run: Option<i64>,
+    #[arg(long, default_value = "virtperf.db")]
+    db: PathBuf,
+    #[arg(long, value_enum, default_value = "csv")]
+    format: Format,
+    /// Write here instead of stdout
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Static checks only; do not launch anything
+    #[arg(long)]
+    quick: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+fn input_error(e: impl std::fmt::Display) -> ExitStatus {
+    eprintln!("error: {e}");
+    ExitStatus::BadInput
+}
+
+fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experiment::InputError> {
+    let (mut raw, whole) = match &a.experiment {
+        Some(path) => {
+            if !a.envs.is_empty() || !a.workloads.is_empty() {
+                return Err(experiment::InputError {
+                    origin: Origin::Flag { flag: "--env/--workload", value: String::new() },
+                    key: None,
+                    message: "give either an experiment file or --env/--workload flags, not both".into(),
+                });
+            }
+            let p = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| experiment::InputError {
+                origin: Origin::File { path: p.clone(), line: 0 },
+                key: None,
+                message: format!("cannot read the experiment file: {e}"),
+            })?;
+            (experiment::read_toml(&p, &text)?, Origin::File { path: p, line: 1 })
+        }
+        None => {
+            let mut raw = RawExperiment::default();
+            for e in &a.envs {
+                raw.envs.push(experiment::read_flag("--env", e)?);
+            }
+            for w in &a.workloads {
+                raw.workloads.push(experiment::read_flag("--workload", w)?);
+            }
+            (raw, Origin::Flag { flag: "virtperf run", value: "(flags)".into() })
+        }
+    };
+    let overrides: [(&'static str, &'static str, &Option<String>, bool); 6] = [
+        ("--reps", "reps", &a.reps, true),
+        ("--warmup", "warmup", &a.warmup, true),
+        ("--seed", "seed", &a.seed, true),
+        ("--order", "order", &a.order, false),
+        ("--timeout", "timeout", &a.timeout, false),
+        ("--name", "name", &a.name, false),
+    ];
+    for (flag, key, val, int) in overrides {
+        if let Some(v) = val {
+            let value = match (int, v.trim().parse::<i64>()) {
+                (true, Ok(i)) => Raw::Int(i),
+                _ => Raw::Str(v.clone()),
+            };
+            raw.settings.insert(
+                key.to_string(),
+                RawSetting { value, origin: Origin::Flag { flag, value: v.clone() } },
+            );
+        }
+    }
+    experiment::validate(&raw, &whole)
+}
+
+fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let opts = run::RunOpts { db: a.db.clone(), json: a.json, boot_timeout: a.boot_timeout, command_line };
+    if let Some(id) = a.resume {
+        run::install_signal_handler();
+        return run::resume(id, &opts);
+    }
+    let exp = match experiment_from_args(&a) {
+        Ok(e) => e,
+        Err(e) => return Ok(input_error(e)),
+    };
+    run::install_signal_handler();
+    run::run_new(exp, &opts)
+}
+
+fn pick_run(store: &store::Store, run: Option<i64>) -> anyhow::Result<i64> {
+    match run {
+        Some(r) => store.run(r).map(|_| r),
+        None => store.latest_run()?.ok_or_else(|| anyhow::anyhow!("the database holds no run yet")),
+    }
+}
+
+fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
+    let store = match store::Store::open_existing(&a.db) {
+        Ok(s) => s,
+        Err(e) => return Ok(input_error(e)),
+    };
+    if a.list {
+        for r in store.runs()? {
+            println!("{:>4}  {:<12} {}  {}", r.id, r.status, r.started_at, r.name);
+        }
+        return Ok(ExitStatus::Success);
+    }
+    let id = match pick_run(&store, a.run) {
+        Ok(i) => i,
+        Err(e) => return Ok(input_error(e)),
+    };
+    let rep = report::build(&store, id)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print!("{}", report::render_table(&rep));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
+    let store = match store::Store::open_existing(&a.db) {
+        Ok(s) => s,
+        Err(e) => return Ok(input_error(e)),
+    };
+    let id = match pick_run(&store, a.run) {
+        Ok(i) => i,
+        Err(e) => return Ok(input_error(e)),
+    };
+    let mut buf: Vec<u8> = Vec::new();
+    match a.format {
+        Format::Csv => report::export_csv(&store, id, &mut buf)?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut buf, &report::export_json(&store, id)?)?;
+            buf.push(b'\n');
+        }
+    }
+    match a.output {
+        Some(p) => {
+            std::fs::write(&p, &buf).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?
+        }
+        None => std::io::stdout().lock().write_all(&buf)?,
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn cmd_doctor(a: DoctorArgs) -> anyhow::Result<ExitStatus> {
+    let rows = doctor::check(!a.quick);
+    if a.json {
+        let kinds: BTreeMap<&str, &str> = env::REGISTRY.iter().map(|k| (k.kind(), k.summary())).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"environments": rows, "kinds": kinds}))?
+        );
+    } else {
+        print!("{}", doctor::render(&rows));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Run(a) => cmd_run(*a),
+        Cmd::Report(a) => cmd_report(a),
+        Cmd::Export(a) => cmd_export(a),
+        Cmd::Doctor(a) => cmd_doctor(a),
+        Cmd::Agent => {
+            return match agent::main() {
+                Ok(()) => ExitCode::SUCCESS,
+                // A closed pipe means the host went away: nothing to report to.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+    };
+    let status = match res {
+        Ok(s) => s,
+        Err(e) => match e.downcast_ref::<experiment::InputError>() {
+            Some(ie) => input_error(ie),
+            None => {
+                eprintln!("error: {e:#}");
+                ExitStatus::Failure
+            }
+        },
+    };
+    ExitCode::from(status as u8)
+}

@@ -65,14 +65,34 @@ pub fn metric(name: &str) -> Option<&'static MetricSpec> {
     REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name)
 }
 
-/// Validates and runs a workload request (agent side).
-pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
-    let w = find(&spec.kind).ok_or_else(|| {
-        (ErrorCode::UnknownWorkload, format!("unknown workload `{}` (known: {})", spec.kind, kinds().join(", ")))
+/// A validated request, ready to run.
+pub struct Prepared {
+    workload: &'static dyn Workload,
+    params: BTreeMap<String, Value>,
+}
+
+/// Validates a workload request (agent side): known kind, parameters within their schema.
+pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
+    let workload = find(&spec.kind).ok_or_else(|| {
+        (
+            ErrorCode::UnknownWorkload,
+            format!("unknown workload `{}` (known: {})", spec.kind, kinds().join(", ")),
+        )
     })?;
-    let resolved: BTreeMap<String, Value> =
-        params::revalidate(w.params(), &spec.params).map_err(|(k, e)| (ErrorCode::BadParams, format!("{k}: {e}")))?;
-    w.run(&Params(&resolved)).map_err(|e| (ErrorCode::WorkloadFailed, e))
+    let params = params::revalidate(workload.params(), &spec.params)
+        .map_err(|(k, e)| (ErrorCode::BadParams, format!("{k}: {e}")))?;
+    Ok(Prepared { workload, params })
+}
+
+impl Prepared {
+    pub fn run(&self) -> Result<Vec<Sample>, (ErrorCode, String)> {
+        self.workload.run(&Params(&self.params)).map_err(|e| (ErrorCode::WorkloadFailed, e))
+    }
+}
+
+/// Validates and runs a workload request.
+pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
+    prepare(spec)?.run()
 }
 
 pub(crate) fn sample(metric: &str, value: f64, unit: &str) -> Sample {
@@ -103,14 +123,18 @@ mod tests {
 
     #[test]
     fn run_rejects_bad_requests_with_codes() {
-        let spec = |k: &str, p: Value| WorkloadSpec {
-            kind: k.into(),
-            params: serde_json::from_value(p).unwrap(),
-        };
+        let spec =
+            |k: &str, p: Value| WorkloadSpec { kind: k.into(), params: serde_json::from_value(p).unwrap() };
         assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().0, ErrorCode::UnknownWorkload);
-        assert_eq!(run(&spec("memcpy", serde_json::json!({"size": -1}))).unwrap_err().0, ErrorCode::BadParams);
+        assert_eq!(
+            run(&spec("memcpy", serde_json::json!({"size": -1}))).unwrap_err().0,
+            ErrorCode::BadParams
+        );
         assert_eq!(run(&spec("memcpy", serde_json::json!({"wat": 1}))).unwrap_err().0, ErrorCode::BadParams);
-        assert_eq!(run(&spec("memcpy", serde_json::json!({"size": [1]}))).unwrap_err().0, ErrorCode::BadParams);
+        assert_eq!(
+            run(&spec("memcpy", serde_json::json!({"size": [1]}))).unwrap_err().0,
+            ErrorCode::BadParams
+        );
     }
 
     #[test]
@@ -126,8 +150,11 @@ mod tests {
         });
         for w in REGISTRY {
             let p = small.get(w.kind()).unwrap_or_else(|| panic!("no small case for {}", w.kind()));
-            let samples = run(&WorkloadSpec { kind: w.kind().into(), params: serde_json::from_value(p.clone()).unwrap() })
-                .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
+            let samples = run(&WorkloadSpec {
+                kind: w.kind().into(),
+                params: serde_json::from_value(p.clone()).unwrap(),
+            })
+            .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
             let mut names: Vec<&str> = samples.iter().map(|s| s.metric.as_str()).collect();
             let mut declared: Vec<&str> = w.metrics().iter().map(|m| m.name).collect();
             names.sort();

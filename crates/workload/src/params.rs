@@ -31,13 +31,25 @@ impl std::fmt::Display for Raw {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ParamKind {
     /// An integer in `[min, max]`.
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     /// A byte count: `10MiB`, `4k`, `1048576`; normalised to bytes.
-    Size { min: u64, max: u64 },
+    Size {
+        min: u64,
+        max: u64,
+    },
     /// A real number in `[min, max]`.
-    Float { min: f64, max: f64 },
+    Float {
+        min: f64,
+        max: f64,
+    },
     /// A duration: `500ms`, `2s`, `1m`; normalised to milliseconds.
-    Duration { min_ms: u64, max_ms: u64 },
+    Duration {
+        min_ms: u64,
+        max_ms: u64,
+    },
     /// One of the listed words.
     Choice(&'static [&'static str]),
     Bool,
@@ -190,10 +202,16 @@ pub struct Params<'a>(pub &'a BTreeMap<String, Value>);
 
 impl Params<'_> {
     pub fn u64(&self, k: &str) -> Result<u64, String> {
-        self.0.get(k).and_then(Value::as_u64).ok_or_else(|| format!("parameter `{k}` missing or not an integer"))
+        self.0
+            .get(k)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("parameter `{k}` missing or not an integer"))
     }
     pub fn f64(&self, k: &str) -> Result<f64, String> {
-        self.0.get(k).and_then(Value::as_f64).ok_or_else(|| format!("parameter `{k}` missing or not a number"))
+        self.0
+            .get(k)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("parameter `{k}` missing or not a number"))
     }
     pub fn str(&self, k: &str) -> Result<&str, String> {
         self.0.get(k).and_then(Value::as_str).ok_or_else(|| format!("parameter `{k}` missing or not text"))
@@ -214,8 +232,18 @@ mod tests {
     use super::*;
 
     const SPECS: &[ParamSpec] = &[
-        ParamSpec { name: "size", kind: ParamKind::Size { min: 1, max: 1 << 30 }, default: Some("10MiB"), help: "" },
-        ParamSpec { name: "copies", kind: ParamKind::Int { min: 1, max: 1000 }, default: Some("10"), help: "" },
+        ParamSpec {
+            name: "size",
+            kind: ParamKind::Size { min: 1, max: 1 << 30 },
+            default: Some("10MiB"),
+            help: "",
+        },
+        ParamSpec {
+            name: "copies",
+            kind: ParamKind::Int { min: 1, max: 1000 },
+            default: Some("10"),
+            help: "",
+        },
         ParamSpec {
             name: "t",
             kind: ParamKind::Duration { min_ms: 1, max_ms: 60_000 },

@@ -1,0 +1,131 @@
+//! `virtperf doctor`: every environment kind, whether it is usable here, and the fix when not.
+//! Unless `--quick`, each usable kind is really launched and its agent pinged: a runtime that is
+//! installed but refuses this host (crun on hybrid cgroups, say) shows up here, not mid-run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use serde::Serialize;
+use serde_json::Value;
+use virtperf_workload::{params, Raw};
+
+use crate::env::{self, LaunchCtx};
+use crate::ledger::Ledger;
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub environment: String,
+    pub usable: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+    pub probe_ms: Option<f64>,
+}
+
+/// The variants worth checking separately (a kind with each of its runtimes).
+fn variants() -> Vec<(String, &'static str, BTreeMap<String, Raw>)> {
+    let mut v = Vec::new();
+    for k in env::REGISTRY {
+        v.push((k.kind().to_string(), k.kind(), BTreeMap::new()));
+        if k.kind() == "container" {
+            v.push((
+                "container:runtime=crun".into(),
+                k.kind(),
+                [("runtime".to_string(), Raw::Str("crun".into()))].into(),
+            ));
+        }
+    }
+    v
+}
+
+pub fn check(probe: bool) -> Vec<Row> {
+    let never = AtomicBool::new(false);
+    let mut ledger = if probe { Ledger::open().ok().map(|l| l.0) } else { None };
+    let exe = std::env::current_exe().ok();
+    let mut rows = Vec::new();
+    for (label, kind, raw) in variants() {
+        let Some(k) = env::find(kind) else { continue };
+        let params: BTreeMap<String, Value> = match params::resolve(k.params(), &raw) {
+            Ok(p) => p,
+            Err((key, e)) => {
+                rows.push(Row {
+                    environment: label,
+                    usable: false,
+                    detail: format!("{key}: {e}"),
+                    fix: None,
+                    probe_ms: None,
+                });
+                continue;
+            }
+        };
+        let a = k.availability(&params);
+        let mut row = Row {
+            environment: label.clone(),
+            usable: a.usable,
+            detail: a.detail,
+            fix: a.fix,
+            probe_ms: None,
+        };
+        if let (true, true, Some(ledger), Some(exe)) = (probe, a.usable, ledger.as_mut(), exe.as_deref()) {
+            let run_dir = ledger.state_dir().join(format!("doctor-{}", std::process::id()));
+            if ledger.create_dir(&run_dir).is_ok() {
+                let mut ctx = LaunchCtx {
+                    exe,
+                    run_dir: &run_dir,
+                    instance_id: format!("vpdoctor{}-{}", std::process::id(), rows.len()),
+                    ledger,
+                    boot_timeout: Duration::from_secs(30),
+                    cancel: &never,
+                };
+                let t0 = Instant::now();
+                match k.launch(&mut ctx, &params) {
+                    Ok(mut inst) => {
+                        let ping =
+                            inst.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), &never);
+                        row.probe_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
+                        if let Err(e) = ping {
+                            row.usable = false;
+                            row.detail = format!("launched but the agent did not answer a ping: {e}");
+                        }
+                        inst.shutdown(ledger);
+                    }
+                    Err(e) => {
+                        row.usable = false;
+                        row.detail = format!("installed, but a test launch failed: {e}");
+                        if label.contains("crun") && row.fix.is_none() {
+                            row.fix = Some("use runtime=runc (the default)".into());
+                        }
+                    }
+                }
+                ledger.remove_dir(&run_dir);
+            }
+        }
+        rows.push(row);
+    }
+    if let Some(l) = ledger {
+        l.close();
+    }
+    rows
+}
+
+pub fn render(rows: &[Row]) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec!["environment", "usable", "detail", "fix"]);
+    for r in rows {
+        let usable = match (r.usable, r.probe_ms) {
+            (true, Some(ms)) => format!("yes (agent ready + ping in {ms:.0} ms)"),
+            (true, None) => "yes".into(),
+            (false, _) => "NO".into(),
+        };
+        t.add_row(vec![r.environment.clone(), usable, r.detail.clone(), r.fix.clone().unwrap_or_default()]);
+    }
+    let mut out = t.to_string();
+    out += &format!("\nstate directory (ledger, scratch): {}\n", crate::ledger::state_dir().display());
+    if Path::new("/sys/module/kvm_pvm").exists() {
+        out += "note: /dev/kvm here is PVM (kvm_pvm): it runs only PVM-enabled guest kernels; QEMU guests will use TCG\n";
+    }
+    out
+}

@@ -1,0 +1,194 @@
+//! Host side of the agent channel: a byte stream to `virtperf agent`, whatever carries it.
+//!
+//! A reader thread turns the agent's output into [`Event`]s on a channel, each stamped with the
+//! host's monotonic clock on arrival. The orchestrator waits on that channel in short slices, so a
+//! deadline, a dead agent and Ctrl-C are all noticed within [`SLICE`].
+
+use std::collections::VecDeque;
+use std::io::{BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use virtperf_proto::{self as proto, Frame, Reply, Request};
+
+/// How often a wait checks for interruption.
+pub const SLICE: Duration = Duration::from_millis(50);
+/// Lines of the agent's stderr (or a console) kept for error messages.
+const TAIL_LINES: usize = 40;
+
+#[derive(Debug)]
+pub enum Event {
+    Frame(Frame<Reply>, Instant),
+    /// A frame-prefixed line that did not parse.
+    Garbage(String),
+    Eof,
+}
+
+/// Why a call to the agent did not produce the reply it asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// the agent did not answer before the deadline
+    #[error("no answer from the agent within {0:?}")]
+    Timeout(Duration),
+    /// the agent's stream closed
+    #[error("the agent exited or closed its channel{0}")]
+    Exited(String),
+    /// the run was interrupted
+    #[error("interrupted")]
+    Interrupted,
+    /// the agent answered something that is not the protocol
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// the agent answered with an error reply
+    #[error("agent error ({code:?}): {message}")]
+    Agent { code: proto::ErrorCode, message: String },
+    /// writing to the agent failed
+    #[error("cannot write to the agent: {0}")]
+    Write(std::io::Error),
+}
+
+/// A bounded tail of lines (stderr of the agent or its runtime, a guest console).
+#[derive(Clone, Default)]
+pub struct Tail(Arc<Mutex<VecDeque<String>>>);
+
+impl Tail {
+    pub fn push(&self, line: String) {
+        if let Ok(mut t) = self.0.lock() {
+            if t.len() == TAIL_LINES {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    }
+    /// The last lines, formatted for an error message (empty when there are none).
+    pub fn render(&self) -> String {
+        match self.0.lock() {
+            Ok(t) if !t.is_empty() => {
+                let lines: Vec<&str> = t.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>();
+                let lines: Vec<&str> = lines.into_iter().rev().collect();
+                format!("; last output: {}", lines.join(" | "))
+            }
+            _ => String::new(),
+        }
+    }
+    /// Starts a thread copying `r`'s lines into the tail.
+    pub fn follow<R: Read + Send + 'static>(&self, r: R) {
+        let tail = self.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(r);
+            loop {
+                match proto::read_line(&mut r) {
+                    Ok(l) => tail.push(String::from_utf8_lossy(&l).into_owned()),
+                    Err(proto::FrameError::TooLong) => tail.push("(overlong line)".into()),
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+}
+
+pub struct Conn {
+    writer: Box<dyn Write + Send>,
+    events: Receiver<Event>,
+    next_tag: u64,
+    pub tail: Tail,
+    closed: bool,
+}
+
+impl Conn {
+    /// Wraps a stream to an agent. Lines the agent writes without the frame prefix go to `tail`.
+    pub fn new<R: Read + Send + 'static>(reader: R, writer: Box<dyn Write + Send>, tail: Tail) -> Conn {
+        let (tx, rx) = mpsc::channel();
+        let t = tail.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::with_capacity(64 * 1024, reader);
+            loop {
+                match proto::read_line(&mut r) {
+                    Ok(line) => {
+                        let now = Instant::now();
+                        let ev = match proto::decode_reply(&line) {
+                            Ok(Some(f)) => Event::Frame(f, now),
+                            Ok(None) => {
+                                t.push(String::from_utf8_lossy(&line).into_owned());
+                                continue;
+                            }
+                            Err(e) => Event::Garbage(e),
+                        };
+                        if tx.send(ev).is_err() {
+                            break;
+                        }
+                    }
+                    Err(proto::FrameError::TooLong) => {
+                        if tx.send(Event::Garbage("overlong line".into())).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tx.send(Event::Eof);
+                        break;
+                    }
+                }
+            }
+        });
+        Conn { writer, events: rx, next_tag: 1, tail, closed: false }
+    }
+
+    pub fn send(&mut self, req: Request) -> Result<u64, CallError> {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(CallError::Write)?;
+        Ok(tag)
+    }
+
+    /// Waits for the next frame with `tag` (stale frames of abandoned calls are skipped).
+    pub fn wait(
+        &mut self,
+        tag: u64,
+        deadline: Instant,
+        cancel: &AtomicBool,
+    ) -> Result<(Reply, Instant), CallError> {
+        let started = Instant::now();
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return Err(CallError::Interrupted);
+            }
+            if self.closed {
+                return Err(CallError::Exited(self.tail.render()));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(CallError::Timeout(deadline.saturating_duration_since(started)));
+            }
+            match self.events.recv_timeout(SLICE.min(deadline - now)) {
+                Ok(Event::Frame(f, at)) if f.tag == tag => {
+                    return match f.body {
+                        Reply::Error { code, message } => Err(CallError::Agent { code, message }),
+                        body => Ok((body, at)),
+                    }
+                }
+                Ok(Event::Frame(..)) => continue,
+                Ok(Event::Garbage(g)) => return Err(CallError::Protocol(g)),
+                Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
+                    self.closed = true;
+                    // Give the stderr follower a moment to catch the last words.
+                    std::thread::sleep(Duration::from_millis(20));
+                    return Err(CallError::Exited(self.tail.render()));
+                }
+                Err(RecvTimeoutError::Timeout) => continue,
+            }
+        }
+    }
+
+    /// Waits for the unsolicited hello (tag 0).
+    pub fn hello(&mut self, deadline: Instant, cancel: &AtomicBool) -> Result<(Reply, Instant), CallError> {
+        self.wait(0, deadline, cancel)
+    }
+
+    /// One request, one reply.
+    pub fn call(&mut self, req: Request, timeout: Duration, cancel: &AtomicBool) -> Result<Reply, CallError> {
+        let tag = self.send(req)?;
+        self.wait(tag, Instant::now() + timeout, cancel).map(|r| r.0)
+    }
+}

@@ -1,0 +1,329 @@
+//! `container`: the agent in an OCI container run by a real runtime (runc by default, crun
+//! where the host's cgroups allow it), from a bundle virtperf generates.
+//!
+//! The bundle's root is an empty directory, read-only; the host's `/usr` and `/etc` and the
+//! virtperf binary are bind-mounted into it *by the runtime, inside the container's mount
+//! namespace*, so nothing is mounted on the host. The container gets fresh pid, network, ipc,
+//! uts and mount namespaces and its own cgroup (`virtperf/ID`), whose CPU accounting gives the
+//! host-side CPU time of everything the container runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use virtperf_workload::{ParamKind, ParamSpec};
+
+use super::{
+    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, Instance, LaunchCtx, LaunchError,
+    Teardown,
+};
+use crate::ledger::{cgroup_mounts, Entry, Ledger};
+
+pub struct Container;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "runtime",
+        kind: ParamKind::Choice(&["runc", "crun"]),
+        default: Some("runc"),
+        help: "OCI runtime",
+    },
+    ParamSpec {
+        name: "cpus",
+        kind: ParamKind::Float { min: 0.01, max: 4096.0 },
+        default: None,
+        help: "CPU bandwidth limit in CPUs (CFS quota), e.g. 1 or 0.5",
+    },
+    ParamSpec {
+        name: "memory",
+        kind: ParamKind::Size { min: 8 << 20, max: 1 << 44 },
+        default: None,
+        help: "memory limit, e.g. 512MiB",
+    },
+    ParamSpec {
+        name: "cpuset",
+        kind: ParamKind::Text,
+        default: None,
+        help: "CPUs the container may use, e.g. 0 or 0-1",
+    },
+];
+
+/// Host paths bind-mounted read-only into the container.
+const BINDS: &[&str] = &["/usr", "/etc", "/opt"];
+/// Where the agent binary appears inside the container.
+const AGENT_PATH: &str = "/.virtperf/virtperf";
+
+fn runtime_of(params: &BTreeMap<String, Value>) -> &str {
+    params.get("runtime").and_then(Value::as_str).unwrap_or("runc")
+}
+
+/// cgroup v1 and v2 mounted side by side with v1 controllers ("hybrid"): crun 1.8 refuses it.
+fn hybrid_cgroups() -> bool {
+    let m = cgroup_mounts();
+    m.iter().any(|p| p.ends_with("unified"))
+        && m.iter().any(|p| p.ends_with("cpuacct") || p.ends_with("cpu,cpuacct"))
+}
+
+/// Where the container's CPU accounting will be, for cgroupsPath `/virtperf/ID`.
+fn cpu_probe(id: &str) -> Option<CpuProbe> {
+    for m in cgroup_mounts() {
+        let dir = m.join("virtperf").join(id);
+        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.split(',').any(|c| c == "cpuacct") {
+            return Some(CpuProbe::CgroupV1(dir.join("cpuacct.usage")));
+        }
+    }
+    // Pure v2: the unified hierarchy is mounted at /sys/fs/cgroup itself.
+    let root = Path::new("/sys/fs/cgroup");
+    root.join("cgroup.controllers")
+        .exists()
+        .then(|| CpuProbe::CgroupV2(root.join("virtperf").join(id).join("cpu.stat")))
+}
+
+struct ContainerTeardown {
+    runtime: String,
+    state_root: PathBuf,
+    id: String,
+    bundle: PathBuf,
+}
+
+impl Teardown for ContainerTeardown {
+    fn teardown(&mut self, ledger: &mut Ledger) {
+        let entry = Entry::Container {
+            runtime: self.runtime.clone(),
+            root: self.state_root.clone(),
+            id: self.id.clone(),
+        };
+        crate::ledger::undo(&entry, ledger.state_dir());
+        ledger.forget(&entry);
+        let cg = Entry::Cgroup { rel: format!("virtperf/{}", self.id) };
+        crate::ledger::undo(&cg, ledger.state_dir());
+        ledger.forget(&cg);
+        ledger.remove_dir(&self.bundle);
+    }
+}
+
+/// Generates the OCI config for the agent.
+pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>) -> Value {
+    let mut mounts = vec![
+        json!({"destination": "/proc", "type": "proc", "source": "proc"}),
+        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
+        json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}),
+        json!({"destination": AGENT_PATH, "type": "bind", "source": exe, "options": ["bind", "ro"]}),
+    ];
+    for b in BINDS {
+        if Path::new(b).is_dir() && !Path::new(b).is_symlink() {
+            mounts.push(json!({"destination": b, "type": "bind", "source": b, "options": ["rbind", "ro", "nosuid", "nodev"]}));
+        }
+    }
+    let mut resources = serde_json::Map::new();
+    if let Some(c) = params.get("cpus").and_then(Value::as_f64) {
+        let period = 100_000u64;
+        resources
+            .insert("cpu".into(), json!({"quota": (c * period as f64).round() as i64, "period": period}));
+    }
+    if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
+        let cpu = resources.entry("cpu").or_insert_with(|| json!({}));
+        cpu["cpus"] = json!(set);
+    }
+    if let Some(m) = params.get("memory").and_then(Value::as_u64) {
+        resources.insert("memory".into(), json!({"limit": m}));
+    }
+    json!({
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": [AGENT_PATH, "agent"],
+            "env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "VIRTPERF_ENV=container"],
+            "cwd": "/tmp",
+            "noNewPrivileges": true
+        },
+        "root": {"path": "rootfs", "readonly": true},
+        "hostname": "virtperf",
+        "mounts": mounts,
+        "linux": {
+            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
+            "cgroupsPath": format!("/virtperf/{id}"),
+            "resources": resources,
+            "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list"],
+            "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"]
+        }
+    })
+}
+
+fn write_bundle(
+    bundle: &Path,
+    id: &str,
+    exe: &Path,
+    params: &BTreeMap<String, Value>,
+) -> std::io::Result<()> {
+    let rootfs = bundle.join("rootfs");
+    std::fs::create_dir_all(rootfs.join(".virtperf"))?;
+    std::fs::write(rootfs.join(AGENT_PATH.trim_start_matches('/')), b"")?;
+    // Merged-/usr hosts: /bin, /lib... are symlinks into /usr; recreate them.
+    for ent in std::fs::read_dir("/")?.flatten() {
+        let p = ent.path();
+        if let Ok(target) = std::fs::read_link(&p) {
+            let t = target.to_string_lossy();
+            if t.starts_with("usr/") || t.starts_with("/usr/") {
+                std::os::unix::fs::symlink(&target, rootfs.join(ent.file_name()))?;
+            }
+        }
+    }
+    for b in BINDS {
+        std::fs::create_dir_all(rootfs.join(b.trim_start_matches('/')))?;
+    }
+    for d in ["proc", "dev", "tmp"] {
+        std::fs::create_dir_all(rootfs.join(d))?;
+    }
+    let cfg = oci_config(id, exe, params);
+    std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&cfg)?)
+}
+
+impl Environment for Container {
+    fn kind(&self) -> &'static str {
+        "container"
+    }
+    fn summary(&self) -> &'static str {
+        "Linux namespaces + cgroups through a real OCI runtime (runc, or crun), bundle generated by virtperf"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+        if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
+            super::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
+        }
+        if let Some(c) = params.get("cpus").and_then(Value::as_f64) {
+            let n = super::host_cpus();
+            if c > n as f64 {
+                return Err(("cpus".into(), format!("{c} CPUs asked but this host has {n}")));
+            }
+        }
+        Ok(())
+    }
+    fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
+        let rt = runtime_of(params);
+        if super::which(rt).is_none() {
+            return Availability::no(
+                format!("{rt} is not installed"),
+                format!("apt-get install -y {rt}   (or: make deps)"),
+            );
+        }
+        if !super::is_root() {
+            return Availability::no(
+                "containers need root here (cgroups, namespaces)",
+                "run virtperf as root",
+            );
+        }
+        if rt == "crun" && hybrid_cgroups() {
+            return Availability::no(
+                "crun refuses this host's hybrid cgroups (v1 controllers + a v2 'unified' mount)",
+                "use runtime=runc (the default), or boot the host with cgroup v2 only (systemd.unified_cgroup_hierarchy=1)",
+            );
+        }
+        Availability::yes(format!("{} found", super::version_of(rt).unwrap_or_else(|| rt.to_string())))
+    }
+    fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
+        super::version_of(runtime_of(params))
+    }
+    fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
+        let a = self.availability(params);
+        if !a.usable {
+            return Err(LaunchError::Unavailable(format!(
+                "{}; fix: {}",
+                a.detail,
+                a.fix.unwrap_or_default()
+            )));
+        }
+        let runtime = runtime_of(params).to_string();
+        let id = ctx.instance_id.clone();
+        let state_root = ctx.run_dir.join(format!("{runtime}-state"));
+        let bundle = ctx.run_dir.join(format!("bundle-{id}"));
+        ctx.ledger
+            .create_dir(&bundle)
+            .map_err(|e| LaunchError::Prepare(format!("{}: {e}", bundle.display())))?;
+        let mut teardown = ContainerTeardown {
+            runtime: runtime.clone(),
+            state_root: state_root.clone(),
+            id: id.clone(),
+            bundle: bundle.clone(),
+        };
+        if let Err(e) = write_bundle(&bundle, &id, ctx.exe, params) {
+            teardown.teardown(ctx.ledger);
+            return Err(LaunchError::Prepare(format!("cannot write the OCI bundle: {e}")));
+        }
+        // The shared parent first, so that it is removed last (rmdir fails while another run uses it).
+        ctx.ledger.record_once(Entry::Cgroup { rel: "virtperf".into() });
+        ctx.ledger.record(Entry::Cgroup { rel: format!("virtperf/{id}") });
+        ctx.ledger.record(Entry::Container {
+            runtime: runtime.clone(),
+            root: state_root.clone(),
+            id: id.clone(),
+        });
+        let mut cmd = Command::new(&runtime);
+        cmd.arg("--root").arg(&state_root).arg("run").arg("--bundle").arg(&bundle).arg(&id);
+        let started = Instant::now();
+        let (child, stdin, stdout, tail) =
+            match spawn_piped(&mut cmd, &format!("{runtime} run {id}"), ctx.ledger, false) {
+                Ok(x) => x,
+                Err(e) => {
+                    teardown.teardown(ctx.ledger);
+                    return Err(e);
+                }
+            };
+        let mut inst = Instance {
+            conn: Conn::new(stdout, Box::new(stdin), tail),
+            cpu: cpu_probe(&id),
+            start_time: Default::default(),
+            rtt: Default::default(),
+            agent_pid: 0,
+            teardown: Box::new(teardown),
+            child: Some(child),
+        };
+        match await_hello(&mut inst.conn, ctx, started) {
+            Ok((pid, t)) => {
+                inst.agent_pid = pid;
+                inst.start_time = t;
+                Ok(inst)
+            }
+            Err(e) => {
+                inst.kill(ctx.ledger);
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_carries_limits_and_no_host_mounts_outside_the_bundle() {
+        let params: BTreeMap<String, Value> = [
+            ("cpus".to_string(), json!(1.5)),
+            ("memory".to_string(), json!(512u64 << 20)),
+            ("cpuset".to_string(), json!("0")),
+        ]
+        .into_iter()
+        .collect();
+        let c = oci_config("vp1-0-0", Path::new("/x/virtperf"), &params);
+        assert_eq!(c["linux"]["resources"]["cpu"]["quota"], json!(150_000));
+        assert_eq!(c["linux"]["resources"]["cpu"]["cpus"], json!("0"));
+        assert_eq!(c["linux"]["resources"]["memory"]["limit"], json!(512u64 << 20));
+        assert_eq!(c["linux"]["cgroupsPath"], json!("/virtperf/vp1-0-0"));
+        assert_eq!(c["root"]["readonly"], json!(true));
+        assert_eq!(c["process"]["args"], json!([AGENT_PATH, "agent"]));
+        let ns: Vec<&str> = c["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["type"].as_str().unwrap())
+            .collect();
+        assert!(ns.contains(&"network") && ns.contains(&"pid") && ns.contains(&"mount"));
+    }
+}

@@ -1,0 +1,317 @@
+//! Environments: where an agent runs.
+//!
+//! Every environment kind implements [`Environment`]: it declares its parameters, says whether it
+//! can run on this host (and what to do when it cannot), and launches an [`Instance`]: an agent
+//! reachable over a byte stream plus a way to read the host-side CPU time of everything the
+//! instance runs. To add one, see `docs/environments/README.md`.
+
+pub mod conn;
+pub mod container;
+pub mod native;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use virtperf_proto::Reply;
+use virtperf_workload::ParamSpec;
+
+use crate::ledger::Ledger;
+pub use conn::{CallError, Conn, Tail};
+
+/// Whether a kind can run here; when it cannot, why and what to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Availability {
+    pub usable: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+impl Availability {
+    pub fn yes(detail: impl Into<String>) -> Self {
+        Availability { usable: true, detail: detail.into(), fix: None }
+    }
+    pub fn no(detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Availability { usable: false, detail: detail.into(), fix: Some(fix.into()) }
+    }
+}
+
+/// What a launch needs from the run.
+pub struct LaunchCtx<'a> {
+    /// The `virtperf` binary to run as the agent.
+    pub exe: &'a Path,
+    /// A private directory of this run for bundles, sockets, logs.
+    pub run_dir: &'a Path,
+    /// Unique within the host, e.g. `vp12345-0-1` (pid of the orchestrator, env index, launch number).
+    pub instance_id: String,
+    pub ledger: &'a mut Ledger,
+    /// How long the agent may take to say hello.
+    pub boot_timeout: Duration,
+    pub cancel: &'a AtomicBool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// the environment cannot run here
+    #[error("{0}")]
+    Unavailable(String),
+    /// starting a process failed
+    #[error("cannot start {what}: {source}")]
+    Spawn { what: String, source: std::io::Error },
+    /// the agent did not say hello
+    #[error("the agent did not become ready: {0}")]
+    NoHello(#[from] CallError),
+    /// preparing files for the instance failed
+    #[error("cannot prepare the instance: {0}")]
+    Prepare(String),
+}
+
+pub trait Environment: Sync {
+    fn kind(&self) -> &'static str;
+    fn summary(&self) -> &'static str;
+    fn params(&self) -> &'static [ParamSpec];
+    /// Checks that need the host (a CPU that exists) or several parameters together.
+    fn check(&self, _params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+        Ok(())
+    }
+    /// Whether this kind, with these parameters, can run here (no side effects).
+    fn availability(&self, params: &BTreeMap<String, Value>) -> Availability;
+    /// Version of the runtime underneath (for the manifest).
+    fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
+        None
+    }
+    fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError>;
+}
+
+/// Every environment kind this build knows.
+pub static REGISTRY: &[&dyn Environment] = &[&native::Native, &container::Container];
+
+pub fn find(kind: &str) -> Option<&'static dyn Environment> {
+    REGISTRY.iter().copied().find(|e| e.kind() == kind)
+}
+
+pub fn kinds() -> Vec<&'static str> {
+    REGISTRY.iter().map(|e| e.kind()).collect()
+}
+
+/// Reads the host-side CPU time of an instance, in nanoseconds.
+#[derive(Debug, Clone)]
+pub enum CpuProbe {
+    /// Sum of `/proc/PID/task/*/schedstat` run times (ns resolution; threads included).
+    Proc(u32),
+    /// A cgroup v1 `cpuacct.usage` file (ns).
+    CgroupV1(PathBuf),
+    /// A cgroup v2 `cpu.stat` file (`usage_usec`).
+    CgroupV2(PathBuf),
+}
+
+impl CpuProbe {
+    pub fn read_ns(&self) -> Option<u64> {
+        match self {
+            CpuProbe::Proc(pid) => {
+                let mut total = 0u64;
+                for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+                    let p = t.ok()?.path().join("schedstat");
+                    if let Ok(s) = std::fs::read_to_string(p) {
+                        total += s.split_whitespace().next()?.parse::<u64>().ok()?;
+                    }
+                }
+                Some(total)
+            }
+            CpuProbe::CgroupV1(p) => std::fs::read_to_string(p).ok()?.trim().parse().ok(),
+            CpuProbe::CgroupV2(p) => {
+                let s = std::fs::read_to_string(p).ok()?;
+                let usec: u64 = s.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse().ok()?;
+                Some(usec * 1000)
+            }
+        }
+    }
+}
+
+/// How to stop an instance for good.
+pub trait Teardown: Send {
+    /// Stops everything the instance runs and removes what it created (ledger entries included).
+    fn teardown(&mut self, ledger: &mut Ledger);
+}
+
+/// A launched environment with a ready agent.
+pub struct Instance {
+    pub conn: Conn,
+    pub cpu: Option<CpuProbe>,
+    /// Launch to hello, on the host's monotonic clock.
+    pub start_time: Duration,
+    pub agent_pid: u32,
+    /// Median idle round trip to the agent, measured after launch ([`Instance::calibrate_rtt`]).
+    pub rtt: Duration,
+    pub teardown: Box<dyn Teardown>,
+    /// The process we spawned (agent or runtime), reaped at teardown.
+    pub child: Option<Child>,
+}
+
+impl Instance {
+    /// Measures the idle round trip (median of 9 pings) that host-clock durations subtract.
+    pub fn calibrate_rtt(&mut self, cancel: &AtomicBool) {
+        let mut rtts = Vec::new();
+        for _ in 0..9 {
+            let t0 = Instant::now();
+            if self.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), cancel).is_err() {
+                return;
+            }
+            rtts.push(t0.elapsed());
+        }
+        rtts.sort();
+        self.rtt = rtts[rtts.len() / 2];
+    }
+
+    /// Asks the agent to exit, waits briefly, then tears everything down.
+    pub fn shutdown(mut self, ledger: &mut Ledger) {
+        let never = AtomicBool::new(false);
+        let _ = self.conn.call(virtperf_proto::Request::Shutdown, Duration::from_secs(2), &never);
+        if let Some(child) = self.child.as_mut() {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.kill(ledger);
+    }
+
+    /// Tears down without asking (the agent is hung or dead).
+    pub fn kill(mut self, ledger: &mut Ledger) {
+        self.teardown.teardown(ledger);
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            ledger.forget_process(child.id());
+        }
+    }
+}
+
+/// Spawns a process with piped stdin/stdout/stderr, in its own process group (so a terminal's
+/// Ctrl-C reaches only the orchestrator, which then stops it in order), dying with its parent
+/// where `die_with_parent` is set. The pid is written to the ledger before anything else happens.
+pub fn spawn_piped(
+    cmd: &mut Command,
+    what: &str,
+    ledger: &mut Ledger,
+    die_with_parent: bool,
+) -> Result<(Child, ChildStdin, ChildStdout, Tail), LaunchError> {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    if die_with_parent {
+        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and only affects the child being
+        // created; the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { what: what.to_string(), source })?;
+    ledger.record_process(child.id(), what);
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(LaunchError::Prepare("the child's pipes were not created".into()));
+    };
+    let tail = Tail::default();
+    tail.follow(stderr);
+    Ok((child, stdin, stdout, tail))
+}
+
+/// Waits for the agent's hello; returns its pid and the host-clock time it arrived.
+pub fn await_hello(
+    conn: &mut Conn,
+    ctx: &LaunchCtx,
+    started: Instant,
+) -> Result<(u32, Duration), LaunchError> {
+    let (reply, at) = conn.hello(started + ctx.boot_timeout, ctx.cancel)?;
+    match reply {
+        Reply::Hello { pid, .. } => Ok((pid, at.duration_since(started))),
+        other => Err(LaunchError::NoHello(CallError::Protocol(format!("expected hello, got {other:?}")))),
+    }
+}
+
+/// Looks a program up in PATH.
+pub fn which(prog: &str) -> Option<PathBuf> {
+    if prog.contains('/') {
+        return Path::new(prog).is_file().then(|| PathBuf::from(prog));
+    }
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).map(|d| d.join(prog)).find(|p| p.is_file())
+}
+
+/// First line of `prog --version`.
+pub fn version_of(prog: &str) -> Option<String> {
+    let out = Command::new(prog).arg("--version").stdin(Stdio::null()).output().ok()?;
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.lines().next().map(|l| l.trim().to_string())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Number of CPUs the host has online.
+pub fn host_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Parses a cpuset list like `0`, `0-1`, `0,2-3` and checks every CPU exists here.
+pub fn check_cpuset(s: &str) -> Result<Vec<usize>, String> {
+    let online = host_cpus();
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let (a, b): (usize, usize) = match (a.parse(), b.parse()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => return Err(format!("`{s}` is not a CPU list like 0, 0-1 or 0,2")),
+        };
+        if b >= online {
+            return Err(format!("CPU {b} does not exist: this host has CPUs 0-{}", online - 1));
+        }
+        cpus.extend(a..=b);
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpusets() {
+        assert_eq!(check_cpuset("0").unwrap(), vec![0]);
+        assert!(check_cpuset("9999").unwrap_err().contains("does not exist"));
+        assert!(check_cpuset("1-0").is_err());
+        assert!(check_cpuset("x").is_err());
+    }
+
+    #[test]
+    fn proc_probe_reads_own_cpu_time() {
+        let p = CpuProbe::Proc(std::process::id());
+        let a = p.read_ns().unwrap();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x.wrapping_add(i * i));
+        }
+        let b = p.read_ns().unwrap();
+        assert!(b > a, "{a} -> {b}");
+    }
+}

@@ -1,0 +1,93 @@
+//! `native`: the reference. The agent is a plain child process of the orchestrator.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+use virtperf_workload::{ParamKind, ParamSpec};
+
+use super::{
+    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, Instance, LaunchCtx, LaunchError,
+    Teardown,
+};
+use crate::ledger::Ledger;
+
+pub struct Native;
+
+const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "cpuset",
+    kind: ParamKind::Text,
+    default: None,
+    help: "pin the agent to these CPUs (taskset list, e.g. 0 or 0-1)",
+}];
+
+struct Nothing;
+impl Teardown for Nothing {
+    fn teardown(&mut self, _ledger: &mut Ledger) {}
+}
+
+impl Environment for Native {
+    fn kind(&self) -> &'static str {
+        "native"
+    }
+    fn summary(&self) -> &'static str {
+        "the reference: the agent as a plain child process of virtperf"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+        if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
+            super::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
+        }
+        Ok(())
+    }
+    fn availability(&self, _params: &BTreeMap<String, Value>) -> Availability {
+        Availability::yes("always available")
+    }
+    fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
+        let mut cmd = Command::new(ctx.exe);
+        cmd.arg("agent");
+        if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
+            let cpus = super::check_cpuset(set).map_err(LaunchError::Prepare)?;
+            use std::os::unix::process::CommandExt;
+            // SAFETY: sched_setaffinity on the calling (child) thread with a stack cpu_set_t;
+            // nothing is allocated between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    for &c in &cpus {
+                        libc::CPU_SET(c, &mut set);
+                    }
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let started = Instant::now();
+        let (child, stdin, stdout, tail) = spawn_piped(&mut cmd, "native agent", ctx.ledger, true)?;
+        let conn = Conn::new(stdout, Box::new(stdin), tail);
+        let mut inst = Instance {
+            cpu: Some(CpuProbe::Proc(child.id())),
+            agent_pid: child.id(),
+            child: Some(child),
+            start_time: Default::default(),
+            rtt: Default::default(),
+            teardown: Box::new(Nothing),
+            conn,
+        };
+        match await_hello(&mut inst.conn, ctx, started) {
+            Ok((_, t)) => {
+                inst.start_time = t;
+                Ok(inst)
+            }
+            Err(e) => {
+                inst.kill(ctx.ledger);
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,728 @@
+//! Experiments: environments × workloads × parameters × repetitions.
+//!
+//! Two front ends, one validator: a TOML file (`examples/*.toml`) and `--env/--workload` flags.
+//! Both are read into [`RawItem`]s that remember where each value came from ([`Origin`]), then
+//! checked against the parameter schemas of each environment and workload kind. Every error names
+//! the file and line (or the flag) and the key, and says what is expected. Nothing is created
+//! before an experiment passes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::Value;
+use toml_edit::{ImDocument, Table};
+use virtperf_workload::{params, Raw};
+
+use crate::env;
+
+/// Where a value came from, for error messages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    File { path: String, line: usize },
+    Flag { flag: &'static str, value: String },
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, line } => write!(f, "{path}:{line}"),
+            Origin::Flag { flag, value } => write!(f, "{flag} {value}"),
+            Origin::Default => write!(f, "(default)"),
+        }
+    }
+}
+
+/// A bad experiment: where, which key, what is wrong and what is expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputError {
+    pub origin: Origin,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(k) => write!(f, "{}: key `{}`: {}", self.origin, k, self.message),
+            None => write!(f, "{}: {}", self.origin, self.message),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn err(origin: &Origin, key: Option<&str>, message: impl Into<String>) -> InputError {
+    InputError { origin: origin.clone(), key: key.map(str::to_string), message: message.into() }
+}
+
+/// In which order trials run. `random` (the default) shuffles every repetition's
+/// (environment, case) pairs with the seed; `interleaved` cycles through them in a fixed order;
+/// `sequential` runs all repetitions of one pair before the next (drift then biases results; the
+/// report says so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Random,
+    Interleaved,
+    Sequential,
+}
+
+impl Order {
+    pub const NAMES: &'static [&'static str] = &["random", "interleaved", "sequential"];
+    pub fn parse(s: &str) -> Option<Order> {
+        match s {
+            "random" => Some(Order::Random),
+            "interleaved" => Some(Order::Interleaved),
+            "sequential" => Some(Order::Sequential),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Random => "random",
+            Order::Interleaved => "interleaved",
+            Order::Sequential => "sequential",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvDef {
+    pub name: String,
+    pub kind: String,
+    /// Resolved parameters (defaults filled, normalised).
+    pub params: BTreeMap<String, Value>,
+    /// As written, for re-rendering the experiment.
+    pub raw: Vec<(String, Raw)>,
+}
+
+/// One workload line, possibly with swept parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadDef {
+    pub name: String,
+    pub kind: String,
+    /// As written; a key with several values is swept.
+    pub raw: Vec<(String, Vec<Raw>)>,
+}
+
+/// One point of a sweep: a workload with every parameter fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub workload: String,
+    pub kind: String,
+    /// `name` plus the swept values, e.g. `udp [frame_size=64]`.
+    pub label: String,
+    pub params: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    pub name: String,
+    pub reps: u32,
+    pub warmup: u32,
+    pub order: Order,
+    pub seed: u64,
+    pub timeout_ms: u64,
+    pub envs: Vec<EnvDef>,
+    pub workloads: Vec<WorkloadDef>,
+    pub cases: Vec<Case>,
+}
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+pub const MAX_REPS: i64 = 10_000_000;
+const TOP_KEYS: &[&str] = &["name", "reps", "warmup", "order", "seed", "timeout", "env", "workload"];
+
+/// A run setting or a list item before validation.
+#[derive(Debug, Clone)]
+pub struct RawSetting {
+    pub value: Raw,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+pub struct RawItem {
+    pub origin: Origin,
+    pub kind: String,
+    pub name: Option<String>,
+    pub params: Vec<(String, Vec<Raw>, Origin)>,
+    /// The text that a default label is made of (`memcpy:size=10MiB`).
+    pub written: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RawExperiment {
+    pub settings: BTreeMap<String, RawSetting>,
+    pub envs: Vec<RawItem>,
+    pub workloads: Vec<RawItem>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+fn raw_of(v: &toml_edit::Value) -> Option<Raw> {
+    match v {
+        toml_edit::Value::String(s) => Some(Raw::Str(s.value().clone())),
+        toml_edit::Value::Integer(i) => Some(Raw::Int(*i.value())),
+        toml_edit::Value::Float(f) => Some(Raw::Float(*f.value())),
+        toml_edit::Value::Boolean(b) => Some(Raw::Bool(*b.value())),
+        _ => None,
+    }
+}
+
+/// Reads an experiment file's text into raw items (syntax and shape only).
+pub fn read_toml(path: &str, text: &str) -> Result<RawExperiment, InputError> {
+    let doc = ImDocument::parse(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(1);
+        let msg = e.message().trim().to_string();
+        err(&Origin::File { path: path.into(), line }, None, format!("TOML syntax error: {msg}"))
+    })?;
+    let at = |span: Option<std::ops::Range<usize>>| Origin::File {
+        path: path.into(),
+        line: span.map(|s| line_of(text, s.start)).unwrap_or(1),
+    };
+    let root: &Table = doc.as_table();
+    let mut out = RawExperiment::default();
+    for (key, item) in root.iter() {
+        let kspan = root.key(key).and_then(|k| k.span());
+        let origin = at(kspan.clone().or_else(|| item.span()));
+        match key {
+            "env" | "workload" => {
+                let tables = item.as_array_of_tables().ok_or_else(|| {
+                    err(&origin, Some(key), format!("expected a list of tables written [[{key}]]"))
+                })?;
+                for t in tables.iter() {
+                    let raw = read_item(key, t, &at)?;
+                    if key == "env" {
+                        out.envs.push(raw);
+                    } else {
+                        out.workloads.push(raw);
+                    }
+                }
+            }
+            k if TOP_KEYS.contains(&k) => {
+                let v = item.as_value().and_then(raw_of).ok_or_else(|| {
+                    err(&origin, Some(k), "expected a single value (text, integer, number or boolean)")
+                })?;
+                out.settings.insert(k.to_string(), RawSetting { value: v, origin });
+            }
+            other => {
+                return Err(err(
+                    &origin,
+                    Some(other),
+                    format!("unknown key (known top-level keys: {})", TOP_KEYS.join(", ")),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn read_item(
+    what: &str,
+    t: &Table,
+    at: &dyn Fn(Option<std::ops::Range<usize>>) -> Origin,
+) -> Result<RawItem, InputError> {
+    let origin = at(t.span());
+    let mut kind = None;
+    let mut name = None;
+    let mut params = Vec::new();
+    for (key, item) in t.iter() {
+        let o = at(t.key(key).and_then(|k| k.span()).or_else(|| item.span()));
+        let value = item.as_value().ok_or_else(|| err(&o, Some(key), "expected a value, not a table"))?;
+        match key {
+            "kind" => {
+                kind = Some(value.as_str().ok_or_else(|| err(&o, Some(key), "expected text"))?.to_string())
+            }
+            "name" => {
+                name = Some(value.as_str().ok_or_else(|| err(&o, Some(key), "expected text"))?.to_string())
+            }
+            _ => {
+                let vals = match value {
+                    toml_edit::Value::Array(a) => {
+                        let vals: Option<Vec<Raw>> = a.iter().map(raw_of).collect();
+                        let vals =
+                            vals.ok_or_else(|| err(&o, Some(key), "a list may hold only plain values"))?;
+                        if vals.is_empty() {
+                            return Err(err(
+                                &o,
+                                Some(key),
+                                "an empty list sweeps nothing; give at least one value",
+                            ));
+                        }
+                        vals
+                    }
+                    v => vec![raw_of(v).ok_or_else(|| err(&o, Some(key), "expected a plain value"))?],
+                };
+                params.push((key.to_string(), vals, o));
+            }
+        }
+    }
+    let kind =
+        kind.ok_or_else(|| err(&origin, Some("kind"), format!("every [[{what}]] needs `kind = \"...\"`")))?;
+    let written = written_form(&kind, &params);
+    Ok(RawItem { origin, kind, name, params, written })
+}
+
+fn written_form(kind: &str, params: &[(String, Vec<Raw>, Origin)]) -> String {
+    if params.is_empty() {
+        return kind.to_string();
+    }
+    let kv: Vec<String> = params
+        .iter()
+        .map(|(k, vs, _)| {
+            if vs.len() == 1 {
+                format!("{k}={}", vs[0])
+            } else {
+                format!("{k}=[{}]", vs.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))
+            }
+        })
+        .collect();
+    format!("{kind}:{}", kv.join(","))
+}
+
+/// Splits on `sep` outside brackets: `a=1,b=[1,2]` → `a=1`, `b=[1,2]`.
+fn split_top(s: &str, sep: char) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn flag_scalar(s: &str) -> Raw {
+    let s = s.trim();
+    if let Ok(i) = s.replace('_', "").parse::<i64>() {
+        return Raw::Int(i);
+    }
+    if s.contains('.') {
+        if let Ok(f) = s.parse::<f64>() {
+            return Raw::Float(f);
+        }
+    }
+    match s {
+        "true" => Raw::Bool(true),
+        "false" => Raw::Bool(false),
+        _ => Raw::Str(s.trim_matches('"').to_string()),
+    }
+}
+
+/// Parses one `--env`/`--workload` value: `KIND[:key=value[,key=value]...]`, lists as `key=[a,b]`.
+pub fn read_flag(flag: &'static str, value: &str) -> Result<RawItem, InputError> {
+    let origin = Origin::Flag { flag, value: value.to_string() };
+    let (kind, rest) = match value.split_once(':') {
+        Some((k, r)) => (k.trim(), Some(r)),
+        None => (value.trim(), None),
+    };
+    if kind.is_empty() {
+        return Err(err(&origin, None, "expected KIND[:key=value,...], e.g. memcpy:size=10MiB,copies=10"));
+    }
+    let mut name = None;
+    let mut params = Vec::new();
+    for part in rest.map(|r| split_top(r, ',')).unwrap_or_default() {
+        if part.trim().is_empty() {
+            continue;
+        }
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| err(&origin, Some(part.trim()), "expected key=value (lists as key=[a,b])"))?;
+        let (k, v) = (k.trim(), v.trim());
+        if k == "name" {
+            name = Some(v.to_string());
+            continue;
+        }
+        if k == "kind" {
+            return Err(err(&origin, Some(k), "the kind is the part before `:`"));
+        }
+        let vals: Vec<Raw> = match v.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+            Some(inner) => {
+                split_top(inner, ',').into_iter().filter(|s| !s.trim().is_empty()).map(flag_scalar).collect()
+            }
+            None => vec![flag_scalar(v)],
+        };
+        if vals.is_empty() {
+            return Err(err(&origin, Some(k), "an empty list sweeps nothing; give at least one value"));
+        }
+        params.push((k.to_string(), vals, origin.clone()));
+    }
+    let written =
+        value.split(',').filter(|p| !p.trim_start().starts_with("name=")).collect::<Vec<_>>().join(",");
+    let written = written.trim_end_matches(':').to_string();
+    Ok(RawItem { origin, kind: kind.to_string(), name, params, written })
+}
+
+fn setting_int(s: &RawSetting, key: &str, min: i64, max: i64) -> Result<i64, InputError> {
+    match &s.value {
+        Raw::Int(i) if (min..=max).contains(i) => Ok(*i),
+        v => Err(err(&s.origin, Some(key), format!("got `{v}`, expected an integer from {min} to {max}"))),
+    }
+}
+
+/// Checks a raw experiment against every kind's schema and expands sweeps into cases.
+pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, InputError> {
+    let get = |k: &str| raw.settings.get(k);
+    let name = match get("name") {
+        Some(RawSetting { value: Raw::Str(s), .. }) if !s.trim().is_empty() => s.clone(),
+        Some(s) => return Err(err(&s.origin, Some("name"), "expected non-empty text")),
+        None => "experiment".to_string(),
+    };
+    let reps = get("reps").map(|s| setting_int(s, "reps", 1, MAX_REPS)).transpose()?.unwrap_or(10) as u32;
+    let warmup =
+        get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?.unwrap_or(1) as u32;
+    let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
+    let order = match get("order") {
+        None => Order::Random,
+        Some(s) => match &s.value {
+            Raw::Str(v) if Order::parse(v).is_some() => Order::parse(v).unwrap_or(Order::Random),
+            v => {
+                return Err(err(
+                    &s.origin,
+                    Some("order"),
+                    format!("got `{v}`, expected one of: {}", Order::NAMES.join(", ")),
+                ))
+            }
+        },
+    };
+    let timeout_ms = match get("timeout") {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(s) => match &s.value {
+            Raw::Str(v) => match params::parse_duration_ms(v) {
+                Some(ms) if ms >= 100 => ms,
+                _ => {
+                    return Err(err(
+                        &s.origin,
+                        Some("timeout"),
+                        format!("got `{v}`, expected a duration of at least 100ms, e.g. \"30s\""),
+                    ))
+                }
+            },
+            v => {
+                return Err(err(
+                    &s.origin,
+                    Some("timeout"),
+                    format!("got `{v}`, expected a duration in quotes, e.g. \"30s\""),
+                ))
+            }
+        },
+    };
+
+    if raw.envs.is_empty() {
+        return Err(err(
+            whole,
+            Some("env"),
+            "no environment: add [[env]] tables or --env KIND (e.g. --env native)",
+        ));
+    }
+    if raw.workloads.is_empty() {
+        return Err(err(
+            whole,
+            Some("workload"),
+            "no workload: add [[workload]] tables or --workload KIND (e.g. --workload memcpy)",
+        ));
+    }
+
+    let mut envs = Vec::new();
+    let mut names = BTreeSet::new();
+    for item in &raw.envs {
+        let kind = env::find(&item.kind).ok_or_else(|| {
+            err(
+                &item.origin,
+                Some("kind"),
+                format!("unknown environment kind `{}` (known: {})", item.kind, env::kinds().join(", ")),
+            )
+        })?;
+        let mut given = BTreeMap::new();
+        let mut rawv = Vec::new();
+        for (k, vals, o) in &item.params {
+            if vals.len() != 1 {
+                return Err(err(o, Some(k), "environment parameters cannot be swept: declare one environment per value, each with its own name"));
+            }
+            if given.insert(k.clone(), vals[0].clone()).is_some() {
+                return Err(err(o, Some(k), "given twice"));
+            }
+            rawv.push((k.clone(), vals[0].clone()));
+        }
+        let params = params::resolve(kind.params(), &given).map_err(|(k, m)| {
+            let o = item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+            err(&o, Some(&k), m)
+        })?;
+        kind.check(&params).map_err(|(k, m)| err(&item.origin, Some(&k), m))?;
+        let label = item.name.clone().unwrap_or_else(|| item.written.clone());
+        if !names.insert(label.clone()) {
+            return Err(err(
+                &item.origin,
+                Some("name"),
+                format!("two environments are named `{label}`: give each a distinct name="),
+            ));
+        }
+        envs.push(EnvDef { name: label, kind: item.kind.clone(), params, raw: rawv });
+    }
+
+    let mut workloads = Vec::new();
+    let mut cases = Vec::new();
+    let mut wnames = BTreeSet::new();
+    for item in &raw.workloads {
+        let w = virtperf_workload::find(&item.kind).ok_or_else(|| {
+            err(
+                &item.origin,
+                Some("kind"),
+                format!(
+                    "unknown workload kind `{}` (known: {})",
+                    item.kind,
+                    virtperf_workload::kinds().join(", ")
+                ),
+            )
+        })?;
+        let mut seen = BTreeSet::new();
+        for (k, _, o) in &item.params {
+            if !seen.insert(k) {
+                return Err(err(o, Some(k), "given twice"));
+            }
+        }
+        let label = item.name.clone().unwrap_or_else(|| item.written.clone());
+        if !wnames.insert(label.clone()) {
+            return Err(err(
+                &item.origin,
+                Some("name"),
+                format!("two workloads are named `{label}`: give each a distinct name="),
+            ));
+        }
+        // Cartesian product of the swept values, first key varying slowest.
+        let mut points: Vec<Vec<(String, Raw)>> = vec![Vec::new()];
+        for (k, vals, _) in &item.params {
+            points = points
+                .into_iter()
+                .flat_map(|p| {
+                    vals.iter().map(move |v| {
+                        let mut q = p.clone();
+                        q.push((k.clone(), v.clone()));
+                        q
+                    })
+                })
+                .collect();
+        }
+        let swept: Vec<&String> = item.params.iter().filter(|p| p.1.len() > 1).map(|p| &p.0).collect();
+        for point in points {
+            let given: BTreeMap<String, Raw> = point.iter().cloned().collect();
+            let params = params::resolve(w.params(), &given).map_err(|(k, m)| {
+                let o =
+                    item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                err(&o, Some(&k), m)
+            })?;
+            let suffix: Vec<String> =
+                point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
+            let case_label =
+                if suffix.is_empty() { label.clone() } else { format!("{label} [{}]", suffix.join(",")) };
+            cases.push(Case { workload: label.clone(), kind: item.kind.clone(), label: case_label, params });
+        }
+        workloads.push(WorkloadDef {
+            name: label,
+            kind: item.kind.clone(),
+            raw: item.params.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect(),
+        });
+    }
+    Ok(Experiment { name, reps, warmup, order, seed, timeout_ms, envs, workloads, cases })
+}
+
+fn toml_value(r: &Raw) -> String {
+    match r {
+        Raw::Str(s) => toml_edit::Value::from(s.as_str()).to_string().trim().to_string(),
+        Raw::Int(i) => i.to_string(),
+        Raw::Float(f) => format!("{f:?}"),
+        Raw::Bool(b) => b.to_string(),
+    }
+}
+
+impl Experiment {
+    /// Renders the experiment as TOML (stored in the run's manifest; `--resume` re-reads it).
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        s += &format!("name = {}\n", toml_value(&Raw::Str(self.name.clone())));
+        s += &format!(
+            "reps = {}\nwarmup = {}\norder = \"{}\"\nseed = {}\ntimeout = \"{}ms\"\n",
+            self.reps,
+            self.warmup,
+            self.order.as_str(),
+            self.seed,
+            self.timeout_ms
+        );
+        for e in &self.envs {
+            s += &format!(
+                "\n[[env]]\nkind = \"{}\"\nname = {}\n",
+                e.kind,
+                toml_value(&Raw::Str(e.name.clone()))
+            );
+            for (k, v) in &e.raw {
+                s += &format!("{k} = {}\n", toml_value(v));
+            }
+        }
+        for w in &self.workloads {
+            s += &format!(
+                "\n[[workload]]\nkind = \"{}\"\nname = {}\n",
+                w.kind,
+                toml_value(&Raw::Str(w.name.clone()))
+            );
+            for (k, vs) in &w.raw {
+                if vs.len() == 1 {
+                    s += &format!("{k} = {}\n", toml_value(&vs[0]));
+                } else {
+                    s += &format!("{k} = [{}]\n", vs.iter().map(toml_value).collect::<Vec<_>>().join(", "));
+                }
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Experiment, InputError> {
+        let raw = read_toml("x.toml", text)?;
+        validate(&raw, &Origin::File { path: "x.toml".into(), line: 1 })
+    }
+
+    const GOOD: &str = r#"
+name = "avionics"
+reps = 1000
+warmup = 2
+seed = 7
+timeout = "30s"
+
+[[env]]
+kind = "native"
+
+[[env]]
+kind = "container"
+name = "box"
+cpus = 1
+
+[[workload]]
+kind = "memcpy"
+size = "10MiB"
+copies = 10
+
+[[workload]]
+kind = "pde"
+n = [64, 128]
+iterations = [10, 20]
+"#;
+
+    #[test]
+    fn good_file_parses_and_sweeps() {
+        let e = parse(GOOD).unwrap();
+        assert_eq!((e.reps, e.warmup, e.seed, e.timeout_ms), (1000, 2, 7, 30_000));
+        assert_eq!(e.envs[1].name, "box");
+        assert_eq!(e.envs[0].name, "native");
+        assert_eq!(e.cases.len(), 5);
+        assert_eq!(e.cases[0].label, "memcpy:size=10MiB,copies=10");
+        assert_eq!(e.cases[1].label, "pde:n=[64,128],iterations=[10,20] [n=64,iterations=10]");
+        assert_eq!(e.cases[0].params["size"], Value::from(10u64 << 20));
+    }
+
+    #[test]
+    fn rendered_toml_round_trips() {
+        let e = parse(GOOD).unwrap();
+        let again = parse(&e.to_toml()).unwrap();
+        assert_eq!(e, again);
+    }
+
+    fn expect_err(text: &str, line: usize, key: Option<&str>, needle: &str) {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.origin, Origin::File { path: "x.toml".into(), line }, "{e}");
+        assert_eq!(e.key.as_deref(), key, "{e}");
+        assert!(e.to_string().contains(needle), "`{e}` should mention `{needle}`");
+    }
+
+    #[test]
+    fn bad_files_name_line_and_key() {
+        let base = "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n";
+        expect_err("reps = 0\n", 1, Some("reps"), "from 1");
+        expect_err("reps = \"ten\"\n", 1, Some("reps"), "integer");
+        expect_err(&format!("{base}reps = = 3\n"), 5, None, "syntax");
+        expect_err(&format!("reps = 3\ncolour = 1\n{base}"), 2, Some("colour"), "unknown key");
+        expect_err(
+            "[[env]]\nkind = \"xen9\"\n[[workload]]\nkind = \"cpu\"\n",
+            1,
+            Some("kind"),
+            "known: native",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = \"-1MiB\"\n",
+            5,
+            Some("size"),
+            "expected a size",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = -3\n",
+            5,
+            Some("size"),
+            "expected a size",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nbogus = 3\n",
+            5,
+            Some("bogus"),
+            "known keys: size, copies",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n",
+            3,
+            Some("name"),
+            "distinct",
+        );
+        expect_err("[[env]]\nkind = \"native\"\n", 1, Some("workload"), "no workload");
+        expect_err("[[env]]\nname = \"x\"\n[[workload]]\nkind = \"cpu\"\n", 1, Some("kind"), "needs `kind");
+        expect_err(&format!("order = \"backwards\"\n{base}"), 1, Some("order"), "random, interleaved");
+        expect_err(&format!("timeout = \"soon\"\n{base}"), 1, Some("timeout"), "duration");
+        expect_err(
+            "[[env]]\nkind = \"container\"\ncpus = [1, 2]\n[[workload]]\nkind = \"cpu\"\n",
+            3,
+            Some("cpus"),
+            "cannot be swept",
+        );
+        expect_err(
+            "[[env]]\nkind = \"container\"\ncpus = 0\n[[workload]]\nkind = \"cpu\"\n",
+            3,
+            Some("cpus"),
+            "expected",
+        );
+    }
+
+    #[test]
+    fn flags_parse_like_files() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.envs.push(read_flag("--env", "container:cpus=1,name=c1").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy:size=10MiB,copies=10").unwrap());
+        raw.workloads.push(read_flag("--workload", "pde:n=[32,64]").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        assert_eq!(e.envs[1].name, "c1");
+        assert_eq!(e.cases.len(), 3);
+        assert_eq!(e.cases[0].label, "memcpy:size=10MiB,copies=10");
+        assert_eq!(e.cases[2].label, "pde:n=[32,64] [n=64]");
+        assert_eq!(parse(&e.to_toml()).unwrap().cases, e.cases);
+    }
+
+    #[test]
+    fn bad_flags_name_flag_and_key() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy:size=-1").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap_err();
+        assert_eq!(e.to_string(), "--workload memcpy:size=-1: key `size`: got `-1`, expected a size from 1 to 17179869184 bytes, e.g. 4KiB, 10MiB, 1GiB");
+        assert!(read_flag("--workload", "memcpy:size").is_err());
+        assert!(read_flag("--workload", ":x=1").is_err());
+    }
+}

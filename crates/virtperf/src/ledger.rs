@@ -1,0 +1,277 @@
+//! The ledger: everything virtperf creates on the host is written here *before* it is created,
+//! and removed from here after it is removed. One file per orchestrator process in the state
+//! directory; each start sweeps the files of processes that are gone (a `kill -9`, a crash), so a
+//! killed run costs at most one start's worth of cleanup, never a leak.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Entry {
+    /// A process we started; `start` is its start time in clock ticks (field 22 of
+    /// /proc/PID/stat) so a reused pid is never killed by mistake.
+    Process { pid: u32, start: u64, what: String },
+    /// An OCI container, removed with `RUNTIME --root ROOT delete --force ID`.
+    Container { runtime: String, root: PathBuf, id: String },
+    /// A directory below the state directory.
+    Dir { path: PathBuf },
+    /// A cgroup (path relative to each controller's mount), removed with rmdir.
+    Cgroup { rel: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct File {
+    owner: u32,
+    owner_start: u64,
+    entries: Vec<Entry>,
+}
+
+pub struct Ledger {
+    path: PathBuf,
+    state_dir: PathBuf,
+    file: File,
+}
+
+/// Where virtperf keeps its ledger and per-run scratch: `$VIRTPERF_STATE_DIR`, else `/run/virtperf`
+/// for root, else `$TMPDIR/virtperf-UID`.
+pub fn state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("VIRTPERF_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    if crate::env::is_root() {
+        PathBuf::from("/run/virtperf")
+    } else {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        std::env::temp_dir().join(format!("virtperf-{}", unsafe { libc::getuid() }))
+    }
+}
+
+/// Start time (clock ticks since boot) of a live process, or None when it does not exist.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Mount points of cgroup hierarchies (v1 controllers and the v2 unified tree).
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    let Ok(s) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    s.lines()
+        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
+        .filter_map(|l| l.split_whitespace().nth(4).map(PathBuf::from))
+        .collect()
+}
+
+impl Ledger {
+    /// Sweeps what dead orchestrators left, then opens this process's own ledger.
+    pub fn open() -> std::io::Result<(Ledger, Vec<String>)> {
+        let state_dir = state_dir();
+        std::fs::create_dir_all(&state_dir)?;
+        let swept = sweep(&state_dir);
+        let me = std::process::id();
+        let file = File { owner: me, owner_start: process_start(me).unwrap_or(0), entries: Vec::new() };
+        let path = state_dir.join(format!("ledger-{me}.json"));
+        let l = Ledger { path, state_dir, file };
+        l.save()?;
+        Ok((l, swept))
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    fn save(&self) -> std::io::Result<()> {
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&self.file)?)?;
+        std::fs::rename(&tmp, &self.path)
+    }
+
+    fn push(&mut self, e: Entry) {
+        self.file.entries.push(e);
+        if let Err(err) = self.save() {
+            eprintln!("warning: cannot write the ledger {}: {err}", self.path.display());
+        }
+    }
+
+    fn remove(&mut self, f: impl Fn(&Entry) -> bool) {
+        self.file.entries.retain(|e| !f(e));
+        if let Err(err) = self.save() {
+            eprintln!("warning: cannot write the ledger {}: {err}", self.path.display());
+        }
+    }
+
+    /// Records a directory, then creates it.
+    pub fn create_dir(&mut self, path: &Path) -> std::io::Result<()> {
+        self.push(Entry::Dir { path: path.to_path_buf() });
+        std::fs::create_dir_all(path)
+    }
+
+    pub fn remove_dir(&mut self, path: &Path) {
+        let _ = std::fs::remove_dir_all(path);
+        self.remove(|e| matches!(e, Entry::Dir { path: p } if p == path));
+    }
+
+    /// Records a process that was just spawned (its pid exists only after the spawn; the window is
+    /// covered by PR_SET_PDEATHSIG or by the container entry recorded before it).
+    pub fn record_process(&mut self, pid: u32, what: &str) {
+        let start = process_start(pid).unwrap_or(0);
+        self.push(Entry::Process { pid, start, what: what.to_string() });
+    }
+
+    pub fn forget_process(&mut self, pid: u32) {
+        self.remove(|e| matches!(e, Entry::Process { pid: p, .. } if *p == pid));
+    }
+
+    pub fn record(&mut self, e: Entry) {
+        self.push(e);
+    }
+
+    /// Records `e` unless it is already recorded (shared parents such as the `virtperf` cgroup).
+    pub fn record_once(&mut self, e: Entry) {
+        if !self.file.entries.contains(&e) {
+            self.push(e);
+        }
+    }
+
+    pub fn forget(&mut self, e: &Entry) {
+        self.remove(|x| x == e);
+    }
+
+    /// Removes everything still recorded and the ledger file itself.
+    pub fn close(mut self) {
+        let entries = std::mem::take(&mut self.file.entries);
+        for e in entries.iter().rev() {
+            undo(e, &self.state_dir);
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Undoes one entry. Each step is idempotent: a thing already gone is fine.
+pub fn undo(e: &Entry, state_dir: &Path) {
+    match e {
+        Entry::Process { pid, start, .. } => {
+            if *start != 0 && process_start(*pid) == Some(*start) {
+                // SAFETY: kill(2) with a pid we verified by its start time; no memory involved.
+                unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+            }
+        }
+        Entry::Container { runtime, root, id } => {
+            for args in [&["kill", id.as_str(), "KILL"][..], &["delete", "--force", id.as_str()][..]] {
+                let _ = Command::new(runtime)
+                    .arg("--root")
+                    .arg(root)
+                    .args(args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+        Entry::Dir { path } => {
+            // Only ever below our own state directory.
+            if path.starts_with(state_dir) && path != state_dir {
+                let _ = std::fs::remove_dir_all(path);
+            }
+        }
+        Entry::Cgroup { rel } => {
+            if (rel == "virtperf" || rel.starts_with("virtperf/")) && !rel.contains("..") {
+                for m in cgroup_mounts() {
+                    let _ = std::fs::remove_dir(m.join(rel));
+                }
+            }
+        }
+    }
+}
+
+/// Sweeps the ledgers of orchestrators that no longer run; returns a line per thing swept.
+pub fn sweep(state_dir: &Path) -> Vec<String> {
+    let mut swept = Vec::new();
+    let Ok(rd) = std::fs::read_dir(state_dir) else { return swept };
+    for ent in rd.flatten() {
+        let path = ent.path();
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("ledger-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let Ok(file) = serde_json::from_slice::<File>(&bytes) else {
+            eprintln!("warning: unreadable ledger {} left in place; remove it by hand", path.display());
+            continue;
+        };
+        let alive = process_start(file.owner).is_some_and(|s| s == file.owner_start);
+        if alive {
+            continue;
+        }
+        for e in file.entries.iter().rev() {
+            undo(e, state_dir);
+            swept.push(format!("{e:?}"));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    swept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_of_self_and_of_nothing() {
+        assert!(process_start(std::process::id()).is_some());
+        assert_eq!(process_start(u32::MAX - 1), None);
+    }
+
+    #[test]
+    fn sweep_removes_leftovers_of_dead_owners_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path();
+        let leftover = state.join("run-dead");
+        std::fs::create_dir_all(&leftover).unwrap();
+        // A child that outlives its (fake, dead) owner.
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let start = process_start(child.id()).unwrap();
+        let dead = File {
+            owner: u32::MAX - 2,
+            owner_start: 1,
+            entries: vec![
+                Entry::Dir { path: leftover.clone() },
+                Entry::Process { pid: child.id(), start, what: "sleep".into() },
+                Entry::Dir { path: PathBuf::from("/etc") },
+            ],
+        };
+        std::fs::write(state.join("ledger-1.json"), serde_json::to_vec(&dead).unwrap()).unwrap();
+        let me = std::process::id();
+        let alive = File {
+            owner: me,
+            owner_start: process_start(me).unwrap(),
+            entries: vec![Entry::Dir { path: state.join("keep") }],
+        };
+        std::fs::create_dir_all(state.join("keep")).unwrap();
+        std::fs::write(state.join("ledger-2.json"), serde_json::to_vec(&alive).unwrap()).unwrap();
+
+        let swept = sweep(state);
+        assert_eq!(swept.len(), 3);
+        assert!(!leftover.exists());
+        assert!(Path::new("/etc").exists(), "never removes outside the state dir");
+        assert!(state.join("keep").exists(), "a live owner's things stay");
+        assert!(!state.join("ledger-1.json").exists());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the leftover process was killed");
+    }
+
+    #[test]
+    fn a_reused_pid_is_not_killed() {
+        let mut child = Command::new("sleep").arg("2").spawn().unwrap();
+        let e = Entry::Process { pid: child.id(), start: 1, what: "x".into() };
+        undo(&e, Path::new("/nonexistent"));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(child.try_wait().unwrap().is_none(), "start time mismatch: left alone");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,471 @@
+//! Reports, always computed from the database (so `run` and `report` print the same thing):
+//! summaries per environment × case × metric, overhead versus the native baseline with Fieller
+//! 95 % intervals, the host-vs-guest clock check, start times, and failures.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
+use serde::Serialize;
+use virtperf_stats::{ratio_ci, Summary};
+use virtperf_workload::Better;
+
+use crate::store::{Store, TrialRow};
+
+/// Derived per-trial metric: CPU time of the instance's host-side processes during the trial.
+pub const HOST_CPU: &str = "host_cpu_time";
+
+/// Host and guest clocks disagree when they differ by more than this fraction…
+const CLOCK_REL_TOL: f64 = 0.02;
+/// …and by more than this many milliseconds (scheduling of two processes is not free).
+const CLOCK_ABS_TOL_MS: f64 = 0.5;
+
+#[derive(Debug, Serialize)]
+pub struct Overhead {
+    /// environment mean / native mean
+    pub ratio: f64,
+    /// Fieller 95 % interval; null when unbounded
+    pub ci95: Option<[f64; 2]>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ResultRow {
+    pub environment: String,
+    pub workload: String,
+    pub params: serde_json::Value,
+    pub metric: String,
+    pub unit: String,
+    pub better: &'static str,
+    pub n: usize,
+    pub mean: f64,
+    pub median: f64,
+    pub stdev: f64,
+    pub min: f64,
+    pub max: f64,
+    pub cv: Option<f64>,
+    pub ci95: [f64; 2],
+    /// Samples flagged by median/MAD (kept in every statistic).
+    pub outliers: usize,
+    pub overhead: Option<Overhead>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClockCheck {
+    pub environment: String,
+    pub workload: String,
+    pub host_ms_mean: f64,
+    pub guest_ms_mean: f64,
+    /// host / guest
+    pub ratio: f64,
+    pub agree: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EnvSummary {
+    pub name: String,
+    pub kind: String,
+    pub params: serde_json::Value,
+    pub launches: usize,
+    pub start_ms_mean: Option<f64>,
+}
+
+#[derive(Debug, Serialize, Default)]
+pub struct Counts {
+    pub ok: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub pending: usize,
+    pub warmup: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Failure {
+    pub environment: String,
+    pub workload: String,
+    pub count: usize,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub run_id: i64,
+    pub name: String,
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub baseline: Option<String>,
+    pub overhead_method: &'static str,
+    pub results: Vec<ResultRow>,
+    pub environments: Vec<EnvSummary>,
+    pub clock_checks: Vec<ClockCheck>,
+    pub trials: Counts,
+    pub failures: Vec<Failure>,
+    pub manifest: serde_json::Value,
+}
+
+fn better_of(metric: &str) -> Better {
+    if metric == HOST_CPU {
+        return Better::Lower;
+    }
+    virtperf_workload::metric(metric).map(|m| m.better).unwrap_or(Better::Lower)
+}
+
+/// Metrics of one trial, including the derived host CPU time.
+fn trial_values(t: &TrialRow) -> Vec<(String, String, f64)> {
+    let mut v: Vec<(String, String, f64)> =
+        t.samples.iter().map(|s| (s.metric.clone(), s.unit.clone(), s.value)).collect();
+    if let Some(ns) = t.host_cpu_ns {
+        v.push((HOST_CPU.to_string(), "ms".to_string(), ns as f64 / 1e6));
+    }
+    v
+}
+
+pub fn build(store: &Store, run_id: i64) -> Result<Report> {
+    let info = store.run(run_id)?;
+    let envs = store.environments(run_id)?;
+    let cases = store.cases(run_id)?;
+    let trials = store.trials(run_id)?;
+    let baseline = envs.iter().find(|e| e.kind == "native").map(|e| e.idx);
+
+    let mut counts = Counts::default();
+    // (case, metric) → unit, and per env the values
+    let mut metrics: BTreeMap<usize, Vec<(String, String)>> = BTreeMap::new();
+    let mut values: BTreeMap<(usize, String, usize), Vec<f64>> = BTreeMap::new();
+    let mut clocks: BTreeMap<(usize, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut fails: BTreeMap<(usize, usize, String), usize> = BTreeMap::new();
+    for t in &trials {
+        match t.status.as_str() {
+            "ok" if t.warmup => counts.warmup += 1,
+            "ok" => counts.ok += 1,
+            "failed" => counts.failed += 1,
+            "skipped" => counts.skipped += 1,
+            _ => counts.pending += 1,
+        }
+        if t.status != "ok" && t.status != "pending" {
+            *fails.entry((t.env_idx, t.case_idx, t.reason.clone().unwrap_or_default())).or_default() += 1;
+        }
+        if t.status != "ok" || t.warmup {
+            continue;
+        }
+        for (m, unit, x) in trial_values(t) {
+            let ms = metrics.entry(t.case_idx).or_default();
+            if !ms.iter().any(|(n, _)| *n == m) {
+                ms.push((m.clone(), unit));
+            }
+            values.entry((t.case_idx, m, t.env_idx)).or_default().push(x);
+        }
+        if let (Some(h), Some(g)) = (t.host_ns, t.guest_ns) {
+            let c = clocks.entry((t.case_idx, t.env_idx)).or_default();
+            c.0.push(h as f64 / 1e6);
+            c.1.push(g as f64 / 1e6);
+        }
+    }
+
+    let mut results = Vec::new();
+    for case in &cases {
+        let Some(ms) = metrics.get(&case.idx) else { continue };
+        // Declared metrics first (in the workload's order), then derived ones.
+        let mut ms = ms.clone();
+        let order = |m: &str| {
+            virtperf_workload::find(&case.kind)
+                .and_then(|w| w.metrics().iter().position(|d| d.name == m))
+                .unwrap_or(usize::MAX)
+        };
+        ms.sort_by_key(|(m, _)| order(m));
+        for (m, unit) in &ms {
+            let base =
+                baseline.and_then(|b| values.get(&(case.idx, m.clone(), b))).and_then(|v| Summary::of(v));
+            for env in &envs {
+                let Some(v) = values.get(&(case.idx, m.clone(), env.idx)) else { continue };
+                let Some(s) = Summary::of(v) else { continue };
+                let overhead = match (&base, Some(env.idx) != baseline) {
+                    (Some(b), true) => ratio_ci(&s, b)
+                        .map(|r| Overhead { ratio: r.ratio, ci95: r.ci95.map(|(l, h)| [l, h]) }),
+                    _ => None,
+                };
+                results.push(ResultRow {
+                    environment: env.name.clone(),
+                    workload: case.label.clone(),
+                    params: case.params.clone(),
+                    metric: m.clone(),
+                    unit: unit.clone(),
+                    better: if better_of(m) == Better::Higher { "higher" } else { "lower" },
+                    n: s.n,
+                    mean: s.mean,
+                    median: s.median,
+                    stdev: s.stdev,
+                    min: s.min,
+                    max: s.max,
+                    cv: s.cv.is_finite().then_some(s.cv),
+                    ci95: [s.ci95.0, s.ci95.1],
+                    outliers: s.outliers.len(),
+                    overhead,
+                });
+            }
+        }
+    }
+
+    let mut clock_checks = Vec::new();
+    for ((c, e), (h, g)) in &clocks {
+        let (hm, gm) = (h.iter().sum::<f64>() / h.len() as f64, g.iter().sum::<f64>() / g.len() as f64);
+        let diff = (hm - gm).abs();
+        clock_checks.push(ClockCheck {
+            environment: envs[*e].name.clone(),
+            workload: cases[*c].label.clone(),
+            host_ms_mean: hm,
+            guest_ms_mean: gm,
+            ratio: if gm > 0.0 { hm / gm } else { f64::NAN },
+            agree: diff <= CLOCK_ABS_TOL_MS || diff <= CLOCK_REL_TOL * gm,
+        });
+    }
+
+    let starts = store.start_times(run_id)?;
+    let environments = envs
+        .iter()
+        .map(|e| {
+            let s: Vec<f64> = starts.iter().filter(|(i, _)| *i == e.idx).map(|(_, ms)| *ms).collect();
+            EnvSummary {
+                name: e.name.clone(),
+                kind: e.kind.clone(),
+                params: e.params.clone(),
+                launches: s.len(),
+                start_ms_mean: (!s.is_empty()).then(|| s.iter().sum::<f64>() / s.len() as f64),
+            }
+        })
+        .collect();
+
+    let failures = fails
+        .into_iter()
+        .map(|((e, c, reason), count)| Failure {
+            environment: envs[e].name.clone(),
+            workload: cases[c].label.clone(),
+            count,
+            reason,
+        })
+        .collect();
+
+    Ok(Report {
+        run_id,
+        name: info.name,
+        status: info.status,
+        started_at: info.started_at,
+        finished_at: info.finished_at,
+        baseline: baseline.map(|b| envs[b].name.clone()),
+        overhead_method:
+            "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
+        results,
+        environments,
+        clock_checks,
+        trials: counts,
+        failures,
+        manifest: info.manifest,
+    })
+}
+
+/// 4 significant digits, no exponent for ordinary magnitudes.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        return "0".into();
+    }
+    if !(1e-3..1e9).contains(&a) {
+        return format!("{x:.3e}");
+    }
+    let digits = (3 - a.log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}
+
+fn overhead_text(o: &Overhead, better: &str) -> String {
+    let verdict = match o.ci95 {
+        Some([l, h]) if l > 1.0 || h < 1.0 => {
+            let bigger = l > 1.0;
+            let worse = (bigger && better == "lower") || (!bigger && better == "higher");
+            if worse {
+                " worse"
+            } else {
+                " better"
+            }
+        }
+        Some(_) => " ~same",
+        None => "",
+    };
+    match o.ci95 {
+        Some([l, h]) => format!("×{:.3} [{:.3}, {:.3}]{verdict}", o.ratio, l, h),
+        None => format!("×{:.3} [unbounded]", o.ratio),
+    }
+}
+
+/// The terminal table: rows = workload / metric, columns = environments.
+pub fn render_table(r: &Report) -> String {
+    let mut envs: Vec<&str> = Vec::new();
+    for e in &r.environments {
+        envs.push(&e.name);
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    let mut header = vec![Cell::new("workload / metric")];
+    header.extend(envs.iter().map(|e| {
+        Cell::new(if Some(*e) == r.baseline.as_deref() { format!("{e} (baseline)") } else { e.to_string() })
+    }));
+    t.set_header(header);
+    let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
+    for row in &r.results {
+        let k = (row.workload.as_str(), row.metric.as_str(), row.unit.as_str(), row.better);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut last_w = "";
+    for (w, m, unit, better) in keys {
+        let arrow = if better == "higher" { "↑" } else { "↓" };
+        let first = if w != last_w { format!("{w}\n") } else { String::new() };
+        last_w = w;
+        let mut cells = vec![Cell::new(format!("{first}  {m} ({unit}) {arrow}"))];
+        for e in &envs {
+            let text =
+                match r.results.iter().find(|x| x.workload == w && x.metric == m && x.environment == *e) {
+                    None => "—".to_string(),
+                    Some(x) => {
+                        let mut s =
+                            format!("{} ± {}", fmt_num(x.mean), fmt_num((x.ci95[1] - x.ci95[0]) / 2.0));
+                        if x.outliers > 0 {
+                            s += &format!("  ({} outl.)", x.outliers);
+                        }
+                        if let Some(o) = &x.overhead {
+                            s += &format!("\n{}", overhead_text(o, better));
+                        }
+                        s
+                    }
+                };
+            cells.push(Cell::new(text));
+        }
+        t.add_row(cells);
+    }
+    let mut out = format!(
+        "run {} \"{}\" — {} — {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted)\n",
+        r.run_id,
+        r.name,
+        r.status,
+        r.trials.ok,
+        r.trials.failed,
+        r.trials.skipped,
+        r.trials.pending,
+        r.trials.warmup
+    );
+    out += &t.to_string();
+    out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
+    let starts: Vec<String> = r
+        .environments
+        .iter()
+        .filter_map(|e| e.start_ms_mean.map(|ms| format!("{} {} ms", e.name, fmt_num(ms))))
+        .collect();
+    if !starts.is_empty() {
+        out += &format!("start to agent ready (host clock): {}\n", starts.join(", "));
+    }
+    for c in r.clock_checks.iter().filter(|c| !c.agree) {
+        out += &format!(
+            "warning: clocks disagree for {} / {}: host {} ms vs guest {} ms (×{:.3}); trust the host's\n",
+            c.environment,
+            c.workload,
+            fmt_num(c.host_ms_mean),
+            fmt_num(c.guest_ms_mean),
+            c.ratio
+        );
+    }
+    for f in &r.failures {
+        out += &format!(
+            "{} trial(s) of {} / {} did not complete: {}\n",
+            f.count, f.environment, f.workload, f.reason
+        );
+    }
+    if r.status == "interrupted" {
+        out += &format!(
+            "this run was interrupted: `virtperf run --resume {}` finishes the missing trials\n",
+            r.run_id
+        );
+    }
+    out
+}
+
+/// Every raw sample of a run (and every failed trial) as CSV.
+pub fn export_csv(store: &Store, run_id: i64, w: &mut dyn std::io::Write) -> Result<()> {
+    let envs = store.environments(run_id)?;
+    let cases = store.cases(run_id)?;
+    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns")?;
+    let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_default();
+    for t in store.trials(run_id)? {
+        let prefix = format!(
+            "{},{},{},{},{},{},{},{},{},{}",
+            run_id,
+            t.id,
+            t.seq,
+            q(&envs[t.env_idx].name),
+            q(&cases[t.case_idx].label),
+            q(&cases[t.case_idx].params.to_string()),
+            t.rep,
+            t.warmup as u8,
+            t.status,
+            q(t.reason.as_deref().unwrap_or(""))
+        );
+        let suffix = format!("{},{},{},{}", o(t.host_ns), o(t.guest_ns), o(t.host_cpu_ns), o(t.guest_cpu_ns));
+        if t.samples.is_empty() {
+            writeln!(w, "{prefix},,,,{suffix}")?;
+        }
+        for s in &t.samples {
+            writeln!(w, "{prefix},{},{},{},{suffix}", q(&s.metric), s.value, q(&s.unit))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every trial of a run with its raw samples as one JSON document.
+pub fn export_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
+    let info = store.run(run_id)?;
+    let envs = store.environments(run_id)?;
+    let cases = store.cases(run_id)?;
+    let trials: Vec<serde_json::Value> = store
+        .trials(run_id)?
+        .into_iter()
+        .map(|t| {
+            serde_json::json!({
+                "trial_id": t.id, "seq": t.seq, "environment": envs[t.env_idx].name, "workload": cases[t.case_idx].label,
+                "workload_name": cases[t.case_idx].workload, "workload_kind": cases[t.case_idx].kind,
+                "params": cases[t.case_idx].params, "rep": t.rep, "warmup": t.warmup, "status": t.status, "reason": t.reason,
+                "host_ns": t.host_ns, "guest_ns": t.guest_ns, "host_cpu_ns": t.host_cpu_ns, "guest_cpu_ns": t.guest_cpu_ns,
+                "samples": t.samples,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "run_id": run_id, "name": info.name, "status": info.status, "started_at": info.started_at,
+        "finished_at": info.finished_at, "manifest": info.manifest, "experiment": info.experiment, "trials": trials,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(fmt_num(12.3456), "12.35");
+        assert_eq!(fmt_num(0.012345), "0.01235");
+        assert_eq!(fmt_num(1234.6), "1235");
+        assert_eq!(fmt_num(0.0), "0");
+        assert_eq!(fmt_num(1.5e12), "1.500e12");
+    }
+
+    #[test]
+    fn overhead_verdicts_respect_direction() {
+        let o = |r, l, h| Overhead { ratio: r, ci95: Some([l, h]) };
+        assert!(overhead_text(&o(1.2, 1.1, 1.3), "lower").ends_with("worse"));
+        assert!(overhead_text(&o(1.2, 1.1, 1.3), "higher").ends_with("better"));
+        assert!(overhead_text(&o(0.8, 0.7, 0.9), "higher").ends_with("worse"));
+        assert!(overhead_text(&o(1.0, 0.9, 1.1), "lower").ends_with("~same"));
+        assert!(overhead_text(&Overhead { ratio: 2.0, ci95: None }, "lower").contains("unbounded"));
+    }
+}

@@ -1,0 +1,413 @@
+//! `virtperf run`: preflight → plan → launch → trials → report.
+//!
+//! Order of events, chosen so that a failure at any point loses at most the trial in flight:
+//! the experiment is validated and every environment's availability checked before anything is
+//! created; leftovers of killed runs are swept; the run, its environments, cases and the whole
+//! plan are stored in one transaction; each trial is committed as it ends; Ctrl-C/SIGTERM leave
+//! the trial in flight pending, tear everything down and mark the run interrupted, and
+//! `--resume RUN` runs exactly the pending trials.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use virtperf_proto::{Reply, Request, WorkloadSpec};
+
+use crate::env::{self, CallError, Instance, LaunchCtx};
+use crate::experiment::Experiment;
+use crate::ledger::Ledger;
+use crate::store::{PlannedTrial, Store, TrialOutcome};
+use crate::{plan, report, ExitStatus};
+
+/// Set by SIGINT/SIGTERM; every wait checks it.
+pub static CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// After this many launches of one environment fail in a row, its remaining trials are skipped.
+const MAX_LAUNCH_FAILURES: u32 = 3;
+
+pub struct RunOpts {
+    pub db: PathBuf,
+    pub json: bool,
+    pub boot_timeout: Duration,
+    pub command_line: String,
+}
+
+pub fn install_signal_handler() {
+    // Installing twice is an error we can ignore (tests call run more than once per process).
+    let _ = ctrlc::set_handler(|| {
+        if CANCEL.swap(true, Ordering::SeqCst) {
+            eprintln!("\nvirtperf: second interrupt; still cleaning up, please wait");
+        } else {
+            eprintln!("\nvirtperf: interrupted; finishing cleanup (completed trials are saved)");
+        }
+    });
+}
+
+/// Everything about the host a reader of the results needs to trust or reproduce them.
+pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let runtimes: BTreeMap<String, Option<String>> = exp
+        .envs
+        .iter()
+        .map(|e| (e.name.clone(), env::find(&e.kind).and_then(|k| k.runtime_version(&e.params))))
+        .collect();
+    serde_json::json!({
+        "virtperf_version": env!("CARGO_PKG_VERSION"),
+        "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
+        "host_kernel": read("/proc/sys/kernel/osrelease"),
+        "host_cpu_model": cpu_model,
+        "host_cpus": env::host_cpus(),
+        "host_memory_kib": read("/proc/meminfo").lines().find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string())),
+        "kvm": Path::new("/dev/kvm").exists(),
+        "kvm_pvm": Path::new("/sys/module/kvm_pvm").exists(),
+        "runtimes": runtimes,
+        "command_line": command_line,
+        "date": crate::store::now_rfc3339(),
+    })
+}
+
+/// Refuses to start when an environment cannot run here; returns what to do.
+pub fn preflight(exp: &Experiment) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for e in &exp.envs {
+        let Some(kind) = env::find(&e.kind) else { continue };
+        let a = kind.availability(&e.params);
+        if !a.usable {
+            problems.push(format!(
+                "environment `{}` ({}): {}; fix: {}",
+                e.name,
+                e.kind,
+                a.detail,
+                a.fix.unwrap_or_default()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n(`virtperf doctor` lists every environment kind and how to enable it)",
+            problems.join("\n")
+        ))
+    }
+}
+
+pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    if let Err(why) = preflight(&exp) {
+        eprintln!("error: cannot run here:\n{why}");
+        return Ok(ExitStatus::Unavailable);
+    }
+    let plan = plan::make(&exp);
+    let mut store = Store::open(&opts.db)?;
+    let envs: Vec<_> = exp
+        .envs
+        .iter()
+        .map(|e| {
+            let rt = env::find(&e.kind).and_then(|k| k.runtime_version(&e.params));
+            (e.name.clone(), e.kind.clone(), serde_json::to_value(&e.params).unwrap_or_default(), rt)
+        })
+        .collect();
+    let cases: Vec<_> = exp
+        .cases
+        .iter()
+        .map(|c| {
+            (
+                c.workload.clone(),
+                c.kind.clone(),
+                c.label.clone(),
+                serde_json::to_value(&c.params).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let run_id = store.create_run(
+        &exp.name,
+        &exp.to_toml(),
+        &manifest(&exp, &opts.command_line),
+        &envs,
+        &cases,
+        &plan,
+    )?;
+    eprintln!("virtperf: run {run_id} → {} ({} trials)", opts.db.display(), plan.len());
+    execute(&store, run_id, &exp, opts)
+}
+
+pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
+    let store = Store::open_existing(&opts.db)?;
+    let info = store.run(run_id)?;
+    if info.status == "completed" {
+        eprintln!("run {run_id} is already complete; nothing to resume");
+        return Ok(ExitStatus::BadInput);
+    }
+    let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)?;
+    let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)?;
+    if let Err(why) = preflight(&exp) {
+        eprintln!("error: cannot run here:\n{why}");
+        return Ok(ExitStatus::Unavailable);
+    }
+    store.set_run_status(run_id, "running")?;
+    eprintln!("virtperf: resuming run {run_id} ({} trials left)", store.pending_trials(run_id)?.len());
+    execute(&store, run_id, &exp, opts)
+}
+
+struct Slot {
+    instance: Option<Instance>,
+    launches: u32,
+    failures_in_a_row: u32,
+    gave_up: Option<String>,
+}
+
+/// What every launch of a run shares.
+struct Launcher<'a> {
+    store: &'a Store,
+    run_id: i64,
+    exp: &'a Experiment,
+    run_dir: &'a Path,
+    exe: &'a Path,
+    opts: &'a RunOpts,
+}
+
+fn launch(l: &Launcher, e: usize, slot: &mut Slot, ledger: &mut Ledger) {
+    let Launcher { store, run_id, exp, run_dir, exe, opts } = *l;
+    let def = &exp.envs[e];
+    let Some(kind) = env::find(&def.kind) else { return };
+    let mut ctx = LaunchCtx {
+        exe,
+        run_dir,
+        instance_id: format!("vp{}-{}-{}", std::process::id(), e, slot.launches),
+        ledger,
+        boot_timeout: opts.boot_timeout,
+        cancel: &CANCEL,
+    };
+    slot.launches += 1;
+    match kind.launch(&mut ctx, &def.params) {
+        Ok(mut inst) => {
+            inst.calibrate_rtt(&CANCEL);
+            let _ = store.record_instance(
+                run_id,
+                e,
+                Some(inst.start_time.as_secs_f64() * 1e3),
+                Some(inst.rtt.as_secs_f64() * 1e6),
+                "ready",
+                None,
+            );
+            slot.failures_in_a_row = 0;
+            slot.instance = Some(inst);
+        }
+        Err(err) => {
+            let msg = err.to_string();
+            let _ = store.record_instance(run_id, e, None, None, "failed", Some(&msg));
+            slot.failures_in_a_row += 1;
+            if slot.failures_in_a_row >= MAX_LAUNCH_FAILURES {
+                slot.gave_up = Some(format!(
+                    "environment failed to start {MAX_LAUNCH_FAILURES} times in a row; last: {msg}"
+                ));
+            }
+            if !CANCEL.load(Ordering::SeqCst) {
+                eprintln!("virtperf: environment `{}` failed to start: {msg}", def.name);
+            }
+        }
+    }
+}
+
+/// Runs one trial on a ready instance. `Err(None)` = interrupted (leave it pending).
+fn trial(
+    inst: &mut Instance,
+    spec: &WorkloadSpec,
+    timeout: Duration,
+) -> Result<TrialOutcome, Option<(String, bool)>> {
+    let fail = |e: CallError| match e {
+        CallError::Interrupted => None,
+        // The agent answered: it is still healthy.
+        CallError::Agent { .. } => Some((e.to_string(), false)),
+        other => Some((other.to_string(), true)),
+    };
+    let cpu0 = inst.cpu.as_ref().and_then(|p| p.read_ns());
+    let sent = Instant::now();
+    let tag = inst.conn.send(Request::Run { workload: spec.clone() }).map_err(fail)?;
+    let (r, t0) = inst.conn.wait(tag, Instant::now() + timeout, &CANCEL).map_err(fail)?;
+    if r != Reply::Started {
+        return Err(Some((format!("expected `started`, got {r:?}"), true)));
+    }
+    let (r, t1) = inst.conn.wait(tag, t0 + timeout, &CANCEL).map_err(fail)?;
+    let cpu1 = inst.cpu.as_ref().and_then(|p| p.read_ns());
+    match r {
+        Reply::Result { samples, guest_elapsed_ns, guest_cpu } => Ok(TrialOutcome {
+            status: "ok",
+            reason: None,
+            // Request sent → result received, less the instance's idle round trip. Not
+            // `started` → `result`: the agent saturates a CPU right after writing `started`, and
+            // the scheduler may keep the host's reader waiting on that CPU until the work ends.
+            host_ns: Some(t1.duration_since(sent).saturating_sub(inst.rtt).as_nanos() as u64),
+            guest_ns: Some(guest_elapsed_ns),
+            host_cpu_ns: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
+            guest_cpu_ns: Some(guest_cpu.total_ns()),
+            samples,
+        }),
+        other => Err(Some((format!("expected `result`, got {other:?}"), true))),
+    }
+}
+
+struct Progress {
+    bar: Option<ProgressBar>,
+    total: u64,
+    done: u64,
+    started: Instant,
+    last_line: Instant,
+}
+
+impl Progress {
+    fn new(total: u64, json: bool) -> Progress {
+        let bar = (std::io::stderr().is_terminal() && !json).then(|| {
+            let b = ProgressBar::new(total);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} ETA {eta} {msg}",
+            ) {
+                b.set_style(style);
+            }
+            b
+        });
+        Progress { bar, total, done: 0, started: Instant::now(), last_line: Instant::now() }
+    }
+    fn tick(&mut self, msg: &str) {
+        self.done += 1;
+        match &self.bar {
+            Some(b) => {
+                b.set_position(self.done);
+                b.set_message(msg.to_string());
+            }
+            None => {
+                if self.last_line.elapsed() >= Duration::from_secs(5) || self.done == self.total {
+                    self.last_line = Instant::now();
+                    let el = self.started.elapsed().as_secs_f64();
+                    let eta = el / self.done as f64 * (self.total - self.done) as f64;
+                    eprintln!(
+                        "virtperf: {}/{} trials, {:.0}s elapsed, ETA {:.0}s ({msg})",
+                        self.done, self.total, el, eta
+                    );
+                }
+            }
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    let exe = std::env::current_exe().context("cannot find the virtperf binary to run as the agent")?;
+    let (mut ledger, swept) = Ledger::open().context("cannot open the ledger in the state directory")?;
+    if !swept.is_empty() {
+        eprintln!("virtperf: removed {} leftover(s) of an earlier run that was killed", swept.len());
+    }
+    let run_dir = ledger.state_dir().join(format!("run-{}", std::process::id()));
+    ledger.create_dir(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+
+    let pending = store.pending_trials(run_id)?;
+    let timeout = Duration::from_millis(exp.timeout_ms);
+    let specs: Vec<WorkloadSpec> =
+        exp.cases.iter().map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone() }).collect();
+    let mut slots: Vec<Slot> = exp
+        .envs
+        .iter()
+        .map(|_| Slot { instance: None, launches: 0, failures_in_a_row: 0, gave_up: None })
+        .collect();
+    let launcher = Launcher { store, run_id, exp, run_dir: &run_dir, exe: &exe, opts };
+    let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.env_idx).collect();
+    for &e in &needed {
+        if CANCEL.load(Ordering::SeqCst) {
+            break;
+        }
+        launch(&launcher, e, &mut slots[e], &mut ledger);
+    }
+
+    let mut progress = Progress::new(pending.len() as u64, opts.json);
+    let mut interrupted = false;
+    let result: Result<()> = (|| {
+        for t in &pending {
+            if CANCEL.load(Ordering::SeqCst) {
+                interrupted = true;
+                break;
+            }
+            let PlannedTrial { id, env_idx: e, case_idx: c, .. } = *t;
+            let slot = &mut slots[e];
+            if slot.instance.is_none() && slot.gave_up.is_none() {
+                launch(&launcher, e, slot, &mut ledger);
+            }
+            let outcome = match (&mut slot.instance, &slot.gave_up) {
+                (_, Some(why)) => {
+                    TrialOutcome { status: "skipped", reason: Some(why.clone()), ..Default::default() }
+                }
+                (None, None) => {
+                    if CANCEL.load(Ordering::SeqCst) {
+                        interrupted = true;
+                        break;
+                    }
+                    TrialOutcome {
+                        status: "failed",
+                        reason: Some("the environment failed to start".into()),
+                        ..Default::default()
+                    }
+                }
+                (Some(inst), None) => match trial(inst, &specs[c], timeout) {
+                    Ok(o) => o,
+                    Err(None) => {
+                        interrupted = true;
+                        break;
+                    }
+                    Err(Some((reason, broken))) => {
+                        if broken {
+                            if let Some(inst) = slot.instance.take() {
+                                inst.kill(&mut ledger);
+                            }
+                        }
+                        TrialOutcome { status: "failed", reason: Some(reason), ..Default::default() }
+                    }
+                },
+            };
+            store.record_trial(id, &outcome)?;
+            progress.tick(&format!("{} / {}", exp.envs[e].name, exp.cases[c].label));
+        }
+        Ok(())
+    })();
+    progress.finish();
+
+    for slot in &mut slots {
+        if let Some(inst) = slot.instance.take() {
+            if interrupted {
+                inst.kill(&mut ledger);
+            } else {
+                inst.shutdown(&mut ledger);
+            }
+        }
+    }
+    ledger.remove_dir(&run_dir);
+    ledger.close();
+    result?;
+
+    let status = if interrupted || CANCEL.load(Ordering::SeqCst) { "interrupted" } else { "completed" };
+    store.set_run_status(run_id, status)?;
+    let rep = report::build(store, run_id)?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print!("{}", report::render_table(&rep));
+    }
+    Ok(match status {
+        "interrupted" => ExitStatus::Interrupted,
+        _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,
+        _ => ExitStatus::Success,
+    })
+}

@@ -1,0 +1,479 @@
+//! Results in SQLite: one transaction per trial, WAL journal, schema versioned by
+//! `PRAGMA user_version` with forward migrations.
+//!
+//! Durability: WAL with `synchronous = NORMAL` makes every committed trial survive a crash or
+//! kill of virtperf (or of anything else); only a power loss may lose the last few commits.
+//! `synchronous = FULL` would cost an fsync per trial on the hot path for that last case.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use virtperf_proto::Sample;
+
+/// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE runs (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('running', 'completed', 'interrupted', 'failed')),
+    started_at  TEXT NOT NULL,
+    finished_at TEXT,
+    experiment  TEXT NOT NULL,      -- the experiment as TOML (re-read by --resume)
+    manifest    TEXT NOT NULL       -- JSON: host, versions, git revision
+);
+CREATE TABLE environments (
+    run_id  INTEGER NOT NULL REFERENCES runs(id),
+    idx     INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    kind    TEXT NOT NULL,
+    params  TEXT NOT NULL,          -- JSON, normalised
+    runtime TEXT,                   -- version of the runtime underneath
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE cases (
+    run_id   INTEGER NOT NULL REFERENCES runs(id),
+    idx      INTEGER NOT NULL,
+    workload TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    label    TEXT NOT NULL,
+    params   TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE trials (
+    id           INTEGER PRIMARY KEY,
+    run_id       INTEGER NOT NULL REFERENCES runs(id),
+    seq          INTEGER NOT NULL,  -- position in the planned order
+    env_idx      INTEGER NOT NULL,
+    case_idx     INTEGER NOT NULL,
+    rep          INTEGER NOT NULL,
+    warmup       INTEGER NOT NULL,
+    status       TEXT NOT NULL CHECK (status IN ('pending', 'ok', 'failed', 'skipped')),
+    reason       TEXT,
+    finished_at  TEXT,
+    host_ns      INTEGER,           -- host monotonic clock: request sent to result received, less the idle RTT
+    guest_ns     INTEGER,           -- the agent's monotonic clock around the work
+    host_cpu_ns  INTEGER,           -- CPU of the instance's host processes during the trial
+    guest_cpu_ns INTEGER,           -- the agent's own CPU time (getrusage)
+    UNIQUE (run_id, seq)
+);
+CREATE INDEX trials_by_status ON trials (run_id, status);
+CREATE TABLE samples (
+    trial_id INTEGER NOT NULL REFERENCES trials(id),
+    metric   TEXT NOT NULL,
+    value    REAL NOT NULL,
+    unit     TEXT NOT NULL
+);
+CREATE INDEX samples_by_trial ON samples (trial_id);
+CREATE TABLE instances (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES runs(id),
+    env_idx     INTEGER NOT NULL,
+    launched_at TEXT NOT NULL,
+    start_ms    REAL,               -- launch to the agent's hello, host clock
+    rtt_us      REAL,               -- median idle round trip to the agent (subtracted from host_ns)
+    status      TEXT NOT NULL,      -- ready | failed
+    detail      TEXT
+);
+"#];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub struct Store {
+    conn: Connection,
+}
+
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+#[derive(Debug, Clone)]
+pub struct PlannedTrial {
+    pub id: i64,
+    pub seq: i64,
+    pub env_idx: usize,
+    pub case_idx: usize,
+    pub rep: i64,
+    pub warmup: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TrialOutcome {
+    pub status: &'static str,
+    pub reason: Option<String>,
+    pub host_ns: Option<u64>,
+    pub guest_ns: Option<u64>,
+    pub host_cpu_ns: Option<u64>,
+    pub guest_cpu_ns: Option<u64>,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub id: i64,
+    pub name: String,
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub experiment: String,
+    pub manifest: serde_json::Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct EnvRow {
+    pub idx: usize,
+    pub name: String,
+    pub kind: String,
+    pub params: serde_json::Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct CaseRow {
+    pub idx: usize,
+    pub workload: String,
+    pub kind: String,
+    pub label: String,
+    pub params: serde_json::Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrialRow {
+    pub id: i64,
+    pub seq: i64,
+    pub env_idx: usize,
+    pub case_idx: usize,
+    pub rep: i64,
+    pub warmup: bool,
+    pub status: String,
+    pub reason: Option<String>,
+    pub host_ns: Option<i64>,
+    pub guest_ns: Option<i64>,
+    pub host_cpu_ns: Option<i64>,
+    pub guest_cpu_ns: Option<i64>,
+    pub samples: Vec<Sample>,
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Store> {
+        let conn = Connection::open(path)
+            .with_context(|| format!("cannot open the results database {}", path.display()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let mut s = Store { conn };
+        s.migrate()?;
+        Ok(s)
+    }
+
+    /// Opens an existing database without creating it (report, export).
+    pub fn open_existing(path: &Path) -> Result<Store> {
+        if !path.exists() {
+            bail!("no results database at {} (run `virtperf run` first, or pass --db PATH)", path.display());
+        }
+        Self::open(path)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let v: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if v > SCHEMA_VERSION {
+            bail!("the database has schema version {v}, newer than this virtperf understands ({SCHEMA_VERSION}); upgrade virtperf");
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(v as usize) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(sql).with_context(|| format!("migration to schema version {}", i + 1))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Creates a run with its environments, cases and the whole plan, in one transaction.
+    pub fn create_run(
+        &mut self,
+        name: &str,
+        experiment_toml: &str,
+        manifest: &serde_json::Value,
+        envs: &[(String, String, serde_json::Value, Option<String>)],
+        cases: &[(String, String, String, serde_json::Value)],
+        plan: &[PlannedTrial],
+    ) -> Result<i64> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO runs (name, status, started_at, experiment, manifest) VALUES (?1, 'running', ?2, ?3, ?4)",
+            params![name, now_rfc3339(), experiment_toml, manifest.to_string()],
+        )?;
+        let run = tx.last_insert_rowid();
+        for (i, (n, k, p, rt)) in envs.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO environments (run_id, idx, name, kind, params, runtime) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![run, i as i64, n, k, p.to_string(), rt],
+            )?;
+        }
+        for (i, (w, k, l, p)) in cases.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO cases (run_id, idx, workload, kind, label, params) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![run, i as i64, w, k, l, p.to_string()],
+            )?;
+        }
+        {
+            let mut st = tx.prepare(
+                "INSERT INTO trials (run_id, seq, env_idx, case_idx, rep, warmup, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending')",
+            )?;
+            for t in plan {
+                st.execute(params![run, t.seq, t.env_idx as i64, t.case_idx as i64, t.rep, t.warmup])?;
+            }
+        }
+        tx.commit()?;
+        Ok(run)
+    }
+
+    pub fn pending_trials(&self, run: i64) -> Result<Vec<PlannedTrial>> {
+        let mut st = self.conn.prepare(
+            "SELECT id, seq, env_idx, case_idx, rep, warmup FROM trials WHERE run_id = ?1 AND status = 'pending' ORDER BY seq",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok(PlannedTrial {
+                id: r.get(0)?,
+                seq: r.get(1)?,
+                env_idx: r.get::<_, i64>(2)? as usize,
+                case_idx: r.get::<_, i64>(3)? as usize,
+                rep: r.get(4)?,
+                warmup: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Stores one finished trial and its samples atomically.
+    pub fn record_trial(&self, trial_id: i64, o: &TrialOutcome) -> Result<()> {
+        // `unchecked`: the store is used from one thread and never nests transactions.
+        let tx = self.conn.unchecked_transaction()?;
+        write_trial(&tx, trial_id, o)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn record_instance(
+        &self,
+        run: i64,
+        env_idx: usize,
+        start_ms: Option<f64>,
+        rtt_us: Option<f64>,
+        status: &str,
+        detail: Option<&str>,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![run, env_idx as i64, now_rfc3339(), start_ms, rtt_us, status, detail],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_run_status(&self, run: i64, status: &str) -> Result<()> {
+        let finished = if status == "running" { None } else { Some(now_rfc3339()) };
+        self.conn.execute(
+            "UPDATE runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
+            params![run, status, finished],
+        )?;
+        Ok(())
+    }
+
+    pub fn latest_run(&self) -> Result<Option<i64>> {
+        Ok(self.conn.query_row("SELECT max(id) FROM runs", [], |r| r.get(0))?)
+    }
+
+    pub fn run(&self, id: i64) -> Result<RunInfo> {
+        self.conn
+            .query_row(
+                "SELECT id, name, status, started_at, finished_at, experiment, manifest FROM runs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(RunInfo {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        status: r.get(2)?,
+                        started_at: r.get(3)?,
+                        finished_at: r.get(4)?,
+                        experiment: r.get(5)?,
+                        manifest: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or(serde_json::Value::Null),
+                    })
+                },
+            )
+            .optional()?
+            .with_context(|| format!("no run {id} in this database (`virtperf report --list` shows the runs)"))
+    }
+
+    pub fn runs(&self) -> Result<Vec<RunInfo>> {
+        let ids: Vec<i64> = self
+            .conn
+            .prepare("SELECT id FROM runs ORDER BY id")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        ids.into_iter().map(|i| self.run(i)).collect()
+    }
+
+    pub fn environments(&self, run: i64) -> Result<Vec<EnvRow>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT idx, name, kind, params FROM environments WHERE run_id = ?1 ORDER BY idx")?;
+        let rows = st.query_map([run], |r| {
+            Ok(EnvRow {
+                idx: r.get::<_, i64>(0)? as usize,
+                name: r.get(1)?,
+                kind: r.get(2)?,
+                params: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn cases(&self, run: i64) -> Result<Vec<CaseRow>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT idx, workload, kind, label, params FROM cases WHERE run_id = ?1 ORDER BY idx")?;
+        let rows = st.query_map([run], |r| {
+            Ok(CaseRow {
+                idx: r.get::<_, i64>(0)? as usize,
+                workload: r.get(1)?,
+                kind: r.get(2)?,
+                label: r.get(3)?,
+                params: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every trial of a run with its samples, in planned order.
+    pub fn trials(&self, run: i64) -> Result<Vec<TrialRow>> {
+        let mut st = self.conn.prepare(
+            "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns
+             FROM trials WHERE run_id = ?1 ORDER BY seq",
+        )?;
+        let mut trials: Vec<TrialRow> = st
+            .query_map([run], |r| {
+                Ok(TrialRow {
+                    id: r.get(0)?,
+                    seq: r.get(1)?,
+                    env_idx: r.get::<_, i64>(2)? as usize,
+                    case_idx: r.get::<_, i64>(3)? as usize,
+                    rep: r.get(4)?,
+                    warmup: r.get(5)?,
+                    status: r.get(6)?,
+                    reason: r.get(7)?,
+                    host_ns: r.get(8)?,
+                    guest_ns: r.get(9)?,
+                    host_cpu_ns: r.get(10)?,
+                    guest_cpu_ns: r.get(11)?,
+                    samples: Vec::new(),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let index: std::collections::HashMap<i64, usize> =
+            trials.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        let mut st = self.conn.prepare(
+            "SELECT s.trial_id, s.metric, s.value, s.unit FROM samples s JOIN trials t ON t.id = s.trial_id WHERE t.run_id = ?1",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok((r.get::<_, i64>(0)?, Sample { metric: r.get(1)?, value: r.get(2)?, unit: r.get(3)? }))
+        })?;
+        for row in rows {
+            let (tid, s) = row?;
+            if let Some(&i) = index.get(&tid) {
+                trials[i].samples.push(s);
+            }
+        }
+        Ok(trials)
+    }
+
+    /// (env_idx, start_ms) of every successful launch.
+    pub fn start_times(&self, run: i64) -> Result<Vec<(usize, f64)>> {
+        let mut st = self.conn.prepare(
+            "SELECT env_idx, start_ms FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL ORDER BY id",
+        )?;
+        let rows = st.query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> {
+    let n = |x: Option<u64>| x.map(|v| v as i64);
+    tx.execute(
+        "UPDATE trials SET status = ?2, reason = ?3, finished_at = ?4, host_ns = ?5, guest_ns = ?6, host_cpu_ns = ?7, guest_cpu_ns = ?8
+         WHERE id = ?1",
+        params![trial_id, o.status, o.reason, now_rfc3339(), n(o.host_ns), n(o.guest_ns), n(o.host_cpu_ns), n(o.guest_cpu_ns)],
+    )?;
+    let mut st =
+        tx.prepare_cached("INSERT INTO samples (trial_id, metric, value, unit) VALUES (?1, ?2, ?3, ?4)")?;
+    for s in &o.samples {
+        st.execute(params![trial_id, s.metric, s.value, s.unit])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_trials_and_resume_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut s = Store::open(&path).unwrap();
+        let plan: Vec<PlannedTrial> = (0..4)
+            .map(|i| PlannedTrial {
+                id: 0,
+                seq: i,
+                env_idx: (i % 2) as usize,
+                case_idx: 0,
+                rep: i / 2,
+                warmup: false,
+            })
+            .collect();
+        let run = s
+            .create_run(
+                "x",
+                "toml",
+                &serde_json::json!({}),
+                &[("native".into(), "native".into(), serde_json::json!({}), None)],
+                &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
+                &plan,
+            )
+            .unwrap();
+        let pending = s.pending_trials(run).unwrap();
+        assert_eq!(pending.len(), 4);
+        let ok = TrialOutcome {
+            status: "ok",
+            host_ns: Some(5),
+            samples: vec![Sample { metric: "m".into(), value: 1.5, unit: "ms".into() }],
+            ..Default::default()
+        };
+        s.record_trial(pending[0].id, &ok).unwrap();
+        s.record_trial(
+            pending[1].id,
+            &TrialOutcome { status: "failed", reason: Some("boom".into()), ..Default::default() },
+        )
+        .unwrap();
+        drop(s);
+        // Reopen: migrations are idempotent, state persisted.
+        let s = Store::open(&path).unwrap();
+        let left = s.pending_trials(run).unwrap();
+        assert_eq!(left.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![2, 3]);
+        let all = s.trials(run).unwrap();
+        assert_eq!(all[0].samples.len(), 1);
+        assert_eq!(all[1].reason.as_deref(), Some("boom"));
+        assert_eq!(s.latest_run().unwrap(), Some(run));
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.pragma_update(None, "user_version", 99).unwrap();
+        }
+        let e = Store::open(&path).err().unwrap().to_string();
+        assert!(e.contains("newer"), "{e}");
+    }
+}
