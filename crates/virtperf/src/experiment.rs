@@ -260,25 +260,9 @@ fn read_item(
     }
     let kind =
         kind.ok_or_else(|| err(&origin, Some("kind"), format!("every [[{what}]] needs `kind = \"...\"`")))?;
-    let written = written_form(&kind, &params);
+    // In a file the default label is the kind; two of a kind need names (checked later).
+    let written = kind.clone();
     Ok(RawItem { origin, kind, name, params, written })
-}
-
-fn written_form(kind: &str, params: &[(String, Vec<Raw>, Origin)]) -> String {
-    if params.is_empty() {
-        return kind.to_string();
-    }
-    let kv: Vec<String> = params
-        .iter()
-        .map(|(k, vs, _)| {
-            if vs.len() == 1 {
-                format!("{k}={}", vs[0])
-            } else {
-                format!("{k}=[{}]", vs.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))
-            }
-        })
-        .collect();
-    format!("{kind}:{}", kv.join(","))
 }
 
 /// Splits on `sep` outside brackets: `a=1,b=[1,2]` → `a=1`, `b=[1,2]`.
@@ -626,8 +610,8 @@ iterations = [10, 20]
         assert_eq!(e.envs[1].name, "box");
         assert_eq!(e.envs[0].name, "native");
         assert_eq!(e.cases.len(), 5);
-        assert_eq!(e.cases[0].label, "memcpy:size=10MiB,copies=10");
-        assert_eq!(e.cases[1].label, "pde:n=[64,128],iterations=[10,20] [n=64,iterations=10]");
+        assert_eq!(e.cases[0].label, "memcpy");
+        assert_eq!(e.cases[1].label, "pde [n=64,iterations=10]");
         assert_eq!(e.cases[0].params["size"], Value::from(10u64 << 20));
     }
 

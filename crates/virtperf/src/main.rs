@@ -122,6 +122,9 @@ struct RunArgs {
     /// Print one JSON document on stdout instead of the table
     #[arg(long)]
     json: bool,
+    /// Validate the experiment and print its plan; create nothing
+    #[arg(long)]
+    dry_run: bool,
     /// Finish the pending trials of an interrupted run
     #[arg(long, value_name = "RUN", conflicts_with_all = ["experiment", "envs", "workloads"])]
     resume: Option<i64>,
@@ -244,6 +247,25 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
         Ok(e) => e,
         Err(e) => return Ok(input_error(e)),
     };
+    if a.dry_run {
+        let plan = plan::make(&exp);
+        println!("experiment \"{}\": valid", exp.name);
+        println!("environments: {}", exp.envs.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "));
+        println!("cases: {}", exp.cases.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(", "));
+        println!(
+            "{} trials ({} warm-up), order {}, seed {}, per-trial timeout {} ms",
+            plan.len(),
+            plan.iter().filter(|t| t.warmup).count(),
+            exp.order.as_str(),
+            exp.seed,
+            exp.timeout_ms
+        );
+        if let Err(why) = run::preflight(&exp) {
+            println!("cannot run here:\n{why}");
+            return Ok(ExitStatus::Unavailable);
+        }
+        return Ok(ExitStatus::Success);
+    }
     run::install_signal_handler();
     run::run_new(exp, &opts)
 }

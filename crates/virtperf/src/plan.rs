@@ -21,29 +21,29 @@ pub fn make(exp: &Experiment) -> Vec<PlannedTrial> {
     let mut push = |e: usize, c: usize, rep: i64, warmup: bool| {
         out.push(PlannedTrial { id: 0, seq: out.len() as i64, env_idx: e, case_idx: c, rep, warmup });
     };
-    let rounds =
-        |n: u32, warmup: bool, rng: &mut ChaCha8Rng, push: &mut dyn FnMut(usize, usize, i64, bool)| match exp
-            .order
-        {
-            Order::Sequential => {
-                for &(e, c) in &pairs {
-                    for r in 0..n {
-                        push(e, c, r as i64, warmup);
-                    }
-                }
-            }
-            Order::Interleaved | Order::Random => {
+    let rounds = |n: u32,
+                  warmup: bool,
+                  rng: &mut ChaCha8Rng,
+                  push: &mut dyn FnMut(usize, usize, i64, bool)| match exp.order {
+        Order::Sequential => {
+            for &(e, c) in &pairs {
                 for r in 0..n {
-                    let mut round = pairs.clone();
-                    if exp.order == Order::Random {
-                        round.shuffle(rng);
-                    }
-                    for (e, c) in round {
-                        push(e, c, r as i64, warmup);
-                    }
+                    push(e, c, r as i64, warmup);
                 }
             }
-        };
+        }
+        Order::Interleaved | Order::Random => {
+            for r in 0..n {
+                let mut round = pairs.clone();
+                if exp.order == Order::Random {
+                    round.shuffle(rng);
+                }
+                for (e, c) in round {
+                    push(e, c, r as i64, warmup);
+                }
+            }
+        }
+    };
     rounds(exp.warmup, true, &mut rng, &mut push);
     rounds(exp.reps, false, &mut rng, &mut push);
     out

@@ -116,6 +116,8 @@ impl ParamSpec {
             (ParamKind::Bool, Raw::Bool(b)) => Ok(Value::from(*b)),
             (ParamKind::Bool, Raw::Str(s)) if s == "true" || s == "false" => Ok(Value::from(s == "true")),
             (ParamKind::Text, Raw::Str(s)) => Ok(Value::from(s.clone())),
+            // `cpuset=0` arrives as a number; text parameters take any scalar as written.
+            (ParamKind::Text, Raw::Int(_) | Raw::Float(_) | Raw::Bool(_)) => Ok(Value::from(raw.to_string())),
             _ => Err(bad()),
         }
     }

@@ -1,1 +1,529 @@
-fn main() {}
+//! End-to-end tests: the real binary, real agents, real containers, real signals.
+//!
+//! A small harness of our own (harness = false) so that a test whose requirement is missing (root,
+//! runc) is reported as `skipped: reason` instead of passing silently, and so that the run ends with
+//! the plain `N passed, N failed, N skipped` line. Filter: `cargo test --test e2e -- NAME`.
+
+mod util;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use util::*;
+
+type TestFn = fn() -> Outcome;
+
+fn main() {
+    let tests: &[(&str, TestFn)] = &[
+        ("agent_answers_every_frame_and_survives_garbage", agent_answers_every_frame_and_survives_garbage),
+        ("bad_input_exits_2_and_creates_nothing", bad_input_exits_2_and_creates_nothing),
+        ("examples_validate", examples_validate),
+        ("native_run_report_export_agree", native_run_report_export_agree),
+        (
+            "hung_agent_fails_trial_at_deadline_and_run_goes_on",
+            hung_agent_fails_trial_at_deadline_and_run_goes_on,
+        ),
+        ("agent_killed_mid_trial_fails_that_trial_only", agent_killed_mid_trial_fails_that_trial_only),
+        (
+            "sigterm_interrupts_then_resume_finishes_exactly_the_rest",
+            sigterm_interrupts_then_resume_finishes_exactly_the_rest,
+        ),
+        ("kill9_leftovers_are_swept_by_next_start", kill9_leftovers_are_swept_by_next_start),
+        ("doctor_lists_every_kind_with_fixes", doctor_lists_every_kind_with_fixes),
+        ("avionics_1000_reps_native_and_container", avionics_1000_reps_native_and_container),
+        ("container_cpu_limit_is_enforced", container_cpu_limit_is_enforced),
+    ];
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for (name, f) in tests {
+        if !filter.is_empty() && !filter.iter().any(|p| name.contains(p.as_str())) {
+            continue;
+        }
+        let t0 = Instant::now();
+        let outcome = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Outcome::Fail(msg)
+        });
+        let secs = t0.elapsed().as_secs_f64();
+        match outcome {
+            Outcome::Pass => {
+                passed += 1;
+                println!("test {name} ... ok ({secs:.1}s)");
+            }
+            Outcome::Skip(why) => {
+                skipped += 1;
+                println!("test {name} ... skipped: {why}");
+            }
+            Outcome::Fail(msg) => {
+                failed += 1;
+                println!("test {name} ... FAILED ({secs:.1}s)");
+                failures.push((name, msg));
+            }
+        }
+    }
+    for (name, msg) in &failures {
+        println!("\n---- {name} ----\n{msg}");
+    }
+    println!("\ne2e: {passed} passed, {failed} failed, {skipped} skipped");
+    std::process::exit(if failed > 0 { 1 } else { 0 });
+}
+
+fn agent_answers_every_frame_and_survives_garbage() -> Outcome {
+    let out = vp_with_stdin(
+        &["agent"],
+        "{\"v\":1,\"tag\":1,\"type\":\"ping\"}\n\u{1}\u{2}garbage\n{\"v\":1,\"tag\":2,\"type\":\"run\",\"workload\":{\"kind\":\"syscall\",\"params\":{\"iterations\":10}}}\n{\"v\":1,\"tag\":3,\"type\":\"shutdown\"}\n",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let types: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l.strip_prefix("@vp ").expect("prefix")).expect("json");
+            format!("{}:{}", v["tag"], v["type"].as_str().unwrap_or("?"))
+        })
+        .collect();
+    assert_eq!(types, ["0:hello", "1:pong", "0:error", "2:started", "2:result", "3:bye"], "{stdout}");
+    Outcome::Pass
+}
+
+fn bad_input_exits_2_and_creates_nothing() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("x.db");
+    let db_s = db.to_str().unwrap();
+    let bad_file = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_file,
+        "reps = 3\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = \"lots\"\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", "--env", "native", "--workload", "memcpy:size=-1"], "key `size`"),
+        (vec!["run", "--env", "xen9", "--workload", "cpu"], "unknown environment kind `xen9`"),
+        (vec!["run", "--env", "native", "--workload", "cpu", "--reps", "0"], "--reps 0: key `reps`"),
+        (vec!["run", "--env", "native", "--env", "native", "--workload", "cpu"], "distinct name"),
+        (vec!["run", "--env", "native", "--workload", "cpu:iterations"], "key=value"),
+        (vec!["run", "--env", "container:cpuset=99", "--workload", "cpu"], "CPU 99 does not exist"),
+        (vec!["run", bad_file.to_str().unwrap()], "bad.toml:6: key `size`"),
+        (vec!["run", "/nonexistent.toml"], "cannot read the experiment file"),
+        (vec!["run", "--env", "native"], "no workload"),
+    ];
+    for (args, needle) in cases {
+        let mut a = args.clone();
+        a.extend(["--db", db_s]);
+        let out = vp(&a, &[("VIRTPERF_STATE_DIR", dir.path().join("state").to_str().unwrap())]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: `{err}` lacks `{needle}`");
+        assert!(!db.exists(), "{args:?} created the database");
+        assert!(!dir.path().join("state").exists(), "{args:?} created the state directory");
+    }
+    Outcome::Pass
+}
+
+fn examples_validate() -> Outcome {
+    let root = repo_root();
+    let mut n = 0;
+    for ent in std::fs::read_dir(root.join("examples")).unwrap() {
+        let p = ent.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            let out = vp(&["run", p.to_str().unwrap(), "--dry-run"], &[]);
+            // 3 = valid but an environment cannot run on this host (e.g. not root).
+            assert!(
+                matches!(out.status.code(), Some(0) | Some(3)),
+                "{}: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
+            n += 1;
+        }
+    }
+    assert!(n >= 3, "expected the example experiments");
+    Outcome::Pass
+}
+
+fn native_run_report_export_agree() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("r.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "native:name=pinned,cpuset=0",
+            "--workload",
+            "cpu:iterations=200000",
+            "--workload",
+            "pde:n=[16,32],iterations=5",
+            "--reps",
+            "5",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let results = run["results"].as_array().unwrap();
+    // 3 cases × 2 envs × (metric + host_cpu_time)
+    assert_eq!(results.len(), 12, "{results:#?}");
+    for r in results {
+        assert_eq!(r["n"], 5);
+        assert!(r["ci95"][0].as_f64().unwrap() <= r["mean"].as_f64().unwrap());
+        let is_base = r["environment"] == "native";
+        assert_eq!(r["overhead"].is_null(), is_base, "{r}");
+    }
+    assert!(run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["workload"] == "pde:n=[16,32],iterations=5 [n=32]"));
+    assert!(run["manifest"]["host_kernel"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(run["manifest"]["git_revision"].is_string());
+    assert_eq!(run["trials"]["ok"], 30);
+    // report re-renders the same results from the database.
+    let rep = vp(&["report", "--json", "--db", db.to_str().unwrap()], &[]);
+    let again: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    assert_eq!(again["results"], run["results"]);
+    let table = vp(&["report", "--db", db.to_str().unwrap()], &[]);
+    let t = String::from_utf8_lossy(&table.stdout);
+    assert!(t.contains("native (baseline)") && t.contains("cpu_rate (Mops/s)") && t.contains("×"), "{t}");
+    // export: every sample, warm-ups included.
+    let csv = vp(&["export", "--format", "csv", "--db", db.to_str().unwrap()], &[]);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert!(csv.starts_with("run_id,trial_id,seq,environment,workload,params,rep,warmup,status"));
+    assert_eq!(csv.lines().count(), 1 + 2 * 3 * 6, "{csv}");
+    let json = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &[]);
+    let j: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(j["trials"].as_array().unwrap().len(), 36);
+    assert!(j["experiment"].as_str().unwrap().contains("[[workload]]"));
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn hung_agent_fails_trial_at_deadline_and_run_goes_on() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("h.db");
+    let state = dir.path().join("state");
+    let t0 = Instant::now();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "sleep:duration=30s",
+            "--workload",
+            "noop",
+            "--timeout",
+            "400ms",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--order",
+            "interleaved",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    assert!(t0.elapsed().as_secs() < 20, "the deadline was not enforced");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["trials"]["failed"], 2);
+    assert_eq!(run["trials"]["ok"], 2, "noop trials still ran after each hung one");
+    let reason = run["failures"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("no answer from the agent within"), "{reason}");
+    assert!(run["environments"][0]["launches"].as_u64().unwrap() >= 3, "the hung agent was replaced");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("k.db");
+    let state = dir.path().join("state");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "sleep:duration=3s",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    let agent = wait_for(|| children_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(agent, 9);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (run["trials"]["failed"].as_u64(), run["trials"]["ok"].as_u64()),
+        (Some(1), Some(1)),
+        "{run:#}"
+    );
+    let reason = run["failures"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("exited"), "{reason}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("i.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "native:name=b",
+            "--workload",
+            "sleep:duration=40ms",
+            "--reps",
+            "40",
+            "--warmup",
+            "1",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (count_trials(&db, "ok") >= 10).then_some(()), 20.0).expect("trials were being stored");
+    kill(pid, 15);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 1"));
+    let ok_before = count_trials(&db, "ok");
+    let pending = count_trials(&db, "pending");
+    assert!(ok_before >= 10 && pending > 0, "ok {ok_before}, pending {pending}");
+    assert_eq!(run_status(&db), "interrupted");
+    assert_no_leftovers(&state);
+    let out = vp(&["run", "--resume", "1", "--json", "--db", db.to_str().unwrap()], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count_trials(&db, "ok"), 2 * 41, "every planned trial exactly once");
+    assert_eq!(count_trials(&db, "pending"), 0);
+    assert_eq!(run_status(&db), "completed");
+    let again = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &env);
+    assert_eq!(again.status.code(), Some(2), "a completed run cannot be resumed");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let use_container = is_root() && has("runc");
+    let kind = if use_container { "container" } else { "native" };
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            kind,
+            "--workload",
+            "sleep:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    // Wait until the trial is running: the agent said hello and a run request went out.
+    wait_for(
+        || {
+            ledger_files(&state)
+                .into_iter()
+                .find(|l| std::fs::read_to_string(l).is_ok_and(|s| s.contains("\"process\"")))
+        },
+        20.0,
+    )
+    .expect("a ledger with a process");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let ledger = std::fs::read_to_string(&ledger_files(&state)[0]).unwrap();
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let leftovers_before = leftover_things(&state);
+    assert!(!leftovers_before.is_empty(), "kill -9 left something for the sweep to find: {ledger}");
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("leftover"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_leftovers(&state);
+    if !use_container {
+        return Outcome::Skip("container part needs root and runc; the native part passed".into());
+    }
+    Outcome::Pass
+}
+
+fn doctor_lists_every_kind_with_fixes() -> Outcome {
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let out = vp(&["doctor", "--json"], &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())]);
+    assert!(out.status.success());
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = d["environments"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["environment"].as_str().unwrap()).collect();
+    assert!(
+        names.contains(&"native")
+            && names.contains(&"container")
+            && names.contains(&"container:runtime=crun"),
+        "{names:?}"
+    );
+    for r in rows {
+        if r["usable"] == false {
+            assert!(
+                r["fix"].as_str().is_some_and(|f| !f.is_empty()),
+                "an unusable kind says what to do: {r}"
+            );
+        } else {
+            assert!(r["probe_ms"].is_number(), "a usable kind was really launched: {r}");
+        }
+    }
+    assert_eq!(rows.iter().find(|r| r["environment"] == "native").unwrap()["usable"], true);
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn avionics_1000_reps_native_and_container() -> Outcome {
+    if let Some(why) = need_root_and("runc") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("a.db");
+    let state = dir.path().join("state");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "container",
+            "--workload",
+            "memcpy",
+            "--reps",
+            "1000",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |env: &str, metric: &str| {
+        run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["environment"] == env && r["metric"] == metric)
+            .cloned()
+            .unwrap()
+    };
+    let native = row("native", "memcpy_time");
+    assert_eq!(native["n"], 1000);
+    let (lo, hi, mean) = (
+        native["ci95"][0].as_f64().unwrap(),
+        native["ci95"][1].as_f64().unwrap(),
+        native["mean"].as_f64().unwrap(),
+    );
+    let half = (hi - lo) / 2.0 / mean;
+    // The statistics are self-consistent: half-width = t(0.975, 999) · s / √n.
+    let expect = 1.9623 * native["stdev"].as_f64().unwrap() / 1000f64.sqrt() / mean;
+    assert!((half - expect).abs() < 1e-4 * expect.max(1e-9) + 1e-9, "{half} vs {expect}");
+    // The target is < 1 %; that holds when the host's memory bandwidth is steady
+    // (CV < 16 %). Shared machines are not always: bench/harness.sh reports the figure, and this
+    // test only refuses what no amount of neighbour noise explains.
+    println!(
+        "    native memcpy: mean {mean:.3} ms, CI half-width {:.3}% of the mean (target < 1%)",
+        half * 100.0
+    );
+    assert!(half < 0.03, "native CI half-width {:.3}% of the mean", half * 100.0);
+    let c = row("container", "memcpy_time");
+    assert_eq!(c["n"], 1000);
+    assert!(c["overhead"]["ratio"].as_f64().unwrap() > 0.5 && c["overhead"]["ci95"].is_array(), "{c}");
+    assert!(row("container", "host_cpu_time")["mean"].as_f64().unwrap() > 0.0, "cgroup CPU accounting works");
+    let starts = run["environments"].as_array().unwrap();
+    assert!(starts.iter().all(|e| e["start_ms_mean"].as_f64().is_some_and(|ms| ms > 0.0)), "{starts:?}");
+    assert!(
+        run["clock_checks"].as_array().unwrap().iter().all(|c| c["agree"] == true),
+        "{:#}",
+        run["clock_checks"]
+    );
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn container_cpu_limit_is_enforced() -> Outcome {
+    if let Some(why) = need_root_and("runc") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("c.db");
+    let state = dir.path().join("state");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "container:cpus=0.3,memory=256MiB,name=small",
+            "--workload",
+            "cpu:iterations=100000000",
+            "--reps",
+            "3",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let small = run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["environment"] == "small" && r["metric"] == "cpu_rate")
+        .unwrap();
+    let ratio = small["overhead"]["ratio"].as_f64().unwrap();
+    // A 30 % CFS quota over a ~0.2 s loop: well under native, whatever the noise.
+    assert!(ratio < 0.6, "cpus=0.3 should slow a CPU loop down, ratio {ratio}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}

@@ -1,0 +1,185 @@
+//! Helpers of the end-to-end tests.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub enum Outcome {
+    Pass,
+    Skip(String),
+    #[allow(dead_code)]
+    Fail(String),
+}
+
+pub fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_virtperf")
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(exe());
+    c.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+pub fn vp(args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(args, env).output().expect("virtperf runs")
+}
+
+pub fn vp_spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
+    command(args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("virtperf starts")
+}
+
+pub fn vp_with_stdin(args: &[&str], input: &str) -> Output {
+    let mut c = Command::new(exe());
+    c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("virtperf starts");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+    child.wait_with_output().expect("wait")
+}
+
+pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>, secs: f64) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < deadline {
+        if let Some(x) = f() {
+            return Some(x);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(s[s.rfind(')')? + 2..].split_whitespace().map(str::to_string).collect())
+}
+
+/// Direct children of `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() {
+            if stat_fields(p).and_then(|f| f.get(1).and_then(|pp| pp.parse::<u32>().ok())) == Some(pid) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+pub fn kill(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a pid this test started; no memory is involved.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn has(prog: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+        .unwrap_or(false)
+}
+
+pub fn need_root_and(prog: &str) -> Option<String> {
+    if !is_root() {
+        return Some("needs root (containers: namespaces and cgroups)".into());
+    }
+    if !has(prog) {
+        return Some(format!("needs {prog} (apt-get install {prog}, or make deps)"));
+    }
+    None
+}
+
+pub fn count_trials(db: &Path, status: &str) -> i64 {
+    let Ok(c) = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        return 0;
+    };
+    c.query_row("SELECT count(*) FROM trials WHERE status = ?1", [status], |r| r.get(0)).unwrap_or(0)
+}
+
+pub fn run_status(db: &Path) -> String {
+    let c = rusqlite::Connection::open(db).expect("db");
+    c.query_row("SELECT status FROM runs WHERE id = 1", [], |r| r.get(0)).expect("run 1")
+}
+
+pub fn ledger_files(state: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(state)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ledger-")))
+        .collect()
+}
+
+/// Agent processes of this binary still alive (native or inside a container).
+fn live_agents() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<String> =
+            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let is_agent = args.get(1).is_some_and(|a| a == "agent")
+            && args.first().is_some_and(|a| a == exe() || a == "/.virtperf/virtperf");
+        if is_agent {
+            out.push(format!("pid {} {:?}", e.file_name().to_string_lossy(), args));
+        }
+    }
+    out
+}
+
+fn virtperf_cgroups() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for m in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        let d = m.path().join("virtperf");
+        for c in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if c.path().is_dir() {
+                out.push(c.path());
+            }
+        }
+    }
+    let v2 = Path::new("/sys/fs/cgroup/virtperf");
+    for c in std::fs::read_dir(v2).into_iter().flatten().flatten() {
+        if c.path().is_dir() {
+            out.push(c.path());
+        }
+    }
+    out
+}
+
+/// Everything a run could leave behind: ledger files and scratch in the state directory, agents,
+/// container cgroups.
+pub fn leftover_things(state: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(state)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| format!("state entry {}", e.path().display()))
+        .collect();
+    out.extend(live_agents());
+    out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
+    out
+}
+
+pub fn assert_no_leftovers(state: &Path) {
+    // Teardown is synchronous; allow a moment for the kernel to reap a SIGKILLed process.
+    let left = wait_for(|| leftover_things(state).is_empty().then_some(()), 3.0);
+    assert!(left.is_some(), "left behind: {:#?}", leftover_things(state));
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what virtperf needs and is missing, from Debian's packages. Idempotent and quiet when
+# everything is there. Without root it only says what to install.
+set -euo pipefail
+
+# command-to-look-for:debian-package
+NEEDS=(
+  "cc:gcc"            # builds the bundled SQLite
+  "runc:runc"         # container environment (default OCI runtime)
+  "crun:crun"         # container environment, runtime=crun
+  "ip:iproute2"
+)
+
+missing=()
+for pair in "${NEEDS[@]}"; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: no cargo on PATH. Install a Rust toolchain (rustup, or Debian's 'cargo' if it is recent enough: this workspace needs Rust >= 1.75)." >&2
+  missing+=("cargo")
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
