@@ -4,6 +4,10 @@
 //! runc) is reported as `skipped: reason` instead of passing silently, and so that the run ends with
 //! the plain `N passed, N failed, N skipped` line. Filter: `cargo test --test e2e -- NAME`.
 
+// This file is a test harness (harness = false), so clippy's allow-unwrap-in-tests does not
+// reach it; a failed unwrap here is a failed test, reported by the harness with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod util;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
