@@ -114,6 +114,35 @@ mod tests {
     }
 
     #[test]
+    fn docs_describe_every_workload_parameter_and_metric() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/workloads.md")).unwrap();
+        for w in REGISTRY {
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{}` |", w.kind())))
+                .unwrap_or_else(|| panic!("docs/workloads.md has no row for `{}`", w.kind()));
+            for p in w.params() {
+                assert!(
+                    row.contains(&format!("`{}`", p.name)),
+                    "docs: `{}` lacks parameter `{}`",
+                    w.kind(),
+                    p.name
+                );
+            }
+            for m in w.metrics() {
+                assert!(
+                    row.contains(&format!("`{}`", m.name)),
+                    "docs: `{}` lacks metric `{}`",
+                    w.kind(),
+                    m.name
+                );
+                assert!(row.contains(m.unit), "docs: `{}` lacks unit {}", w.kind(), m.unit);
+            }
+        }
+    }
+
+    #[test]
     fn every_default_is_valid() {
         for w in REGISTRY {
             params::resolve(w.params(), &BTreeMap::new())
