@@ -72,7 +72,7 @@ impl Workload for Pde {
             ParamSpec {
                 name: "iterations",
                 kind: ParamKind::Int { min: 1, max: 1_000_000 },
-                default: Some("200"),
+                default: Some("1000"),
                 help: "relaxation sweeps",
             },
         ]
