@@ -64,8 +64,13 @@ pub enum Request {
     Ping,
     /// Describe the system the agent runs on; answered with `info`.
     Info,
-    /// Run a workload; answered with `started` when the work begins, then `result` (or `error`).
+    /// Run a workload; answered with `started` when the work begins (for a server: once it
+    /// listens), then `result` (or `error`). Several runs may be in flight at once, each on its own
+    /// thread of the agent (a receiver beside a sender, background load beside a workload).
     Run { workload: WorkloadSpec },
+    /// Ask the run with tag `target` to finish early; answered with `stopping` (or `error` when no
+    /// such run is in flight). The run itself still answers with its `result`.
+    Stop { target: u64 },
     /// Exit cleanly; answered with `bye`.
     Shutdown,
 }
@@ -89,8 +94,7 @@ pub enum Reply {
         cpus: u32,
         memory_kib: u64,
     },
-    /// The workload is about to begin: the host timestamps this frame and the `result` frame on
-    /// its own monotonic clock, so the transport's fixed latency cancels out of the host duration.
+    /// The workload has begun (a server: it listens). The host's deadline for the result starts here.
     Started,
     /// Results of a `run`. `guest_elapsed_ns` is the guest's monotonic clock around the work;
     /// `guest_cpu` the agent's own CPU time during it (getrusage).
@@ -98,7 +102,11 @@ pub enum Reply {
         samples: Vec<Sample>,
         guest_elapsed_ns: u64,
         guest_cpu: CpuTime,
+        /// Workload-specific detail (a latency histogram, a CPU time series).
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        extra: serde_json::Value,
     },
+    Stopping,
     Bye,
     Error {
         code: ErrorCode,
@@ -121,6 +129,8 @@ pub enum ErrorCode {
     BadParams,
     /// The workload started but failed.
     WorkloadFailed,
+    /// `stop` named a tag with no run in flight.
+    NoSuchRun,
 }
 
 /// A frame as sent on the wire: version, tag and the message fields flattened beside them.
@@ -238,11 +248,11 @@ pub fn decode_request(line: &[u8]) -> Result<Frame<Request>, DecodeError> {
         code: ErrorCode::Malformed,
         message: "missing `type`".into(),
     })?;
-    if !matches!(ty, "ping" | "info" | "run" | "shutdown") {
+    if !matches!(ty, "ping" | "info" | "run" | "stop" | "shutdown") {
         return Err(DecodeError {
             tag,
             code: ErrorCode::UnknownType,
-            message: format!("unknown request type `{ty}` (known: ping, info, run, shutdown)"),
+            message: format!("unknown request type `{ty}` (known: ping, info, run, stop, shutdown)"),
         });
     }
     serde_json::from_value::<Frame<Request>>(value.clone()).map_err(|e| DecodeError {

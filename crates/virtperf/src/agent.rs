@@ -1,13 +1,19 @@
 //! `virtperf agent`: the process that runs workloads inside an environment.
 //!
-//! It speaks the protocol of `virtperf-proto` on stdin/stdout: a hello first, then one reply per
-//! request, tag echoed. Anything it cannot understand gets an `error` reply and the agent goes on;
-//! only `shutdown` or the end of its input stops it. It never prints anything else on stdout.
+//! It speaks the protocol of `virtperf-proto` on stdin/stdout: a hello first, then replies with the
+//! request's tag echoed. Each `run` executes on a thread of its own, so a receiver and a sender, or
+//! background load and a workload, can be in flight together. Anything it cannot understand gets
+//! an `error` reply and the agent goes on; only `shutdown` or the end of its input stops it. It
+//! never prints anything else on stdout.
 
+use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use virtperf_proto::{self as proto, CpuTime, ErrorCode, Frame, Reply, Request};
+use virtperf_workload::RunCtx;
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -50,11 +56,21 @@ fn system_info() -> Reply {
 }
 
 /// Serves requests from `input`, writes replies to `output`. Returns when told to shut down or
-/// when the input ends.
-pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> {
+/// when the input ends, after asking every run still in flight to stop and waiting for its result;
+/// on `shutdown`, `bye` is the last frame.
+pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<()> {
     let mut input = BufReader::new(input);
-    let mut send =
-        |tag: u64, r: Reply| proto::write_frame(&mut output, proto::FRAME_PREFIX, &Frame::new(tag, r));
+    let out = Mutex::new(output);
+    let send = |tag: u64, r: Reply| -> std::io::Result<()> {
+        let mut w = out.lock().map_err(|_| std::io::Error::other("reply writer poisoned"))?;
+        proto::write_frame(&mut *w, proto::FRAME_PREFIX, &Frame::new(tag, r))
+    };
+    let running: Mutex<HashMap<u64, Arc<AtomicBool>>> = Mutex::new(HashMap::new());
+    let stop_all = || {
+        if let Ok(r) = running.lock() {
+            r.values().for_each(|f| f.store(true, Ordering::Relaxed));
+        }
+    };
     send(
         0,
         Reply::Hello {
@@ -63,68 +79,130 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
             clock_ns: monotonic_ns(),
         },
     )?;
-    loop {
-        let line = match proto::read_line(&mut input) {
-            Ok(l) => l,
-            Err(proto::FrameError::Eof) => return Ok(()),
-            Err(proto::FrameError::TooLong) => {
-                send(0, Reply::Error { code: ErrorCode::Malformed, message: "frame too long".into() })?;
+    let shutdown_tag = std::thread::scope(|scope| {
+        let result = loop {
+            let line = match proto::read_line(&mut input) {
+                Ok(l) => l,
+                Err(proto::FrameError::Eof) => break Ok(None),
+                Err(proto::FrameError::TooLong) => {
+                    send(0, Reply::Error { code: ErrorCode::Malformed, message: "frame too long".into() })?;
+                    continue;
+                }
+                Err(proto::FrameError::Io(e)) => break Err(e),
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            Err(proto::FrameError::Io(e)) => return Err(e),
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let frame = match proto::decode_request(&line) {
-            Ok(f) => f,
-            Err(e) => {
-                send(e.tag, Reply::Error { code: e.code, message: e.message })?;
-                continue;
-            }
-        };
-        let tag = frame.tag;
-        match frame.body {
-            Request::Ping => send(tag, Reply::Pong { clock_ns: monotonic_ns() })?,
-            Request::Info => send(tag, system_info())?,
-            Request::Shutdown => {
-                send(tag, Reply::Bye)?;
-                return Ok(());
-            }
-            Request::Run { workload } => {
-                // Validate before saying "started": a bad request never starts.
-                let prepared = match virtperf_workload::prepare(&workload) {
-                    Ok(p) => p,
-                    Err((code, message)) => {
-                        send(tag, Reply::Error { code, message })?;
-                        continue;
+            let frame = match proto::decode_request(&line) {
+                Ok(f) => f,
+                Err(e) => {
+                    send(e.tag, Reply::Error { code: e.code, message: e.message })?;
+                    continue;
+                }
+            };
+            let tag = frame.tag;
+            match frame.body {
+                Request::Ping => send(tag, Reply::Pong { clock_ns: monotonic_ns() })?,
+                Request::Info => send(tag, system_info())?,
+                Request::Shutdown => break Ok(Some(tag)),
+                Request::Stop { target } => {
+                    let flag = running.lock().ok().and_then(|r| r.get(&target).cloned());
+                    match flag {
+                        Some(f) => {
+                            f.store(true, Ordering::Relaxed);
+                            send(tag, Reply::Stopping)?
+                        }
+                        None => send(
+                            tag,
+                            Reply::Error {
+                                code: ErrorCode::NoSuchRun,
+                                message: format!("no run with tag {target} in flight"),
+                            },
+                        )?,
                     }
-                };
-                send(tag, Reply::Started)?;
-                let cpu0 = own_cpu();
-                let t0 = Instant::now();
-                let res = prepared.run();
-                let elapsed = t0.elapsed().as_nanos() as u64;
-                let cpu1 = own_cpu();
-                let cpu = CpuTime {
-                    user_ns: cpu1.user_ns.saturating_sub(cpu0.user_ns),
-                    system_ns: cpu1.system_ns.saturating_sub(cpu0.system_ns),
-                };
-                match res {
-                    Ok(samples) => {
-                        send(tag, Reply::Result { samples, guest_elapsed_ns: elapsed, guest_cpu: cpu })?
+                }
+                Request::Run { workload } => {
+                    // Validate before saying "started": a bad request never starts.
+                    let prepared = match virtperf_workload::prepare(&workload) {
+                        Ok(p) => p,
+                        Err((code, message)) => {
+                            send(tag, Reply::Error { code, message })?;
+                            continue;
+                        }
+                    };
+                    let stop = Arc::new(AtomicBool::new(false));
+                    {
+                        let Ok(mut r) = running.lock() else {
+                            break Err(std::io::Error::other("run table poisoned"));
+                        };
+                        if r.contains_key(&tag) {
+                            drop(r);
+                            send(
+                                tag,
+                                Reply::Error {
+                                    code: ErrorCode::Malformed,
+                                    message: format!("tag {tag} is already in flight"),
+                                },
+                            )?;
+                            continue;
+                        }
+                        r.insert(tag, stop.clone());
                     }
-                    Err((code, message)) => send(tag, Reply::Error { code, message })?,
+                    let (send, running) = (&send, &running);
+                    scope.spawn(move || {
+                        let said_started = AtomicBool::new(false);
+                        let ready = || {
+                            if !said_started.swap(true, Ordering::SeqCst) {
+                                let _ = send(tag, Reply::Started);
+                            }
+                        };
+                        if !prepared.announces_ready() {
+                            ready();
+                        }
+                        let cpu0 = own_cpu();
+                        let t0 = Instant::now();
+                        let res = prepared.run(&RunCtx::new(&stop, &ready));
+                        let elapsed = t0.elapsed().as_nanos() as u64;
+                        let cpu1 = own_cpu();
+                        let cpu = CpuTime {
+                            user_ns: cpu1.user_ns.saturating_sub(cpu0.user_ns),
+                            system_ns: cpu1.system_ns.saturating_sub(cpu0.system_ns),
+                        };
+                        if let Ok(mut r) = running.lock() {
+                            r.remove(&tag);
+                        }
+                        // A write error means the host is gone: nobody to tell.
+                        let _ = match res {
+                            Ok(o) => send(
+                                tag,
+                                Reply::Result {
+                                    samples: o.samples,
+                                    guest_elapsed_ns: elapsed,
+                                    guest_cpu: cpu,
+                                    extra: o.extra,
+                                },
+                            ),
+                            Err((code, message)) => send(tag, Reply::Error { code, message }),
+                        };
+                    });
                 }
             }
-        }
+        };
+        // Runs in flight are asked to stop; the scope waits for their results.
+        stop_all();
+        result
+    })?;
+    // `bye` is always the last frame.
+    if let Some(tag) = shutdown_tag {
+        send(tag, Reply::Bye)?;
     }
+    Ok(())
 }
 
 /// Entry point of `virtperf agent`.
 pub fn main() -> std::io::Result<()> {
     let stdin = std::io::stdin().lock();
-    let stdout = std::io::stdout().lock();
+    let stdout = std::io::stdout();
     serve(stdin, stdout)
 }
 
@@ -158,27 +236,65 @@ mod tests {
              {\"v\":1,\"tag\":7,\"type\":\"shutdown\"}\n\
              {\"v\":1,\"tag\":8,\"type\":\"ping\"}\n",
         );
-        let kinds: Vec<(u64, &str)> =
-            r.iter().map(|f| (f["tag"].as_u64().unwrap(), f["type"].as_str().unwrap())).collect();
-        assert_eq!(
-            kinds,
-            vec![
-                (0, "hello"),
-                (1, "pong"),
-                (0, "error"),
-                (2, "error"),
-                (3, "error"),
-                (4, "error"),
-                (5, "started"),
-                (5, "result"),
-                (6, "info"),
-                (7, "bye"),
-            ]
+        // Runs execute concurrently: compare each tag's own sequence of replies.
+        let mut by_tag: std::collections::BTreeMap<u64, Vec<String>> = Default::default();
+        for f in &r {
+            by_tag
+                .entry(f["tag"].as_u64().unwrap())
+                .or_default()
+                .push(f["type"].as_str().unwrap().to_string());
+        }
+        let seq = |t: u64| by_tag.get(&t).cloned().unwrap_or_default().join(",");
+        assert_eq!(r[0]["type"], "hello");
+        assert_eq!(seq(0), "hello,error");
+        assert_eq!(seq(1), "pong");
+        assert_eq!(seq(2), "error");
+        assert_eq!(seq(3), "error");
+        assert_eq!(seq(4), "error");
+        assert_eq!(seq(5), "started,result");
+        assert_eq!(seq(6), "info");
+        assert_eq!(seq(7), "bye");
+        assert!(!by_tag.contains_key(&8), "nothing after shutdown");
+        let find = |t: u64, ty: &str| r.iter().find(|f| f["tag"] == t && f["type"] == ty).unwrap().clone();
+        assert_eq!(find(2, "error")["code"], "unsupported_version");
+        assert_eq!(find(3, "error")["code"], "unknown_workload");
+        assert_eq!(find(4, "error")["code"], "bad_params");
+        assert_eq!(find(5, "result")["samples"][0]["metric"], "memcpy_time");
+    }
+
+    #[test]
+    fn stop_ends_a_run_in_flight_and_unknown_targets_are_errors() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let out = std::sync::Arc::new(Mutex::new(Vec::new()));
+        struct Shared(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let o2 = out.clone();
+        let t = std::thread::spawn(move || serve(r, Shared(o2)).unwrap());
+        let t0 = Instant::now();
+        writeln!(w, "{{\"v\":1,\"tag\":1,\"type\":\"run\",\"workload\":{{\"kind\":\"sleep\",\"params\":{{\"duration\":60000}}}}}}").unwrap();
+        writeln!(w, "{{\"v\":1,\"tag\":2,\"type\":\"ping\"}}").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        writeln!(w, "{{\"v\":1,\"tag\":3,\"type\":\"stop\",\"target\":1}}").unwrap();
+        writeln!(w, "{{\"v\":1,\"tag\":4,\"type\":\"stop\",\"target\":99}}").unwrap();
+        drop(w);
+        t.join().unwrap();
+        assert!(t0.elapsed().as_secs() < 5, "the sleep was stopped");
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("\"tag\":2,\"type\":\"pong\""),
+            "ping answered while a run is in flight: {text}"
         );
-        assert_eq!(r[3]["code"], "unsupported_version");
-        assert_eq!(r[4]["code"], "unknown_workload");
-        assert_eq!(r[5]["code"], "bad_params");
-        assert_eq!(r[7]["samples"][0]["metric"], "memcpy_time");
+        assert!(text.contains("\"tag\":3,\"type\":\"stopping\""), "{text}");
+        assert!(text.contains("\"tag\":4,\"type\":\"error\",\"code\":\"no_such_run\""), "{text}");
+        assert!(text.contains("\"tag\":1,\"type\":\"error\",\"code\":\"workload_failed\""), "{text}");
     }
 
     #[test]

@@ -242,7 +242,7 @@ fn trial(
     let (r, t1) = inst.conn.wait(tag, t0 + timeout, &CANCEL).map_err(fail)?;
     let cpu1 = inst.cpu.as_ref().and_then(|p| p.read_ns());
     match r {
-        Reply::Result { samples, guest_elapsed_ns, guest_cpu } => Ok(TrialOutcome {
+        Reply::Result { samples, guest_elapsed_ns, guest_cpu, .. } => Ok(TrialOutcome {
             status: "ok",
             reason: None,
             // Request sent → result received, less the instance's idle round trip. Not

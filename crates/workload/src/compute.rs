@@ -3,10 +3,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use virtperf_proto::Sample;
-
 use crate::params::{ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Workload};
+use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 const GIB: u64 = 1 << 30;
 
@@ -36,7 +34,7 @@ impl Workload for Cpu {
             help: "loop iterations per second",
         }]
     }
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String> {
+    fn run(&self, p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
         let n = p.u64("iterations")?;
         let t0 = Instant::now();
         let mut x: u64 = black_box(0x9E37_79B9_7F4A_7C15);
@@ -46,7 +44,7 @@ impl Workload for Cpu {
         }
         black_box(x);
         let s = t0.elapsed().as_secs_f64();
-        Ok(vec![sample("cpu_rate", n as f64 / s / 1e6, "Mops/s")])
+        Ok(vec![sample("cpu_rate", n as f64 / s / 1e6, "Mops/s")].into())
     }
 }
 
@@ -80,7 +78,7 @@ impl Workload for Pde {
     fn metrics(&self) -> &'static [MetricSpec] {
         &[MetricSpec { name: "pde_time", unit: "s", better: Better::Lower, help: "time to run all sweeps" }]
     }
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String> {
+    fn run(&self, p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
         let n = p.u64("n")? as usize;
         let iters = p.u64("iterations")?;
         let mut a = vec![0.0f64; n * n];
@@ -99,7 +97,7 @@ impl Workload for Pde {
             std::mem::swap(&mut a, &mut b);
         }
         black_box(&a);
-        Ok(vec![sample("pde_time", t0.elapsed().as_secs_f64(), "s")])
+        Ok(vec![sample("pde_time", t0.elapsed().as_secs_f64(), "s")].into())
     }
 }
 
@@ -136,7 +134,7 @@ impl Workload for Memcpy {
     fn metrics(&self) -> &'static [MetricSpec] {
         &[MetricSpec { name: "memcpy_time", unit: "ms", better: Better::Lower, help: "time for all copies" }]
     }
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String> {
+    fn run(&self, p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
         let size = usize::try_from(p.u64("size")?).map_err(|_| "size does not fit in memory".to_string())?;
         let copies = p.u64("copies")?;
         // The agent keeps the last pair of buffers: repeated trials then cost what they measure
@@ -158,7 +156,7 @@ impl Workload for Memcpy {
             }
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             black_box(&dst);
-            Ok(vec![sample("memcpy_time", ms, "ms")])
+            Ok(vec![sample("memcpy_time", ms, "ms")].into())
         })
     }
 }
@@ -197,7 +195,7 @@ impl Workload for Stream {
             MetricSpec { name: "stream_triad", unit: "GB/s", better: Better::Higher, help: "a = b + q·c" },
         ]
     }
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String> {
+    fn run(&self, p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
         let n = p.u64("elements")? as usize;
         let ntimes = p.u64("ntimes")?;
         let (mut a, mut b, mut c) = (vec![1.0f64; n], vec![2.0f64; n], vec![0.0f64; n]);
@@ -226,7 +224,7 @@ impl Workload for Stream {
         }
         let bytes = [16.0, 16.0, 24.0, 24.0].map(|per| per * n as f64);
         let names = ["stream_copy", "stream_scale", "stream_add", "stream_triad"];
-        Ok((0..4).map(|k| sample(names[k], bytes[k] / best[k] / 1e9, "GB/s")).collect())
+        Ok((0..4).map(|k| sample(names[k], bytes[k] / best[k] / 1e9, "GB/s")).collect::<Vec<_>>().into())
     }
 }
 
@@ -256,14 +254,14 @@ impl Workload for Syscall {
             help: "time per system call",
         }]
     }
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String> {
+    fn run(&self, p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
         let n = p.u64("iterations")?;
         let t0 = Instant::now();
         for _ in 0..n {
             // SAFETY: getppid takes no arguments, cannot fail and touches no memory of ours.
             black_box(unsafe { libc::syscall(libc::SYS_getppid) });
         }
-        Ok(vec![sample("syscall_time", t0.elapsed().as_nanos() as f64 / n as f64, "ns/op")])
+        Ok(vec![sample("syscall_time", t0.elapsed().as_nanos() as f64 / n as f64, "ns/op")].into())
     }
 }
 
@@ -294,12 +292,19 @@ impl Workload for Sleep {
             help: "wake-up time minus requested time",
         }]
     }
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
         let want = Duration::from_millis(p.u64("duration")?);
         let t0 = Instant::now();
-        std::thread::sleep(want);
+        // Long sleeps in slices, so that `stop` ends them; the last slice is exact.
+        while want.saturating_sub(t0.elapsed()) > Duration::from_millis(100) {
+            if ctx.stopped() {
+                return Err("stopped before the end of the sleep".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(want.saturating_sub(t0.elapsed()));
         let late = t0.elapsed().saturating_sub(want);
-        Ok(vec![sample("sleep_overshoot", late.as_secs_f64() * 1e6, "us")])
+        Ok(vec![sample("sleep_overshoot", late.as_secs_f64() * 1e6, "us")].into())
     }
 }
 
@@ -319,8 +324,8 @@ impl Workload for Noop {
     fn metrics(&self) -> &'static [MetricSpec] {
         &[]
     }
-    fn run(&self, _p: &Params) -> Result<Vec<Sample>, String> {
-        Ok(Vec::new())
+    fn run(&self, _p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
+        Ok(Output::default())
     }
 }
 
@@ -338,14 +343,14 @@ mod tests {
     fn pde_converges_towards_the_boundary_mean() {
         // Sanity of the stencil: more sweeps take longer; the result is finite.
         let p = params(&Pde, &[("n", 32.into()), ("iterations", 50.into())]);
-        let s = Pde.run(&Params(&p)).unwrap();
+        let s = Pde.run(&Params(&p), &RunCtx::detached()).unwrap().samples;
         assert!(s[0].value > 0.0);
     }
 
     #[test]
     fn sleep_never_reports_negative_lateness() {
         let p = params(&Sleep, &[("duration", 2.into())]);
-        let s = Sleep.run(&Params(&p)).unwrap();
+        let s = Sleep.run(&Params(&p), &RunCtx::detached()).unwrap().samples;
         assert!(s[0].value >= 0.0);
     }
 
@@ -353,8 +358,12 @@ mod tests {
     fn memcpy_time_scales_with_copies() {
         let one = params(&Memcpy, &[("size", (1u64 << 20).into()), ("copies", 1.into())]);
         let many = params(&Memcpy, &[("size", (1u64 << 20).into()), ("copies", 50.into())]);
-        let t1: f64 = (0..5).map(|_| Memcpy.run(&Params(&one)).unwrap()[0].value).fold(f64::MAX, f64::min);
-        let t50: f64 = (0..5).map(|_| Memcpy.run(&Params(&many)).unwrap()[0].value).fold(f64::MAX, f64::min);
+        let t1: f64 = (0..5)
+            .map(|_| Memcpy.run(&Params(&one), &RunCtx::detached()).unwrap().samples[0].value)
+            .fold(f64::MAX, f64::min);
+        let t50: f64 = (0..5)
+            .map(|_| Memcpy.run(&Params(&many), &RunCtx::detached()).unwrap().samples[0].value)
+            .fold(f64::MAX, f64::min);
         assert!(t50 > 5.0 * t1, "50 copies ({t50} ms) should take far longer than 1 ({t1} ms)");
     }
 }

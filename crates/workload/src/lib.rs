@@ -11,6 +11,7 @@ pub mod compute;
 pub mod params;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 use virtperf_proto::{ErrorCode, Sample, WorkloadSpec};
@@ -32,13 +33,60 @@ pub struct MetricSpec {
     pub help: &'static str,
 }
 
+/// What a run of a workload produces.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Output {
+    pub samples: Vec<Sample>,
+    /// Detail that is not a scalar sample (a histogram, a time series); stored with the trial.
+    pub extra: Value,
+}
+
+impl From<Vec<Sample>> for Output {
+    fn from(samples: Vec<Sample>) -> Self {
+        Output { samples, extra: Value::Null }
+    }
+}
+
+/// What a running workload may use of the agent.
+pub struct RunCtx<'a> {
+    stop: &'a AtomicBool,
+    ready: &'a (dyn Fn() + Sync),
+}
+
+impl<'a> RunCtx<'a> {
+    pub fn new(stop: &'a AtomicBool, ready: &'a (dyn Fn() + Sync)) -> Self {
+        RunCtx { stop, ready }
+    }
+    /// A context with no agent behind it (tests, benchmarks).
+    pub fn detached() -> RunCtx<'static> {
+        static NEVER: AtomicBool = AtomicBool::new(false);
+        RunCtx { stop: &NEVER, ready: &|| {} }
+    }
+    /// True once the host asked this run to stop.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+    pub fn stop_flag(&self) -> &AtomicBool {
+        self.stop
+    }
+    /// Tells the host the run has begun (for a server: it now accepts peers). Only workloads whose
+    /// [`Workload::announces_ready`] is true call it; for the others the agent does.
+    pub fn ready(&self) {
+        (self.ready)()
+    }
+}
+
 pub trait Workload: Sync {
     fn kind(&self) -> &'static str;
     fn summary(&self) -> &'static str;
     fn params(&self) -> &'static [ParamSpec];
     fn metrics(&self) -> &'static [MetricSpec];
+    /// True when the workload calls [`RunCtx::ready`] itself (servers: after they listen).
+    fn announces_ready(&self) -> bool {
+        false
+    }
     /// Runs once with parameters already resolved against [`Workload::params`].
-    fn run(&self, p: &Params) -> Result<Vec<Sample>, String>;
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String>;
 }
 
 /// Every workload this build knows, in the order `--help` and docs list them.
@@ -85,14 +133,17 @@ pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
 }
 
 impl Prepared {
-    pub fn run(&self) -> Result<Vec<Sample>, (ErrorCode, String)> {
-        self.workload.run(&Params(&self.params)).map_err(|e| (ErrorCode::WorkloadFailed, e))
+    pub fn announces_ready(&self) -> bool {
+        self.workload.announces_ready()
+    }
+    pub fn run(&self, ctx: &RunCtx) -> Result<Output, (ErrorCode, String)> {
+        self.workload.run(&Params(&self.params), ctx).map_err(|e| (ErrorCode::WorkloadFailed, e))
     }
 }
 
-/// Validates and runs a workload request.
+/// Validates and runs a workload request without an agent around it.
 pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
-    prepare(spec)?.run()
+    prepare(spec)?.run(&RunCtx::detached()).map(|o| o.samples)
 }
 
 pub(crate) fn sample(metric: &str, value: f64, unit: &str) -> Sample {

@@ -16,8 +16,7 @@ use serde_json::{json, Value};
 use virtperf_workload::{ParamKind, ParamSpec};
 
 use super::{
-    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, Instance, LaunchCtx, LaunchError,
-    Teardown,
+    await_hello, spawn_piped, Availability, Conn, Environment, Instance, LaunchCtx, LaunchError, Teardown,
 };
 use crate::ledger::{cgroup_mounts, Entry, Ledger};
 
@@ -64,22 +63,6 @@ fn hybrid_cgroups() -> bool {
     let m = cgroup_mounts();
     m.iter().any(|p| p.ends_with("unified"))
         && m.iter().any(|p| p.ends_with("cpuacct") || p.ends_with("cpu,cpuacct"))
-}
-
-/// Where the container's CPU accounting will be, for cgroupsPath `/virtperf/ID`.
-fn cpu_probe(id: &str) -> Option<CpuProbe> {
-    for m in cgroup_mounts() {
-        let dir = m.join("virtperf").join(id);
-        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.split(',').any(|c| c == "cpuacct") {
-            return Some(CpuProbe::CgroupV1(dir.join("cpuacct.usage")));
-        }
-    }
-    // Pure v2: the unified hierarchy is mounted at /sys/fs/cgroup itself.
-    let root = Path::new("/sys/fs/cgroup");
-    root.join("cgroup.controllers")
-        .exists()
-        .then(|| CpuProbe::CgroupV2(root.join("virtperf").join(id).join("cpu.stat")))
 }
 
 struct ContainerTeardown {
@@ -277,7 +260,7 @@ impl Environment for Container {
             };
         let mut inst = Instance {
             conn: Conn::new(stdout, Box::new(stdin), tail),
-            cpu: cpu_probe(&id),
+            cpu: super::cgroup_probe(&id),
             start_time: Default::default(),
             rtt: Default::default(),
             agent_pid: 0,

@@ -131,6 +131,42 @@ impl CpuProbe {
     }
 }
 
+/// The cgroup v1 `cpuacct` mount, or the v2 unified root (`/sys/fs/cgroup` with `cgroup.controllers`).
+pub fn cpu_cgroup_root() -> Option<(PathBuf, bool)> {
+    for m in crate::ledger::cgroup_mounts() {
+        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.split(',').any(|c| c == "cpuacct") {
+            return Some((m, false));
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    root.join("cgroup.controllers").exists().then(|| (root.to_path_buf(), true))
+}
+
+/// The probe of cgroup `virtperf/ID` (which may not exist yet: a runtime creates it).
+pub fn cgroup_probe(id: &str) -> Option<CpuProbe> {
+    let (root, v2) = cpu_cgroup_root()?;
+    let dir = root.join("virtperf").join(id);
+    Some(if v2 {
+        CpuProbe::CgroupV2(dir.join("cpu.stat"))
+    } else {
+        CpuProbe::CgroupV1(dir.join("cpuacct.usage"))
+    })
+}
+
+/// Creates cgroup `virtperf/ID` for CPU accounting (ledger first) and moves `pid` into it.
+/// Covers every thread and child of the process, exited ones included, in ns. `None` when
+/// cgroups are not writable here (not root): the caller falls back to [`CpuProbe::Proc`].
+pub fn join_accounting_cgroup(ledger: &mut Ledger, id: &str, pid: u32) -> Option<CpuProbe> {
+    let (root, _) = cpu_cgroup_root()?;
+    ledger.record_once(crate::ledger::Entry::Cgroup { rel: "virtperf".into() });
+    ledger.record(crate::ledger::Entry::Cgroup { rel: format!("virtperf/{id}") });
+    let dir = root.join("virtperf").join(id);
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).ok()?;
+    cgroup_probe(id)
+}
+
 /// How to stop an instance for good.
 pub trait Teardown: Send {
     /// Stops everything the instance runs and removes what it created (ledger entries included).
@@ -184,12 +220,13 @@ impl Instance {
 
     /// Tears down without asking (the agent is hung or dead).
     pub fn kill(mut self, ledger: &mut Ledger) {
-        self.teardown.teardown(ledger);
+        // The process first (its cgroup can only be removed once it is empty), then the rest.
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
             ledger.forget_process(child.id());
         }
+        self.teardown.teardown(ledger);
     }
 }
 
@@ -304,14 +341,15 @@ mod tests {
     }
 
     #[test]
-    fn proc_probe_reads_own_cpu_time() {
-        let p = CpuProbe::Proc(std::process::id());
+    fn proc_probe_reads_a_busy_process() {
+        let mut child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let p = CpuProbe::Proc(child.id());
+        std::thread::sleep(Duration::from_millis(50));
         let a = p.read_ns().unwrap();
-        let mut x = 0u64;
-        for i in 0..5_000_000u64 {
-            x = std::hint::black_box(x.wrapping_add(i * i));
-        }
+        std::thread::sleep(Duration::from_millis(200));
         let b = p.read_ns().unwrap();
-        assert!(b > a, "{a} -> {b}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(b - a > 50_000_000, "a busy loop used {} ns of CPU in 200 ms", b - a);
     }
 }

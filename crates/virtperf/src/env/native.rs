@@ -22,9 +22,32 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
     help: "pin the agent to these CPUs (taskset list, e.g. 0 or 0-1)",
 }];
 
-struct Nothing;
-impl Teardown for Nothing {
-    fn teardown(&mut self, _ledger: &mut Ledger) {}
+/// Removes the accounting cgroup (the agent is gone by then: rmdir of an empty cgroup).
+struct NativeTeardown {
+    cgroup: Option<String>,
+}
+impl Teardown for NativeTeardown {
+    fn teardown(&mut self, ledger: &mut Ledger) {
+        if let Some(rel) = self.cgroup.take() {
+            let e = crate::ledger::Entry::Cgroup { rel };
+            // The process must have left the cgroup before it can be removed.
+            for _ in 0..50 {
+                crate::ledger::undo(&e, ledger.state_dir());
+                if !crate::ledger::cgroup_mounts().iter().any(|m| m.join(ledger_rel(&e)).exists()) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            ledger.forget(&e);
+        }
+    }
+}
+
+fn ledger_rel(e: &crate::ledger::Entry) -> &str {
+    match e {
+        crate::ledger::Entry::Cgroup { rel } => rel,
+        _ => "",
+    }
 }
 
 impl Environment for Native {
@@ -70,13 +93,16 @@ impl Environment for Native {
         let started = Instant::now();
         let (child, stdin, stdout, tail) = spawn_piped(&mut cmd, "native agent", ctx.ledger, true)?;
         let conn = Conn::new(stdout, Box::new(stdin), tail);
+        let cg = super::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
         let mut inst = Instance {
-            cpu: Some(CpuProbe::Proc(child.id())),
+            cpu: Some(cg.clone().unwrap_or(CpuProbe::Proc(child.id()))),
             agent_pid: child.id(),
             child: Some(child),
             start_time: Default::default(),
             rtt: Default::default(),
-            teardown: Box::new(Nothing),
+            teardown: Box::new(NativeTeardown {
+                cgroup: cg.map(|_| format!("virtperf/{}", ctx.instance_id)),
+            }),
             conn,
         };
         match await_hello(&mut inst.conn, ctx, started) {
