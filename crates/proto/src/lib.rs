@@ -33,6 +33,32 @@ pub struct WorkloadSpec {
     pub kind: String,
     #[serde(default)]
     pub params: BTreeMap<String, serde_json::Value>,
+    /// For network workloads: which side this agent plays and where its peer is (set by the
+    /// orchestrator, never by the user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetRole>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Listens on `bind:port`, receives (stream) or answers (request/response).
+    Server,
+    /// Connects to `peer:port`, sends (stream) or asks (request/response).
+    Client,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetRole {
+    pub side: Side,
+    /// Local address to bind (the agent's lab address).
+    pub bind: String,
+    /// The other side's lab address (for a server: the only address it accepts traffic from).
+    pub peer: String,
+    pub port: u16,
+    /// Distinguishes the flows of one trial (direction = both): stamped into datagrams.
+    #[serde(default)]
+    pub flow: u32,
 }
 
 /// One measured value. `metric` names carry no unit; `unit` does (`ms`, `ops/s`, `GB/s`, `ns/op`, `s`).
@@ -297,6 +323,13 @@ mod tests {
                 workload: WorkloadSpec {
                     kind: "memcpy".into(),
                     params: [("size".to_string(), serde_json::json!(1024))].into_iter().collect(),
+                    net: Some(NetRole {
+                        side: Side::Server,
+                        bind: "198.18.0.2".into(),
+                        peer: "198.18.0.1".into(),
+                        port: 5201,
+                        flow: 1,
+                    }),
                 },
             },
         );

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use virtperf_proto::{self as proto, CpuTime, ErrorCode, Frame, Reply, Request};
-use virtperf_workload::RunCtx;
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -161,7 +160,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                         }
                         let cpu0 = own_cpu();
                         let t0 = Instant::now();
-                        let res = prepared.run(&RunCtx::new(&stop, &ready));
+                        let res = prepared.run(&stop, &ready);
                         let elapsed = t0.elapsed().as_nanos() as u64;
                         let cpu1 = own_cpu();
                         let cpu = CpuTime {

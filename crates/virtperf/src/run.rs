@@ -317,8 +317,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
 
     let pending = store.pending_trials(run_id)?;
     let timeout = Duration::from_millis(exp.timeout_ms);
-    let specs: Vec<WorkloadSpec> =
-        exp.cases.iter().map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone() }).collect();
+    let specs: Vec<WorkloadSpec> = exp
+        .cases
+        .iter()
+        .map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone(), net: None })
+        .collect();
     let mut slots: Vec<Slot> = exp
         .envs
         .iter()

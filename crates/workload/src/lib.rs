@@ -8,13 +8,15 @@
 //! [`REGISTRY`], and document it in `docs/workloads.md`.
 
 pub mod compute;
+pub mod load;
+pub mod net;
 pub mod params;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
-use virtperf_proto::{ErrorCode, Sample, WorkloadSpec};
+use virtperf_proto::{ErrorCode, NetRole, Sample, WorkloadSpec};
 
 pub use params::{ParamKind, ParamSpec, Params, Raw};
 
@@ -51,16 +53,23 @@ impl From<Vec<Sample>> for Output {
 pub struct RunCtx<'a> {
     stop: &'a AtomicBool,
     ready: &'a (dyn Fn() + Sync),
+    net: Option<&'a NetRole>,
 }
 
 impl<'a> RunCtx<'a> {
-    pub fn new(stop: &'a AtomicBool, ready: &'a (dyn Fn() + Sync)) -> Self {
-        RunCtx { stop, ready }
+    pub fn new(stop: &'a AtomicBool, ready: &'a (dyn Fn() + Sync), net: Option<&'a NetRole>) -> Self {
+        RunCtx { stop, ready, net }
     }
     /// A context with no agent behind it (tests, benchmarks).
     pub fn detached() -> RunCtx<'static> {
         static NEVER: AtomicBool = AtomicBool::new(false);
-        RunCtx { stop: &NEVER, ready: &|| {} }
+        RunCtx { stop: &NEVER, ready: &|| {}, net: None }
+    }
+    /// The side this agent plays in a network workload, or an error saying how to run it.
+    pub fn net(&self) -> Result<&NetRole, String> {
+        self.net.ok_or_else(|| {
+            "a network workload needs a peer: run it through `virtperf run`, which pairs it with the tester".to_string()
+        })
     }
     /// True once the host asked this run to stop.
     pub fn stopped(&self) -> bool {
@@ -85,6 +94,19 @@ pub trait Workload: Sync {
     fn announces_ready(&self) -> bool {
         false
     }
+    /// True for network workloads: one server and one client per flow, paired by the orchestrator.
+    fn needs_peer(&self) -> bool {
+        false
+    }
+    /// Checks that need the host (a socket buffer the kernel allows), before anything is created.
+    fn check(&self, _p: &Params) -> Result<(), (String, String)> {
+        Ok(())
+    }
+    /// Combines the server's and the client's samples of one flow into the flow's samples (e.g.
+    /// loss needs the sender's count and the receiver's). Default: both, as they are.
+    fn merge(&self, server: &Output, client: &Output) -> Vec<Sample> {
+        server.samples.iter().chain(&client.samples).cloned().collect()
+    }
     /// Runs once with parameters already resolved against [`Workload::params`].
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String>;
 }
@@ -98,6 +120,11 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &compute::Syscall,
     &compute::Sleep,
     &compute::Noop,
+    &net::TcpStream,
+    &net::UdpStream,
+    &net::TcpRr,
+    &net::UdpRr,
+    &load::Load,
 ];
 
 pub fn find(kind: &str) -> Option<&'static dyn Workload> {
@@ -108,15 +135,18 @@ pub fn kinds() -> Vec<&'static str> {
     REGISTRY.iter().map(|w| w.kind()).collect()
 }
 
-/// Finds a metric's spec across all workloads.
+/// Finds a metric's spec across all workloads. A flow suffix (`_out`, `_in`, for direction = both)
+/// names the same metric.
 pub fn metric(name: &str) -> Option<&'static MetricSpec> {
-    REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name)
+    let base = name.strip_suffix("_out").or_else(|| name.strip_suffix("_in")).unwrap_or(name);
+    REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name || m.name == base)
 }
 
 /// A validated request, ready to run.
 pub struct Prepared {
     workload: &'static dyn Workload,
     params: BTreeMap<String, Value>,
+    net: Option<NetRole>,
 }
 
 /// Validates a workload request (agent side): known kind, parameters within their schema.
@@ -129,21 +159,32 @@ pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
     })?;
     let params = params::revalidate(workload.params(), &spec.params)
         .map_err(|(k, e)| (ErrorCode::BadParams, format!("{k}: {e}")))?;
-    Ok(Prepared { workload, params })
+    if workload.needs_peer() != spec.net.is_some() {
+        let why = if workload.needs_peer() {
+            "needs a `net` role (side, bind, peer, port)"
+        } else {
+            "takes no `net` role"
+        };
+        return Err((ErrorCode::BadParams, format!("workload `{}` {why}", spec.kind)));
+    }
+    Ok(Prepared { workload, params, net: spec.net.clone() })
 }
 
 impl Prepared {
     pub fn announces_ready(&self) -> bool {
         self.workload.announces_ready()
     }
-    pub fn run(&self, ctx: &RunCtx) -> Result<Output, (ErrorCode, String)> {
-        self.workload.run(&Params(&self.params), ctx).map_err(|e| (ErrorCode::WorkloadFailed, e))
+    /// Runs with the agent's stop flag and ready signal; the net role comes from the request.
+    pub fn run(&self, stop: &AtomicBool, ready: &(dyn Fn() + Sync)) -> Result<Output, (ErrorCode, String)> {
+        let ctx = RunCtx::new(stop, ready, self.net.as_ref());
+        self.workload.run(&Params(&self.params), &ctx).map_err(|e| (ErrorCode::WorkloadFailed, e))
     }
 }
 
 /// Validates and runs a workload request without an agent around it.
 pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
-    prepare(spec)?.run(&RunCtx::detached()).map(|o| o.samples)
+    static NEVER: AtomicBool = AtomicBool::new(false);
+    prepare(spec)?.run(&NEVER, &|| {}).map(|o| o.samples)
 }
 
 pub(crate) fn sample(metric: &str, value: f64, unit: &str) -> Sample {
@@ -203,8 +244,11 @@ mod tests {
 
     #[test]
     fn run_rejects_bad_requests_with_codes() {
-        let spec =
-            |k: &str, p: Value| WorkloadSpec { kind: k.into(), params: serde_json::from_value(p).unwrap() };
+        let spec = |k: &str, p: Value| WorkloadSpec {
+            kind: k.into(),
+            params: serde_json::from_value(p).unwrap(),
+            net: None,
+        };
         assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().0, ErrorCode::UnknownWorkload);
         assert_eq!(
             run(&spec("memcpy", serde_json::json!({"size": -1}))).unwrap_err().0,
@@ -228,11 +272,12 @@ mod tests {
             "sleep": {"duration": 1},
             "noop": {},
         });
-        for w in REGISTRY {
+        for w in REGISTRY.iter().filter(|w| !w.needs_peer() && w.kind() != "load") {
             let p = small.get(w.kind()).unwrap_or_else(|| panic!("no small case for {}", w.kind()));
             let samples = run(&WorkloadSpec {
                 kind: w.kind().into(),
                 params: serde_json::from_value(p.clone()).unwrap(),
+                net: None,
             })
             .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
             let mut names: Vec<&str> = samples.iter().map(|s| s.metric.as_str()).collect();
