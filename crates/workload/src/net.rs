@@ -344,10 +344,10 @@ fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> usize {
         .iter_mut()
         .map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() })
         .collect();
-    // SAFETY: mmsghdr is plain data; zeroed is valid (no name, no control).
     let mut msgs: Vec<libc::mmsghdr> = iov
         .iter_mut()
         .map(|v| {
+            // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control).
             let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
             m.msg_hdr.msg_iov = v;
             m.msg_hdr.msg_iovlen = 1;
