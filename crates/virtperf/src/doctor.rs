@@ -78,6 +78,7 @@ pub fn check(probe: bool) -> Vec<Row> {
                     ledger,
                     boot_timeout: Duration::from_secs(30),
                     cancel: &never,
+                    netns: None,
                 };
                 let t0 = Instant::now();
                 match k.launch(&mut ctx, &params) {

@@ -14,6 +14,7 @@ use toml_edit::{ImDocument, Table};
 use virtperf_workload::{params, Raw};
 
 use crate::env;
+use crate::lab::LabSpec;
 
 /// Where a value came from, for error messages.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +114,31 @@ pub struct Case {
     /// `name` plus the swept values, e.g. `udp [frame_size=64]`.
     pub label: String,
     pub params: BTreeMap<String, Value>,
+    /// Background load during each trial (the `load*` keys), None at 0 %.
+    pub load: Option<LoadSpec>,
+    /// A network workload: runs between an environment and the lab's tester.
+    pub network: bool,
 }
+
+/// Where the softloader runs during a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadOn {
+    Dut,
+    Tester,
+}
+
+/// Seed 000's softloader beside a workload: `load = {percent = 90, on = "dut", cpus = 1}` in a
+/// file, `load=90,load_on=dut,load_cpus=1` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadSpec {
+    pub percent: f64,
+    pub on: LoadOn,
+    /// Loader threads (each one a busy/sleep cycle on whichever CPU the scheduler gives it).
+    pub cpus: u32,
+}
+
+/// Keys of the `[lab]` table / `--lab` flag.
+pub const LAB_KEYS: &[&str] = &["mtu", "rate", "delay", "loss", "tester_cpu"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {
@@ -126,11 +151,24 @@ pub struct Experiment {
     pub envs: Vec<EnvDef>,
     pub workloads: Vec<WorkloadDef>,
     pub cases: Vec<Case>,
+    /// The private network (used when a case is a network workload).
+    pub lab: LabSpec,
+    /// The `[lab]` keys as written, for re-rendering.
+    pub lab_raw: Vec<(String, Raw)>,
 }
+
+impl Experiment {
+    pub fn has_network(&self) -> bool {
+        self.cases.iter().any(|c| c.network)
+    }
+}
+
+/// Environment kinds that can put their agent into a lab namespace.
+pub const NETWORKED_KINDS: &[&str] = &["native", "container"];
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_REPS: i64 = 10_000_000;
-const TOP_KEYS: &[&str] = &["name", "reps", "warmup", "order", "seed", "timeout", "env", "workload"];
+const TOP_KEYS: &[&str] = &["name", "reps", "warmup", "order", "seed", "timeout", "lab", "env", "workload"];
 
 /// A run setting or a list item before validation.
 #[derive(Debug, Clone)]
@@ -200,6 +238,22 @@ pub fn read_toml(path: &str, text: &str) -> Result<RawExperiment, InputError> {
                     }
                 }
             }
+            "lab" => {
+                let t = item.as_table().ok_or_else(|| {
+                    err(
+                        &origin,
+                        Some(key),
+                        "expected a table written [lab] (keys: mtu, rate, delay, loss, tester_cpu)",
+                    )
+                })?;
+                for (k, v) in t.iter() {
+                    let o = at(t.key(k).and_then(|kk| kk.span()).or_else(|| v.span()));
+                    let v = v.as_value().and_then(raw_of).ok_or_else(|| {
+                        err(&o, Some(&format!("lab.{k}")), "expected a single value (text or number)")
+                    })?;
+                    out.settings.insert(format!("lab.{k}"), RawSetting { value: v, origin: o });
+                }
+            }
             k if TOP_KEYS.contains(&k) => {
                 let v = item.as_value().and_then(raw_of).ok_or_else(|| {
                     err(&origin, Some(k), "expected a single value (text, integer, number or boolean)")
@@ -230,6 +284,25 @@ fn read_item(
     for (key, item) in t.iter() {
         let o = at(t.key(key).and_then(|k| k.span()).or_else(|| item.span()));
         let value = item.as_value().ok_or_else(|| err(&o, Some(key), "expected a value, not a table"))?;
+        if let (true, toml_edit::Value::InlineTable(lt)) = (key == "load", value) {
+            // load = {percent = 90, on = "dut", cpus = 1} → load, load_on, load_cpus.
+            for (k, v) in lt.iter() {
+                let flat = match k {
+                    "percent" => "load",
+                    "on" => "load_on",
+                    "cpus" => "load_cpus",
+                    other => {
+                        return Err(err(
+                            &o,
+                            Some(&format!("load.{other}")),
+                            "unknown key (known: percent, on, cpus)",
+                        ))
+                    }
+                };
+                params.push((flat.to_string(), toml_values(v, &o, flat)?, o.clone()));
+            }
+            continue;
+        }
         match key {
             "kind" => {
                 kind = Some(value.as_str().ok_or_else(|| err(&o, Some(key), "expected text"))?.to_string())
@@ -237,25 +310,7 @@ fn read_item(
             "name" => {
                 name = Some(value.as_str().ok_or_else(|| err(&o, Some(key), "expected text"))?.to_string())
             }
-            _ => {
-                let vals = match value {
-                    toml_edit::Value::Array(a) => {
-                        let vals: Option<Vec<Raw>> = a.iter().map(raw_of).collect();
-                        let vals =
-                            vals.ok_or_else(|| err(&o, Some(key), "a list may hold only plain values"))?;
-                        if vals.is_empty() {
-                            return Err(err(
-                                &o,
-                                Some(key),
-                                "an empty list sweeps nothing; give at least one value",
-                            ));
-                        }
-                        vals
-                    }
-                    v => vec![raw_of(v).ok_or_else(|| err(&o, Some(key), "expected a plain value"))?],
-                };
-                params.push((key.to_string(), vals, o));
-            }
+            _ => params.push((key.to_string(), toml_values(value, &o, key)?, o)),
         }
     }
     let kind =
@@ -263,6 +318,180 @@ fn read_item(
     // In a file the default label is the kind; two of a kind need names (checked later).
     let written = kind.clone();
     Ok(RawItem { origin, kind, name, params, written })
+}
+
+/// A plain value, or a list of them (a sweep).
+fn toml_values(value: &toml_edit::Value, o: &Origin, key: &str) -> Result<Vec<Raw>, InputError> {
+    Ok(match value {
+        toml_edit::Value::Array(a) => {
+            let vals: Option<Vec<Raw>> = a.iter().map(raw_of).collect();
+            let vals = vals.ok_or_else(|| err(o, Some(key), "a list may hold only plain values"))?;
+            if vals.is_empty() {
+                return Err(err(o, Some(key), "an empty list sweeps nothing; give at least one value"));
+            }
+            vals
+        }
+        v => vec![raw_of(v).ok_or_else(|| err(o, Some(key), "expected a plain value"))?],
+    })
+}
+
+/// Parses `--lab key=value[,key=value]...` into `lab.KEY` settings.
+pub fn read_lab_flag(value: &str) -> Result<Vec<(String, RawSetting)>, InputError> {
+    let origin = Origin::Flag { flag: "--lab", value: value.to_string() };
+    let mut out = Vec::new();
+    for part in split_top(value, ',') {
+        if part.trim().is_empty() {
+            continue;
+        }
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            err(&origin, Some(part.trim()), "expected key=value, e.g. --lab mtu=9000,rate=1gbit")
+        })?;
+        out.push((format!("lab.{}", k.trim()), RawSetting { value: flag_scalar(v), origin: origin.clone() }));
+    }
+    Ok(out)
+}
+
+/// A link rate: bits per second as a number, or with a unit (`1gbit`, `100mbit`, `10kbit`,
+/// `1Gbit/s`, `1gbps`).
+pub fn parse_rate_bps(r: &Raw) -> Option<u64> {
+    match r {
+        Raw::Int(i) if *i > 0 => Some(*i as u64),
+        Raw::Float(f) if *f >= 1.0 => Some(*f as u64),
+        Raw::Str(s) => {
+            let l = s.trim().to_ascii_lowercase().replace(' ', "");
+            let l = l.trim_end_matches("/s").trim_end_matches("ps").trim_end_matches("it");
+            let l = l.strip_suffix('b').unwrap_or(l);
+            let (num, mult) = match l.chars().last()? {
+                'k' => (&l[..l.len() - 1], 1e3),
+                'm' => (&l[..l.len() - 1], 1e6),
+                'g' => (&l[..l.len() - 1], 1e9),
+                't' => (&l[..l.len() - 1], 1e12),
+                _ => (l, 1.0),
+            };
+            let v: f64 = num.parse().ok()?;
+            (v > 0.0 && (v * mult) >= 1.0 && v.is_finite()).then_some((v * mult) as u64)
+        }
+        _ => None,
+    }
+}
+
+/// A delay in µs: `0`, `100us`, `1.5ms`, `1s`.
+pub fn parse_delay_us(r: &Raw) -> Option<u64> {
+    match r {
+        Raw::Int(0) => Some(0),
+        Raw::Str(s) => {
+            let s = s.trim();
+            let (num, mult) = if let Some(n) = s.strip_suffix("us") {
+                (n, 1.0)
+            } else if let Some(n) = s.strip_suffix("ms") {
+                (n, 1e3)
+            } else if let Some(n) = s.strip_suffix('s') {
+                (n, 1e6)
+            } else {
+                return None;
+            };
+            let v: f64 = num.trim().parse().ok()?;
+            (v >= 0.0 && v.is_finite() && v * mult <= 60e6).then(|| (v * mult).round() as u64)
+        }
+        _ => None,
+    }
+}
+
+fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw)>), InputError> {
+    let mut spec = LabSpec::default();
+    let mut written = Vec::new();
+    for (k, s) in raw.settings.iter().filter(|(k, _)| k.starts_with("lab.")) {
+        let key = &k[4..];
+        let bad = |m: String| err(&s.origin, Some(k), m);
+        match key {
+            "mtu" => match &s.value {
+                Raw::Int(m) if (68..=65535).contains(m) => spec.mtu = *m as u32,
+                v => {
+                    return Err(bad(format!(
+                        "got `{v}`: an MTU is an integer from 68 (IPv4's minimum) to 65535"
+                    )))
+                }
+            },
+            "rate" => {
+                spec.rate_bps = Some(parse_rate_bps(&s.value).ok_or_else(|| {
+                    bad(format!(
+                        "got `{}`: expected a positive rate such as \"1gbit\", \"100mbit\" or bits/s",
+                        s.value
+                    ))
+                })?)
+            }
+            "delay" => {
+                spec.delay_us = parse_delay_us(&s.value).ok_or_else(|| {
+                    bad(format!(
+                        "got `{}`: expected a one-way delay from 0 to 60s, e.g. \"100us\" or \"1ms\"",
+                        s.value
+                    ))
+                })?
+            }
+            "loss" => {
+                let v = match &s.value {
+                    Raw::Int(i) => Some(*i as f64),
+                    Raw::Float(f) => Some(*f),
+                    Raw::Str(t) => t.trim().trim_end_matches('%').trim().parse().ok(),
+                    Raw::Bool(_) => None,
+                };
+                match v {
+                    Some(p) if (0.0..=100.0).contains(&p) => spec.loss_pct = p,
+                    _ => return Err(bad(format!("got `{}`: loss is a percentage from 0 to 100", s.value))),
+                }
+            }
+            "tester_cpu" => {
+                let t = s.value.to_string();
+                env::check_cpuset(&t).map_err(bad)?;
+                spec.tester_cpuset = Some(t);
+            }
+            other => {
+                return Err(err(
+                    &s.origin,
+                    Some(k),
+                    format!("unknown lab key `{other}` (known: {})", LAB_KEYS.join(", ")),
+                ))
+            }
+        }
+        written.push((key.to_string(), s.value.clone()));
+    }
+    Ok((spec, written))
+}
+
+/// Takes the `load*` keys out of one sweep point.
+fn load_spec(given: &mut BTreeMap<String, Raw>, origin: &Origin) -> Result<Option<LoadSpec>, InputError> {
+    let percent = match given.remove("load") {
+        None => 0.0,
+        Some(Raw::Int(i)) if (0..=100).contains(&i) => i as f64,
+        Some(Raw::Float(f)) if (0.0..=100.0).contains(&f) => f,
+        Some(v) => {
+            return Err(err(
+                origin,
+                Some("load"),
+                format!("got `{v}`: load is a CPU percentage from 0 to 100"),
+            ))
+        }
+    };
+    let on = match given.remove("load_on") {
+        None => LoadOn::Dut,
+        Some(Raw::Str(s)) if s == "dut" => LoadOn::Dut,
+        Some(Raw::Str(s)) if s == "tester" => LoadOn::Tester,
+        Some(v) => {
+            return Err(err(origin, Some("load_on"), format!("got `{v}`, expected \"dut\" or \"tester\"")))
+        }
+    };
+    let cpus = match given.remove("load_cpus") {
+        None => 1,
+        Some(Raw::Int(i)) if (1..=1024).contains(&i) => i as u32,
+        Some(v) => {
+            return Err(err(
+                origin,
+                Some("load_cpus"),
+                format!("got `{v}`, expected a number of loader threads from 1 to 1024"),
+            ))
+        }
+    };
+    Ok((percent > 0.0).then_some(LoadSpec { percent, on, cpus }))
 }
 
 /// Splits on `sep` outside brackets: `a=1,b=[1,2]` → `a=1`, `b=[1,2]`.
@@ -497,7 +726,15 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         }
         let swept: Vec<&String> = item.params.iter().filter(|p| p.1.len() > 1).map(|p| &p.0).collect();
         for point in points {
-            let given: BTreeMap<String, Raw> = point.iter().cloned().collect();
+            let mut given: BTreeMap<String, Raw> = point.iter().cloned().collect();
+            let load = load_spec(&mut given, &item.origin)?;
+            if load.is_some_and(|l| l.on == LoadOn::Tester) && !w.needs_peer() {
+                return Err(err(
+                    &item.origin,
+                    Some("load_on"),
+                    "the tester exists only for network workloads; put the load on the \"dut\"",
+                ));
+            }
             let params = params::resolve(w.params(), &given).map_err(|(k, m)| {
                 let o =
                     item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
@@ -507,7 +744,19 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
             let case_label =
                 if suffix.is_empty() { label.clone() } else { format!("{label} [{}]", suffix.join(",")) };
-            cases.push(Case { workload: label.clone(), kind: item.kind.clone(), label: case_label, params });
+            w.check(&virtperf_workload::Params(&params)).map_err(|(k, m)| {
+                let o =
+                    item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                err(&o, Some(&k), m)
+            })?;
+            cases.push(Case {
+                workload: label.clone(),
+                kind: item.kind.clone(),
+                label: case_label,
+                params,
+                load,
+                network: w.needs_peer(),
+            });
         }
         workloads.push(WorkloadDef {
             name: label,
@@ -515,7 +764,30 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             raw: item.params.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect(),
         });
     }
-    Ok(Experiment { name, reps, warmup, order, seed, timeout_ms, envs, workloads, cases })
+    let (lab, lab_raw) = lab_spec(raw)?;
+    if cases.iter().any(|c| c.network) {
+        for e in &envs {
+            if !NETWORKED_KINDS.contains(&e.kind.as_str()) {
+                return Err(err(
+                    whole,
+                    Some("env"),
+                    format!(
+                        "environment kind `{}` cannot join the lab yet; network workloads run on: {}",
+                        e.kind,
+                        NETWORKED_KINDS.join(", ")
+                    ),
+                ));
+            }
+        }
+        if envs.len() > crate::lab::MAX_ENDPOINTS {
+            return Err(err(
+                whole,
+                Some("env"),
+                format!("at most {} environments per run with network workloads", crate::lab::MAX_ENDPOINTS),
+            ));
+        }
+    }
+    Ok(Experiment { name, reps, warmup, order, seed, timeout_ms, envs, workloads, cases, lab, lab_raw })
 }
 
 fn toml_value(r: &Raw) -> String {
@@ -540,6 +812,12 @@ impl Experiment {
             self.seed,
             self.timeout_ms
         );
+        if !self.lab_raw.is_empty() {
+            s += "\n[lab]\n";
+            for (k, v) in &self.lab_raw {
+                s += &format!("{k} = {}\n", toml_value(v));
+            }
+        }
         for e in &self.envs {
             s += &format!(
                 "\n[[env]]\nkind = \"{}\"\nname = {}\n",
@@ -708,5 +986,58 @@ iterations = [10, 20]
         assert_eq!(e.to_string(), "--workload memcpy:size=-1: key `size`: got `-1`, expected a size from 1 to 17179869184 bytes, e.g. 4KiB, 10MiB, 1GiB");
         assert!(read_flag("--workload", "memcpy:size").is_err());
         assert!(read_flag("--workload", ":x=1").is_err());
+    }
+
+    #[test]
+    fn rates_and_delays() {
+        assert_eq!(parse_rate_bps(&Raw::Str("1gbit".into())), Some(1_000_000_000));
+        assert_eq!(parse_rate_bps(&Raw::Str("100Mbit/s".into())), Some(100_000_000));
+        assert_eq!(parse_rate_bps(&Raw::Str("2.5gbps".into())), Some(2_500_000_000));
+        assert_eq!(parse_rate_bps(&Raw::Int(9600)), Some(9600));
+        for bad in ["-5mbit", "0", "fast", ""] {
+            assert_eq!(parse_rate_bps(&Raw::Str(bad.into())), None, "{bad}");
+        }
+        assert_eq!(parse_rate_bps(&Raw::Int(-1)), None);
+        assert_eq!(parse_delay_us(&Raw::Str("1.5ms".into())), Some(1500));
+        assert_eq!(parse_delay_us(&Raw::Str("100us".into())), Some(100));
+        assert_eq!(parse_delay_us(&Raw::Int(0)), Some(0));
+        assert_eq!(parse_delay_us(&Raw::Str("-1ms".into())), None);
+    }
+
+    #[test]
+    fn lab_table_and_load_keys_round_trip() {
+        let text = r#"
+[lab]
+mtu = 9000
+rate = "1gbit"
+loss = 0.5
+
+[[env]]
+kind = "native"
+
+[[workload]]
+kind = "tcp_stream"
+load = {percent = [0, 90], on = "tester", cpus = 1}
+"#;
+        let e = parse(text).unwrap();
+        assert_eq!((e.lab.mtu, e.lab.rate_bps, e.lab.loss_pct), (9000, Some(1_000_000_000), 0.5));
+        assert_eq!(e.cases.len(), 2);
+        assert_eq!(e.cases[0].load, None, "0 % is no load");
+        assert_eq!(e.cases[1].load, Some(LoadSpec { percent: 90.0, on: LoadOn::Tester, cpus: 1 }));
+        assert!(e.cases.iter().all(|c| c.network && !c.params.contains_key("load")));
+        let again = parse(&e.to_toml()).unwrap();
+        assert_eq!((again.lab, again.cases), (e.lab, e.cases));
+        expect_err(
+            "[lab]\nmtu = 60\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n",
+            2,
+            Some("lab.mtu"),
+            "68",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\nload = {percent = 50, where = 1}\n",
+            5,
+            Some("load.where"),
+            "unknown key",
+        );
     }
 }

@@ -20,6 +20,9 @@ pub enum Entry {
     Dir { path: PathBuf },
     /// A cgroup (path relative to each controller's mount), removed with rmdir.
     Cgroup { rel: String },
+    /// A network namespace of the lab (`/run/netns/NAME`), removed with `ip netns delete`, which
+    /// also destroys the links and qdiscs inside it.
+    Netns { name: String },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -178,6 +181,7 @@ pub fn undo(e: &Entry, state_dir: &Path) {
                 let _ = std::fs::remove_dir_all(path);
             }
         }
+        Entry::Netns { name } => crate::lab::delete_netns(name),
         Entry::Cgroup { rel } => {
             if (rel == "virtperf" || rel.starts_with("virtperf/")) && !rel.contains("..") {
                 for m in cgroup_mounts() {

@@ -7,11 +7,13 @@ mod agent;
 mod doctor;
 mod env;
 mod experiment;
+mod lab;
 mod ledger;
 mod plan;
 mod report;
 mod run;
 mod store;
+mod trial;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -98,6 +100,10 @@ struct RunArgs {
     /// Add a workload: KIND[:key=value,...] (repeatable)
     #[arg(long = "workload", value_name = "SPEC")]
     workloads: Vec<String>,
+    /// The private network of network workloads: mtu=N, rate=1gbit, delay=1ms, loss=0.1,
+    /// tester_cpu=N (overrides the file's [lab] keys)
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    lab: Option<String>,
     /// Measured repetitions of every environment × workload [default: 10, or the file's]
     #[arg(long)]
     reps: Option<String>,
@@ -231,6 +237,11 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
                 key.to_string(),
                 RawSetting { value, origin: Origin::Flag { flag, value: v.clone() } },
             );
+        }
+    }
+    if let Some(l) = &a.lab {
+        for (k, v) in experiment::read_lab_flag(l)? {
+            raw.settings.insert(k, v);
         }
     }
     experiment::validate(&raw, &whole)

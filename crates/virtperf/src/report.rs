@@ -14,6 +14,13 @@ use crate::store::{Store, TrialRow};
 
 /// Derived per-trial metric: CPU time of the instance's host-side processes during the trial.
 pub const HOST_CPU: &str = "host_cpu_time";
+/// Derived for network workloads: the tester's host CPU, the agent's own CPU (what `sar` inside
+/// the environment would attribute to the workload), and host CPU per Gbit moved (netperf's
+/// service demand; seed 000's "CPU cost").
+pub const TESTER_CPU: &str = "tester_cpu_time";
+pub const GUEST_CPU: &str = "guest_cpu_time";
+pub const CPU_PER_GBIT: &str = "cpu_per_gbit";
+const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
 
 /// Host and guest clocks disagree when they differ by more than this fraction…
 const CLOCK_REL_TOL: f64 = 0.02;
@@ -100,11 +107,13 @@ pub struct Report {
     pub clock_checks: Vec<ClockCheck>,
     pub trials: Counts,
     pub failures: Vec<Failure>,
+    /// The analytic ceilings of the lab's emulated link (empty when unshaped).
+    pub ceilings: Vec<Ceiling>,
     pub manifest: serde_json::Value,
 }
 
 fn better_of(metric: &str) -> Better {
-    if metric == HOST_CPU {
+    if DERIVED.contains(&metric) {
         return Better::Lower;
     }
     virtperf_workload::metric(metric).map(|m| m.better).unwrap_or(Better::Lower)
@@ -117,7 +126,80 @@ fn trial_values(t: &TrialRow) -> Vec<(String, String, f64)> {
     if let Some(ns) = t.host_cpu_ns {
         v.push((HOST_CPU.to_string(), "ms".to_string(), ns as f64 / 1e6));
     }
+    // Network trials (the tester took part).
+    if let Some(ns) = t.tester_cpu_ns {
+        v.push((TESTER_CPU.to_string(), "ms".to_string(), ns as f64 / 1e6));
+        if let Some(g) = t.guest_cpu_ns {
+            v.push((GUEST_CPU.to_string(), "ms".to_string(), g as f64 / 1e6));
+        }
+        // Gbit moved = Σ goodput (all flows) × the trial's host-clock duration.
+        let gbps: f64 = t
+            .samples
+            .iter()
+            .filter(|s| s.metric.contains("goodput") && s.unit == "Gbit/s")
+            .map(|s| s.value)
+            .sum();
+        if let (Some(cpu), Some(h)) = (t.host_cpu_ns, t.host_ns) {
+            let gbit = gbps * h as f64 / 1e9;
+            if gbit > 0.0 {
+                v.push((CPU_PER_GBIT.to_string(), "CPU-s/Gbit".to_string(), cpu as f64 / 1e9 / gbit));
+            }
+        }
+    }
     v
+}
+
+/// What an ideal transport could reach over the lab's emulated link.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ceiling {
+    pub workload: String,
+    pub metric: String,
+    pub unit: String,
+    pub value: f64,
+    pub basis: String,
+}
+
+fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Vec<Ceiling> {
+    let lab = &manifest["lab"];
+    let Some(rate) = lab["rate_bps"].as_u64() else { return Vec::new() };
+    let mtu = lab["mtu"].as_u64().unwrap_or(1500) as u32;
+    let spec = crate::lab::LabSpec { mtu, rate_bps: Some(rate), ..Default::default() };
+    let basis =
+        format!("{} Mbit/s on the wire (preamble, FCS, gap counted), MTU {mtu}", fmt_num(rate as f64 / 1e6));
+    let mut out = Vec::new();
+    for c in cases {
+        let params: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(c.params.clone()).unwrap_or_default();
+        let p = virtperf_workload::Params(&params);
+        match c.kind.as_str() {
+            "tcp_stream" => {
+                if let Some(bps) = spec.tcp_ceiling_bps() {
+                    out.push(Ceiling {
+                        workload: c.label.clone(),
+                        metric: "tcp_goodput".into(),
+                        unit: "Gbit/s".into(),
+                        value: bps / 1e9,
+                        basis: format!("{basis}, MSS {} with TCP timestamps", mtu.saturating_sub(52)),
+                    });
+                }
+            }
+            "udp_stream" => {
+                if let Ok(payload) = virtperf_workload::net::udp_payload(&p) {
+                    if let Some(pps) = spec.udp_ceiling_pps(payload as u64) {
+                        out.push(Ceiling {
+                            workload: c.label.clone(),
+                            metric: "udp_recv_rate".into(),
+                            unit: "kpps".into(),
+                            value: pps / 1e3,
+                            basis: format!("{basis}, {payload}-byte payloads"),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 pub fn build(store: &Store, run_id: i64) -> Result<Report> {
@@ -258,6 +340,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         clock_checks,
         trials: counts,
         failures,
+        ceilings: ceilings(&info.manifest, &cases),
         manifest: info.manifest,
     })
 }
@@ -321,9 +404,13 @@ pub fn render_table(r: &Report) -> String {
     let mut last_w = "";
     for (w, m, unit, better) in keys {
         let arrow = if better == "higher" { "↑" } else { "↓" };
-        let first = if w != last_w { format!("{w}\n") } else { String::new() };
+        if w != last_w {
+            let mut head = vec![Cell::new(w)];
+            head.extend(envs.iter().map(|_| Cell::new("")));
+            t.add_row(head);
+        }
         last_w = w;
-        let mut cells = vec![Cell::new(format!("{first}  {m} ({unit}) {arrow}"))];
+        let mut cells = vec![Cell::new(format!("  {m} ({unit}) {arrow}"))];
         for e in &envs {
             let text =
                 match r.results.iter().find(|x| x.workload == w && x.metric == m && x.environment == *e) {
@@ -357,6 +444,23 @@ pub fn render_table(r: &Report) -> String {
     );
     out += &t.to_string();
     out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
+    for c in &r.ceilings {
+        let measured: Vec<String> = r
+            .results
+            .iter()
+            .filter(|x| x.workload == c.workload && x.metric == c.metric)
+            .map(|x| format!("{} {} ({:.1} %)", x.environment, fmt_num(x.mean), x.mean / c.value * 100.0))
+            .collect();
+        out += &format!(
+            "link ceiling of {} {}: {} {} ({}); measured: {}\n",
+            c.workload,
+            c.metric,
+            fmt_num(c.value),
+            c.unit,
+            c.basis,
+            if measured.is_empty() { "—".to_string() } else { measured.join(", ") }
+        );
+    }
     let starts: Vec<String> = r
         .environments
         .iter()

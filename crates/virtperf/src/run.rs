@@ -15,12 +15,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use virtperf_proto::{Reply, Request, WorkloadSpec};
+use virtperf_proto::WorkloadSpec;
 
-use crate::env::{self, CallError, Instance, LaunchCtx};
+use crate::env::{self, Instance, LaunchCtx};
 use crate::experiment::Experiment;
+use crate::lab::Lab;
 use crate::ledger::Ledger;
 use crate::store::{PlannedTrial, Store, TrialOutcome};
+use crate::trial::{self, Dut, Fail, Tester};
 use crate::{plan, report, ExitStatus};
 
 /// Set by SIGINT/SIGTERM; every wait checks it.
@@ -62,7 +64,18 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         .iter()
         .map(|e| (e.name.clone(), env::find(&e.kind).and_then(|k| k.runtime_version(&e.params))))
         .collect();
+    let lab = exp.has_network().then(|| {
+        serde_json::json!({
+            "mtu": exp.lab.mtu,
+            "rate_bps": exp.lab.rate_bps,
+            "delay_us": exp.lab.delay_us,
+            "loss_pct": exp.lab.loss_pct,
+            "tester_cpuset": exp.lab.tester_cpuset,
+            "addresses": "198.18.0.0/24: tester .1, environment i at .(10+i)",
+        })
+    });
     serde_json::json!({
+        "lab": lab,
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
         "host_kernel": read("/proc/sys/kernel/osrelease"),
@@ -91,6 +104,11 @@ pub fn preflight(exp: &Experiment) -> Result<(), String> {
                 a.detail,
                 a.fix.unwrap_or_default()
             ));
+        }
+    }
+    if exp.has_network() {
+        if let Err(why) = crate::lab::availability(&exp.lab) {
+            problems.push(format!("network workloads: {why}"));
         }
     }
     if problems.is_empty() {
@@ -175,22 +193,59 @@ struct Launcher<'a> {
     run_dir: &'a Path,
     exe: &'a Path,
     opts: &'a RunOpts,
+    lab: Option<&'a Lab>,
 }
 
-fn launch(l: &Launcher, e: usize, slot: &mut Slot, ledger: &mut Ledger) {
-    let Launcher { store, run_id, exp, run_dir, exe, opts } = *l;
-    let def = &exp.envs[e];
-    let Some(kind) = env::find(&def.kind) else { return };
+/// Which agent a slot holds: environment `e`, or the lab's tester.
+#[derive(Clone, Copy)]
+enum Role {
+    Env(usize),
+    Tester,
+}
+
+fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
+    let Launcher { store, run_id, exp, run_dir, exe, opts, lab } = *l;
+    let tester_params: BTreeMap<String, serde_json::Value> = exp
+        .lab
+        .tester_cpuset
+        .iter()
+        .map(|c| ("cpuset".to_string(), serde_json::Value::from(c.clone())))
+        .collect();
+    let (kind, params, name, netns, id, e) = match role {
+        Role::Env(e) => {
+            let def = &exp.envs[e];
+            let Some(kind) = env::find(&def.kind) else { return };
+            (
+                kind,
+                &def.params,
+                def.name.as_str(),
+                lab.map(|l| l.endpoints[e].netns_path()),
+                format!("vp{}-{}-{}", std::process::id(), e, slot.launches),
+                e as i64,
+            )
+        }
+        Role::Tester => (
+            &env::native::Native as &dyn env::Environment,
+            &tester_params,
+            "tester",
+            lab.map(|l| l.tester.netns_path()),
+            format!("vp{}-tester-{}", std::process::id(), slot.launches),
+            -1,
+        ),
+    };
     let mut ctx = LaunchCtx {
         exe,
         run_dir,
-        instance_id: format!("vp{}-{}-{}", std::process::id(), e, slot.launches),
+        instance_id: id,
         ledger,
         boot_timeout: opts.boot_timeout,
         cancel: &CANCEL,
+        netns,
     };
     slot.launches += 1;
-    match kind.launch(&mut ctx, &def.params) {
+    let e = e as usize;
+    let def_name = name;
+    match kind.launch(&mut ctx, params) {
         Ok(mut inst) => {
             inst.calibrate_rtt(&CANCEL);
             let _ = store.record_instance(
@@ -214,47 +269,9 @@ fn launch(l: &Launcher, e: usize, slot: &mut Slot, ledger: &mut Ledger) {
                 ));
             }
             if !CANCEL.load(Ordering::SeqCst) {
-                eprintln!("virtperf: environment `{}` failed to start: {msg}", def.name);
+                eprintln!("virtperf: environment `{def_name}` failed to start: {msg}");
             }
         }
-    }
-}
-
-/// Runs one trial on a ready instance. `Err(None)` = interrupted (leave it pending).
-fn trial(
-    inst: &mut Instance,
-    spec: &WorkloadSpec,
-    timeout: Duration,
-) -> Result<TrialOutcome, Option<(String, bool)>> {
-    let fail = |e: CallError| match e {
-        CallError::Interrupted => None,
-        // The agent answered: it is still healthy.
-        CallError::Agent { .. } => Some((e.to_string(), false)),
-        other => Some((other.to_string(), true)),
-    };
-    let cpu0 = inst.cpu.as_ref().and_then(|p| p.read_ns());
-    let sent = Instant::now();
-    let tag = inst.conn.send(Request::Run { workload: spec.clone() }).map_err(fail)?;
-    let (r, t0) = inst.conn.wait(tag, Instant::now() + timeout, &CANCEL).map_err(fail)?;
-    if r != Reply::Started {
-        return Err(Some((format!("expected `started`, got {r:?}"), true)));
-    }
-    let (r, t1) = inst.conn.wait(tag, t0 + timeout, &CANCEL).map_err(fail)?;
-    let cpu1 = inst.cpu.as_ref().and_then(|p| p.read_ns());
-    match r {
-        Reply::Result { samples, guest_elapsed_ns, guest_cpu, .. } => Ok(TrialOutcome {
-            status: "ok",
-            reason: None,
-            // Request sent → result received, less the instance's idle round trip. Not
-            // `started` → `result`: the agent saturates a CPU right after writing `started`, and
-            // the scheduler may keep the host's reader waiting on that CPU until the work ends.
-            host_ns: Some(t1.duration_since(sent).saturating_sub(inst.rtt).as_nanos() as u64),
-            guest_ns: Some(guest_elapsed_ns),
-            host_cpu_ns: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
-            guest_cpu_ns: Some(guest_cpu.total_ns()),
-            samples,
-        }),
-        other => Err(Some((format!("expected `result`, got {other:?}"), true))),
     }
 }
 
@@ -322,72 +339,132 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         .iter()
         .map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone(), net: None })
         .collect();
-    let mut slots: Vec<Slot> = exp
-        .envs
-        .iter()
-        .map(|_| Slot { instance: None, launches: 0, failures_in_a_row: 0, gave_up: None })
-        .collect();
-    let launcher = Launcher { store, run_id, exp, run_dir: &run_dir, exe: &exe, opts };
-    let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.env_idx).collect();
-    for &e in &needed {
-        if CANCEL.load(Ordering::SeqCst) {
-            break;
+    let new_slot = || Slot { instance: None, launches: 0, failures_in_a_row: 0, gave_up: None };
+    let mut slots: Vec<Slot> = exp.envs.iter().map(|_| new_slot()).collect();
+    let mut tester_slot = new_slot();
+    let needs_lab = pending.iter().any(|t| exp.cases[t.case_idx].network);
+    let needs_tester = pending.iter().any(|t| {
+        let c = &exp.cases[t.case_idx];
+        c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester)
+    });
+    let mut lab = None;
+    if needs_lab && !CANCEL.load(Ordering::SeqCst) {
+        match Lab::build(&mut ledger, exp.envs.len(), &exp.lab) {
+            Ok(l) => lab = Some(l),
+            Err(e) => {
+                ledger.remove_dir(&run_dir);
+                ledger.close();
+                store.set_run_status(run_id, "failed")?;
+                eprintln!("error: cannot build the lab network: {e}");
+                return Ok(ExitStatus::Unavailable);
+            }
         }
-        launch(&launcher, e, &mut slots[e], &mut ledger);
     }
-
     let mut progress = Progress::new(pending.len() as u64, opts.json);
     let mut interrupted = false;
-    let result: Result<()> = (|| {
-        for t in &pending {
+    let result: Result<()> = {
+        let launcher = Launcher { store, run_id, exp, run_dir: &run_dir, exe: &exe, opts, lab: lab.as_ref() };
+        if needs_tester {
+            launch(&launcher, Role::Tester, &mut tester_slot, &mut ledger);
+        }
+        let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.env_idx).collect();
+        for &e in &needed {
             if CANCEL.load(Ordering::SeqCst) {
-                interrupted = true;
                 break;
             }
-            let PlannedTrial { id, env_idx: e, case_idx: c, .. } = *t;
-            let slot = &mut slots[e];
-            if slot.instance.is_none() && slot.gave_up.is_none() {
-                launch(&launcher, e, slot, &mut ledger);
-            }
-            let outcome = match (&mut slot.instance, &slot.gave_up) {
-                (_, Some(why)) => {
-                    TrialOutcome { status: "skipped", reason: Some(why.clone()), ..Default::default() }
+            launch(&launcher, Role::Env(e), &mut slots[e], &mut ledger);
+        }
+        (|| {
+            for t in &pending {
+                if CANCEL.load(Ordering::SeqCst) {
+                    interrupted = true;
+                    break;
                 }
-                (None, None) => {
-                    if CANCEL.load(Ordering::SeqCst) {
-                        interrupted = true;
-                        break;
+                let PlannedTrial { id, env_idx: e, case_idx: c, .. } = *t;
+                let case = &exp.cases[c];
+                let wants_tester =
+                    case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester);
+                let slot = &mut slots[e];
+                if slot.instance.is_none() && slot.gave_up.is_none() {
+                    launch(&launcher, Role::Env(e), slot, &mut ledger);
+                }
+                if wants_tester && tester_slot.instance.is_none() && tester_slot.gave_up.is_none() {
+                    launch(&launcher, Role::Tester, &mut tester_slot, &mut ledger);
+                }
+                let tester_missing = wants_tester && tester_slot.instance.is_none();
+                let outcome = match (&mut slot.instance, &slot.gave_up) {
+                    (_, Some(why)) => {
+                        TrialOutcome { status: "skipped", reason: Some(why.clone()), ..Default::default() }
                     }
-                    TrialOutcome {
-                        status: "failed",
-                        reason: Some("the environment failed to start".into()),
+                    _ if tester_missing && tester_slot.gave_up.is_some() => TrialOutcome {
+                        status: "skipped",
+                        reason: Some(format!(
+                            "the lab's tester: {}",
+                            tester_slot.gave_up.clone().unwrap_or_default()
+                        )),
                         ..Default::default()
+                    },
+                    (None, None) => {
+                        if CANCEL.load(Ordering::SeqCst) {
+                            interrupted = true;
+                            break;
+                        }
+                        TrialOutcome {
+                            status: "failed",
+                            reason: Some("the environment failed to start".into()),
+                            ..Default::default()
+                        }
                     }
-                }
-                (Some(inst), None) => match trial(inst, &specs[c], timeout) {
-                    Ok(o) => o,
-                    Err(None) => {
-                        interrupted = true;
-                        break;
+                    _ if tester_missing => {
+                        if CANCEL.load(Ordering::SeqCst) {
+                            interrupted = true;
+                            break;
+                        }
+                        TrialOutcome {
+                            status: "failed",
+                            reason: Some("the lab's tester failed to start".into()),
+                            ..Default::default()
+                        }
                     }
-                    Err(Some((reason, broken))) => {
-                        if broken {
-                            if let Some(inst) = slot.instance.take() {
-                                inst.kill(&mut ledger);
+                    (Some(inst), None) => {
+                        let mut dut =
+                            Dut { inst, addr: lab.as_ref().map(|l| l.endpoints[e].addr.to_string()) };
+                        let tester_addr = lab.as_ref().map(|l| l.tester.addr.to_string()).unwrap_or_default();
+                        let mut tester = match &mut tester_slot.instance {
+                            Some(ti) if wants_tester => Some(Tester { inst: ti, addr: tester_addr }),
+                            _ => None,
+                        };
+                        match trial::run(&mut dut, tester.as_mut(), case, &specs[c], timeout) {
+                            Ok(o) => o,
+                            Err(Fail::Interrupted) => {
+                                interrupted = true;
+                                break;
+                            }
+                            Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
+                                if dut_broken {
+                                    if let Some(inst) = slot.instance.take() {
+                                        inst.kill(&mut ledger);
+                                    }
+                                }
+                                if tester_broken {
+                                    if let Some(inst) = tester_slot.instance.take() {
+                                        inst.kill(&mut ledger);
+                                    }
+                                }
+                                TrialOutcome { status: "failed", reason: Some(reason), ..Default::default() }
                             }
                         }
-                        TrialOutcome { status: "failed", reason: Some(reason), ..Default::default() }
                     }
-                },
-            };
-            store.record_trial(id, &outcome)?;
-            progress.tick(&format!("{} / {}", exp.envs[e].name, exp.cases[c].label));
-        }
-        Ok(())
-    })();
+                };
+                store.record_trial(id, &outcome)?;
+                progress.tick(&format!("{} / {}", exp.envs[e].name, case.label));
+            }
+            Ok(())
+        })()
+    };
     progress.finish();
 
-    for slot in &mut slots {
+    for slot in slots.iter_mut().chain(std::iter::once(&mut tester_slot)) {
         if let Some(inst) = slot.instance.take() {
             if interrupted {
                 inst.kill(&mut ledger);
@@ -395,6 +472,10 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 inst.shutdown(&mut ledger);
             }
         }
+    }
+    // The namespaces go after every process that lived in them.
+    if let Some(mut l) = lab.take() {
+        l.teardown(&mut ledger);
     }
     ledger.remove_dir(&run_dir);
     ledger.close();

@@ -12,7 +12,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use virtperf_proto::Sample;
 
 /// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
     id          INTEGER PRIMARY KEY,
     name        TEXT NOT NULL,
@@ -75,7 +76,21 @@ CREATE TABLE instances (
     status      TEXT NOT NULL,      -- ready | failed
     detail      TEXT
 );
-"#];
+"#,
+    r#"
+-- Network trials: the tester's host-side CPU, detail that is not a scalar (histograms, the
+-- per-flow results, the background load), and host CPU time series sampled during the trial.
+ALTER TABLE trials ADD COLUMN tester_cpu_ns INTEGER;
+ALTER TABLE trials ADD COLUMN extra TEXT;
+CREATE TABLE cpu_series (
+    trial_id INTEGER NOT NULL REFERENCES trials(id),
+    role     TEXT NOT NULL,         -- dut | tester
+    t_ms     REAL NOT NULL,         -- since the trial's request was sent, host clock
+    cpu_ns   INTEGER NOT NULL       -- cumulative host CPU of the role's processes since then
+);
+CREATE INDEX cpu_series_by_trial ON cpu_series (trial_id);
+"#,
+];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -106,6 +121,12 @@ pub struct TrialOutcome {
     pub host_cpu_ns: Option<u64>,
     pub guest_cpu_ns: Option<u64>,
     pub samples: Vec<Sample>,
+    /// Host CPU of the tester (network workloads).
+    pub tester_cpu_ns: Option<u64>,
+    /// Non-scalar detail (JSON), e.g. latency histograms.
+    pub extra: Option<serde_json::Value>,
+    /// (role, t_ms, cumulative cpu_ns) samples taken during the trial.
+    pub cpu_series: Vec<(&'static str, f64, u64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +171,7 @@ pub struct TrialRow {
     pub guest_ns: Option<i64>,
     pub host_cpu_ns: Option<i64>,
     pub guest_cpu_ns: Option<i64>,
+    pub tester_cpu_ns: Option<i64>,
     pub samples: Vec<Sample>,
 }
 
@@ -347,7 +369,8 @@ impl Store {
     /// Every trial of a run with its samples, in planned order.
     pub fn trials(&self, run: i64) -> Result<Vec<TrialRow>> {
         let mut st = self.conn.prepare(
-            "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns
+            "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns,
+                    tester_cpu_ns
              FROM trials WHERE run_id = ?1 ORDER BY seq",
         )?;
         let mut trials: Vec<TrialRow> = st
@@ -365,6 +388,7 @@ impl Store {
                     guest_ns: r.get(9)?,
                     host_cpu_ns: r.get(10)?,
                     guest_cpu_ns: r.get(11)?,
+                    tester_cpu_ns: r.get(12)?,
                     samples: Vec::new(),
                 })
             })?
@@ -399,10 +423,27 @@ impl Store {
 fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> {
     let n = |x: Option<u64>| x.map(|v| v as i64);
     tx.execute(
-        "UPDATE trials SET status = ?2, reason = ?3, finished_at = ?4, host_ns = ?5, guest_ns = ?6, host_cpu_ns = ?7, guest_cpu_ns = ?8
+        "UPDATE trials SET status = ?2, reason = ?3, finished_at = ?4, host_ns = ?5, guest_ns = ?6, host_cpu_ns = ?7, guest_cpu_ns = ?8,
+         tester_cpu_ns = ?9, extra = ?10
          WHERE id = ?1",
-        params![trial_id, o.status, o.reason, now_rfc3339(), n(o.host_ns), n(o.guest_ns), n(o.host_cpu_ns), n(o.guest_cpu_ns)],
+        params![
+            trial_id,
+            o.status,
+            o.reason,
+            now_rfc3339(),
+            n(o.host_ns),
+            n(o.guest_ns),
+            n(o.host_cpu_ns),
+            n(o.guest_cpu_ns),
+            n(o.tester_cpu_ns),
+            o.extra.as_ref().map(|v| v.to_string())
+        ],
     )?;
+    let mut st =
+        tx.prepare_cached("INSERT INTO cpu_series (trial_id, role, t_ms, cpu_ns) VALUES (?1, ?2, ?3, ?4)")?;
+    for (role, t, c) in &o.cpu_series {
+        st.execute(params![trial_id, role, t, *c as i64])?;
+    }
     let mut st =
         tx.prepare_cached("INSERT INTO samples (trial_id, metric, value, unit) VALUES (?1, ?2, ?3, ?4)")?;
     for s in &o.samples {

@@ -171,8 +171,11 @@ pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
 }
 
 impl Prepared {
+    /// Whether the run says `started` itself: only servers do (once they listen); a client is
+    /// started as soon as it runs.
     pub fn announces_ready(&self) -> bool {
         self.workload.announces_ready()
+            && self.net.as_ref().is_none_or(|n| n.side == virtperf_proto::Side::Server)
     }
     /// Runs with the agent's stop flag and ready signal; the net role comes from the request.
     pub fn run(&self, stop: &AtomicBool, ready: &(dyn Fn() + Sync)) -> Result<Output, (ErrorCode, String)> {

@@ -307,7 +307,8 @@ impl Workload for TcpStream {
     }
 }
 
-fn udp_payload(p: &Params) -> Result<usize, String> {
+/// Payload bytes of one datagram: `payload`, else `frame_size` − 46.
+pub fn udp_payload(p: &Params) -> Result<usize, String> {
     let payload = match p.opt_u64("payload") {
         Some(b) => b,
         None => p.u64("frame_size")?.saturating_sub(UDP_FRAME_OVERHEAD),

@@ -95,6 +95,10 @@ pub struct Conn {
     next_tag: u64,
     pub tail: Tail,
     closed: bool,
+    /// Tags still expecting replies; frames for them that arrive while another tag is awaited are
+    /// kept in `stash` (an agent runs several requests at once: a server and a client, a load).
+    live: std::collections::BTreeSet<u64>,
+    stash: Vec<(Frame<Reply>, Instant)>,
 }
 
 impl Conn {
@@ -132,14 +136,40 @@ impl Conn {
                 }
             }
         });
-        Conn { writer, events: rx, next_tag: 1, tail, closed: false }
+        Conn {
+            writer,
+            events: rx,
+            next_tag: 1,
+            tail,
+            closed: false,
+            live: Default::default(),
+            stash: Vec::new(),
+        }
     }
 
     pub fn send(&mut self, req: Request) -> Result<u64, CallError> {
         let tag = self.next_tag;
         self.next_tag += 1;
         proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(CallError::Write)?;
+        self.live.insert(tag);
         Ok(tag)
+    }
+
+    /// Stops expecting replies for `tag` (an abandoned request); late frames are then dropped.
+    pub fn forget(&mut self, tag: u64) {
+        self.live.remove(&tag);
+        self.stash.retain(|(f, _)| f.tag != tag);
+    }
+
+    fn deliver(&mut self, f: Frame<Reply>, at: Instant) -> Result<(Reply, Instant), CallError> {
+        // `started` is followed by the result; every other reply ends its request.
+        if f.body != Reply::Started {
+            self.live.remove(&f.tag);
+        }
+        match f.body {
+            Reply::Error { code, message } => Err(CallError::Agent { code, message }),
+            body => Ok((body, at)),
+        }
     }
 
     /// Waits for the next frame with `tag` (stale frames of abandoned calls are skipped).
@@ -150,6 +180,10 @@ impl Conn {
         cancel: &AtomicBool,
     ) -> Result<(Reply, Instant), CallError> {
         let started = Instant::now();
+        if let Some(i) = self.stash.iter().position(|(f, _)| f.tag == tag) {
+            let (f, at) = self.stash.remove(i);
+            return self.deliver(f, at);
+        }
         loop {
             if cancel.load(Ordering::SeqCst) {
                 return Err(CallError::Interrupted);
@@ -162,13 +196,12 @@ impl Conn {
                 return Err(CallError::Timeout(deadline.saturating_duration_since(started)));
             }
             match self.events.recv_timeout(SLICE.min(deadline - now)) {
-                Ok(Event::Frame(f, at)) if f.tag == tag => {
-                    return match f.body {
-                        Reply::Error { code, message } => Err(CallError::Agent { code, message }),
-                        body => Ok((body, at)),
+                Ok(Event::Frame(f, at)) if f.tag == tag => return self.deliver(f, at),
+                Ok(Event::Frame(f, at)) => {
+                    if self.live.contains(&f.tag) {
+                        self.stash.push((f, at));
                     }
                 }
-                Ok(Event::Frame(..)) => continue,
                 Ok(Event::Garbage(g)) => return Err(CallError::Protocol(g)),
                 Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
                     self.closed = true;

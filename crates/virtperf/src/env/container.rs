@@ -89,7 +89,7 @@ impl Teardown for ContainerTeardown {
 }
 
 /// Generates the OCI config for the agent.
-pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>) -> Value {
+pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>, netns: Option<&Path>) -> Value {
     let mut mounts = vec![
         json!({"destination": "/proc", "type": "proc", "source": "proc"}),
         json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
@@ -114,6 +114,11 @@ pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>) -> Val
     if let Some(m) = params.get("memory").and_then(Value::as_u64) {
         resources.insert("memory".into(), json!({"limit": m}));
     }
+    // In a lab the container joins its endpoint's namespace; otherwise it gets a new, empty one.
+    let net = match netns {
+        Some(p) => json!({"type": "network", "path": p}),
+        None => json!({"type": "network"}),
+    };
     json!({
         "ociVersion": "1.0.2",
         "process": {
@@ -128,7 +133,7 @@ pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>) -> Val
         "hostname": "virtperf",
         "mounts": mounts,
         "linux": {
-            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
+            "namespaces": [{"type": "pid"}, net, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
             "cgroupsPath": format!("/virtperf/{id}"),
             "resources": resources,
             "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list"],
@@ -142,6 +147,7 @@ fn write_bundle(
     id: &str,
     exe: &Path,
     params: &BTreeMap<String, Value>,
+    netns: Option<&Path>,
 ) -> std::io::Result<()> {
     let rootfs = bundle.join("rootfs");
     std::fs::create_dir_all(rootfs.join(".virtperf"))?;
@@ -162,7 +168,7 @@ fn write_bundle(
     for d in ["proc", "dev", "tmp"] {
         std::fs::create_dir_all(rootfs.join(d))?;
     }
-    let cfg = oci_config(id, exe, params);
+    let cfg = oci_config(id, exe, params, netns);
     std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&cfg)?)
 }
 
@@ -235,7 +241,7 @@ impl Environment for Container {
             id: id.clone(),
             bundle: bundle.clone(),
         };
-        if let Err(e) = write_bundle(&bundle, &id, ctx.exe, params) {
+        if let Err(e) = write_bundle(&bundle, &id, ctx.exe, params, ctx.netns.as_deref()) {
             teardown.teardown(ctx.ledger);
             return Err(LaunchError::Prepare(format!("cannot write the OCI bundle: {e}")));
         }
@@ -294,7 +300,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let c = oci_config("vp1-0-0", Path::new("/x/virtperf"), &params);
+        let c = oci_config("vp1-0-0", Path::new("/x/virtperf"), &params, None);
         assert_eq!(c["linux"]["resources"]["cpu"]["quota"], json!(150_000));
         assert_eq!(c["linux"]["resources"]["cpu"]["cpus"], json!("0"));
         assert_eq!(c["linux"]["resources"]["memory"]["limit"], json!(512u64 << 20));

@@ -51,6 +51,9 @@ pub struct LaunchCtx<'a> {
     /// How long the agent may take to say hello.
     pub boot_timeout: Duration,
     pub cancel: &'a AtomicBool,
+    /// The lab namespace the instance's network lives in (`/run/netns/NAME`); None = its own
+    /// unconnected namespace (container) or the host's (native) when the run has no lab.
+    pub netns: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]

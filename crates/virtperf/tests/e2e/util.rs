@@ -175,7 +175,34 @@ pub fn leftover_things(state: &Path) -> Vec<String> {
         .collect();
     out.extend(live_agents());
     out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
+    out.extend(lab_namespaces().into_iter().map(|n| format!("netns {n}")));
     out
+}
+
+/// Network namespaces of virtperf labs (`vpPID-...`).
+pub fn lab_namespaces() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())))
+        .collect()
+}
+
+/// The root namespace's links, addresses and routes, as `ip` prints them.
+pub fn root_netns_snapshot() -> String {
+    let mut s = String::new();
+    for args in [
+        &["-o", "link", "show"][..],
+        &["-o", "addr", "show"],
+        &["route", "show", "table", "all"],
+        &["netns", "list"],
+    ] {
+        let out = Command::new("ip").args(args).output().unwrap();
+        s += &String::from_utf8_lossy(&out.stdout);
+    }
+    s
 }
 
 pub fn assert_no_leftovers(state: &Path) {

@@ -1,0 +1,349 @@
+//! The lab: the private network every run that has network workloads builds for itself.
+//!
+//! ```text
+//!   netns vpPID-t (tester)        netns vpPID-hub              netns vpPID-e0 (DUT 0)
+//!   eth0 198.18.0.1/24 ──veth── h0 ─┐                      ┌─ h1 ──veth── eth0 198.18.0.10/24
+//!                                   └──────── br0 ─────────┤
+//!                                                          └─ h2 ──veth── eth0 198.18.0.11/24  (DUT 1) …
+//! ```
+//!
+//! One namespace per endpoint, one hub namespace holding the bridge: nothing is created in, or
+//! changed about, the root namespace. Each namespace is written to the ledger before it is
+//! created; deleting a namespace destroys the veths and qdiscs inside it, so the namespaces are
+//! all there is to undo. Link emulation (rate, delay, loss) is put on both ends of each DUT's
+//! veth, so a DUT↔tester path crosses exactly one emulated link in each direction.
+//!
+//! Why `ip`/`tc` (iproute2) rather than a netlink crate: `ip netns` owns the `/run/netns`
+//! bind-mount convention that OCI runtimes (and a user debugging a run) understand, qdisc options
+//! (netem, tbf with a size table) have no maintained Rust binding, and each command's error text
+//! says precisely what the kernel refused.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::ledger::{Entry, Ledger};
+
+/// On-the-wire bytes a frame costs beyond what the qdisc sees (`skb->len` = L2 header + IP packet):
+/// FCS 4 + preamble/SFD 8 + inter-frame gap 12. Given to the shaper so that a `rate` of 1 Gbit/s
+/// behaves like Gigabit Ethernet.
+pub const WIRE_OVERHEAD: u64 = 24;
+/// Ethernet header (the MTU excludes it).
+pub const ETH_HEADER: u64 = 14;
+
+/// The lab's settings (experiment `[lab]` table, `--lab key=value,...`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabSpec {
+    pub mtu: u32,
+    /// Link rate in bit/s, counted on the wire (with [`WIRE_OVERHEAD`]); None = unshaped.
+    pub rate_bps: Option<u64>,
+    /// One-way delay added per direction, µs.
+    pub delay_us: u64,
+    /// Random loss per direction, percent.
+    pub loss_pct: f64,
+    /// CPUs the tester is pinned to.
+    pub tester_cpuset: Option<String>,
+}
+
+impl Default for LabSpec {
+    fn default() -> Self {
+        LabSpec { mtu: 1500, rate_bps: None, delay_us: 0, loss_pct: 0.0, tester_cpuset: None }
+    }
+}
+
+impl LabSpec {
+    pub fn needs_netem(&self) -> bool {
+        self.delay_us > 0 || self.loss_pct > 0.0
+    }
+
+    /// Goodput of an ideal TCP over one emulated link (seed 000 §3.1), bit/s: every segment
+    /// carries MSS = MTU − 20 (IP) − 20 (TCP) − 12 (timestamps option, on by default in Linux)
+    /// bytes of data and costs MTU + 14 (Ethernet) + 24 (FCS, preamble, gap) bytes on the wire.
+    /// GbE, MTU 1500: 1e9 × 1448 / 1538 = 941.49 Mbit/s.
+    pub fn tcp_ceiling_bps(&self) -> Option<f64> {
+        let mss = (self.mtu as u64).checked_sub(52)? as f64;
+        let wire = (self.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD) as f64;
+        self.rate_bps.map(|r| r as f64 * mss / wire)
+    }
+
+    /// Datagrams/s an ideal UDP sender of `payload`-byte datagrams can put on the link (no IP
+    /// fragmentation: payload ≤ MTU − 28). Ethernet pads frames to 64 bytes with FCS.
+    pub fn udp_ceiling_pps(&self, payload: u64) -> Option<f64> {
+        let frame = (payload + 28 + ETH_HEADER + 4).max(64);
+        self.rate_bps.map(|r| r as f64 / ((frame + 20) * 8) as f64)
+    }
+}
+
+/// Checks that qdisc `kind` (e.g. `netem`) exists in this kernel, without creating anything.
+pub fn qdisc_available(kind: &str) -> Result<(), String> {
+    let option = format!("CONFIG_NET_SCH_{}", kind.to_uppercase());
+    let fix = format!("use a kernel with {option}=y or =m (this one lacks it), or leave the option out");
+    if std::path::Path::new(&format!("/sys/module/sch_{kind}")).exists() {
+        return Ok(());
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = release.trim();
+    let config = read_kernel_config(release);
+    if let Some(cfg) = config {
+        let on = cfg.lines().any(|l| l == format!("{option}=y") || l == format!("{option}=m"));
+        return if on { Ok(()) } else { Err(format!("the kernel has no `{kind}` qdisc; {fix}")) };
+    }
+    // No config to read: a module file is the last hint.
+    let dir = format!("/lib/modules/{release}/kernel/net/sched");
+    let found = std::fs::read_dir(&dir)
+        .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&format!("sch_{kind}."))))
+        .unwrap_or(false);
+    if found {
+        Ok(())
+    } else {
+        Err(format!("cannot find the `{kind}` qdisc (no /proc/config.gz, no module); {fix}"))
+    }
+}
+
+fn read_kernel_config(release: &str) -> Option<String> {
+    if let Ok(s) = std::fs::read_to_string(format!("/boot/config-{release}")) {
+        return Some(s);
+    }
+    let out = Command::new("zcat").arg("/proc/config.gz").stderr(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether the lab can be built here; the reason and fix when not.
+pub fn availability(spec: &LabSpec) -> Result<(), String> {
+    if !crate::env::is_root() {
+        return Err(
+            "network workloads build a private lab of network namespaces, which needs root; run as root (sudo)"
+                .into(),
+        );
+    }
+    for prog in ["ip", "tc"] {
+        if crate::env::which(prog).is_none() {
+            return Err(format!("`{prog}` is not installed; install iproute2 (`make deps` does)"));
+        }
+    }
+    if spec.needs_netem() {
+        qdisc_available("netem").map_err(|e| format!("delay/loss emulation: {e}"))?;
+    }
+    if spec.rate_bps.is_some() && !spec.needs_netem() {
+        qdisc_available("tbf").map_err(|e| format!("rate emulation: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One end of the lab: a namespace with an `eth0` on the bridge.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub netns: String,
+    pub addr: Ipv4Addr,
+}
+
+impl Endpoint {
+    pub fn netns_path(&self) -> PathBuf {
+        netns_path(&self.netns)
+    }
+}
+
+pub fn netns_path(name: &str) -> PathBuf {
+    PathBuf::from("/run/netns").join(name)
+}
+
+/// The lab of one run.
+pub struct Lab {
+    pub spec: LabSpec,
+    pub tester: Endpoint,
+    /// One per environment of the experiment, in the experiment's order.
+    pub endpoints: Vec<Endpoint>,
+    created: Vec<String>,
+}
+
+pub const TESTER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Endpoint `i` gets 198.18.0.(10 + i); a /24 holds 245 of them.
+pub const MAX_ENDPOINTS: usize = 245;
+
+pub fn endpoint_addr(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 0, 10 + i as u8)
+}
+
+/// Runs a command, returning its stderr as the error.
+fn sh(prog: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{prog}`: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{prog} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// Deletes a namespace this tool made (names start with `vp` and a digit). Idempotent.
+pub fn delete_netns(name: &str) {
+    let ours = name.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    if ours && !name.contains('/') && netns_path(name).exists() {
+        let _ = sh("ip", &["netns", "delete", name]);
+    }
+}
+
+impl Lab {
+    /// Builds the hub, the tester's endpoint and `n` DUT endpoints. On any error, removes what
+    /// it made and says which step failed.
+    pub fn build(ledger: &mut Ledger, n: usize, spec: &LabSpec) -> Result<Lab, String> {
+        if n > MAX_ENDPOINTS {
+            return Err(format!("at most {MAX_ENDPOINTS} environments per run have a lab address"));
+        }
+        let prefix = format!("vp{}", std::process::id());
+        let mut lab = Lab {
+            spec: spec.clone(),
+            tester: Endpoint { netns: format!("{prefix}-t"), addr: TESTER_ADDR },
+            endpoints: (0..n)
+                .map(|i| Endpoint { netns: format!("{prefix}-e{i}"), addr: endpoint_addr(i) })
+                .collect(),
+            created: Vec::new(),
+        };
+        match lab.build_inner(ledger, &prefix) {
+            Ok(()) => Ok(lab),
+            Err(e) => {
+                lab.teardown(ledger);
+                Err(e)
+            }
+        }
+    }
+
+    fn add_netns(&mut self, ledger: &mut Ledger, name: &str) -> Result<(), String> {
+        ledger.record(Entry::Netns { name: name.to_string() });
+        self.created.push(name.to_string());
+        sh("ip", &["netns", "add", name])?;
+        sh("ip", &["-n", name, "link", "set", "lo", "up"])
+    }
+
+    fn build_inner(&mut self, ledger: &mut Ledger, prefix: &str) -> Result<(), String> {
+        let hub = format!("{prefix}-hub");
+        self.add_netns(ledger, &hub)?;
+        sh("ip", &["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
+        sh("ip", &["-n", &hub, "link", "set", "br0", "up"])?;
+        let mtu = self.spec.mtu.to_string();
+        let ends: Vec<(Endpoint, bool)> = std::iter::once((self.tester.clone(), false))
+            .chain(self.endpoints.iter().cloned().map(|e| (e, true)))
+            .collect();
+        for (i, (ep, shaped)) in ends.iter().enumerate() {
+            let ns = ep.netns.as_str();
+            self.add_netns(ledger, ns)?;
+            let h = format!("h{i}");
+            sh(
+                "ip",
+                &[
+                    "-n", &hub, "link", "add", &h, "mtu", &mtu, "type", "veth", "peer", "name", "eth0",
+                    "netns", ns,
+                ],
+            )?;
+            sh("ip", &["-n", &hub, "link", "set", &h, "master", "br0", "up"])?;
+            sh("ip", &["-n", ns, "link", "set", "eth0", "mtu", &mtu])?;
+            sh("ip", &["-n", ns, "addr", "add", &format!("{}/24", ep.addr), "dev", "eth0"])?;
+            sh("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+            if self.spec.rate_bps.is_some() {
+                // One wire frame per packet: with segmentation offload a qdisc sees 64 KiB
+                // super-packets and adds the per-frame wire overhead once per 40 frames. Senders
+                // are the endpoints' stacks, so their eth0 is where it is turned off.
+                sh("ip", &["-n", ns, "link", "set", "eth0", "gso_max_segs", "1"])?;
+            }
+            if *shaped {
+                self.shape(&hub, &h)?;
+                self.shape(ns, "eth0")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the link emulation on the egress of `dev` in `ns`.
+    fn shape(&self, ns: &str, dev: &str) -> Result<(), String> {
+        let s = &self.spec;
+        let mut args: Vec<String> = vec![
+            "-n".into(),
+            ns.into(),
+            "qdisc".into(),
+            "add".into(),
+            "dev".into(),
+            dev.into(),
+            "root".into(),
+        ];
+        if s.needs_netem() {
+            args.extend(["netem".into(), "limit".into(), "100000".into()]);
+            if s.delay_us > 0 {
+                args.extend(["delay".into(), format!("{}us", s.delay_us)]);
+            }
+            if s.loss_pct > 0.0 {
+                args.extend(["loss".into(), "random".into(), format!("{}%", s.loss_pct)]);
+            }
+            if let Some(r) = s.rate_bps {
+                // netem's rate takes the per-packet overhead as its second argument.
+                args.extend(["rate".into(), format!("{r}bit"), WIRE_OVERHEAD.to_string()]);
+            }
+        } else if let Some(r) = s.rate_bps {
+            // A size table adds the wire overhead to every packet the token bucket counts.
+            // Burst: 1 ms at the link rate, at least two full frames.
+            let burst = (r / 8 / 1000).max(2 * (s.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD));
+            args.extend(
+                [
+                    "stab",
+                    "overhead",
+                    &WIRE_OVERHEAD.to_string(),
+                    "tbf",
+                    "rate",
+                    &format!("{r}bit"),
+                    "burst",
+                    &burst.to_string(),
+                    "latency",
+                    "50ms",
+                ]
+                .map(String::from),
+            );
+        } else {
+            return Ok(());
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        sh("tc", &refs)
+    }
+
+    /// Removes every namespace of the lab (the processes inside must be gone first).
+    pub fn teardown(&mut self, ledger: &mut Ledger) {
+        for name in std::mem::take(&mut self.created).iter().rev() {
+            delete_netns(name);
+            ledger.forget(&Entry::Netns { name: name.clone() });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gigabit_ceiling_matches_seed_000() {
+        let s = LabSpec { rate_bps: Some(1_000_000_000), ..Default::default() };
+        let c = s.tcp_ceiling_bps().unwrap() / 1e6;
+        assert!((c - 941.49).abs() < 0.01, "{c}");
+        // 64-byte frames on GbE: 1e9 / (84 × 8) = 1 488 095 frames/s (RFC 2544's figure).
+        let pps = s.udp_ceiling_pps(18).unwrap();
+        assert!((pps - 1_488_095.2).abs() < 1.0, "{pps}");
+        assert_eq!(LabSpec::default().tcp_ceiling_bps(), None);
+    }
+
+    #[test]
+    fn only_our_namespaces_are_ever_deleted() {
+        // Not ours: never passed to `ip netns delete` (and these do not exist anyway).
+        for n in ["default", "vpx", "../vp1", "vp"] {
+            delete_netns(n);
+        }
+        assert_eq!(endpoint_addr(0), Ipv4Addr::new(198, 18, 0, 10));
+        assert_eq!(endpoint_addr(MAX_ENDPOINTS - 1), Ipv4Addr::new(198, 18, 0, 254));
+    }
+
+    #[test]
+    fn qdisc_probe_names_the_kernel_option() {
+        if let Err(e) = qdisc_available("nosuchqdisc") {
+            assert!(e.contains("CONFIG_NET_SCH_NOSUCHQDISC"), "{e}");
+        }
+    }
+}
