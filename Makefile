@@ -35,6 +35,7 @@ lint:
 
 bench: build
 	bench/harness.sh
+	bench/net.sh
 
 clean:
 	$(CARGO) clean
