@@ -118,6 +118,9 @@ pub struct Case {
     pub load: Option<LoadSpec>,
     /// A network workload: runs between an environment and the lab's tester.
     pub network: bool,
+    /// `pairs = "all"`: runs between every ordered pair of environments (the practicum's
+    /// all-pairs table) instead of each environment with the tester.
+    pub matrix: bool,
 }
 
 /// Where the softloader runs during a trial.
@@ -735,6 +738,35 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                     "the tester exists only for network workloads; put the load on the \"dut\"",
                 ));
             }
+            let matrix = match given.remove("pairs") {
+                None => false,
+                Some(Raw::Str(s)) if s == "tester" => false,
+                Some(Raw::Str(s)) if s == "all" => true,
+                Some(v) => {
+                    return Err(err(
+                        &item.origin,
+                        Some("pairs"),
+                        format!("got `{v}`, expected \"tester\" (each environment with the tester) or \"all\" (every environment to every other)"),
+                    ))
+                }
+            };
+            if matrix && !w.needs_peer() {
+                return Err(err(&item.origin, Some("pairs"), "pairs = \"all\" is for network workloads"));
+            }
+            if matrix && given.contains_key("direction") {
+                return Err(err(
+                    &item.origin,
+                    Some("direction"),
+                    "with pairs = \"all\" every ordered pair is measured (both directions): leave direction out",
+                ));
+            }
+            if matrix && load.is_some_and(|l| l.on == LoadOn::Tester) {
+                return Err(err(
+                    &item.origin,
+                    Some("load_on"),
+                    "with pairs = \"all\" there is no tester to load",
+                ));
+            }
             let params = params::resolve(w.params(), &given).map_err(|(k, m)| {
                 let o =
                     item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
@@ -756,6 +788,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 params,
                 load,
                 network: w.needs_peer(),
+                matrix,
             });
         }
         workloads.push(WorkloadDef {
@@ -765,6 +798,9 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         });
     }
     let (lab, lab_raw) = lab_spec(raw)?;
+    if cases.iter().any(|c| c.matrix) && envs.len() < 2 {
+        return Err(err(whole, Some("pairs"), "pairs = \"all\" needs at least two environments"));
+    }
     if cases.iter().any(|c| c.network) {
         for e in &envs {
             if !NETWORKED_KINDS.contains(&e.kind.as_str()) {

@@ -14,36 +14,57 @@ use crate::experiment::{Experiment, Order};
 use crate::store::PlannedTrial;
 
 pub fn make(exp: &Experiment) -> Vec<PlannedTrial> {
-    let pairs: Vec<(usize, usize)> =
-        (0..exp.envs.len()).flat_map(|e| (0..exp.cases.len()).map(move |c| (e, c))).collect();
+    // One unit per environment × case; an all-pairs case has one per ordered pair of environments.
+    let n = exp.envs.len();
+    let pairs: Vec<(usize, usize, Option<usize>)> = (0..n)
+        .flat_map(|e| {
+            (0..exp.cases.len()).flat_map(move |c| {
+                let peers: Vec<Option<usize>> = if exp.cases[c].matrix {
+                    (0..n).filter(|&p| p != e).map(Some).collect()
+                } else {
+                    vec![None]
+                };
+                peers.into_iter().map(move |p| (e, c, p))
+            })
+        })
+        .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(exp.seed);
     let mut out = Vec::new();
-    let mut push = |e: usize, c: usize, rep: i64, warmup: bool| {
-        out.push(PlannedTrial { id: 0, seq: out.len() as i64, env_idx: e, case_idx: c, rep, warmup });
+    let mut push = |(e, c, peer): (usize, usize, Option<usize>), rep: i64, warmup: bool| {
+        out.push(PlannedTrial {
+            id: 0,
+            seq: out.len() as i64,
+            env_idx: e,
+            case_idx: c,
+            rep,
+            warmup,
+            peer_idx: peer,
+        });
     };
-    let rounds = |n: u32,
-                  warmup: bool,
-                  rng: &mut ChaCha8Rng,
-                  push: &mut dyn FnMut(usize, usize, i64, bool)| match exp.order {
-        Order::Sequential => {
-            for &(e, c) in &pairs {
+    let rounds =
+        |n: u32,
+         warmup: bool,
+         rng: &mut ChaCha8Rng,
+         push: &mut dyn FnMut((usize, usize, Option<usize>), i64, bool)| match exp.order {
+            Order::Sequential => {
+                for &u in &pairs {
+                    for r in 0..n {
+                        push(u, r as i64, warmup);
+                    }
+                }
+            }
+            Order::Interleaved | Order::Random => {
                 for r in 0..n {
-                    push(e, c, r as i64, warmup);
+                    let mut round = pairs.clone();
+                    if exp.order == Order::Random {
+                        round.shuffle(rng);
+                    }
+                    for u in round {
+                        push(u, r as i64, warmup);
+                    }
                 }
             }
-        }
-        Order::Interleaved | Order::Random => {
-            for r in 0..n {
-                let mut round = pairs.clone();
-                if exp.order == Order::Random {
-                    round.shuffle(rng);
-                }
-                for (e, c) in round {
-                    push(e, c, r as i64, warmup);
-                }
-            }
-        }
-    };
+        };
     rounds(exp.warmup, true, &mut rng, &mut push);
     rounds(exp.reps, false, &mut rng, &mut push);
     out
@@ -96,5 +117,22 @@ mod tests {
         // Not the fixed interleaving: environment 0 is not always first in its round.
         let firsts = a.chunks(4).filter(|r| r[0].env_idx == 0).count();
         assert!(firsts > 5 && firsts < 47, "{firsts}");
+    }
+
+    #[test]
+    fn all_pairs_cases_plan_every_ordered_pair() {
+        let mut raw = RawExperiment::default();
+        for e in ["native", "native:name=b", "native:name=c"] {
+            raw.envs.push(read_flag("--env", e).unwrap());
+        }
+        raw.workloads.push(read_flag("--workload", "tcp_rr:pairs=all").unwrap());
+        raw.workloads.push(read_flag("--workload", "cpu").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let p = make(&e);
+        let measured: Vec<_> = p.iter().filter(|t| !t.warmup).collect();
+        // reps × (3 × 2 ordered pairs + 3 environments for cpu)
+        assert_eq!(measured.len() as u32, e.reps * (6 + 3));
+        assert!(p.iter().filter(|t| t.case_idx == 0).all(|t| t.peer_idx.is_some_and(|q| q != t.env_idx)));
+        assert!(p.iter().filter(|t| t.case_idx == 1).all(|t| t.peer_idx.is_none()));
     }
 }

@@ -38,6 +38,9 @@ pub struct Overhead {
 #[derive(Debug, Serialize)]
 pub struct ResultRow {
     pub environment: String,
+    /// All-pairs results: the receiving environment (`environment` sends to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
     pub workload: String,
     pub params: serde_json::Value,
     pub metric: String,
@@ -212,7 +215,9 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     let mut counts = Counts::default();
     // (case, metric) → unit, and per env the values
     let mut metrics: BTreeMap<usize, Vec<(String, String)>> = BTreeMap::new();
-    let mut values: BTreeMap<(usize, String, usize), Vec<f64>> = BTreeMap::new();
+    // (case, metric, (environment, peer)) → values; the peer is set in all-pairs trials only.
+    type Column = (usize, Option<usize>);
+    let mut values: BTreeMap<(usize, String, Column), Vec<f64>> = BTreeMap::new();
     let mut clocks: BTreeMap<(usize, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut fails: BTreeMap<(usize, usize, String), usize> = BTreeMap::new();
     for t in &trials {
@@ -234,7 +239,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             if !ms.iter().any(|(n, _)| *n == m) {
                 ms.push((m.clone(), unit));
             }
-            values.entry((t.case_idx, m, t.env_idx)).or_default().push(x);
+            values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
         }
         if let (Some(h), Some(g)) = (t.host_ns, t.guest_ns) {
             let c = clocks.entry((t.case_idx, t.env_idx)).or_default();
@@ -255,18 +260,29 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         };
         ms.sort_by_key(|(m, _)| order(m));
         for (m, unit) in &ms {
-            let base =
-                baseline.and_then(|b| values.get(&(case.idx, m.clone(), b))).and_then(|v| Summary::of(v));
-            for env in &envs {
-                let Some(v) = values.get(&(case.idx, m.clone(), env.idx)) else { continue };
+            let base = baseline
+                .and_then(|b| values.get(&(case.idx, m.clone(), (b, None))))
+                .and_then(|v| Summary::of(v));
+            let columns: Vec<(usize, Option<usize>)> = envs
+                .iter()
+                .flat_map(|a| {
+                    std::iter::once((a.idx, None))
+                        .chain(envs.iter().filter(|b| b.idx != a.idx).map(|b| (a.idx, Some(b.idx))))
+                })
+                .collect();
+            for (ei, peer) in columns {
+                let env = &envs[ei];
+                let Some(v) = values.get(&(case.idx, m.clone(), (ei, peer))) else { continue };
                 let Some(s) = Summary::of(v) else { continue };
-                let overhead = match (&base, Some(env.idx) != baseline) {
+                // An all-pairs cell has no native counterpart to divide by.
+                let overhead = match (&base, Some(env.idx) != baseline && peer.is_none()) {
                     (Some(b), true) => ratio_ci(&s, b)
                         .map(|r| Overhead { ratio: r.ratio, ci95: r.ci95.map(|(l, h)| [l, h]) }),
                     _ => None,
                 };
                 results.push(ResultRow {
                     environment: env.name.clone(),
+                    peer: peer.map(|p| envs[p].name.clone()),
                     workload: case.label.clone(),
                     params: case.params.clone(),
                     metric: m.clone(),
@@ -345,6 +361,53 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     })
 }
 
+fn keys_empty(t: &Table) -> bool {
+    t.row_iter().next().is_none()
+}
+
+/// All-pairs results as matrices (the practicum's table): rows send, columns receive; one matrix
+/// per workload case and metric.
+fn render_matrices(r: &Report, envs: &[&str]) -> String {
+    let mut out = String::new();
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    // Raw CPU times are in the JSON; the matrices show the workload's metrics and CPU per Gbit.
+    let shown = |m: &str| ![HOST_CPU, TESTER_CPU, GUEST_CPU].contains(&m);
+    for x in r.results.iter().filter(|x| x.peer.is_some() && shown(&x.metric)) {
+        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (w, m, unit) in keys {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+        let mut header = vec![Cell::new(format!("{w}\n{m} ({unit})\nfrom ↓ to →"))];
+        header.extend(envs.iter().map(|e| Cell::new(*e)));
+        t.set_header(header);
+        for from in envs {
+            let mut cells = vec![Cell::new(*from)];
+            for to in envs {
+                let cell = r
+                    .results
+                    .iter()
+                    .find(|x| {
+                        x.workload == w
+                            && x.metric == m
+                            && x.environment == *from
+                            && x.peer.as_deref() == Some(*to)
+                    })
+                    .map(|x| format!("{} ± {}", fmt_num(x.mean), fmt_num((x.ci95[1] - x.ci95[0]) / 2.0)))
+                    .unwrap_or_else(|| if from == to { "·".into() } else { "—".into() });
+                cells.push(Cell::new(cell));
+            }
+            t.add_row(cells);
+        }
+        out += "\n";
+        out += &t.to_string();
+    }
+    out
+}
+
 /// 4 significant digits, no exponent for ordinary magnitudes.
 pub fn fmt_num(x: f64) -> String {
     if !x.is_finite() {
@@ -395,7 +458,7 @@ pub fn render_table(r: &Report) -> String {
     }));
     t.set_header(header);
     let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
-    for row in &r.results {
+    for row in r.results.iter().filter(|x| x.peer.is_none()) {
         let k = (row.workload.as_str(), row.metric.as_str(), row.unit.as_str(), row.better);
         if !keys.contains(&k) {
             keys.push(k);
@@ -412,21 +475,23 @@ pub fn render_table(r: &Report) -> String {
         last_w = w;
         let mut cells = vec![Cell::new(format!("  {m} ({unit}) {arrow}"))];
         for e in &envs {
-            let text =
-                match r.results.iter().find(|x| x.workload == w && x.metric == m && x.environment == *e) {
-                    None => "—".to_string(),
-                    Some(x) => {
-                        let mut s =
-                            format!("{} ± {}", fmt_num(x.mean), fmt_num((x.ci95[1] - x.ci95[0]) / 2.0));
-                        if x.outliers > 0 {
-                            s += &format!("  ({} outl.)", x.outliers);
-                        }
-                        if let Some(o) = &x.overhead {
-                            s += &format!("\n{}", overhead_text(o, better));
-                        }
-                        s
+            let text = match r
+                .results
+                .iter()
+                .find(|x| x.workload == w && x.metric == m && x.environment == *e && x.peer.is_none())
+            {
+                None => "—".to_string(),
+                Some(x) => {
+                    let mut s = format!("{} ± {}", fmt_num(x.mean), fmt_num((x.ci95[1] - x.ci95[0]) / 2.0));
+                    if x.outliers > 0 {
+                        s += &format!("  ({} outl.)", x.outliers);
                     }
-                };
+                    if let Some(o) = &x.overhead {
+                        s += &format!("\n{}", overhead_text(o, better));
+                    }
+                    s
+                }
+            };
             cells.push(Cell::new(text));
         }
         t.add_row(cells);
@@ -442,7 +507,10 @@ pub fn render_table(r: &Report) -> String {
         r.trials.pending,
         r.trials.warmup
     );
-    out += &t.to_string();
+    if !keys_empty(&t) {
+        out += &t.to_string();
+    }
+    out += &render_matrices(r, &envs);
     out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
     for c in &r.ceilings {
         let measured: Vec<String> = r

@@ -203,6 +203,18 @@ enum Role {
     Tester,
 }
 
+/// Two distinct slots at once (an all-pairs trial uses both environments).
+fn pair_mut(slots: &mut [Slot], a: usize, b: usize) -> (&mut Slot, &mut Slot) {
+    debug_assert_ne!(a, b);
+    if a < b {
+        let (x, y) = slots.split_at_mut(b);
+        (&mut x[a], &mut y[0])
+    } else {
+        let (x, y) = slots.split_at_mut(a);
+        (&mut y[0], &mut x[b])
+    }
+}
+
 fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
     let Launcher { store, run_id, exp, run_dir, exe, opts, lab } = *l;
     let tester_params: BTreeMap<String, serde_json::Value> = exp
@@ -345,7 +357,8 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     let needs_lab = pending.iter().any(|t| exp.cases[t.case_idx].network);
     let needs_tester = pending.iter().any(|t| {
         let c = &exp.cases[t.case_idx];
-        c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester)
+        t.peer_idx.is_none()
+            && (c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester))
     });
     let mut lab = None;
     if needs_lab && !CANCEL.load(Ordering::SeqCst) {
@@ -367,7 +380,8 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         if needs_tester {
             launch(&launcher, Role::Tester, &mut tester_slot, &mut ledger);
         }
-        let needed: std::collections::BTreeSet<usize> = pending.iter().map(|t| t.env_idx).collect();
+        let needed: std::collections::BTreeSet<usize> =
+            pending.iter().flat_map(|t| std::iter::once(t.env_idx).chain(t.peer_idx)).collect();
         for &e in &needed {
             if CANCEL.load(Ordering::SeqCst) {
                 break;
@@ -380,28 +394,40 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                     interrupted = true;
                     break;
                 }
-                let PlannedTrial { id, env_idx: e, case_idx: c, .. } = *t;
+                let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, .. } = *t;
                 let case = &exp.cases[c];
-                let wants_tester =
-                    case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester);
-                let slot = &mut slots[e];
+                let wants_tester = peer_idx.is_none()
+                    && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
+                // The other side of the trial: another environment (all-pairs) or the lab's tester.
+                let (slot, mut other, other_role, other_addr, other_name) = match peer_idx {
+                    Some(p) => {
+                        let (a, b) = pair_mut(&mut slots, e, p);
+                        let addr = lab.as_ref().map(|l| l.endpoints[p].addr.to_string()).unwrap_or_default();
+                        (a, Some(b), Role::Env(p), addr, format!("environment `{}`", exp.envs[p].name))
+                    }
+                    None => {
+                        let addr = lab.as_ref().map(|l| l.tester.addr.to_string()).unwrap_or_default();
+                        let t = wants_tester.then_some(&mut tester_slot);
+                        (&mut slots[e], t, Role::Tester, addr, "the lab's tester".to_string())
+                    }
+                };
                 if slot.instance.is_none() && slot.gave_up.is_none() {
                     launch(&launcher, Role::Env(e), slot, &mut ledger);
                 }
-                if wants_tester && tester_slot.instance.is_none() && tester_slot.gave_up.is_none() {
-                    launch(&launcher, Role::Tester, &mut tester_slot, &mut ledger);
+                if let Some(o) = other.as_deref_mut() {
+                    if o.instance.is_none() && o.gave_up.is_none() {
+                        launch(&launcher, other_role, o, &mut ledger);
+                    }
                 }
-                let tester_missing = wants_tester && tester_slot.instance.is_none();
+                let other_missing = other.as_ref().is_some_and(|o| o.instance.is_none());
+                let other_gave_up = other.as_ref().and_then(|o| o.gave_up.clone());
                 let outcome = match (&mut slot.instance, &slot.gave_up) {
                     (_, Some(why)) => {
                         TrialOutcome { status: "skipped", reason: Some(why.clone()), ..Default::default() }
                     }
-                    _ if tester_missing && tester_slot.gave_up.is_some() => TrialOutcome {
+                    _ if other_missing && other_gave_up.is_some() => TrialOutcome {
                         status: "skipped",
-                        reason: Some(format!(
-                            "the lab's tester: {}",
-                            tester_slot.gave_up.clone().unwrap_or_default()
-                        )),
+                        reason: Some(format!("{other_name}: {}", other_gave_up.unwrap_or_default())),
                         ..Default::default()
                     },
                     (None, None) => {
@@ -415,25 +441,24 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                             ..Default::default()
                         }
                     }
-                    _ if tester_missing => {
+                    _ if other_missing => {
                         if CANCEL.load(Ordering::SeqCst) {
                             interrupted = true;
                             break;
                         }
                         TrialOutcome {
                             status: "failed",
-                            reason: Some("the lab's tester failed to start".into()),
+                            reason: Some(format!("{other_name} failed to start")),
                             ..Default::default()
                         }
                     }
                     (Some(inst), None) => {
                         let mut dut =
                             Dut { inst, addr: lab.as_ref().map(|l| l.endpoints[e].addr.to_string()) };
-                        let tester_addr = lab.as_ref().map(|l| l.tester.addr.to_string()).unwrap_or_default();
-                        let mut tester = match &mut tester_slot.instance {
-                            Some(ti) if wants_tester => Some(Tester { inst: ti, addr: tester_addr }),
-                            _ => None,
-                        };
+                        let mut tester = other
+                            .as_deref_mut()
+                            .and_then(|o| o.instance.as_mut())
+                            .map(|ti| Tester { inst: ti, addr: other_addr });
                         match trial::run(&mut dut, tester.as_mut(), case, &specs[c], timeout) {
                             Ok(o) => o,
                             Err(Fail::Interrupted) => {
@@ -447,7 +472,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                                     }
                                 }
                                 if tester_broken {
-                                    if let Some(inst) = tester_slot.instance.take() {
+                                    if let Some(inst) = other.and_then(|o| o.instance.take()) {
                                         inst.kill(&mut ledger);
                                     }
                                 }
@@ -457,7 +482,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                     }
                 };
                 store.record_trial(id, &outcome)?;
-                progress.tick(&format!("{} / {}", exp.envs[e].name, case.label));
+                let pair = match peer_idx {
+                    Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
+                    None => exp.envs[e].name.clone(),
+                };
+                progress.tick(&format!("{pair} / {}", case.label));
             }
             Ok(())
         })()

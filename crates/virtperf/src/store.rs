@@ -80,7 +80,8 @@ CREATE TABLE instances (
     r#"
 -- Network trials: the tester's host-side CPU, detail that is not a scalar (histograms, the
 -- per-flow results, the background load), and host CPU time series sampled during the trial.
-ALTER TABLE trials ADD COLUMN tester_cpu_ns INTEGER;
+ALTER TABLE trials ADD COLUMN tester_cpu_ns INTEGER;  -- or the peer's, in an all-pairs trial
+ALTER TABLE trials ADD COLUMN peer_idx INTEGER;       -- all-pairs: the receiving environment
 ALTER TABLE trials ADD COLUMN extra TEXT;
 CREATE TABLE cpu_series (
     trial_id INTEGER NOT NULL REFERENCES trials(id),
@@ -110,6 +111,8 @@ pub struct PlannedTrial {
     pub case_idx: usize,
     pub rep: i64,
     pub warmup: bool,
+    /// All-pairs trials: the environment at the other end (env_idx sends to it).
+    pub peer_idx: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -172,6 +175,7 @@ pub struct TrialRow {
     pub host_cpu_ns: Option<i64>,
     pub guest_cpu_ns: Option<i64>,
     pub tester_cpu_ns: Option<i64>,
+    pub peer_idx: Option<usize>,
     pub samples: Vec<Sample>,
 }
 
@@ -240,10 +244,18 @@ impl Store {
         }
         {
             let mut st = tx.prepare(
-                "INSERT INTO trials (run_id, seq, env_idx, case_idx, rep, warmup, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending')",
+                "INSERT INTO trials (run_id, seq, env_idx, case_idx, rep, warmup, status, peer_idx) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7)",
             )?;
             for t in plan {
-                st.execute(params![run, t.seq, t.env_idx as i64, t.case_idx as i64, t.rep, t.warmup])?;
+                st.execute(params![
+                    run,
+                    t.seq,
+                    t.env_idx as i64,
+                    t.case_idx as i64,
+                    t.rep,
+                    t.warmup,
+                    t.peer_idx.map(|p| p as i64)
+                ])?;
             }
         }
         tx.commit()?;
@@ -252,7 +264,7 @@ impl Store {
 
     pub fn pending_trials(&self, run: i64) -> Result<Vec<PlannedTrial>> {
         let mut st = self.conn.prepare(
-            "SELECT id, seq, env_idx, case_idx, rep, warmup FROM trials WHERE run_id = ?1 AND status = 'pending' ORDER BY seq",
+            "SELECT id, seq, env_idx, case_idx, rep, warmup, peer_idx FROM trials WHERE run_id = ?1 AND status = 'pending' ORDER BY seq",
         )?;
         let rows = st.query_map([run], |r| {
             Ok(PlannedTrial {
@@ -262,6 +274,7 @@ impl Store {
                 case_idx: r.get::<_, i64>(3)? as usize,
                 rep: r.get(4)?,
                 warmup: r.get(5)?,
+                peer_idx: r.get::<_, Option<i64>>(6)?.map(|p| p as usize),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -370,7 +383,7 @@ impl Store {
     pub fn trials(&self, run: i64) -> Result<Vec<TrialRow>> {
         let mut st = self.conn.prepare(
             "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns,
-                    tester_cpu_ns
+                    tester_cpu_ns, peer_idx
              FROM trials WHERE run_id = ?1 ORDER BY seq",
         )?;
         let mut trials: Vec<TrialRow> = st
@@ -389,6 +402,7 @@ impl Store {
                     host_cpu_ns: r.get(10)?,
                     guest_cpu_ns: r.get(11)?,
                     tester_cpu_ns: r.get(12)?,
+                    peer_idx: r.get::<_, Option<i64>>(13)?.map(|p| p as usize),
                     samples: Vec::new(),
                 })
             })?
@@ -469,6 +483,7 @@ mod tests {
                 case_idx: 0,
                 rep: i / 2,
                 warmup: false,
+                peer_idx: None,
             })
             .collect();
         let run = s

@@ -42,6 +42,7 @@ fn main() {
         ),
         ("kill9_during_network_trial_lab_is_swept", kill9_during_network_trial_lab_is_swept),
         ("background_load_lands_within_3_points", background_load_lands_within_3_points),
+        ("all_pairs_matrix_covers_every_ordered_pair", all_pairs_matrix_covers_every_ordered_pair),
         (
             "link_emulation_caps_goodput_below_the_gbe_ceiling",
             link_emulation_caps_goodput_below_the_gbe_ceiling,
@@ -765,6 +766,55 @@ fn link_emulation_caps_goodput_below_the_gbe_ceiling() -> Outcome {
     // too slow for 81 kpps would show less (then the run says so in the ceiling line, too).
     assert!(rate <= 81.27 * 1.01, "{rate} kpps through a 1 Gbit/s shaper");
     assert!(rate >= 81.27 * 0.5, "{rate} kpps: the shaper or the sender is far off");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// `pairs = "all"`: one result per ordered pair of environments, rendered as a matrix.
+fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("m.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let mut envs = vec!["native", "native:name=b"];
+    if has("runc") {
+        envs.push("container");
+    }
+    let mut args = vec!["run"];
+    for e in &envs {
+        args.extend(["--env", e]);
+    }
+    args.extend([
+        "--workload",
+        "tcp_rr:duration=300ms,pairs=all",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let out = vp(&args, &env);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("from ↓ to →"), "no matrix in {stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&vp(&["report", "--json", "--db", db.to_str().unwrap()], &env).stdout)
+            .unwrap();
+    let names: Vec<&str> = envs.iter().map(|e| e.split_once("name=").map(|x| x.1).unwrap_or(e)).collect();
+    let rows = doc["results"].as_array().unwrap();
+    for a in &names {
+        for b in &names {
+            let n = rows
+                .iter()
+                .filter(|r| r["metric"] == "tcp_rr_rate" && r["environment"] == *a && r["peer"] == *b)
+                .count();
+            assert_eq!(n, usize::from(a != b), "{a} → {b}: {n} rows");
+        }
+    }
     assert_no_leftovers(&state);
     Outcome::Pass
 }
