@@ -566,7 +566,7 @@ pub fn render_table(r: &Report) -> String {
 pub fn export_csv(store: &Store, run_id: i64, w: &mut dyn std::io::Write) -> Result<()> {
     let envs = store.environments(run_id)?;
     let cases = store.cases(run_id)?;
-    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns")?;
+    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns,peer,tester_cpu_ns")?;
     let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_default();
     for t in store.trials(run_id)? {
@@ -583,7 +583,15 @@ pub fn export_csv(store: &Store, run_id: i64, w: &mut dyn std::io::Write) -> Res
             t.status,
             q(t.reason.as_deref().unwrap_or(""))
         );
-        let suffix = format!("{},{},{},{}", o(t.host_ns), o(t.guest_ns), o(t.host_cpu_ns), o(t.guest_cpu_ns));
+        let peer = t.peer_idx.map(|p| q(&envs[p].name)).unwrap_or_default();
+        let suffix = format!(
+            "{},{},{},{},{peer},{}",
+            o(t.host_ns),
+            o(t.guest_ns),
+            o(t.host_cpu_ns),
+            o(t.guest_cpu_ns),
+            o(t.tester_cpu_ns)
+        );
         if t.samples.is_empty() {
             writeln!(w, "{prefix},,,,{suffix}")?;
         }
@@ -603,7 +611,12 @@ pub fn export_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
         .trials(run_id)?
         .into_iter()
         .map(|t| {
+            let (extra, series) = store.trial_detail(t.id).unwrap_or_default();
+            let series: Vec<serde_json::Value> =
+                series.into_iter().map(|(role, ms, ns)| serde_json::json!([role, ms, ns])).collect();
             serde_json::json!({
+                "peer": t.peer_idx.map(|p| envs[p].name.clone()), "tester_cpu_ns": t.tester_cpu_ns,
+                "extra": extra, "cpu_series": series,
                 "trial_id": t.id, "seq": t.seq, "environment": envs[t.env_idx].name, "workload": cases[t.case_idx].label,
                 "workload_name": cases[t.case_idx].workload, "workload_kind": cases[t.case_idx].kind,
                 "params": cases[t.case_idx].params, "rep": t.rep, "warmup": t.warmup, "status": t.status, "reason": t.reason,

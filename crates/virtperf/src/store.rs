@@ -280,6 +280,22 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// A trial's non-scalar detail (JSON) and its host CPU series as (role, ms, cumulative ns).
+    pub fn trial_detail(
+        &self,
+        trial_id: i64,
+    ) -> Result<(Option<serde_json::Value>, Vec<(String, f64, i64)>)> {
+        let extra: Option<String> =
+            self.conn.query_row("SELECT extra FROM trials WHERE id = ?1", [trial_id], |r| r.get(0))?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT role, t_ms, cpu_ns FROM cpu_series WHERE trial_id = ?1 ORDER BY rowid")?;
+        let series = st
+            .query_map([trial_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((extra.and_then(|e| serde_json::from_str(&e).ok()), series))
+    }
+
     /// Stores one finished trial and its samples atomically.
     pub fn record_trial(&self, trial_id: i64, o: &TrialOutcome) -> Result<()> {
         // `unchecked`: the store is used from one thread and never nests transactions.

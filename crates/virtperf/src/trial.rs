@@ -128,6 +128,18 @@ impl Parties<'_, '_> {
         }
     }
 
+    /// True when `who` takes part and does not answer a ping within a second.
+    fn unresponsive(&mut self, who: Who) -> bool {
+        if who == Who::Tester && self.tester.is_none() {
+            return false;
+        }
+        let never = AtomicBool::new(false);
+        match self.inst(who) {
+            Ok(inst) => inst.conn.call(Request::Ping, Duration::from_secs(1), &never).is_err(),
+            Err(_) => false,
+        }
+    }
+
     /// Best effort: asks every run still in flight to stop and forgets it.
     fn abandon(&mut self) {
         let never = AtomicBool::new(false);
@@ -229,6 +241,21 @@ pub fn run<'b>(
     });
     let body = match body {
         Ok(b) => b,
+        Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
+            parties.abandon();
+            // Which side hung is not known from a deadline alone: whoever does not answer a
+            // ping now is relaunched (a stopped tester, a wedged guest), whoever does is kept.
+            let (dut_dead, tester_dead) = (parties.unresponsive(Who::Dut), parties.unresponsive(Who::Tester));
+            let mut reason = reason;
+            if tester_dead && !tester_broken {
+                reason += "; the other side (tester or peer) does not answer";
+            }
+            return Err(Fail::Failed {
+                reason,
+                dut_broken: dut_broken || dut_dead,
+                tester_broken: tester_broken || tester_dead,
+            });
+        }
         Err(e) => {
             parties.abandon();
             return Err(e);

@@ -44,6 +44,10 @@ fn main() {
         ("background_load_lands_within_3_points", background_load_lands_within_3_points),
         ("all_pairs_matrix_covers_every_ordered_pair", all_pairs_matrix_covers_every_ordered_pair),
         (
+            "silent_peer_ends_trial_at_deadline_sigterm_removes_lab",
+            silent_peer_ends_trial_at_deadline_sigterm_removes_lab,
+        ),
+        (
             "link_emulation_caps_goodput_below_the_gbe_ceiling",
             link_emulation_caps_goodput_below_the_gbe_ceiling,
         ),
@@ -816,5 +820,88 @@ fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
         }
     }
     assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// The network namespace a process is in, by `ip netns identify`.
+fn netns_of(pid: u32) -> String {
+    let out =
+        std::process::Command::new("ip").args(["netns", "identify", &pid.to_string()]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A tester that stops answering (SIGSTOP) ends the trial at its deadline with a reason, and the
+/// run goes on; then SIGTERM during a network trial removes the whole lab.
+fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("p.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let t0 = std::time::Instant::now();
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "tcp_stream:duration=3s",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--timeout",
+            "6s",
+            "--order",
+            "sequential",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    let tester = wait_for(|| children_of(pid).into_iter().find(|c| netns_of(*c).ends_with("-t")), 20.0)
+        .expect("the tester agent");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    kill(tester, libc::SIGSTOP);
+    let out = child.wait_with_output().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(secs < 30.0, "the run took {secs:.1}s: the deadline did not end the trial");
+    assert_eq!(count_trials(&db, "failed"), 1, "{stderr}");
+    assert_eq!(count_trials(&db, "ok"), 1, "the relaunched tester served the next trial: {stderr}");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let reason: String =
+        c.query_row("SELECT reason FROM trials WHERE status = 'failed'", [], |r| r.get(0)).unwrap();
+    assert!(reason.contains("no answer") && reason.contains("other side"), "{reason}");
+    assert_no_leftovers(&state);
+
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "tcp_stream:duration=30s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    kill(pid, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
     Outcome::Pass
 }
