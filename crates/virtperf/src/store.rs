@@ -115,6 +115,9 @@ pub struct PlannedTrial {
     pub peer_idx: Option<usize>,
 }
 
+/// Host CPU samples of a trial: (role, ms since the trial started, cumulative CPU ns).
+pub type CpuSeries = Vec<(String, f64, i64)>;
+
 #[derive(Debug, Clone, Default)]
 pub struct TrialOutcome {
     pub status: &'static str,
