@@ -284,10 +284,7 @@ impl Store {
     }
 
     /// A trial's non-scalar detail (JSON) and its host CPU series as (role, ms, cumulative ns).
-    pub fn trial_detail(
-        &self,
-        trial_id: i64,
-    ) -> Result<(Option<serde_json::Value>, Vec<(String, f64, i64)>)> {
+    pub fn trial_detail(&self, trial_id: i64) -> Result<(Option<serde_json::Value>, CpuSeries)> {
         let extra: Option<String> =
             self.conn.query_row("SELECT extra FROM trials WHERE id = ?1", [trial_id], |r| r.get(0))?;
         let mut st = self
