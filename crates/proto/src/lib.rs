@@ -82,6 +82,27 @@ impl CpuTime {
     }
 }
 
+/// CPU time of the whole system the agent sees (`/proc/stat`, all CPUs), over a run: what `sar`
+/// reports inside a guest. In a container it is the host's (Linux does not virtualise /proc/stat).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemCpu {
+    /// user + nice + system + irq + softirq + steal, ns summed over CPUs.
+    pub busy_ns: u64,
+    /// idle + iowait, ns summed over CPUs.
+    pub idle_ns: u64,
+    /// softirq alone (network receive processing lands here), ns.
+    pub softirq_ns: u64,
+    pub cpus: u32,
+}
+
+impl SystemCpu {
+    /// Busy share of all CPUs, %.
+    pub fn util_pct(&self) -> Option<f64> {
+        let t = self.busy_ns + self.idle_ns;
+        (t > 0).then(|| self.busy_ns as f64 / t as f64 * 100.0)
+    }
+}
+
 /// Host → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -131,6 +152,9 @@ pub enum Reply {
         /// Workload-specific detail (a latency histogram, a CPU time series).
         #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
         extra: serde_json::Value,
+        /// The whole system's CPU as the agent sees it, over the run (optional: older agents).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guest_system: Option<SystemCpu>,
     },
     Stopping,
     Bye,

@@ -30,6 +30,25 @@ fn own_cpu() -> CpuTime {
     CpuTime { user_ns: ns(ru.ru_utime), system_ns: ns(ru.ru_stime) }
 }
 
+/// Cumulative `/proc/stat` CPU counters of all CPUs, in ns (USER_HZ ticks converted).
+fn system_cpu() -> Option<virtperf_proto::SystemCpu> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let to_ns = |t: u64| t * 1_000_000_000 / hz;
+    let f: Vec<u64> =
+        s.lines().next()?.strip_prefix("cpu ")?.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let g = |i: usize| f.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    let cpus = s.lines().filter(|l| l.starts_with("cpu") && !l.starts_with("cpu ")).count() as u32;
+    Some(virtperf_proto::SystemCpu {
+        busy_ns: to_ns(g(0) + g(1) + g(2) + g(5) + g(6) + g(7)),
+        idle_ns: to_ns(g(3) + g(4)),
+        softirq_ns: to_ns(g(6)),
+        cpus,
+    })
+}
+
 fn system_info() -> Reply {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
@@ -159,10 +178,17 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                             ready();
                         }
                         let cpu0 = own_cpu();
+                        let sys0 = system_cpu();
                         let t0 = Instant::now();
                         let res = prepared.run(&stop, &ready);
                         let elapsed = t0.elapsed().as_nanos() as u64;
                         let cpu1 = own_cpu();
+                        let guest_system = sys0.zip(system_cpu()).map(|(a, b)| virtperf_proto::SystemCpu {
+                            busy_ns: b.busy_ns.saturating_sub(a.busy_ns),
+                            idle_ns: b.idle_ns.saturating_sub(a.idle_ns),
+                            softirq_ns: b.softirq_ns.saturating_sub(a.softirq_ns),
+                            cpus: b.cpus,
+                        });
                         let cpu = CpuTime {
                             user_ns: cpu1.user_ns.saturating_sub(cpu0.user_ns),
                             system_ns: cpu1.system_ns.saturating_sub(cpu0.system_ns),
@@ -179,6 +205,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                                     guest_elapsed_ns: elapsed,
                                     guest_cpu: cpu,
                                     extra: o.extra,
+                                    guest_system,
                                 },
                             ),
                             Err((code, message)) => send(tag, Reply::Error { code, message }),

@@ -114,12 +114,15 @@ impl Parties<'_, '_> {
 
     fn wait_result(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<RunResult, Fail> {
         match self.wait(who, tag, deadline, what)? {
-            (Reply::Result { samples, guest_elapsed_ns, guest_cpu, extra }, at) => Ok(RunResult {
-                out: Output { samples, extra },
-                guest_ns: guest_elapsed_ns,
-                guest_cpu_ns: guest_cpu.total_ns(),
-                at,
-            }),
+            (Reply::Result { samples, guest_elapsed_ns, guest_cpu, extra, guest_system }, at) => {
+                Ok(RunResult {
+                    out: Output { samples, extra },
+                    guest_system,
+                    guest_ns: guest_elapsed_ns,
+                    guest_cpu_ns: guest_cpu.total_ns(),
+                    at,
+                })
+            }
             (other, _) => Err(Fail::Failed {
                 reason: format!("{what}: expected `result`, got {}", brief(&other)),
                 dut_broken: who == Who::Dut,
@@ -161,6 +164,7 @@ fn brief(r: &Reply) -> String {
 
 struct RunResult {
     out: Output,
+    guest_system: Option<virtperf_proto::SystemCpu>,
     guest_ns: u64,
     guest_cpu_ns: u64,
     at: Instant,
@@ -402,6 +406,14 @@ fn network(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: Instant)
         host_ns = host_ns.max(dut_r.at.duration_since(dut_sent).saturating_sub(rtt).as_nanos() as u64);
         guest_ns = guest_ns.max(dut_r.guest_ns);
         guest_cpu_ns += dut_r.guest_cpu_ns;
+        if let Some(u) = dut_r.guest_system.and_then(|g| g.util_pct()) {
+            // What sar inside the environment shows: every CPU it sees, all processes, softirq included.
+            samples.push(Sample {
+                metric: format!("guest_cpu_util{}", f.suffix),
+                value: u,
+                unit: "%".into(),
+            });
+        }
         for mut smp in w.merge(&s.out, &c.out) {
             smp.metric.push_str(f.suffix);
             samples.push(smp);

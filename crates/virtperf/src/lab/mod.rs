@@ -147,6 +147,44 @@ pub fn netns_path(name: &str) -> PathBuf {
     PathBuf::from("/run/netns").join(name)
 }
 
+/// The `tc` arguments that put `spec`'s link emulation on the egress of `dev` in `ns`; None when
+/// the link is not emulated.
+pub fn shape_args(s: &LabSpec, ns: &str, dev: &str) -> Option<Vec<String>> {
+    let mut args: Vec<String> = ["-n", ns, "qdisc", "add", "dev", dev, "root"].map(String::from).to_vec();
+    if s.needs_netem() {
+        args.extend(["netem", "limit", "100000"].map(String::from));
+        if s.delay_us > 0 {
+            args.extend(["delay".into(), format!("{}us", s.delay_us)]);
+        }
+        if s.loss_pct > 0.0 {
+            args.extend(["loss".into(), "random".into(), format!("{}%", s.loss_pct)]);
+        }
+        if let Some(r) = s.rate_bps {
+            // netem's rate takes the per-packet overhead as its second argument.
+            args.extend(["rate".into(), format!("{r}bit"), WIRE_OVERHEAD.to_string()]);
+        }
+    } else if let Some(r) = s.rate_bps {
+        // A size table adds the wire overhead to every packet the token bucket counts.
+        // Burst: 1 ms at the link rate, at least two full frames.
+        let burst = (r / 8 / 1000).max(2 * (s.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD));
+        args.extend([
+            "stab".into(),
+            "overhead".into(),
+            WIRE_OVERHEAD.to_string(),
+            "tbf".into(),
+            "rate".into(),
+            format!("{r}bit"),
+            "burst".into(),
+            burst.to_string(),
+            "latency".into(),
+            "50ms".into(),
+        ]);
+    } else {
+        return None;
+    }
+    Some(args)
+}
+
 /// The lab of one run.
 pub struct Lab {
     pub spec: LabSpec,
@@ -258,52 +296,10 @@ impl Lab {
 
     /// Puts the link emulation on the egress of `dev` in `ns`.
     fn shape(&self, ns: &str, dev: &str) -> Result<(), String> {
-        let s = &self.spec;
-        let mut args: Vec<String> = vec![
-            "-n".into(),
-            ns.into(),
-            "qdisc".into(),
-            "add".into(),
-            "dev".into(),
-            dev.into(),
-            "root".into(),
-        ];
-        if s.needs_netem() {
-            args.extend(["netem".into(), "limit".into(), "100000".into()]);
-            if s.delay_us > 0 {
-                args.extend(["delay".into(), format!("{}us", s.delay_us)]);
-            }
-            if s.loss_pct > 0.0 {
-                args.extend(["loss".into(), "random".into(), format!("{}%", s.loss_pct)]);
-            }
-            if let Some(r) = s.rate_bps {
-                // netem's rate takes the per-packet overhead as its second argument.
-                args.extend(["rate".into(), format!("{r}bit"), WIRE_OVERHEAD.to_string()]);
-            }
-        } else if let Some(r) = s.rate_bps {
-            // A size table adds the wire overhead to every packet the token bucket counts.
-            // Burst: 1 ms at the link rate, at least two full frames.
-            let burst = (r / 8 / 1000).max(2 * (s.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD));
-            args.extend(
-                [
-                    "stab",
-                    "overhead",
-                    &WIRE_OVERHEAD.to_string(),
-                    "tbf",
-                    "rate",
-                    &format!("{r}bit"),
-                    "burst",
-                    &burst.to_string(),
-                    "latency",
-                    "50ms",
-                ]
-                .map(String::from),
-            );
-        } else {
-            return Ok(());
+        match shape_args(&self.spec, ns, dev) {
+            Some(args) => sh("tc", &args.iter().map(String::as_str).collect::<Vec<_>>()),
+            None => Ok(()),
         }
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        sh("tc", &refs)
     }
 
     /// Removes every namespace of the lab (the processes inside must be gone first).
@@ -338,6 +334,26 @@ mod tests {
         }
         assert_eq!(endpoint_addr(0), Ipv4Addr::new(198, 18, 0, 10));
         assert_eq!(endpoint_addr(MAX_ENDPOINTS - 1), Ipv4Addr::new(198, 18, 0, 254));
+    }
+
+    #[test]
+    fn shaper_command_lines() {
+        assert_eq!(shape_args(&LabSpec::default(), "n", "eth0"), None, "unshaped: no qdisc");
+        let rate = LabSpec { rate_bps: Some(1_000_000_000), ..Default::default() };
+        assert_eq!(
+            shape_args(&rate, "vp1-e0", "eth0").unwrap().join(" "),
+            "-n vp1-e0 qdisc add dev eth0 root stab overhead 24 tbf rate 1000000000bit burst 125000 latency 50ms"
+        );
+        // Delay or loss need netem (not exercised on kernels without CONFIG_NET_SCH_NETEM).
+        let netem =
+            LabSpec { rate_bps: Some(1_000_000_000), delay_us: 500, loss_pct: 0.1, ..Default::default() };
+        assert_eq!(
+            shape_args(&netem, "vp1-hub", "h1").unwrap().join(" "),
+            "-n vp1-hub qdisc add dev h1 root netem limit 100000 delay 500us loss random 0.1% rate 1000000000bit 24"
+        );
+        let slow = LabSpec { rate_bps: Some(1_000_000), ..Default::default() };
+        let a = shape_args(&slow, "n", "d").unwrap();
+        assert_eq!(a[a.iter().position(|x| x == "burst").unwrap() + 1], "3076", "at least two full frames");
     }
 
     #[test]

@@ -771,6 +771,47 @@ fn link_emulation_caps_goodput_below_the_gbe_ceiling() -> Outcome {
     assert!(rate <= 81.27 * 1.01, "{rate} kpps through a 1 Gbit/s shaper");
     assert!(rate >= 81.27 * 0.5, "{rate} kpps: the shaper or the sender is far off");
     assert_no_leftovers(&state);
+
+    // Delay needs netem: where the kernel has it, a 1 ms one-way delay shows in every round trip;
+    // where it does not, the run is refused before anything is created, with the reason.
+    let before = root_netns_snapshot();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "udp_rr:duration=500ms",
+            "--lab",
+            "delay=1ms",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(3) {
+        assert!(stderr.contains("netem") && stderr.contains("CONFIG_NET_SCH_NETEM"), "{stderr}");
+        assert_eq!(before, root_netns_snapshot());
+        assert_no_leftovers(&state);
+        return Outcome::Skip(format!(
+            "rate shaping passed; delay/loss need the kernel's netem qdisc, which this kernel lacks: {}",
+            stderr.lines().find(|l| l.contains("netem")).unwrap_or_default().trim()
+        ));
+    }
+    assert!(out.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p50 = doc["results"].as_array().unwrap().iter().find(|r| r["metric"] == "udp_rr_p50").unwrap()
+        ["mean"]
+        .as_f64()
+        .unwrap();
+    assert!(p50 >= 2000.0, "1 ms each way, yet a round trip took {p50} us");
+    assert_no_leftovers(&state);
     Outcome::Pass
 }
 
