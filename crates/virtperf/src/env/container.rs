@@ -65,6 +65,41 @@ fn hybrid_cgroups() -> bool {
         && m.iter().any(|p| p.ends_with("cpuacct") || p.ends_with("cpu,cpuacct"))
 }
 
+/// runsc (Debian's 2022 build) decides "this is the root network namespace" when
+/// `/proc/sys/net/core/rmem_default` exists, which newer kernels create in every namespace, and
+/// then refuses to start with a network. Net sysctl directories are per namespace, so in a
+/// private mount namespace of the runsc process only, the child enters the lab namespace, puts an
+/// empty read-only tmpfs over *that namespace's* `/proc/sys/net/core`, and returns to its own
+/// network namespace before exec. Nothing is mounted on the host; the mount dies with runsc.
+/// Returns the descriptors that must stay open until the spawn.
+fn hide_root_ns_marker(
+    cmd: &mut Command,
+    lab_ns: &Path,
+) -> Result<(std::fs::File, std::fs::File), LaunchError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let open =
+        |p: &Path| std::fs::File::open(p).map_err(|e| LaunchError::Prepare(format!("{}: {e}", p.display())));
+    let (lab, own) = (open(lab_ns)?, open(Path::new("/proc/self/ns/net"))?);
+    let (lab_fd, own_fd) = (lab.as_raw_fd(), own.as_raw_fd());
+    let (root, target, fstype, opts) = (c"/", c"/proc/sys/net/core", c"tmpfs", c"size=4k");
+    // SAFETY: unshare(2), mount(2) and setns(2) on the forked child with descriptors the parent
+    // keeps open until the spawn and C strings in static storage; async-signal-safe, no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |r: libc::c_int| if r != 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            let private = (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong;
+            check(libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), private, std::ptr::null()))?;
+            check(libc::setns(lab_fd, libc::CLONE_NEWNET))?;
+            let ro = libc::MS_RDONLY as libc::c_ulong;
+            check(libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), ro, opts.as_ptr().cast()))?;
+            check(libc::setns(own_fd, libc::CLONE_NEWNET))
+        });
+    }
+    Ok((lab, own))
+}
+
 struct ContainerTeardown {
     runtime: String,
     state_root: PathBuf,
@@ -116,9 +151,19 @@ pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>, netns:
     }
     // In a lab the container joins its endpoint's namespace; otherwise it gets a new, empty one.
     let net = match netns {
-        Some(p) => json!({"type": "network", "path": p}),
-        None => json!({"type": "network"}),
+        Some(p) => Some(json!({"type": "network", "path": p})),
+        None => Some(json!({"type": "network"})),
     };
+    let namespaces: Vec<Value> = [
+        Some(json!({"type": "pid"})),
+        net,
+        Some(json!({"type": "ipc"})),
+        Some(json!({"type": "uts"})),
+        Some(json!({"type": "mount"})),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     json!({
         "ociVersion": "1.0.2",
         "process": {
@@ -133,7 +178,7 @@ pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>, netns:
         "hostname": "virtperf",
         "mounts": mounts,
         "linux": {
-            "namespaces": [{"type": "pid"}, net, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
+            "namespaces": namespaces,
             "cgroupsPath": format!("/virtperf/{id}"),
             "resources": resources,
             "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list"],
@@ -228,7 +273,19 @@ impl Environment for Container {
                 a.fix.unwrap_or_default()
             )));
         }
-        let runtime = runtime_of(params).to_string();
+        launch_oci(ctx, params, runtime_of(params))
+    }
+}
+
+/// Generates the bundle and runs `runtime` on it with the agent as its process; shared by the
+/// `container` (runc, crun) and `gvisor` (runsc) environments.
+pub(super) fn launch_oci(
+    ctx: &mut LaunchCtx,
+    params: &BTreeMap<String, Value>,
+    runtime: &str,
+) -> Result<Instance, LaunchError> {
+    {
+        let runtime = runtime.to_string();
         let id = ctx.instance_id.clone();
         let state_root = ctx.run_dir.join(format!("{runtime}-state"));
         let bundle = ctx.run_dir.join(format!("bundle-{id}"));
@@ -254,16 +311,41 @@ impl Environment for Container {
             id: id.clone(),
         });
         let mut cmd = Command::new(&runtime);
-        cmd.arg("--root").arg(&state_root).arg("run").arg("--bundle").arg(&bundle).arg(&id);
-        let started = Instant::now();
-        let (child, stdin, stdout, tail) =
-            match spawn_piped(&mut cmd, &format!("{runtime} run {id}"), ctx.ledger, false) {
-                Ok(x) => x,
-                Err(e) => {
-                    teardown.teardown(ctx.ledger);
-                    return Err(e);
+        cmd.arg("--root").arg(&state_root);
+        let mut netns_fd = None;
+        if runtime == "runsc" {
+            // gVisor moves the addresses of the lab namespace's interfaces into its own network
+            // stack; without a lab it gets loopback only.
+            match ctx.netns.as_deref() {
+                Some(p) => match hide_root_ns_marker(&mut cmd, p) {
+                    Ok(fds) => netns_fd = Some(fds),
+                    Err(e) => {
+                        teardown.teardown(ctx.ledger);
+                        return Err(e);
+                    }
+                },
+                None => {
+                    cmd.arg("--network=none");
                 }
-            };
+            }
+            if let Some(d) = std::env::var_os("VIRTPERF_RUNSC_DEBUG") {
+                cmd.arg("--debug").arg(format!("--debug-log={}/", d.to_string_lossy()));
+            }
+            if let Some(pl) = params.get("platform").and_then(Value::as_str) {
+                cmd.arg(format!("--platform={pl}"));
+            }
+        }
+        cmd.arg("run").arg("--bundle").arg(&bundle).arg(&id);
+        let started = Instant::now();
+        let spawned = spawn_piped(&mut cmd, &format!("{runtime} run {id}"), ctx.ledger, false);
+        drop(netns_fd);
+        let (child, stdin, stdout, tail) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                teardown.teardown(ctx.ledger);
+                return Err(e);
+            }
+        };
         let mut inst = Instance {
             conn: Conn::new(stdout, Box::new(stdin), tail),
             cpu: super::cgroup_probe(&id),

@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod container;
+pub mod gvisor;
 pub mod native;
 
 use std::collections::BTreeMap;
@@ -90,7 +91,7 @@ pub trait Environment: Sync {
 }
 
 /// Every environment kind this build knows.
-pub static REGISTRY: &[&dyn Environment] = &[&native::Native, &container::Container];
+pub static REGISTRY: &[&dyn Environment] = &[&native::Native, &container::Container, &gvisor::Gvisor];
 
 pub fn find(kind: &str) -> Option<&'static dyn Environment> {
     REGISTRY.iter().copied().find(|e| e.kind() == kind)
@@ -268,6 +269,30 @@ pub fn spawn_piped(
     let tail = Tail::default();
     tail.follow(stderr);
     Ok((child, stdin, stdout, tail))
+}
+
+/// Makes `cmd`'s child join the network namespace at `path` (between fork and exec). The
+/// returned descriptor must stay open until the spawn.
+pub fn join_netns_on_spawn(
+    cmd: &mut Command,
+    path: Option<&Path>,
+) -> Result<Option<std::fs::File>, LaunchError> {
+    let Some(p) = path else { return Ok(None) };
+    let f = std::fs::File::open(p).map_err(|e| LaunchError::Prepare(format!("{}: {e}", p.display())))?;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = f.as_raw_fd();
+    // SAFETY: setns(2) on the forked child with a descriptor the parent keeps open until spawn
+    // returns; async-signal-safe, allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(Some(f))
 }
 
 /// Waits for the agent's hello; returns its pid and the host-clock time it arrived.

@@ -90,28 +90,7 @@ impl Environment for Native {
                 });
             }
         }
-        // Held open until the spawn: the child joins the lab namespace through this descriptor.
-        let netns = match &ctx.netns {
-            Some(p) => Some(
-                std::fs::File::open(p).map_err(|e| LaunchError::Prepare(format!("{}: {e}", p.display())))?,
-            ),
-            None => None,
-        };
-        if let Some(f) = &netns {
-            use std::os::fd::AsRawFd;
-            use std::os::unix::process::CommandExt;
-            let fd = f.as_raw_fd();
-            // SAFETY: setns(2) on the forked child with a descriptor the parent keeps open until
-            // spawn returns; async-signal-safe, allocates nothing.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
+        let netns = super::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref())?;
         let started = Instant::now();
         let spawned = spawn_piped(&mut cmd, "native agent", ctx.ledger, true);
         drop(netns);

@@ -47,6 +47,7 @@ fn main() {
             "silent_peer_ends_trial_at_deadline_sigterm_removes_lab",
             silent_peer_ends_trial_at_deadline_sigterm_removes_lab,
         ),
+        ("gvisor_serves_syscalls_and_joins_the_lab", gvisor_serves_syscalls_and_joins_the_lab),
         (
             "link_emulation_caps_goodput_below_the_gbe_ceiling",
             link_emulation_caps_goodput_below_the_gbe_ceiling,
@@ -944,5 +945,88 @@ fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcome {
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert_no_leftovers(&state);
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
+    Outcome::Pass
+}
+
+/// gVisor: system calls go through the Sentry (so `syscall` is far slower than native: proof the
+/// workload really ran sandboxed), its network is on the lab, and nothing is left behind — also
+/// after a `kill -9` of the orchestrator mid-trial.
+fn gvisor_serves_syscalls_and_joins_the_lab() -> Outcome {
+    if let Some(why) = need_root_and("runsc") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("g.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "gvisor",
+            "--workload",
+            "syscall:iterations=20000",
+            "--workload",
+            "tcp_rr:duration=500ms",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |e: &str, m: &str| {
+        doc["results"].as_array().unwrap().iter().find(|r| r["environment"] == e && r["metric"] == m).cloned()
+    };
+    let ratio = row("gvisor", "syscall_time").unwrap()["overhead"]["ratio"].as_f64().unwrap();
+    assert!(ratio > 5.0, "a system call under gVisor costs only {ratio:.1}× native: not sandboxed?");
+    assert!(row("gvisor", "tcp_rr_rate").unwrap()["mean"].as_f64().unwrap() > 100.0);
+    assert!(row("gvisor", "host_cpu_time").is_some(), "the sandbox's host CPU is accounted");
+    assert_no_leftovers(&state);
+    assert_eq!(before, root_netns_snapshot());
+
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "gvisor",
+            "--workload",
+            "tcp_rr:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    let runsc_left =
+        std::process::Command::new("pgrep").args(["-f", &format!("virtperf/vp{pid}-")]).output().unwrap();
+    assert!(
+        runsc_left.stdout.is_empty(),
+        "sandbox processes left: {}",
+        String::from_utf8_lossy(&runsc_left.stdout)
+    );
+    assert_eq!(before, root_netns_snapshot());
     Outcome::Pass
 }
