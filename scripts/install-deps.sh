@@ -9,6 +9,7 @@ NEEDS=(
   "runc:runc"         # container environment (default OCI runtime)
   "crun:crun"         # container environment, runtime=crun
   "runsc:runsc"       # gvisor environment
+  "linux.uml:user-mode-linux"  # uml environment
   "ip:iproute2"       # the lab: network namespaces, bridge, veths
   "tc:iproute2"       # the lab: link emulation (tbf, netem)
   "iperf3:iperf3"     # bench/net.sh: the reference for tcp_stream and udp_stream

@@ -225,11 +225,40 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
     Ok(())
 }
 
-/// Entry point of `virtperf agent`.
-pub fn main() -> std::io::Result<()> {
-    let stdin = std::io::stdin().lock();
-    let stdout = std::io::stdout();
-    serve(stdin, stdout)
+/// Entry point of `virtperf agent`: stdin/stdout, or a terminal device in raw mode (a guest's
+/// console line that kernel messages do not use).
+pub fn main(tty: Option<&std::path::Path>) -> std::io::Result<()> {
+    match tty {
+        None => {
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout();
+            serve(stdin, stdout)
+        }
+        Some(path) => {
+            let f = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+            raw_mode(&f)?;
+            let w = f.try_clone()?;
+            serve(std::io::BufReader::new(f), w)
+        }
+    }
+}
+
+/// No echo, no line editing, no CR/LF translation: the line carries frames byte for byte.
+fn raw_mode(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: termios is plain data filled by tcgetattr on a descriptor we own.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the descriptor is open for the duration of the calls.
+    unsafe {
+        if libc::tcgetattr(f.as_raw_fd(), &mut t) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        libc::cfmakeraw(&mut t);
+        if libc::tcsetattr(f.as_raw_fd(), libc::TCSANOW, &t) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -79,6 +79,7 @@ pub fn check(probe: bool) -> Vec<Row> {
                     boot_timeout: Duration::from_secs(30),
                     cancel: &never,
                     netns: None,
+                    guest_net: None,
                 };
                 let t0 = Instant::now();
                 match k.launch(&mut ctx, &params) {

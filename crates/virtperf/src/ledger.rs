@@ -184,8 +184,27 @@ pub fn undo(e: &Entry, state_dir: &Path) {
         Entry::Netns { name } => crate::lab::delete_netns(name),
         Entry::Cgroup { rel } => {
             if (rel == "virtperf" || rel.starts_with("virtperf/")) && !rel.contains("..") {
-                for m in cgroup_mounts() {
-                    let _ = std::fs::remove_dir(m.join(rel));
+                // Everything inside one of our instance cgroups was started by that instance
+                // (a guest's host helpers survive their parent): stop it, then remove the cgroup.
+                for attempt in 0..50 {
+                    let mut busy = false;
+                    for m in cgroup_mounts() {
+                        let dir = m.join(rel);
+                        if rel != "virtperf" {
+                            if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+                                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                                    busy = true;
+                                    // SAFETY: kill(2) of a process in a cgroup this tool created.
+                                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                                }
+                            }
+                        }
+                        let _ = std::fs::remove_dir(&dir);
+                    }
+                    if !busy || attempt == 49 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             }
         }

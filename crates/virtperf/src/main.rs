@@ -72,9 +72,16 @@ enum Cmd {
     Doctor(DoctorArgs),
     /// Serve the agent protocol on stdin/stdout (started by virtperf inside each environment)
     #[command(
-        after_help = "The protocol is documented in docs/protocol.md. Example:\n  echo '{\"v\":1,\"tag\":1,\"type\":\"ping\"}' | virtperf agent"
+        after_help = "The protocol is documented in docs/protocol.md. Example:\n  echo '{\"v\":1,\"tag\":1,\"type\":\"ping\"}' | virtperf agent\n  virtperf agent --tty /dev/tty1   # inside a UML or QEMU guest: a console kept free of kernel messages"
     )]
-    Agent,
+    Agent(AgentArgs),
+}
+
+#[derive(Args)]
+struct AgentArgs {
+    /// Serve on this terminal device (put in raw mode) instead of stdin/stdout
+    #[arg(long, value_name = "DEVICE")]
+    tty: Option<PathBuf>,
 }
 
 const RUN_HELP: &str = "\
@@ -359,8 +366,8 @@ fn main() -> ExitCode {
         Cmd::Report(a) => cmd_report(a),
         Cmd::Export(a) => cmd_export(a),
         Cmd::Doctor(a) => cmd_doctor(a),
-        Cmd::Agent => {
-            return match agent::main() {
+        Cmd::Agent(a) => {
+            return match agent::main(a.tty.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 // A closed pipe means the host went away: nothing to report to.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

@@ -245,6 +245,14 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
             -1,
         ),
     };
+    let guest_net = match (role, lab) {
+        (Role::Env(e), Some(l)) => l.endpoints[e].tap.as_ref().map(|tap| env::GuestNet {
+            tap: tap.clone(),
+            addr: l.endpoints[e].addr,
+            mtu: l.spec.mtu,
+        }),
+        _ => None,
+    };
     let mut ctx = LaunchCtx {
         exe,
         run_dir,
@@ -253,6 +261,7 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
         boot_timeout: opts.boot_timeout,
         cancel: &CANCEL,
         netns,
+        guest_net,
     };
     slot.launches += 1;
     let e = e as usize;
@@ -362,7 +371,9 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     });
     let mut lab = None;
     if needs_lab && !CANCEL.load(Ordering::SeqCst) {
-        match Lab::build(&mut ledger, exp.envs.len(), &exp.lab) {
+        let taps: Vec<bool> =
+            exp.envs.iter().map(|e| env::find(&e.kind).is_some_and(|k| k.wants_tap())).collect();
+        match Lab::build(&mut ledger, &taps, &exp.lab) {
             Ok(l) => lab = Some(l),
             Err(e) => {
                 ledger.remove_dir(&run_dir);

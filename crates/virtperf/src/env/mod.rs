@@ -9,6 +9,7 @@ pub mod conn;
 pub mod container;
 pub mod gvisor;
 pub mod native;
+pub mod uml;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,16 @@ pub struct LaunchCtx<'a> {
     /// The lab namespace the instance's network lives in (`/run/netns/NAME`); None = its own
     /// unconnected namespace (container) or the host's (native) when the run has no lab.
     pub netns: Option<PathBuf>,
+    /// For guests ([`Environment::wants_tap`]) in a lab: the tap to attach the NIC to, the
+    /// address to give it (/24) and the MTU.
+    pub guest_net: Option<GuestNet>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GuestNet {
+    pub tap: String,
+    pub addr: std::net::Ipv4Addr,
+    pub mtu: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +94,11 @@ pub trait Environment: Sync {
     }
     /// Whether this kind, with these parameters, can run here (no side effects).
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability;
+    /// True for guests with their own kernel: the lab gives them a tap (bridged to the lab)
+    /// instead of an address, and the guest configures the address on its own NIC.
+    fn wants_tap(&self) -> bool {
+        false
+    }
     /// Version of the runtime underneath (for the manifest).
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         None
@@ -91,7 +107,8 @@ pub trait Environment: Sync {
 }
 
 /// Every environment kind this build knows.
-pub static REGISTRY: &[&dyn Environment] = &[&native::Native, &container::Container, &gvisor::Gvisor];
+pub static REGISTRY: &[&dyn Environment] =
+    &[&native::Native, &container::Container, &gvisor::Gvisor, &uml::Uml];
 
 pub fn find(kind: &str) -> Option<&'static dyn Environment> {
     REGISTRY.iter().copied().find(|e| e.kind() == kind)
@@ -169,6 +186,62 @@ pub fn join_accounting_cgroup(ledger: &mut Ledger, id: &str, pid: u32) -> Option
     std::fs::create_dir_all(&dir).ok()?;
     std::fs::write(dir.join("cgroup.procs"), pid.to_string()).ok()?;
     cgroup_probe(id)
+}
+
+/// Creates cgroup `virtperf/ID` (ledger first) and makes `cmd`'s child enter it before exec, so
+/// that every process it ever forks is accounted (UML forks host helpers as it boots). Returns
+/// the probe and the cgroup's `cgroup.procs` (kept open until the spawn), or None when cgroups
+/// are not writable here.
+pub fn accounting_cgroup_on_spawn(
+    cmd: &mut Command,
+    ledger: &mut Ledger,
+    id: &str,
+) -> Option<(CpuProbe, std::fs::File, String)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (root, _) = cpu_cgroup_root()?;
+    ledger.record_once(crate::ledger::Entry::Cgroup { rel: "virtperf".into() });
+    let rel = format!("virtperf/{id}");
+    ledger.record(crate::ledger::Entry::Cgroup { rel: rel.clone() });
+    let dir = root.join(&rel);
+    std::fs::create_dir_all(&dir).ok()?;
+    let procs = std::fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs")).ok()?;
+    let fd = procs.as_raw_fd();
+    // SAFETY: write(2) of a static buffer to a descriptor the parent keeps open until the spawn;
+    // "0" moves the calling (child) process. Async-signal-safe, no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Some((cgroup_probe(id)?, procs, rel))
+}
+
+/// Kills every process in cgroup `rel` (below a cgroup mount), waits until it is empty, removes
+/// it and forgets its ledger entry.
+pub fn kill_cgroup(ledger: &mut Ledger, rel: &str) {
+    let e = crate::ledger::Entry::Cgroup { rel: rel.to_string() };
+    for _ in 0..100 {
+        let mut any = false;
+        for m in crate::ledger::cgroup_mounts() {
+            if let Ok(s) = std::fs::read_to_string(m.join(rel).join("cgroup.procs")) {
+                for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    any = true;
+                    // SAFETY: kill(2) of a process inside the cgroup this instance created.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        crate::ledger::undo(&e, ledger.state_dir());
+        if !any && !crate::ledger::cgroup_mounts().iter().any(|m| m.join(rel).exists()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ledger.forget(&e);
 }
 
 /// How to stop an instance for good.

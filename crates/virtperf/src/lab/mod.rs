@@ -135,7 +135,13 @@ pub fn availability(spec: &LabSpec) -> Result<(), String> {
 pub struct Endpoint {
     pub netns: String,
     pub addr: Ipv4Addr,
+    /// For a guest with its own kernel (UML, QEMU): a tap device in the endpoint namespace,
+    /// bridged with `eth0`; the address then belongs to the guest's NIC, not to the namespace.
+    pub tap: Option<String>,
 }
+
+/// The tap device of a guest endpoint.
+pub const TAP: &str = "tap0";
 
 impl Endpoint {
     pub fn netns_path(&self) -> PathBuf {
@@ -227,16 +233,22 @@ pub fn delete_netns(name: &str) {
 impl Lab {
     /// Builds the hub, the tester's endpoint and `n` DUT endpoints. On any error, removes what
     /// it made and says which step failed.
-    pub fn build(ledger: &mut Ledger, n: usize, spec: &LabSpec) -> Result<Lab, String> {
+    /// `taps[i]`: environment i is a guest that needs a tap instead of an address.
+    pub fn build(ledger: &mut Ledger, taps: &[bool], spec: &LabSpec) -> Result<Lab, String> {
+        let n = taps.len();
         if n > MAX_ENDPOINTS {
             return Err(format!("at most {MAX_ENDPOINTS} environments per run have a lab address"));
         }
         let prefix = format!("vp{}", std::process::id());
         let mut lab = Lab {
             spec: spec.clone(),
-            tester: Endpoint { netns: format!("{prefix}-t"), addr: TESTER_ADDR },
+            tester: Endpoint { netns: format!("{prefix}-t"), addr: TESTER_ADDR, tap: None },
             endpoints: (0..n)
-                .map(|i| Endpoint { netns: format!("{prefix}-e{i}"), addr: endpoint_addr(i) })
+                .map(|i| Endpoint {
+                    netns: format!("{prefix}-e{i}"),
+                    addr: endpoint_addr(i),
+                    tap: taps[i].then(|| TAP.to_string()),
+                })
                 .collect(),
             created: Vec::new(),
         };
@@ -278,7 +290,18 @@ impl Lab {
             )?;
             sh("ip", &["-n", &hub, "link", "set", &h, "master", "br0", "up"])?;
             sh("ip", &["-n", ns, "link", "set", "eth0", "mtu", &mtu])?;
-            sh("ip", &["-n", ns, "addr", "add", &format!("{}/24", ep.addr), "dev", "eth0"])?;
+            match &ep.tap {
+                None => sh("ip", &["-n", ns, "addr", "add", &format!("{}/24", ep.addr), "dev", "eth0"])?,
+                Some(tap) => {
+                    // eth0 and the guest's tap on a bridge of the endpoint namespace: frames
+                    // from the guest's NIC reach the hub unchanged (and shaped on eth0).
+                    sh("ip", &["-n", ns, "link", "add", "br0", "type", "bridge"])?;
+                    sh("ip", &["-n", ns, "tuntap", "add", "dev", tap, "mode", "tap"])?;
+                    sh("ip", &["-n", ns, "link", "set", tap, "mtu", &mtu, "master", "br0", "up"])?;
+                    sh("ip", &["-n", ns, "link", "set", "eth0", "master", "br0"])?;
+                    sh("ip", &["-n", ns, "link", "set", "br0", "up"])?;
+                }
+            }
             sh("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
             if self.spec.rate_bps.is_some() {
                 // One wire frame per packet: with segmentation offload a qdisc sees 64 KiB

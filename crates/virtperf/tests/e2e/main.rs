@@ -48,6 +48,7 @@ fn main() {
             silent_peer_ends_trial_at_deadline_sigterm_removes_lab,
         ),
         ("gvisor_serves_syscalls_and_joins_the_lab", gvisor_serves_syscalls_and_joins_the_lab),
+        ("uml_guest_boots_joins_the_lab_and_is_swept", uml_guest_boots_joins_the_lab_and_is_swept),
         (
             "link_emulation_caps_goodput_below_the_gbe_ceiling",
             link_emulation_caps_goodput_below_the_gbe_ceiling,
@@ -1027,6 +1028,102 @@ fn gvisor_serves_syscalls_and_joins_the_lab() -> Outcome {
         "sandbox processes left: {}",
         String::from_utf8_lossy(&runsc_left.stdout)
     );
+    assert_eq!(before, root_netns_snapshot());
+    Outcome::Pass
+}
+
+/// Host processes whose command line mentions `needle` (a test's own state directory).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let out = std::process::Command::new("pgrep").args(["-a", "-f", needle]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// User-Mode Linux: a guest kernel serves the system calls (far slower than native), its NIC is a
+/// tap on the lab, the agent answers on tty1 while the kernel console goes elsewhere, and every
+/// host process of the guest is gone after the run — and after a `kill -9` of the orchestrator.
+fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
+    if let Some(why) = need_root_and("linux.uml") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("u.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "uml",
+            "--workload",
+            "syscall:iterations=20000",
+            "--workload",
+            "tcp_rr:duration=500ms,direction=[out,in]",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["results"].as_array().unwrap();
+    let ratio = rows.iter().find(|r| r["environment"] == "uml" && r["metric"] == "syscall_time").unwrap()
+        ["overhead"]["ratio"]
+        .as_f64()
+        .unwrap();
+    assert!(ratio > 5.0, "a system call in UML costs only {ratio:.1}× native: not in the guest?");
+    let rr: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["environment"] == "uml" && r["metric"] == "tcp_rr_rate")
+        .map(|r| r["mean"].as_f64().unwrap())
+        .collect();
+    assert!(rr.len() == 2 && rr.iter().all(|&x| x > 100.0), "both directions through the tap: {rr:?}");
+    let uml_start = doc["environments"].as_array().unwrap().iter().find(|x| x["name"] == "uml").unwrap()
+        ["start_ms_mean"]
+        .as_f64()
+        .unwrap();
+    assert!(uml_start > 100.0, "a kernel booted in {uml_start} ms?");
+    assert_no_leftovers(&state);
+    assert!(processes_mentioning(state.to_str().unwrap()).is_empty());
+    assert_eq!(before, root_netns_snapshot());
+
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "uml",
+            "--workload",
+            "tcp_rr:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
+    std::thread::sleep(std::time::Duration::from_millis(4000));
+    assert!(!processes_mentioning(state.to_str().unwrap()).is_empty(), "the guest is running");
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    let left = wait_for(|| processes_mentioning(state.to_str().unwrap()).is_empty().then_some(()), 5.0);
+    assert!(left.is_some(), "guest processes left: {:?}", processes_mentioning(state.to_str().unwrap()));
     assert_eq!(before, root_netns_snapshot());
     Outcome::Pass
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Start to agent ready, against the bare runtime doing nothing, side by side in one run
+# (issue: gVisor and UML environments). Alternating rounds; medians.
+#
+#  gvisor: virtperf's launch (bundle, runsc run, agent hello over the pipe) vs `runsc --network=none
+#          do /bin/true` (runsc's own minimal path, to exit).                       target <= 1.5x
+#  uml:    virtperf's launch (init script, linux.uml boot, agent hello on tty1) vs linux.uml
+#          booting the same way to a trivial init that writes one line on tty1.      target <= 1.3x
+#
+# virtperf's figure is the instance's stored start time (launch → hello, host clock).
+# Usage (root): bench/start.sh     ROUNDS=5 by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release/virtperf}
+ROUNDS=${ROUNDS:-5}
+[ "$(id -u)" = 0 ] || { echo "bench/start.sh: needs root"; exit 3; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cat > "$tmp/init.sh" <<'EOF'
+#!/bin/sh
+mount -t proc proc /proc
+echo ready > /dev/tty1
+exec sleep 1000
+EOF
+chmod +x "$tmp/init.sh"
+
+python3 - "$BIN" "$ROUNDS" "$tmp" <<'PY'
+import json, os, statistics, subprocess, sys, time
+binary, rounds, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def vp_start(env):
+    db = os.path.join(tmp, "s.db")
+    out = subprocess.run([binary, "run", "--env", env, "--workload", "noop", "--reps", "1", "--warmup", "0",
+                          "--json", "--db", db], capture_output=True, text=True, check=True)
+    e = [x for x in json.loads(out.stdout)["environments"] if x["kind"] == env][0]
+    return e["start_ms_mean"]
+
+def bare_runsc():
+    t0 = time.monotonic()
+    subprocess.run(["runsc", "--network=none", "do", "/bin/true"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.monotonic() - t0) * 1e3
+
+def bare_uml():
+    args = ["linux.uml", "mem=256M", "root=/dev/root", "rootfstype=hostfs", "hostfs=/", "ro",
+            "init=" + os.path.join(tmp, "init.sh"), "con=null", "con0=null,fd:2", "con1=fd:0,fd:1", "quiet"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env=dict(os.environ, TMPDIR=tmp), start_new_session=True)
+    line = p.stdout.readline()
+    ms = (time.monotonic() - t0) * 1e3
+    os.killpg(p.pid, 9)
+    p.wait()
+    assert b"ready" in line, line
+    return ms
+
+res = {"gvisor": ([], []), "uml": ([], [])}
+for r in range(rounds):
+    res["gvisor"][1].append(bare_runsc()); res["gvisor"][0].append(vp_start("gvisor"))
+    res["uml"][1].append(bare_uml()); res["uml"][0].append(vp_start("uml"))
+    print(f"round {r+1}: gvisor virtperf {res['gvisor'][0][-1]:.0f} ms / runsc do true {res['gvisor'][1][-1]:.0f} ms;"
+          f" uml virtperf {res['uml'][0][-1]:.0f} ms / bare boot {res['uml'][1][-1]:.0f} ms", flush=True)
+for env, target in (("gvisor", 1.5), ("uml", 1.3)):
+    v, b = statistics.median(res[env][0]), statistics.median(res[env][1])
+    print(f"{env}: start to agent ready, median {v:.0f} ms vs bare {b:.0f} ms: ratio {v/b:.2f} (target <= {target})")
+PY
