@@ -54,6 +54,7 @@ fn main() {
             link_emulation_caps_goodput_below_the_gbe_ceiling,
         ),
     ];
+    util::take_baseline();
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut failures = Vec::new();

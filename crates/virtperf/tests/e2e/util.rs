@@ -164,8 +164,46 @@ fn virtperf_cgroups() -> Vec<PathBuf> {
     out
 }
 
+/// Host-wide things (cgroups, namespaces, agents) that existed before the tests began: another
+/// virtperf run on the same host, or leftovers of one killed earlier, are not this suite's to judge.
+static BASELINE: std::sync::OnceLock<std::collections::HashSet<String>> = std::sync::OnceLock::new();
+
+/// Records what already exists; call once before the first test.
+pub fn take_baseline() {
+    let now: std::collections::HashSet<String> = host_things_unfiltered().into_iter().collect();
+    if !now.is_empty() {
+        eprintln!("note: {} virtperf things already on this host are not counted as leftovers", now.len());
+    }
+    let _ = BASELINE.set(now);
+}
+
+/// The pid in a `vpPID-...` name.
+fn owner_pid(s: &str) -> Option<u32> {
+    let last = s.rsplit(['/', ' ']).next()?;
+    let rest = last.strip_prefix("vp")?;
+    let end = rest.find(|c: char| !c.is_ascii_digit())?;
+    rest[..end].parse().ok().filter(|_| rest[end..].starts_with('-'))
+}
+
+/// Named after a live process: another virtperf run going on at the same time. Every run a test
+/// starts has ended (or been killed) by the time leftovers are counted.
+fn owned_by_live_other(s: &str) -> bool {
+    owner_pid(s).is_some_and(|p| Path::new(&format!("/proc/{p}")).exists())
+}
+
+fn ours(s: &str) -> bool {
+    !BASELINE.get().is_some_and(|b| b.contains(s)) && !owned_by_live_other(s)
+}
+
+fn host_things_unfiltered() -> Vec<String> {
+    let mut out = live_agents();
+    out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
+    out.extend(all_lab_namespaces().into_iter().map(|n| format!("netns {n}")));
+    out
+}
+
 /// Everything a run could leave behind: ledger files and scratch in the state directory, agents,
-/// container cgroups.
+/// container cgroups, lab namespaces.
 pub fn leftover_things(state: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(state)
         .into_iter()
@@ -173,20 +211,25 @@ pub fn leftover_things(state: &Path) -> Vec<String> {
         .flatten()
         .map(|e| format!("state entry {}", e.path().display()))
         .collect();
-    out.extend(live_agents());
-    out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
-    out.extend(lab_namespaces().into_iter().map(|n| format!("netns {n}")));
+    out.extend(host_things_unfiltered().into_iter().filter(|s| ours(s)));
     out
 }
 
-/// Network namespaces of virtperf labs (`vpPID-...`).
-pub fn lab_namespaces() -> Vec<String> {
+fn all_lab_namespaces() -> Vec<String> {
     std::fs::read_dir("/run/netns")
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())))
+        .collect()
+}
+
+/// Network namespaces of virtperf labs (`vpPID-...`) that were not on the host before the tests.
+pub fn lab_namespaces() -> Vec<String> {
+    all_lab_namespaces()
+        .into_iter()
+        .filter(|n| !BASELINE.get().is_some_and(|b| b.contains(&format!("netns {n}"))))
         .collect()
 }
 
