@@ -167,7 +167,7 @@ impl Experiment {
 }
 
 /// Environment kinds that can put their agent into a lab namespace.
-pub const NETWORKED_KINDS: &[&str] = &["native", "container", "gvisor", "uml"];
+pub const NETWORKED_KINDS: &[&str] = &["native", "container", "gvisor", "uml", "qemu"];
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_REPS: i64 = 10_000_000;

@@ -7,6 +7,7 @@ mod agent;
 mod doctor;
 mod env;
 mod experiment;
+mod image;
 mod lab;
 mod ledger;
 mod plan;
@@ -70,11 +71,39 @@ enum Cmd {
         after_help = "Examples:\n  virtperf doctor          # launches each usable environment once and pings its agent\n  virtperf doctor --quick  # static checks only"
     )]
     Doctor(DoctorArgs),
+    /// Build (or find in the cache) the guest image of the qemu environment
+    #[command(subcommand)]
+    Image(ImageCmd),
     /// Serve the agent protocol on stdin/stdout (started by virtperf inside each environment)
     #[command(
         after_help = "The protocol is documented in docs/protocol.md. Example:\n  echo '{\"v\":1,\"tag\":1,\"type\":\"ping\"}' | virtperf agent\n  virtperf agent --tty /dev/tty1   # inside a UML or QEMU guest: a console kept free of kernel messages"
     )]
     Agent(AgentArgs),
+}
+
+#[derive(Subcommand)]
+enum ImageCmd {
+    /// Kernel from Debian's package (apt-get download, not installed), initramfs with busybox,
+    /// this virtperf as the agent, the device models' kernel modules; cached by content hash
+    #[command(
+        after_help = "Examples:\n  virtperf image build\n  virtperf image build --extra iperf3 --json\n  virtperf image build --kernel-package linux-image-6.1.0-56-amd64\n  virtperf image build --kernel /boot/vmlinuz-custom   # modules built in\n\nThe cache is $VIRTPERF_CACHE, else $XDG_CACHE_HOME/virtperf, else ~/.cache/virtperf."
+    )]
+    Build(ImageBuildArgs),
+}
+
+#[derive(Args)]
+struct ImageBuildArgs {
+    /// Debian kernel package [default: what linux-image-amd64 depends on]
+    #[arg(long, conflicts_with = "kernel")]
+    kernel_package: Option<String>,
+    /// Your own kernel (bzImage or ELF) instead of Debian's; its drivers must be built in
+    #[arg(long)]
+    kernel: Option<PathBuf>,
+    /// Also copy this host program (with its libraries) into the guest (repeatable)
+    #[arg(long, value_name = "PROGRAM")]
+    extra: Vec<String>,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -278,7 +307,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
             exp.seed,
             exp.timeout_ms
         );
-        if let Err(why) = run::preflight(&exp) {
+        if let Err(why) = run::preflight(&exp, false) {
             println!("cannot run here:\n{why}");
             return Ok(ExitStatus::Unavailable);
         }
@@ -359,6 +388,42 @@ fn cmd_doctor(a: DoctorArgs) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
+fn cmd_image_build(a: ImageBuildArgs) -> anyhow::Result<ExitStatus> {
+    let spec = image::ImageSpec {
+        kernel: match a.kernel {
+            Some(k) => image::KernelSource::File(k),
+            None => image::KernelSource::Debian(a.kernel_package),
+        },
+        extra: a.extra,
+    };
+    let exe = std::env::current_exe()?;
+    let cache = image::cache_dir();
+    let img = match image::ensure(&spec, &exe, &cache) {
+        Ok(i) => i,
+        Err(image::ImageError::Missing(m)) => {
+            eprintln!("error: {m}");
+            return Ok(ExitStatus::Unavailable);
+        }
+        Err(e) => anyhow::bail!("cannot build the guest image: {e}"),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&img)?);
+    } else {
+        println!(
+            "image {} ({} in {:.2} s)\n  kernel    {} (release {})\n  vmlinux   {}\n  initramfs {}\n  modules   {}",
+            img.hash,
+            if img.built { "built" } else { "up to date" },
+            img.seconds,
+            img.kernel_source,
+            img.kernel_release,
+            img.vmlinux.display(),
+            img.initramfs.display(),
+            img.modules.join(" ")
+        );
+    }
+    Ok(ExitStatus::Success)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
@@ -366,6 +431,7 @@ fn main() -> ExitCode {
         Cmd::Report(a) => cmd_report(a),
         Cmd::Export(a) => cmd_export(a),
         Cmd::Doctor(a) => cmd_doctor(a),
+        Cmd::Image(ImageCmd::Build(a)) => cmd_image_build(a),
         Cmd::Agent(a) => {
             return match agent::main(a.tty.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,

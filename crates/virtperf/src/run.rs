@@ -90,8 +90,9 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
     })
 }
 
-/// Refuses to start when an environment cannot run here; returns what to do.
-pub fn preflight(exp: &Experiment) -> Result<(), String> {
+/// Refuses to start when an environment cannot run here; returns what to do. With `prepare`,
+/// also does each environment's one-time work (guest images), which a dry run skips.
+pub fn preflight(exp: &Experiment, prepare: bool) -> Result<(), String> {
     let mut problems = Vec::new();
     for e in &exp.envs {
         let Some(kind) = env::find(&e.kind) else { continue };
@@ -104,6 +105,8 @@ pub fn preflight(exp: &Experiment) -> Result<(), String> {
                 a.detail,
                 a.fix.unwrap_or_default()
             ));
+        } else if let Err(why) = if prepare { kind.prepare(&e.params) } else { Ok(()) } {
+            problems.push(format!("environment `{}` ({}): {why}", e.name, e.kind));
         }
     }
     if exp.has_network() {
@@ -122,7 +125,7 @@ pub fn preflight(exp: &Experiment) -> Result<(), String> {
 }
 
 pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
-    if let Err(why) = preflight(&exp) {
+    if let Err(why) = preflight(&exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
     }
@@ -169,7 +172,7 @@ pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
     }
     let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)?;
     let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)?;
-    if let Err(why) = preflight(&exp) {
+    if let Err(why) = preflight(&exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
     }

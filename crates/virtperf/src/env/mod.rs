@@ -9,6 +9,7 @@ pub mod conn;
 pub mod container;
 pub mod gvisor;
 pub mod native;
+pub mod qemu;
 pub mod uml;
 
 use std::collections::BTreeMap;
@@ -99,6 +100,11 @@ pub trait Environment: Sync {
     fn wants_tap(&self) -> bool {
         false
     }
+    /// Work done once before a run creates anything (e.g. building a guest image); an error
+    /// stops the run before it starts, like an unavailable kind.
+    fn prepare(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
+        Ok(())
+    }
     /// Version of the runtime underneath (for the manifest).
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         None
@@ -108,7 +114,7 @@ pub trait Environment: Sync {
 
 /// Every environment kind this build knows.
 pub static REGISTRY: &[&dyn Environment] =
-    &[&native::Native, &container::Container, &gvisor::Gvisor, &uml::Uml];
+    &[&native::Native, &container::Container, &gvisor::Gvisor, &uml::Uml, &qemu::Qemu];
 
 pub fn find(kind: &str) -> Option<&'static dyn Environment> {
     REGISTRY.iter().copied().find(|e| e.kind() == kind)

@@ -1,0 +1,763 @@
+//! `qemu`: a QEMU virtual machine booting virtperf's guest image (see `crate::image`): a Debian
+//! kernel as an ELF (PVH boot, no firmware) and an initramfs whose init starts the very same
+//! virtperf binary as the agent.
+//!
+//! - Accelerator: `kvm` when it can run a stock guest, else `tcg` (binary translation), with the
+//!   reason recorded. On PVM hosts (`kvm_pvm`), /dev/kvm exists but stock kernels hang: TCG.
+//! - Control channel: a virtio console (`/dev/hvc0`) on QEMU's stdin/stdout. The kernel console
+//!   is the first serial port, on QEMU's stderr: kernel messages can never reach the agent's line.
+//! - NIC: `virtio` (virtio-net), `e1000` or `rtl8139` on a tap bridged in the lab's endpoint
+//!   namespace, so tester ↔ guest traffic crosses the emulated or paravirtual device.
+//! - Disk (optional): a sparse raw scratch image as virtio-blk or IDE, with the cache mode given.
+//! - Host CPU: QEMU and all its threads run in the instance's cgroup.
+//!
+//! docs/environments/qemu.md says what was exercised on which host.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::Value;
+use virtperf_workload::{ParamKind, ParamSpec};
+
+use super::{
+    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, GuestNet, Instance, LaunchCtx,
+    LaunchError, Teardown,
+};
+use crate::image::{self, Image, ImageSpec, KernelSource};
+use crate::ledger::Ledger;
+
+pub struct Qemu;
+
+pub const BINARY: &str = "qemu-system-x86_64";
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "accel",
+        kind: ParamKind::Choice(&["auto", "kvm", "tcg"]),
+        default: Some("auto"),
+        help: "auto: KVM when it can run a stock guest (VT-x/AMD-V, not PVM), else TCG; the choice and why are recorded",
+    },
+    ParamSpec {
+        name: "machine",
+        kind: ParamKind::Choice(&["q35", "pc", "microvm"]),
+        default: Some("q35"),
+        help: "QEMU machine type; microvm has no PCI, so only virtio devices (virtio-mmio)",
+    },
+    ParamSpec { name: "vcpus", kind: ParamKind::Int { min: 1, max: 64 }, default: Some("1"), help: "virtual CPUs" },
+    ParamSpec {
+        name: "memory",
+        kind: ParamKind::Size { min: 128 << 20, max: 1 << 40 },
+        default: Some("512MiB"),
+        help: "guest memory",
+    },
+    ParamSpec {
+        name: "nic",
+        kind: ParamKind::Choice(&["virtio", "e1000", "rtl8139"]),
+        default: Some("virtio"),
+        help: "NIC model on the lab tap: virtio (paravirtual virtio-net), e1000 or rtl8139 (emulated)",
+    },
+    ParamSpec {
+        name: "disk",
+        kind: ParamKind::Choice(&["none", "virtio-blk", "ide"]),
+        default: Some("none"),
+        help: "a scratch disk (sparse raw file) as virtio-blk or IDE (/dev/vda or /dev/sda in the guest)",
+    },
+    ParamSpec {
+        name: "cache",
+        kind: ParamKind::Choice(&["writeback", "none", "writethrough", "directsync", "unsafe"]),
+        default: Some("writeback"),
+        help: "host cache mode of the disk (none and directsync need O_DIRECT: not on tmpfs)",
+    },
+    ParamSpec {
+        name: "disk_size",
+        kind: ParamKind::Size { min: 1 << 20, max: 1 << 42 },
+        default: Some("256MiB"),
+        help: "size of the scratch disk",
+    },
+    ParamSpec {
+        name: "pin",
+        kind: ParamKind::Text,
+        default: None,
+        help: "host CPUs for the vCPU threads, e.g. 1 or 0,1 (vCPU i on the i-th, round robin)",
+    },
+    ParamSpec {
+        name: "qemu_args",
+        kind: ParamKind::Text,
+        default: None,
+        help: "extra QEMU arguments, shell-quoted, appended last (escape hatch)",
+    },
+    ParamSpec {
+        name: "kernel",
+        kind: ParamKind::Text,
+        default: None,
+        help: "your own kernel (bzImage or ELF) instead of Debian's; drivers built in",
+    },
+    ParamSpec {
+        name: "initrd",
+        kind: ParamKind::Text,
+        default: None,
+        help: "your own initramfs (needs kernel=); its init must run `virtperf agent --tty /dev/hvc0`",
+    },
+    ParamSpec {
+        name: "kernel_package",
+        kind: ParamKind::Text,
+        default: None,
+        help: "Debian kernel package [default: what linux-image-amd64 depends on]",
+    },
+    ParamSpec {
+        name: "extra",
+        kind: ParamKind::Text,
+        default: None,
+        help: "host programs to copy into the guest with their libraries, e.g. iperf3+fio",
+    },
+];
+
+/// The accelerator QEMU runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+impl Accel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// What the host offers for KVM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvmFacts {
+    /// `/dev/kvm` opened read-write, or why not.
+    pub dev: Result<(), String>,
+    /// The `kvm_pvm` module: PVM, which runs only PVM-enabled guest kernels.
+    pub pvm: bool,
+    /// `vmx` or `svm` among the CPU flags.
+    pub hw: bool,
+}
+
+impl KvmFacts {
+    pub fn probe() -> KvmFacts {
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .map(|_| ())
+            .map_err(|e| format!("/dev/kvm: {e}"));
+        let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let hw = flags
+            .lines()
+            .filter(|l| l.starts_with("flags"))
+            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+        KvmFacts { dev, pvm: Path::new("/sys/module/kvm_pvm").exists(), hw }
+    }
+}
+
+/// Picks the accelerator for `requested` (auto|kvm|tcg). `own_kernel`: the user gave a kernel,
+/// which may be PVM-enabled. Ok: the choice and why; Err: why `kvm` cannot be had, and the fix.
+pub fn decide_accel(
+    requested: &str,
+    f: &KvmFacts,
+    own_kernel: bool,
+) -> Result<(Accel, String), (String, String)> {
+    let kvm_ok = f.dev.is_ok() && f.hw && !f.pvm;
+    match requested {
+        "tcg" => Ok((Accel::Tcg, "TCG as requested".into())),
+        "kvm" if kvm_ok => Ok((Accel::Kvm, "KVM as requested".into())),
+        "kvm" if f.pvm && f.dev.is_ok() && own_kernel => {
+            Ok((Accel::Kvm, "KVM on PVM as requested, with your kernel (it must be PVM-enabled)".into()))
+        }
+        "kvm" if f.pvm => Err((
+            "/dev/kvm here is PVM (module kvm_pvm): only PVM-enabled guest kernels run; Debian's stock kernel hangs in early boot"
+                .into(),
+            "use accel=tcg (or auto), or give kernel=PATH of a PVM-enabled kernel".into(),
+        )),
+        "kvm" => Err((
+            match &f.dev {
+                Err(e) => format!("KVM is not usable: {e}"),
+                Ok(()) => "KVM is not usable: the CPU shows no vmx/svm flag".into(),
+            },
+            "use accel=tcg, or load kvm_intel/kvm_amd on a host with hardware virtualization".into(),
+        )),
+        _ => Ok(if kvm_ok {
+            (Accel::Kvm, "KVM: /dev/kvm with hardware virtualization".into())
+        } else if f.pvm {
+            (Accel::Tcg, "TCG: /dev/kvm is PVM (kvm_pvm), which cannot run a stock guest kernel".into())
+        } else if let Err(e) = &f.dev {
+            (Accel::Tcg, format!("TCG: no usable KVM ({e})"))
+        } else {
+            (Accel::Tcg, "TCG: the CPU shows no vmx/svm flag".into())
+        }),
+    }
+}
+
+/// A disk of the guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disk {
+    pub model: String,
+    pub cache: String,
+    pub path: PathBuf,
+}
+
+/// Everything the QEMU command line depends on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub name: String,
+    pub accel: Accel,
+    pub machine: String,
+    pub vcpus: u32,
+    pub memory_mib: u64,
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    pub append: String,
+    /// NIC model and the tap it is attached to, with its MAC.
+    pub nic: Option<(String, String, String)>,
+    pub disk: Option<Disk>,
+    pub sandbox: bool,
+    pub extra: Vec<String>,
+}
+
+fn is_mmio(machine: &str) -> bool {
+    machine == "microvm"
+}
+
+/// Kernel modules (driver names) the configuration's devices need, transport first.
+pub fn drivers(machine: &str, nic: Option<&str>, disk: Option<&str>) -> Vec<&'static str> {
+    let mut d = vec![if is_mmio(machine) { "virtio_mmio" } else { "virtio_pci" }, "virtio_console"];
+    match nic {
+        Some("virtio") => d.push("virtio_net"),
+        Some("e1000") => d.push("e1000"),
+        Some("rtl8139") => d.push("8139too"),
+        _ => {}
+    }
+    match disk {
+        Some("virtio-blk") => d.push("virtio_blk"),
+        Some("ide") => d.extend([if machine == "pc" { "ata_piix" } else { "ahci" }, "sd_mod"]),
+        _ => {}
+    }
+    d
+}
+
+/// The QEMU command line (without the program name).
+pub fn command_line(c: &Config) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
+    let mmio = is_mmio(&c.machine);
+    let virtio = |dev: &str| format!("{dev}-{}", if mmio { "device" } else { "pci" });
+    push(&["-name", &format!("{},debug-threads=on", c.name)]);
+    push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
+    if c.sandbox {
+        push(&["-sandbox", "on"]);
+    }
+    push(&["-machine", &c.machine]);
+    push(&["-accel", c.accel.as_str()]);
+    if c.accel == Accel::Kvm {
+        push(&["-cpu", "host"]);
+    }
+    push(&["-smp", &c.vcpus.to_string(), "-m", &format!("{}M", c.memory_mib)]);
+    push(&["-kernel", &c.kernel.to_string_lossy(), "-initrd", &c.initrd.to_string_lossy()]);
+    push(&["-append", &c.append]);
+    // Kernel console: the first serial port, written to QEMU's stderr.
+    push(&["-chardev", "file,id=con,path=/dev/stderr", "-serial", "chardev:con"]);
+    // The agent's line: a virtio console on QEMU's stdin/stdout.
+    push(&["-chardev", "stdio,id=ctl,signal=off"]);
+    push(&[
+        "-device",
+        &format!("{},id=vser", virtio("virtio-serial")),
+        "-device",
+        "virtconsole,chardev=ctl,bus=vser.0",
+    ]);
+    if let Some((model, tap, mac)) = &c.nic {
+        push(&["-netdev", &format!("tap,id=n0,ifname={tap},script=no,downscript=no")]);
+        let dev = match model.as_str() {
+            "virtio" => virtio("virtio-net"),
+            other => other.to_string(),
+        };
+        push(&["-device", &format!("{dev},netdev=n0,mac={mac}")]);
+    }
+    if let Some(d) = &c.disk {
+        push(&["-drive", &format!("if=none,id=d0,file={},format=raw,cache={}", d.path.display(), d.cache)]);
+        let dev = if d.model == "ide" { "ide-hd".to_string() } else { virtio("virtio-blk") };
+        push(&["-device", &format!("{dev},drive=d0")]);
+    }
+    a.extend(c.extra.iter().cloned());
+    a
+}
+
+/// The guest kernel's command line: console, modules to load, the NIC's address.
+pub fn kernel_append(mods: &[String], net: Option<&GuestNet>) -> String {
+    let mut s = String::from("console=ttyS0 quiet panic=-1 vp.ctl=/dev/hvc0");
+    if !mods.is_empty() {
+        let _ = write!(s, " vp.mods={}", mods.join(","));
+    }
+    if let Some(n) = net {
+        let _ = write!(s, " vp.addr={}/24 vp.mtu={}", n.addr, n.mtu);
+    }
+    s
+}
+
+/// A locally administered MAC derived from the guest's address (unique within a lab).
+pub fn mac_for(addr: std::net::Ipv4Addr) -> String {
+    let o = addr.octets();
+    format!("52:54:00:{:02x}:{:02x}:{:02x}", o[1], o[2], o[3])
+}
+
+fn text<'a>(params: &'a BTreeMap<String, Value>, k: &str) -> Option<&'a str> {
+    params.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn image_spec(params: &BTreeMap<String, Value>) -> ImageSpec {
+    ImageSpec {
+        kernel: match text(params, "kernel") {
+            Some(k) => KernelSource::File(PathBuf::from(k)),
+            None => KernelSource::Debian(text(params, "kernel_package").map(String::from)),
+        },
+        extra: text(params, "extra")
+            .map(|e| e.split(['+', ' ', ',']).filter(|s| !s.is_empty()).map(String::from).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// Images built by this process, by spec (building means hashing the agent: once per run).
+static IMAGES: Mutex<Vec<(ImageSpec, Image)>> = Mutex::new(Vec::new());
+
+fn image_for(params: &BTreeMap<String, Value>) -> Result<Image, image::ImageError> {
+    let spec = image_spec(params);
+    if let Ok(cache) = IMAGES.lock() {
+        if let Some((_, i)) = cache.iter().find(|(s, _)| *s == spec) {
+            return Ok(i.clone());
+        }
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| image::ImageError::Io(PathBuf::from("/proc/self/exe"), e))?;
+    let img = image::ensure(&spec, &exe, &image::cache_dir())?;
+    if let Ok(mut cache) = IMAGES.lock() {
+        cache.push((spec, img.clone()));
+    }
+    Ok(img)
+}
+
+fn sandbox_supported() -> bool {
+    static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *S.get_or_init(|| {
+        Command::new(BINARY)
+            .args(["-sandbox", "help"])
+            .output()
+            .map(|o| o.status.success() || String::from_utf8_lossy(&o.stdout).contains("on"))
+            .unwrap_or(false)
+            && Command::new(BINARY)
+                .arg("-help")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
+                .unwrap_or(false)
+    })
+}
+
+/// Pins each vCPU thread (`CPU n/TCG`, `CPU n/KVM`, named with debug-threads) of QEMU `pid`
+/// to `cpus[n % len]`; returns how many were pinned.
+pub fn pin_vcpus(pid: u32, cpus: &[usize]) -> Result<usize, String> {
+    let mut pinned = 0;
+    for t in
+        std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| format!("QEMU's threads: {e}"))?.flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Some(n) = vcpu_index(&comm) else { continue };
+        let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cpu = cpus[n % cpus.len()];
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it (cpu was
+        // checked against the host's CPUs); sched_setaffinity reads it for a thread of our child.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if rc != 0 {
+            return Err(format!("pinning vCPU {n} to CPU {cpu}: {}", std::io::Error::last_os_error()));
+        }
+        pinned += 1;
+    }
+    Ok(pinned)
+}
+
+/// `CPU 3/TCG` → 3.
+pub fn vcpu_index(comm: &str) -> Option<usize> {
+    comm.trim().strip_prefix("CPU ")?.split('/').next()?.parse().ok()
+}
+
+struct QemuTeardown {
+    cgroup: Option<String>,
+    dir: PathBuf,
+}
+
+impl Teardown for QemuTeardown {
+    fn teardown(&mut self, ledger: &mut Ledger) {
+        if let Some(rel) = self.cgroup.take() {
+            super::kill_cgroup(ledger, &rel);
+        }
+        ledger.remove_dir(&self.dir);
+    }
+}
+
+impl Environment for Qemu {
+    fn kind(&self) -> &'static str {
+        "qemu"
+    }
+    fn summary(&self) -> &'static str {
+        "QEMU virtual machine (KVM or TCG) booting a Debian kernel and virtperf's initramfs; virtio, e1000 or rtl8139 NIC"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn wants_tap(&self) -> bool {
+        true
+    }
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+        let machine = text(params, "machine").unwrap_or("q35");
+        let nic = text(params, "nic").unwrap_or("virtio");
+        let disk = text(params, "disk").unwrap_or("none");
+        if is_mmio(machine) && nic != "virtio" {
+            return Err((
+                "nic".into(),
+                format!("machine=microvm has no PCI bus, so no {nic}: use nic=virtio, or machine=q35"),
+            ));
+        }
+        if is_mmio(machine) && disk == "ide" {
+            return Err((
+                "disk".into(),
+                "machine=microvm has no IDE controller: use disk=virtio-blk, or machine=q35".into(),
+            ));
+        }
+        if text(params, "initrd").is_some() && text(params, "kernel").is_none() {
+            return Err((
+                "initrd".into(),
+                "initrd= needs kernel= too (your kernel and your initramfs)".into(),
+            ));
+        }
+        if text(params, "kernel").is_some() && text(params, "kernel_package").is_some() {
+            return Err(("kernel_package".into(), "give kernel= or kernel_package=, not both".into()));
+        }
+        for k in ["kernel", "initrd"] {
+            if let Some(p) = text(params, k) {
+                if !Path::new(p).is_file() {
+                    return Err((k.into(), format!("{p} does not exist or is not a file")));
+                }
+            }
+        }
+        if let Some(p) = text(params, "pin") {
+            super::check_cpuset(p).map_err(|e| ("pin".to_string(), e))?;
+        }
+        if let Some(q) = text(params, "qemu_args") {
+            if shlex::split(q).is_none() {
+                return Err(("qemu_args".into(), format!("`{q}` has an unbalanced quote")));
+            }
+        }
+        Ok(())
+    }
+    fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
+        if super::which(BINARY).is_none() {
+            return Availability::no(
+                format!("{BINARY} is not installed"),
+                "apt-get install -y qemu-system-x86   (or: make deps)",
+            );
+        }
+        if text(params, "initrd").is_none() {
+            if let Err(e) = image::find_busybox() {
+                return Availability::no(
+                    format!("the guest image needs a static busybox: {e}"),
+                    "apt-get install -y busybox-static   (or: make deps)",
+                );
+            }
+            if text(params, "kernel").is_none() && super::which("apt-get").is_none() {
+                return Availability::no(
+                    "the guest kernel comes from Debian's linux-image package, and apt-get is not here",
+                    "give kernel=PATH (and initrd=PATH)",
+                );
+            }
+        }
+        let requested = text(params, "accel").unwrap_or("auto");
+        match decide_accel(requested, &KvmFacts::probe(), text(params, "kernel").is_some()) {
+            Ok((_, why)) => {
+                Availability::yes(format!("{} found; {why}", runtime_version().unwrap_or_default()))
+            }
+            Err((why, fix)) => Availability::no(why, fix),
+        }
+    }
+    fn prepare(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
+        if text(params, "initrd").is_some() {
+            return Ok(());
+        }
+        image_for(params).map(|_| ()).map_err(|e| format!("the guest image: {e}"))
+    }
+    fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
+        let mut v = runtime_version()?;
+        if let Ok((accel, why)) = decide_accel(
+            text(params, "accel").unwrap_or("auto"),
+            &KvmFacts::probe(),
+            text(params, "kernel").is_some(),
+        ) {
+            let _ = write!(v, "; accel {} ({why})", accel.as_str());
+        }
+        if text(params, "initrd").is_none() {
+            if let Ok(img) = image_for(params) {
+                let _ = write!(
+                    v,
+                    "; kernel {} (release {}); image {}",
+                    img.kernel_source, img.kernel_release, img.hash
+                );
+            }
+        }
+        Some(v)
+    }
+    fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
+        let a = self.availability(params);
+        if !a.usable {
+            return Err(LaunchError::Unavailable(format!(
+                "{}; fix: {}",
+                a.detail,
+                a.fix.unwrap_or_default()
+            )));
+        }
+        let own_kernel = text(params, "kernel").is_some();
+        let (accel, _) =
+            decide_accel(text(params, "accel").unwrap_or("auto"), &KvmFacts::probe(), own_kernel)
+                .map_err(|(w, f)| LaunchError::Unavailable(format!("{w}; fix: {f}")))?;
+        let machine = text(params, "machine").unwrap_or("q35").to_string();
+        let nic_model = text(params, "nic").unwrap_or("virtio").to_string();
+        let disk_model = text(params, "disk").unwrap_or("none").to_string();
+        let (kernel, initrd, mods) = match text(params, "initrd") {
+            Some(i) => {
+                (PathBuf::from(text(params, "kernel").unwrap_or_default()), PathBuf::from(i), Vec::new())
+            }
+            None => {
+                let img =
+                    image_for(params).map_err(|e| LaunchError::Prepare(format!("the guest image: {e}")))?;
+                let wanted = drivers(
+                    &machine,
+                    ctx.guest_net.as_ref().map(|_| nic_model.as_str()),
+                    (disk_model != "none").then_some(disk_model.as_str()),
+                );
+                let mods = img.load_order(&wanted).map_err(|e| LaunchError::Prepare(e.to_string()))?;
+                (img.vmlinux.clone(), img.initramfs.clone(), mods)
+            }
+        };
+        let dir = ctx.run_dir.join(format!("qemu-{}", ctx.instance_id));
+        ctx.ledger.create_dir(&dir).map_err(|e| LaunchError::Prepare(format!("{}: {e}", dir.display())))?;
+        let mut teardown = QemuTeardown { cgroup: None, dir: dir.clone() };
+        let disk = if disk_model == "none" {
+            None
+        } else {
+            let path = dir.join("scratch.img");
+            let size = params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20);
+            if let Err(e) = std::fs::File::create(&path).and_then(|f| f.set_len(size)) {
+                teardown.teardown(ctx.ledger);
+                return Err(LaunchError::Prepare(format!("{}: {e}", path.display())));
+            }
+            Some(Disk {
+                model: disk_model.clone(),
+                cache: text(params, "cache").unwrap_or("writeback").to_string(),
+                path,
+            })
+        };
+        let cfg = Config {
+            name: ctx.instance_id.clone(),
+            accel,
+            machine,
+            vcpus: params.get("vcpus").and_then(Value::as_u64).unwrap_or(1) as u32,
+            memory_mib: params.get("memory").and_then(Value::as_u64).unwrap_or(512 << 20) >> 20,
+            kernel,
+            initrd,
+            append: kernel_append(&mods, ctx.guest_net.as_ref()),
+            nic: ctx.guest_net.as_ref().map(|n| (nic_model.clone(), n.tap.clone(), mac_for(n.addr))),
+            disk,
+            sandbox: sandbox_supported(),
+            extra: text(params, "qemu_args").and_then(shlex::split).unwrap_or_default(),
+        };
+        let mut cmd = Command::new(BINARY);
+        cmd.args(command_line(&cfg)).current_dir(&dir);
+        let netns = match super::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
+            Ok(f) => f,
+            Err(e) => {
+                teardown.teardown(ctx.ledger);
+                return Err(e);
+            }
+        };
+        let cg = super::accounting_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id);
+        let probe = cg.as_ref().map(|c| c.0.clone());
+        teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
+        let started = Instant::now();
+        let spawned = spawn_piped(&mut cmd, "qemu", ctx.ledger, true);
+        drop(netns);
+        drop(cg);
+        let (child, stdin, stdout, tail) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                teardown.teardown(ctx.ledger);
+                return Err(e);
+            }
+        };
+        let qemu_pid = child.id();
+        let mut inst = Instance {
+            cpu: Some(probe.unwrap_or(CpuProbe::Proc(qemu_pid))),
+            agent_pid: 0,
+            child: Some(child),
+            start_time: Default::default(),
+            rtt: Default::default(),
+            teardown: Box::new(teardown),
+            conn: Conn::new(stdout, Box::new(stdin), tail),
+        };
+        match await_hello(&mut inst.conn, ctx, started) {
+            Ok((pid, t)) => {
+                inst.agent_pid = pid;
+                inst.start_time = t;
+            }
+            Err(e) => {
+                inst.kill(ctx.ledger);
+                return Err(e);
+            }
+        }
+        if let Some(p) = text(params, "pin") {
+            let cpus = super::check_cpuset(p).map_err(LaunchError::Prepare)?;
+            if let Err(e) = pin_vcpus(qemu_pid, &cpus) {
+                inst.kill(ctx.ledger);
+                return Err(LaunchError::Prepare(e));
+            }
+        }
+        Ok(inst)
+    }
+}
+
+fn runtime_version() -> Option<String> {
+    super::version_of(BINARY).map(|v| v.replace(" emulator", ""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(dev: bool, pvm: bool, hw: bool) -> KvmFacts {
+        KvmFacts { dev: if dev { Ok(()) } else { Err("/dev/kvm: No such file".into()) }, pvm, hw }
+    }
+
+    #[test]
+    fn accel_auto_takes_kvm_only_when_it_runs_a_stock_guest() {
+        assert_eq!(decide_accel("auto", &facts(true, false, true), false).unwrap().0, Accel::Kvm);
+        let (a, why) = decide_accel("auto", &facts(true, true, false), false).unwrap();
+        assert_eq!(a, Accel::Tcg);
+        assert!(why.contains("PVM"), "{why}");
+        let (a, why) = decide_accel("auto", &facts(false, false, true), false).unwrap();
+        assert_eq!((a, why.contains("no usable KVM")), (Accel::Tcg, true));
+        assert_eq!(decide_accel("auto", &facts(true, false, false), false).unwrap().0, Accel::Tcg);
+        assert_eq!(decide_accel("tcg", &facts(true, false, true), false).unwrap().0, Accel::Tcg);
+    }
+
+    #[test]
+    fn accel_kvm_on_pvm_is_refused_unless_the_kernel_is_the_users() {
+        let (why, fix) = decide_accel("kvm", &facts(true, true, false), false).unwrap_err();
+        assert!(why.contains("PVM") && fix.contains("accel=tcg"), "{why} / {fix}");
+        assert_eq!(decide_accel("kvm", &facts(true, true, false), true).unwrap().0, Accel::Kvm);
+        assert!(decide_accel("kvm", &facts(false, false, false), false)
+            .unwrap_err()
+            .0
+            .contains("No such file"));
+        assert_eq!(decide_accel("kvm", &facts(true, false, true), false).unwrap().0, Accel::Kvm);
+    }
+
+    fn cfg(accel: Accel, machine: &str, nic: &str, disk: Option<&str>) -> Config {
+        Config {
+            name: "vp1-0-0".into(),
+            accel,
+            machine: machine.into(),
+            vcpus: 2,
+            memory_mib: 512,
+            kernel: "/c/vmlinux".into(),
+            initrd: "/c/initramfs.cpio".into(),
+            append: "console=ttyS0".into(),
+            nic: Some((nic.into(), "tap0".into(), "52:54:00:12:00:0b".into())),
+            disk: disk.map(|m| Disk { model: m.into(), cache: "none".into(), path: "/r/d.img".into() }),
+            sandbox: true,
+            extra: vec!["-S".into()],
+        }
+    }
+
+    fn has_pair(a: &[String], k: &str, v: &str) -> bool {
+        a.windows(2).any(|w| w[0] == k && w[1] == v)
+    }
+
+    #[test]
+    fn kvm_command_line() {
+        let a = command_line(&cfg(Accel::Kvm, "q35", "virtio", Some("virtio-blk")));
+        assert!(has_pair(&a, "-accel", "kvm") && has_pair(&a, "-cpu", "host"));
+        assert!(has_pair(&a, "-machine", "q35") && has_pair(&a, "-smp", "2") && has_pair(&a, "-m", "512M"));
+        assert!(a.contains(&"-nodefaults".to_string()) && has_pair(&a, "-sandbox", "on"));
+        assert!(has_pair(&a, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:00:0b"));
+        assert!(has_pair(&a, "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no"));
+        assert!(has_pair(&a, "-device", "virtio-blk-pci,drive=d0"));
+        assert!(has_pair(&a, "-drive", "if=none,id=d0,file=/r/d.img,format=raw,cache=none"));
+        assert!(!a.iter().any(|x| x.contains("user") && x.starts_with("user")), "no user-mode network");
+        assert_eq!(a.last().map(String::as_str), Some("-S"), "extra arguments come last");
+    }
+
+    #[test]
+    fn tcg_command_lines_per_device_model() {
+        let a = command_line(&cfg(Accel::Tcg, "pc", "e1000", Some("ide")));
+        assert!(has_pair(&a, "-accel", "tcg") && !a.contains(&"-cpu".to_string()));
+        assert!(has_pair(&a, "-device", "e1000,netdev=n0,mac=52:54:00:12:00:0b"));
+        assert!(has_pair(&a, "-device", "ide-hd,drive=d0"));
+        let m = command_line(&cfg(Accel::Tcg, "microvm", "virtio", None));
+        assert!(has_pair(&m, "-device", "virtio-net-device,netdev=n0,mac=52:54:00:12:00:0b"));
+        assert!(has_pair(&m, "-device", "virtio-serial-device,id=vser"));
+        let r = command_line(&cfg(Accel::Tcg, "q35", "rtl8139", None));
+        assert!(has_pair(&r, "-device", "rtl8139,netdev=n0,mac=52:54:00:12:00:0b"));
+        // Control channel and kernel console are separate chardevs.
+        assert!(has_pair(&r, "-chardev", "stdio,id=ctl,signal=off"));
+        assert!(has_pair(&r, "-serial", "chardev:con"));
+        assert!(has_pair(&r, "-device", "virtconsole,chardev=ctl,bus=vser.0"));
+    }
+
+    #[test]
+    fn drivers_and_append() {
+        assert_eq!(drivers("q35", Some("virtio"), None), vec!["virtio_pci", "virtio_console", "virtio_net"]);
+        assert_eq!(
+            drivers("microvm", None, Some("virtio-blk")),
+            vec!["virtio_mmio", "virtio_console", "virtio_blk"]
+        );
+        assert_eq!(
+            drivers("pc", Some("rtl8139"), Some("ide")),
+            vec!["virtio_pci", "virtio_console", "8139too", "ata_piix", "sd_mod"]
+        );
+        assert_eq!(drivers("q35", Some("e1000"), Some("ide"))[2..], ["e1000", "ahci", "sd_mod"]);
+        let net = GuestNet { tap: "tap0".into(), addr: "198.18.0.11".parse().unwrap(), mtu: 9000 };
+        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net));
+        assert!(s.contains("vp.mods=virtio,virtio_net") && s.contains("vp.addr=198.18.0.11/24 vp.mtu=9000"));
+        assert!(s.contains("console=ttyS0") && s.contains("vp.ctl=/dev/hvc0"));
+        assert_eq!(mac_for("198.18.0.11".parse().unwrap()), "52:54:00:12:00:0b");
+    }
+
+    #[test]
+    fn vcpu_thread_names() {
+        assert_eq!(vcpu_index("CPU 0/TCG\n"), Some(0));
+        assert_eq!(vcpu_index("CPU 12/KVM"), Some(12));
+        assert_eq!(vcpu_index("qemu-system-x86"), None);
+    }
+
+    #[test]
+    fn parameter_combinations_are_checked() {
+        let p = |kv: &[(&str, &str)]| -> BTreeMap<String, Value> {
+            kv.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect()
+        };
+        assert_eq!(Qemu.check(&p(&[("machine", "microvm"), ("nic", "e1000")])).unwrap_err().0, "nic");
+        assert_eq!(Qemu.check(&p(&[("machine", "microvm"), ("disk", "ide")])).unwrap_err().0, "disk");
+        assert_eq!(Qemu.check(&p(&[("initrd", "/x")])).unwrap_err().0, "initrd");
+        assert_eq!(Qemu.check(&p(&[("kernel", "/nonexistent/k")])).unwrap_err().0, "kernel");
+        assert_eq!(Qemu.check(&p(&[("pin", "99999")])).unwrap_err().0, "pin");
+        assert_eq!(Qemu.check(&p(&[("qemu_args", "-append 'x")])).unwrap_err().0, "qemu_args");
+        assert!(Qemu.check(&p(&[("machine", "q35"), ("nic", "e1000"), ("disk", "ide")])).is_ok());
+    }
+}
