@@ -186,6 +186,8 @@ struct Slot {
     launches: u32,
     failures_in_a_row: u32,
     gave_up: Option<String>,
+    /// Why the last launch failed (stored as the failed trial's reason).
+    last_failure: Option<String>,
 }
 
 /// What every launch of a run shares.
@@ -287,6 +289,7 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
             let msg = err.to_string();
             let _ = store.record_instance(run_id, e, None, None, "failed", Some(&msg));
             slot.failures_in_a_row += 1;
+            slot.last_failure = Some(msg.clone());
             if slot.failures_in_a_row >= MAX_LAUNCH_FAILURES {
                 slot.gave_up = Some(format!(
                     "environment failed to start {MAX_LAUNCH_FAILURES} times in a row; last: {msg}"
@@ -363,7 +366,8 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         .iter()
         .map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone(), net: None })
         .collect();
-    let new_slot = || Slot { instance: None, launches: 0, failures_in_a_row: 0, gave_up: None };
+    let new_slot =
+        || Slot { instance: None, launches: 0, failures_in_a_row: 0, gave_up: None, last_failure: None };
     let mut slots: Vec<Slot> = exp.envs.iter().map(|_| new_slot()).collect();
     let mut tester_slot = new_slot();
     let needs_lab = pending.iter().any(|t| exp.cases[t.case_idx].network);
@@ -451,7 +455,10 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                         }
                         TrialOutcome {
                             status: "failed",
-                            reason: Some("the environment failed to start".into()),
+                            reason: Some(match &slot.last_failure {
+                                Some(m) => format!("the environment failed to start: {m}"),
+                                None => "the environment failed to start".into(),
+                            }),
                             ..Default::default()
                         }
                     }

@@ -17,6 +17,8 @@ use virtperf_proto::{self as proto, Frame, Reply, Request};
 pub const SLICE: Duration = Duration::from_millis(50);
 /// Lines of the agent's stderr (or a console) kept for error messages.
 const TAIL_LINES: usize = 40;
+/// Size at which a console log on disk is rotated.
+pub const LOG_CAP: u64 = 1 << 20;
 
 #[derive(Debug)]
 pub enum Event {
@@ -73,17 +75,33 @@ impl Tail {
             _ => String::new(),
         }
     }
-    /// Starts a thread copying `r`'s lines into the tail.
-    pub fn follow<R: Read + Send + 'static>(&self, r: R) {
+    /// Starts a thread copying `r`'s lines into the tail and, with `log`, appending them to
+    /// that file (a guest console kept on disk), rotated to `log.1` when it reaches [`LOG_CAP`] bytes: at most twice that on disk.
+    pub fn follow_logged<R: Read + Send + 'static>(&self, r: R, log: Option<std::path::PathBuf>) {
         let tail = self.clone();
         std::thread::spawn(move || {
             let mut r = BufReader::new(r);
+            let mut file = log.as_ref().and_then(|p| std::fs::File::create(p).ok());
+            let mut written = 0u64;
             loop {
-                match proto::read_line(&mut r) {
-                    Ok(l) => tail.push(String::from_utf8_lossy(&l).into_owned()),
-                    Err(proto::FrameError::TooLong) => tail.push("(overlong line)".into()),
+                let line = match proto::read_line(&mut r) {
+                    Ok(l) => String::from_utf8_lossy(&l).into_owned(),
+                    Err(proto::FrameError::TooLong) => "(overlong line)".into(),
                     Err(_) => break,
+                };
+                if let Some(p) = log.as_ref() {
+                    let n = line.len() as u64 + 1;
+                    if written + n > LOG_CAP {
+                        let _ = std::fs::rename(p, p.with_extension("log.1"));
+                        file = std::fs::File::create(p).ok();
+                        written = 0;
+                    }
+                    if let Some(f) = file.as_mut() {
+                        let _ = writeln!(f, "{line}");
+                        written += n;
+                    }
                 }
+                tail.push(line);
             }
         });
     }
@@ -214,6 +232,11 @@ impl Conn {
         }
     }
 
+    /// The tail of the instance's stderr (runtime messages, a guest's console).
+    pub fn tail(&self) -> &Tail {
+        &self.tail
+    }
+
     /// Waits for the unsolicited hello (tag 0).
     pub fn hello(&mut self, deadline: Instant, cancel: &AtomicBool) -> Result<(Reply, Instant), CallError> {
         self.wait(0, deadline, cancel)
@@ -223,5 +246,33 @@ impl Conn {
     pub fn call(&mut self, req: Request, timeout: Duration, cancel: &AtomicBool) -> Result<Reply, CallError> {
         let tag = self.send(req)?;
         self.wait(tag, Instant::now() + timeout, cancel).map(|r| r.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn console_log_on_disk_is_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("console.log");
+        let line = "x".repeat(999);
+        let text: String = (0..3000).map(|_| format!("{line}\n")).collect(); // ~3 MB
+        let tail = Tail::default();
+        tail.follow_logged(std::io::Cursor::new(text.into_bytes()), Some(log.clone()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let full = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            // 3000 lines of 1000 bytes: two rotations, then 3000000 - 2*1048000 in the live file.
+            if full >= 900_000 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let a = std::fs::metadata(&log).unwrap().len();
+        let b = std::fs::metadata(log.with_extension("log.1")).unwrap().len();
+        assert!(a <= LOG_CAP && b <= LOG_CAP && b > LOG_CAP / 2, "{a} {b}");
+        assert_eq!(tail.0.lock().unwrap().len(), TAIL_LINES);
     }
 }

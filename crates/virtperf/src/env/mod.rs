@@ -80,6 +80,9 @@ pub enum LaunchError {
     /// the agent did not say hello
     #[error("the agent did not become ready: {0}")]
     NoHello(#[from] CallError),
+    /// the agent stayed silent until the boot deadline
+    #[error("the agent did not become ready: {0}")]
+    Silent(String),
     /// preparing files for the instance failed
     #[error("cannot prepare the instance: {0}")]
     Prepare(String),
@@ -322,6 +325,17 @@ pub fn spawn_piped(
     ledger: &mut Ledger,
     die_with_parent: bool,
 ) -> Result<(Child, ChildStdin, ChildStdout, Tail), LaunchError> {
+    spawn_piped_logged(cmd, what, ledger, die_with_parent, None)
+}
+
+/// [`spawn_piped`], with stderr (a guest's console) also kept in a bounded log file.
+pub fn spawn_piped_logged(
+    cmd: &mut Command,
+    what: &str,
+    ledger: &mut Ledger,
+    die_with_parent: bool,
+    log: Option<PathBuf>,
+) -> Result<(Child, ChildStdin, ChildStdout, Tail), LaunchError> {
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     if die_with_parent {
@@ -346,7 +360,7 @@ pub fn spawn_piped(
         return Err(LaunchError::Prepare("the child's pipes were not created".into()));
     };
     let tail = Tail::default();
-    tail.follow(stderr);
+    tail.follow_logged(stderr, log);
     Ok((child, stdin, stdout, tail))
 }
 
@@ -380,7 +394,18 @@ pub fn await_hello(
     ctx: &LaunchCtx,
     started: Instant,
 ) -> Result<(u32, Duration), LaunchError> {
-    let (reply, at) = conn.hello(started + ctx.boot_timeout, ctx.cancel)?;
+    let (reply, at) = match conn.hello(started + ctx.boot_timeout, ctx.cancel) {
+        Ok(x) => x,
+        // A silent guest: what its console said last is the best clue.
+        Err(CallError::Timeout(d)) => {
+            return Err(LaunchError::Silent(format!(
+                "no hello within {:.1} s{}",
+                d.as_secs_f64(),
+                conn.tail().render()
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
     match reply {
         Reply::Hello { pid, .. } => Ok((pid, at.duration_since(started))),
         other => Err(LaunchError::NoHello(CallError::Protocol(format!("expected hello, got {other:?}")))),

@@ -24,8 +24,8 @@ use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
 use super::{
-    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, GuestNet, Instance, LaunchCtx,
-    LaunchError, Teardown,
+    await_hello, Availability, Conn, CpuProbe, Environment, GuestNet, Instance, LaunchCtx, LaunchError,
+    Teardown,
 };
 use crate::image::{self, Image, ImageSpec, KernelSource};
 use crate::ledger::Ledger;
@@ -592,7 +592,9 @@ impl Environment for Qemu {
         let probe = cg.as_ref().map(|c| c.0.clone());
         teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
         let started = Instant::now();
-        let spawned = spawn_piped(&mut cmd, "qemu", ctx.ledger, true);
+        // The console log lives in the instance's directory while it runs (bounded: rotated).
+        let spawned =
+            super::spawn_piped_logged(&mut cmd, "qemu", ctx.ledger, true, Some(dir.join("console.log")));
         drop(netns);
         drop(cg);
         let (child, stdin, stdout, tail) = match spawned {

@@ -53,6 +53,11 @@ fn main() {
             "link_emulation_caps_goodput_below_the_gbe_ceiling",
             link_emulation_caps_goodput_below_the_gbe_ceiling,
         ),
+        ("qemu_guests_carry_tcp_through_virtio_and_e1000", qemu_guests_carry_tcp_through_virtio_and_e1000),
+        (
+            "qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on",
+            qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on,
+        ),
     ];
     util::take_baseline();
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
@@ -1126,5 +1131,208 @@ fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
     let left = wait_for(|| processes_mentioning(state.to_str().unwrap()).is_empty().then_some(()), 5.0);
     assert!(left.is_some(), "guest processes left: {:?}", processes_mentioning(state.to_str().unwrap()));
     assert_eq!(before, root_netns_snapshot());
+    Outcome::Pass
+}
+
+/// QEMU processes of virtperf (named `vpPID-...` with debug-threads).
+fn qemu_processes() -> Vec<String> {
+    processes_mentioning("debug-threads=on")
+        .into_iter()
+        .filter(|l| l.contains("qemu-system") && l.contains("-name vp"))
+        .collect()
+}
+
+fn need_qemu() -> Option<String> {
+    need_root_and("qemu-system-x86_64").or_else(|| {
+        (!std::path::Path::new("/bin/busybox").exists())
+            .then(|| "needs busybox-static (apt-get install busybox-static, or make deps)".to_string())
+    })
+}
+
+/// The done-when command, smaller: native, QEMU with virtio-net and with e1000 (TCG on
+/// hosts without usable KVM), TCP through the guest's NIC and memcpy inside it; the image is
+/// found in the cache the second time; nothing is left behind.
+fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let qemus_before = qemu_processes();
+    let before = root_netns_snapshot();
+    let b1 = vp(&["image", "build", "--json"], &env);
+    assert!(b1.status.success(), "{}", String::from_utf8_lossy(&b1.stderr));
+    let b2 = vp(&["image", "build", "--json"], &env);
+    let j1: serde_json::Value = serde_json::from_slice(&b1.stdout).unwrap();
+    let j2: serde_json::Value = serde_json::from_slice(&b2.stdout).unwrap();
+    assert_eq!(j1["hash"], j2["hash"]);
+    assert_eq!(j2["built"], false, "an unchanged image is found in the cache");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "qemu:nic=virtio",
+            "--env",
+            "qemu:nic=e1000",
+            "--workload",
+            "tcp_stream:duration=1s",
+            "--workload",
+            "memcpy:size=4MiB,copies=4",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["results"].as_array().unwrap();
+    let mean = |env: &str, metric: &str| -> f64 {
+        rows.iter()
+            .find(|r| r["environment"] == env && r["metric"] == metric)
+            .unwrap_or_else(|| panic!("{env} {metric}"))["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    let (v, e) = (mean("qemu:nic=virtio", "tcp_goodput"), mean("qemu:nic=e1000", "tcp_goodput"));
+    assert!(v > 0.05 && e > 0.01, "goodput through the guests' NICs: virtio {v}, e1000 {e} Gbit/s");
+    assert!(v > e, "paravirtual beats emulated (the seeds' result): virtio {v} vs e1000 {e} Gbit/s");
+    assert!(mean("qemu:nic=virtio", "memcpy_time") > mean("native", "memcpy_time"));
+    for name in ["qemu:nic=virtio", "qemu:nic=e1000"] {
+        let s = doc["environments"].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap()
+            ["start_ms_mean"]
+            .as_f64()
+            .unwrap();
+        assert!(s > 200.0, "{name} booted in {s} ms?");
+    }
+    let manifest = vp(&["report", "--json", "--db", db.to_str().unwrap()], &env);
+    assert!(
+        String::from_utf8_lossy(&manifest.stdout).contains("linux-image"),
+        "kernel package in the manifest"
+    );
+    assert_no_leftovers(&state);
+    let left = wait_for(|| (qemu_processes() == qemus_before).then_some(()), 5.0);
+    assert!(left.is_some(), "QEMU left running: {:?}", qemu_processes());
+    assert_eq!(before, root_netns_snapshot());
+    Outcome::Pass
+}
+
+/// A guest that never says hello fails its trial at the boot deadline with the reason; a
+/// kernel QEMU cannot boot fails with QEMU's own words; QEMU killed in the middle of a trial
+/// fails that trial only, and the next trial gets a fresh guest.
+fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let reasons = |db: &std::path::Path| -> Vec<(String, String)> {
+        let c = rusqlite::Connection::open(db).unwrap();
+        let mut st = c.prepare("SELECT status, coalesce(reason,'') FROM trials ORDER BY id").unwrap();
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    // Silent: the machine is created stopped (-S).
+    let db = dir.path().join("silent.db");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "qemu:qemu_args=-S",
+            "--workload",
+            "noop",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--boot-timeout",
+            "3s",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1), "every trial failed: {}", String::from_utf8_lossy(&out.stderr));
+    let r = reasons(&db);
+    assert!(r[0].0 == "failed" && r[0].1.contains("no hello within"), "{r:?}");
+    // Unbootable: QEMU refuses an ELF without the PVH note and says so.
+    let db = dir.path().join("bad.db");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "qemu:kernel=/bin/true",
+            "--workload",
+            "noop",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = reasons(&db);
+    assert!(r[0].0 == "failed" && r[0].1.to_lowercase().contains("pvh"), "QEMU's own message: {r:?}");
+    // Killed mid-trial.
+    let db = dir.path().join("kill.db");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "qemu",
+            "--workload",
+            "sleep:duration=3s",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--order",
+            "sequential",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let run_pid = child.id();
+    let needle = format!("name vp{run_pid}-");
+    let qpid = wait_for(
+        || {
+            processes_mentioning(&needle)
+                .first()
+                .and_then(|l| l.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+        },
+        30.0,
+    )
+    .expect("QEMU started");
+    // Into the first trial (boot ≈ 3 s under TCG), then kill QEMU.
+    let ready = || -> i64 {
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| {
+                c.query_row("SELECT count(*) FROM instances WHERE status = 'ready'", [], |r| r.get(0))
+            })
+            .unwrap_or(0)
+    };
+    wait_for(|| (ready() > 0).then_some(()), 60.0).expect("the guest became ready");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    kill(qpid, 9);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = reasons(&db);
+    assert_eq!(r.iter().filter(|x| x.0 == "failed").count(), 1, "{r:?}");
+    assert_eq!(r.iter().filter(|x| x.0 == "ok").count(), 2, "a fresh guest for the rest: {r:?}");
+    assert_no_leftovers(&state);
+    assert!(processes_mentioning(&needle).is_empty());
     Outcome::Pass
 }
