@@ -36,6 +36,8 @@ lint:
 bench: build
 	bench/harness.sh
 	bench/net.sh
+	bench/start.sh
+	bench/boot.sh
 
 clean:
 	$(CARGO) clean

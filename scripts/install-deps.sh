@@ -13,6 +13,11 @@ NEEDS=(
   "ip:iproute2"       # the lab: network namespaces, bridge, veths
   "tc:iproute2"       # the lab: link emulation (tbf, netem)
   "iperf3:iperf3"     # bench/net.sh: the reference for tcp_stream and udp_stream
+  "qemu-system-x86_64:qemu-system-x86"  # qemu environment
+  "busybox:busybox-static"  # the qemu guest image's userland (must be the static build)
+  "xz:xz-utils"       # unpacks the guest kernel (bzImage payload)
+  "objcopy:binutils"  # strips debug info from the agent copied into the guest image
+  "python3:python3"   # bench/*.sh drive the side-by-side runs
 )
 
 missing=()
@@ -20,6 +25,11 @@ for pair in "${NEEDS[@]}"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
+# A dynamically linked busybox (Debian's `busybox`) cannot run in the guest image.
+if command -v busybox >/dev/null 2>&1 \
+   && ! ldd "$(command -v busybox)" 2>&1 | grep -q "not a dynamic"; then
+  missing+=("busybox-static")
+fi
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "install-deps: no cargo on PATH. Install a Rust toolchain (rustup, or Debian's 'cargo' if it is recent enough: this workspace needs Rust >= 1.75)." >&2

@@ -36,6 +36,14 @@ fn variants() -> Vec<(String, &'static str, BTreeMap<String, Raw>)> {
                 [("runtime".to_string(), Raw::Str("crun".into()))].into(),
             ));
         }
+        if k.kind() == "qemu" {
+            // `qemu` alone says which accelerator auto picks; this row says whether KVM itself works.
+            v.push((
+                "qemu:accel=kvm".into(),
+                k.kind(),
+                [("accel".to_string(), Raw::Str("kvm".into()))].into(),
+            ));
+        }
     }
     v
 }

@@ -117,13 +117,16 @@ const RUN_HELP: &str = "\
 An experiment is environments × workloads × parameters × repetitions. Each --env/--workload value is
 KIND[:key=value[,key=value]...]; `name=` sets the label shown in reports; a list `key=[a,b]` is swept.
 
-Environments: native, container (keys: runtime=runc|crun, cpus, memory, cpuset).
-Workloads: cpu, pde, memcpy, stream, syscall, sleep, noop (docs/workloads.md lists their keys and metrics).
+Environments: native, container (keys: runtime=runc|crun, cpus, memory, cpuset), gvisor (platform, cpus,
+memory, cpuset), uml (mem), qemu (accel=auto|kvm|tcg, machine, vcpus, memory, nic=virtio|e1000|rtl8139,
+disk=none|virtio-blk|ide, cache, pin, qemu_args, kernel, initrd); docs/environments/ has each.
+Workloads: cpu, pde, memcpy, stream, syscall, sleep, noop, tcp_stream, udp_stream, tcp_rr, udp_rr (docs/workloads.md lists their keys and metrics).
 
 Examples:
   virtperf run examples/default.toml
   virtperf run --env native --env container:cpus=1 --workload memcpy:size=10MiB,copies=10 --reps 1000
   virtperf run --env native --env container --workload pde:n=[128,256] --reps 20 --json
+  virtperf run --env native --env qemu:nic=virtio --env qemu:nic=e1000 --workload tcp_stream --reps 3
   virtperf run --resume 4";
 
 #[derive(Args)]
