@@ -157,6 +157,11 @@ fn bad_input_exits_2_and_creates_nothing() -> Outcome {
         (vec!["run", "--env", "native", "--workload", "udp_stream:rate=-3"], "key `rate`"),
         (vec!["run", "--env", "native", "--workload", "cpu:load=150"], "key `load`"),
         (vec!["run", "--env", "native", "--workload", "cpu:load=50,load_on=tester"], "key `load_on`"),
+        (vec!["run", "--env", "qemu:machine=microvm,nic=e1000", "--workload", "cpu"], "key `nic`"),
+        (vec!["run", "--env", "qemu:nic=ne2000", "--workload", "cpu"], "key `nic`"),
+        (vec!["run", "--env", "qemu:initrd=/etc/hostname", "--workload", "cpu"], "key `initrd`"),
+        (vec!["run", "--env", "qemu:vcpus=0", "--workload", "cpu"], "key `vcpus`"),
+        (vec!["run", "--env", "qemu:pin=77", "--workload", "cpu"], "CPU 77 does not exist"),
     ];
     for (args, needle) in cases {
         let mut a = args.clone();
