@@ -398,6 +398,7 @@ fn cmd_image_build(a: ImageBuildArgs) -> anyhow::Result<ExitStatus> {
             None => image::KernelSource::Debian(a.kernel_package),
         },
         extra: a.extra,
+        drivers: image::DEVICE_MODULES.iter().map(|s| s.to_string()).collect(),
     };
     let exe = std::env::current_exe()?;
     let cache = image::cache_dir();

@@ -291,9 +291,29 @@ pub fn command_line(c: &Config) -> Vec<String> {
     a
 }
 
+/// The host's TSC frequency in kHz (`cpu MHz` of /proc/cpuinfo): under TCG the guest reads the
+/// host's TSC.
+pub fn host_tsc_khz() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let mhz: f64 =
+        info.lines().find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse().ok())?;
+    Some((mhz * 1000.0) as u64)
+}
+
+/// Kernel arguments a machine/accelerator pair needs. microvm has neither HPET nor ACPI PM
+/// timer, and under TCG the PIT calibration of the TSC fails on a busy host, after which this
+/// kernel waits forever for a timer it cannot calibrate: tell it the TSC's frequency instead.
+pub fn machine_append(machine: &str, accel: Accel, tsc_khz: Option<u64>) -> Option<String> {
+    let khz = tsc_khz.filter(|_| is_mmio(machine) && accel == Accel::Tcg)?;
+    Some(format!("tsc_early_khz={khz}"))
+}
+
 /// The guest kernel's command line: console, modules to load, the NIC's address.
-pub fn kernel_append(mods: &[String], net: Option<&GuestNet>) -> String {
+pub fn kernel_append(mods: &[String], net: Option<&GuestNet>, extra: Option<&str>) -> String {
     let mut s = String::from("console=ttyS0 quiet panic=-1 vp.ctl=/dev/hvc0");
+    if let Some(e) = extra {
+        let _ = write!(s, " {e}");
+    }
     if !mods.is_empty() {
         let _ = write!(s, " vp.mods={}", mods.join(","));
     }
@@ -314,6 +334,13 @@ fn text<'a>(params: &'a BTreeMap<String, Value>, k: &str) -> Option<&'a str> {
 }
 
 fn image_spec(params: &BTreeMap<String, Value>) -> ImageSpec {
+    let disk = text(params, "disk").filter(|d| *d != "none");
+    // The NIC's driver always: whether there is a lab is known only at launch.
+    let drivers = drivers(
+        text(params, "machine").unwrap_or("q35"),
+        Some(text(params, "nic").unwrap_or("virtio")),
+        disk,
+    );
     ImageSpec {
         kernel: match text(params, "kernel") {
             Some(k) => KernelSource::File(PathBuf::from(k)),
@@ -322,6 +349,7 @@ fn image_spec(params: &BTreeMap<String, Value>) -> ImageSpec {
         extra: text(params, "extra")
             .map(|e| e.split(['+', ' ', ',']).filter(|s| !s.is_empty()).map(String::from).collect())
             .unwrap_or_default(),
+        drivers: drivers.into_iter().map(String::from).collect(),
     }
 }
 
@@ -568,12 +596,16 @@ impl Environment for Qemu {
         let cfg = Config {
             name: ctx.instance_id.clone(),
             accel,
-            machine,
+            machine: machine.clone(),
             vcpus: params.get("vcpus").and_then(Value::as_u64).unwrap_or(1) as u32,
             memory_mib: params.get("memory").and_then(Value::as_u64).unwrap_or(512 << 20) >> 20,
             kernel,
             initrd,
-            append: kernel_append(&mods, ctx.guest_net.as_ref()),
+            append: kernel_append(
+                &mods,
+                ctx.guest_net.as_ref(),
+                machine_append(&machine, accel, host_tsc_khz()).as_deref(),
+            ),
             nic: ctx.guest_net.as_ref().map(|n| (nic_model.clone(), n.tap.clone(), mac_for(n.addr))),
             disk,
             sandbox: sandbox_supported(),
@@ -736,10 +768,18 @@ mod tests {
         );
         assert_eq!(drivers("q35", Some("e1000"), Some("ide"))[2..], ["e1000", "ahci", "sd_mod"]);
         let net = GuestNet { tap: "tap0".into(), addr: "198.18.0.11".parse().unwrap(), mtu: 9000 };
-        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net));
+        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net), None);
         assert!(s.contains("vp.mods=virtio,virtio_net") && s.contains("vp.addr=198.18.0.11/24 vp.mtu=9000"));
         assert!(s.contains("console=ttyS0") && s.contains("vp.ctl=/dev/hvc0"));
         assert_eq!(mac_for("198.18.0.11".parse().unwrap()), "52:54:00:12:00:0b");
+        assert_eq!(
+            machine_append("microvm", Accel::Tcg, Some(2_994_374)).as_deref(),
+            Some("tsc_early_khz=2994374")
+        );
+        assert_eq!(machine_append("microvm", Accel::Kvm, Some(1)), None, "KVM has kvmclock");
+        assert_eq!(machine_append("q35", Accel::Tcg, Some(1)), None, "q35 has HPET and the PM timer");
+        assert!(kernel_append(&[], None, Some("tsc_early_khz=1")).contains(" tsc_early_khz=1"));
+        assert!(host_tsc_khz().is_some_and(|k| k > 100_000), "this host's cpu MHz");
     }
 
     #[test]

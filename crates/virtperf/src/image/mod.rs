@@ -17,7 +17,7 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 /// Bumped whenever the layout of the initramfs or the init script changes.
-const BUILDER_VERSION: u32 = 1;
+const BUILDER_VERSION: u32 = 2;
 
 /// Modules of every device model the qemu environment offers (dependencies are added).
 pub const DEVICE_MODULES: &[&str] = &[
@@ -64,11 +64,18 @@ pub struct ImageSpec {
     pub kernel: KernelSource,
     /// Extra programs copied into the guest with their libraries (e.g. iperf3, fio).
     pub extra: Vec<String>,
+    /// Drivers to include (their dependencies are added): only what the machine needs, so the
+    /// initramfs the guest unpacks at every boot stays small.
+    pub drivers: Vec<String>,
 }
 
 impl Default for ImageSpec {
     fn default() -> Self {
-        ImageSpec { kernel: KernelSource::Debian(None), extra: Vec::new() }
+        ImageSpec {
+            kernel: KernelSource::Debian(None),
+            extra: Vec::new(),
+            drivers: DEVICE_MODULES.iter().map(|s| s.to_string()).collect(),
+        }
     }
 }
 
@@ -258,7 +265,7 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
         })
         .collect::<Result<_, _>>()?;
     let modules = match &kern {
-        Some(k) => k.load_order(DEVICE_MODULES)?,
+        Some(k) => k.load_order(&spec.drivers.iter().map(String::as_str).collect::<Vec<_>>())?,
         None => Vec::new(),
     };
     // The key: every input's content (the agent and the kernel by their bytes).
@@ -289,6 +296,8 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
         seconds: 0.0,
     };
     if image.vmlinux.is_file() && image.initramfs.is_file() {
+        // Its last use, for the pruning of the cache.
+        let _ = std::fs::File::open(&dir).and_then(|f| f.set_modified(std::time::SystemTime::now()));
         image.seconds = t0.elapsed().as_secs_f64();
         return Ok(image);
     }
@@ -347,10 +356,15 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
     Ok(image)
 }
 
-/// Images kept in the cache (each new virtperf build makes a new one: the agent is an input).
-const KEEP_IMAGES: usize = 4;
+/// Images kept in the cache whatever their age (each new virtperf build makes new ones: the
+/// agent is an input; so does each machine/device combination).
+const KEEP_IMAGES: usize = 6;
+/// Older images than the newest [`KEEP_IMAGES`] are removed once unused for this long (a run
+/// with many configurations must not lose the images it is using).
+const PRUNE_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-/// Removes all but the `keep` most recently built images (never `current`).
+/// Removes images beyond the `keep` most recently used that have not been used for a day
+/// (never `current`).
 fn prune(images: &Path, keep: usize, current: &str) {
     let mut all: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(images)
         .into_iter()
@@ -360,8 +374,9 @@ fn prune(images: &Path, keep: usize, current: &str) {
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     all.sort_by_key(|x| std::cmp::Reverse(x.0));
-    for (_, p) in all.into_iter().skip(keep) {
-        if p.file_name().is_some_and(|n| n != current) {
+    for (t, p) in all.into_iter().skip(keep) {
+        let stale = t.elapsed().is_ok_and(|age| age > PRUNE_AFTER);
+        if stale && p.file_name().is_some_and(|n| n != current) {
             let _ = std::fs::remove_dir_all(p);
         }
     }
@@ -371,12 +386,12 @@ fn rel(p: &Path) -> String {
     p.to_string_lossy().trim_start_matches('/').to_string()
 }
 
-/// A copy of the agent without debug sections (a third of the size: faster to load under
-/// emulation), or the agent itself when `objcopy` is not here.
+/// A copy of the agent without debug sections and symbols (an eighth of the size: less for the
+/// guest to unpack under emulation), or the agent itself when `objcopy` is not here.
 fn strip_debug(agent: &Path, tmp: &Path) -> Result<PathBuf, ImageError> {
     let out = tmp.join("virtperf.stripped");
     let ok = Command::new("objcopy")
-        .arg("--strip-debug")
+        .arg("--strip-all")
         .arg(agent)
         .arg(&out)
         .stdin(Stdio::null())
