@@ -23,9 +23,12 @@ pub const CPU_PER_GBIT: &str = "cpu_per_gbit";
 const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
 
 /// Host and guest clocks disagree when they differ by more than this fraction…
-const CLOCK_REL_TOL: f64 = 0.02;
-/// …and by more than this many milliseconds (scheduling of two processes is not free).
-const CLOCK_ABS_TOL_MS: f64 = 0.5;
+const CLOCK_REL_TOL: f64 = 0.05;
+/// …and by more than this many milliseconds. The host's span also covers the workload's setup
+/// (allocating and faulting in its buffers: ≈ 0.5 ms for memcpy's 2 × 10 MiB) and scheduling on a
+/// shared host; 2 % / 0.5 ms flagged such noise on nearly every CPU workload of a default run,
+/// which hid the findings that matter (a guest clock off by 5 % or more, gVisor's +17 % on memcpy).
+const CLOCK_ABS_TOL_MS: f64 = 1.0;
 
 #[derive(Debug, Serialize)]
 pub struct Overhead {
