@@ -1232,7 +1232,8 @@ fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
 
 /// A guest that never says hello fails its trial at the boot deadline with the reason; a
 /// kernel QEMU cannot boot fails with QEMU's own words; QEMU killed in the middle of a trial
-/// fails that trial only, and the next trial gets a fresh guest.
+/// fails that trial only, and the next trial gets a fresh guest; virtperf killed takes QEMU
+/// with it and the next start sweeps the rest.
 fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -> Outcome {
     if let Some(why) = need_qemu() {
         return Outcome::Skip(why);
@@ -1339,5 +1340,40 @@ fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -> Outcome {
     assert_eq!(r.iter().filter(|x| x.0 == "ok").count(), 2, "a fresh guest for the rest: {r:?}");
     assert_no_leftovers(&state);
     assert!(processes_mentioning(&needle).is_empty());
+    // virtperf itself killed: QEMU dies with it, the next start sweeps its cgroup and directory.
+    let db = dir.path().join("kill9.db");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "qemu",
+            "--workload",
+            "sleep:duration=30s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let needle = format!("name vp{}-", child.id());
+    wait_for(|| (!processes_mentioning(&needle).is_empty()).then_some(()), 30.0).expect("QEMU started");
+    kill(child.id(), 9);
+    let _ = child.wait_with_output();
+    let gone = wait_for(|| processes_mentioning(&needle).is_empty().then_some(()), 10.0);
+    assert!(gone.is_some(), "QEMU outlived a kill -9 of virtperf: {:?}", processes_mentioning(&needle));
+    assert!(!leftover_things(&state).is_empty(), "the ledger and cgroup are there for the sweep");
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("leftover"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_leftovers(&state);
     Outcome::Pass
 }
