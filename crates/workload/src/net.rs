@@ -224,7 +224,7 @@ impl Workload for TcpStream {
                         let spans = &spans;
                         s.spawn(move || {
                             let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
-                            let mut buf = vec![0u8; 256 * 1024];
+                            let mut buf = vec![0u8; 128 * 1024];
                             let (mut first, mut last, mut bytes) = (None, Instant::now(), 0u64);
                             loop {
                                 match c.read(&mut buf) {
