@@ -265,14 +265,7 @@ impl Environment for Container {
         super::version_of(runtime_of(params))
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
-        let a = self.availability(params);
-        if !a.usable {
-            return Err(LaunchError::Unavailable(format!(
-                "{}; fix: {}",
-                a.detail,
-                a.fix.unwrap_or_default()
-            )));
-        }
+        self.availability(params).require()?;
         launch_oci(ctx, params, runtime_of(params))
     }
 }

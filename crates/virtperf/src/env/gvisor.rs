@@ -111,14 +111,7 @@ impl Environment for Gvisor {
         super::version_of("runsc")
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
-        let a = self.availability(params);
-        if !a.usable {
-            return Err(LaunchError::Unavailable(format!(
-                "{}; fix: {}",
-                a.detail,
-                a.fix.unwrap_or_default()
-            )));
-        }
+        self.availability(params).require()?;
         super::container::launch_oci(ctx, params, "runsc")
     }
 }

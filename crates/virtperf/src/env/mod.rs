@@ -40,6 +40,13 @@ impl Availability {
     pub fn no(detail: impl Into<String>, fix: impl Into<String>) -> Self {
         Availability { usable: false, detail: detail.into(), fix: Some(fix.into()) }
     }
+    /// The launch-time form: an unusable kind is a [`LaunchError::Unavailable`] naming the fix.
+    pub fn require(self) -> Result<(), LaunchError> {
+        if self.usable {
+            return Ok(());
+        }
+        Err(LaunchError::Unavailable(format!("{}; fix: {}", self.detail, self.fix.unwrap_or_default())))
+    }
 }
 
 /// What a launch needs from the run.
@@ -251,6 +258,77 @@ pub fn kill_cgroup(ledger: &mut Ledger, rel: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     ledger.forget(&e);
+}
+
+/// Teardown of a guest whose host processes all run in one accounting cgroup (UML, QEMU): kill
+/// everything in it, then remove the instance's directory.
+pub struct GuestTeardown {
+    pub cgroup: Option<String>,
+    pub dir: PathBuf,
+}
+
+impl Teardown for GuestTeardown {
+    fn teardown(&mut self, ledger: &mut Ledger) {
+        // Helpers may outlive the main process (UML's do): the cgroup holds them all.
+        if let Some(rel) = self.cgroup.take() {
+            kill_cgroup(ledger, &rel);
+        }
+        ledger.remove_dir(&self.dir);
+    }
+}
+
+/// Starts a guest's host process: inside the lab namespace (`ctx.netns`) and, from its first
+/// instruction, inside the cgroup `virtperf/ID`, with the agent's line on its stdin/stdout and its
+/// stderr (console, runtime messages) as the tail and, with `log`, a bounded file; then waits for
+/// the hello. Every failure tears down what `teardown` covers.
+pub fn launch_guest(
+    ctx: &mut LaunchCtx,
+    mut cmd: Command,
+    what: &str,
+    log: Option<PathBuf>,
+    mut teardown: GuestTeardown,
+) -> Result<Instance, LaunchError> {
+    let netns = match join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            teardown.teardown(ctx.ledger);
+            return Err(e);
+        }
+    };
+    let cg = accounting_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id);
+    let probe = cg.as_ref().map(|c| c.0.clone());
+    teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
+    let started = Instant::now();
+    let spawned = spawn_piped_logged(&mut cmd, what, ctx.ledger, true, log);
+    drop(netns);
+    drop(cg);
+    let (child, stdin, stdout, tail) = match spawned {
+        Ok(x) => x,
+        Err(e) => {
+            teardown.teardown(ctx.ledger);
+            return Err(e);
+        }
+    };
+    let mut inst = Instance {
+        cpu: Some(probe.unwrap_or(CpuProbe::Proc(child.id()))),
+        agent_pid: 0,
+        child: Some(child),
+        start_time: Default::default(),
+        rtt: Default::default(),
+        teardown: Box::new(teardown),
+        conn: Conn::new(stdout, Box::new(stdin), tail),
+    };
+    match await_hello(&mut inst.conn, ctx, started) {
+        Ok((pid, t)) => {
+            inst.agent_pid = pid;
+            inst.start_time = t;
+            Ok(inst)
+        }
+        Err(e) => {
+            inst.kill(ctx.ledger);
+            Err(e)
+        }
+    }
 }
 
 /// How to stop an instance for good.

@@ -18,17 +18,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Instant;
 
 use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{
-    await_hello, Availability, Conn, CpuProbe, Environment, GuestNet, Instance, LaunchCtx, LaunchError,
-    Teardown,
-};
+use super::{Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown};
 use crate::image::{self, Image, ImageSpec, KernelSource};
-use crate::ledger::Ledger;
 
 pub struct Qemu;
 
@@ -372,19 +367,15 @@ fn image_for(params: &BTreeMap<String, Value>) -> Result<Image, image::ImageErro
     Ok(img)
 }
 
+/// Whether this QEMU has `-sandbox` (built with seccomp): its `-help` lists the option then.
 fn sandbox_supported() -> bool {
     static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *S.get_or_init(|| {
         Command::new(BINARY)
-            .args(["-sandbox", "help"])
+            .arg("-help")
             .output()
-            .map(|o| o.status.success() || String::from_utf8_lossy(&o.stdout).contains("on"))
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
             .unwrap_or(false)
-            && Command::new(BINARY)
-                .arg("-help")
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
-                .unwrap_or(false)
     })
 }
 
@@ -417,20 +408,6 @@ pub fn pin_vcpus(pid: u32, cpus: &[usize]) -> Result<usize, String> {
 /// `CPU 3/TCG` → 3.
 pub fn vcpu_index(comm: &str) -> Option<usize> {
     comm.trim().strip_prefix("CPU ")?.split('/').next()?.parse().ok()
-}
-
-struct QemuTeardown {
-    cgroup: Option<String>,
-    dir: PathBuf,
-}
-
-impl Teardown for QemuTeardown {
-    fn teardown(&mut self, ledger: &mut Ledger) {
-        if let Some(rel) = self.cgroup.take() {
-            super::kill_cgroup(ledger, &rel);
-        }
-        ledger.remove_dir(&self.dir);
-    }
 }
 
 impl Environment for Qemu {
@@ -544,14 +521,9 @@ impl Environment for Qemu {
         Some(v)
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
-        let a = self.availability(params);
-        if !a.usable {
-            return Err(LaunchError::Unavailable(format!(
-                "{}; fix: {}",
-                a.detail,
-                a.fix.unwrap_or_default()
-            )));
-        }
+        self.availability(params).require()?;
+        // Parsed before anything is created, so that an error here leaves nothing behind.
+        let pin = text(params, "pin").map(super::check_cpuset).transpose().map_err(LaunchError::Prepare)?;
         let own_kernel = text(params, "kernel").is_some();
         let (accel, _) =
             decide_accel(text(params, "accel").unwrap_or("auto"), &KvmFacts::probe(), own_kernel)
@@ -577,7 +549,7 @@ impl Environment for Qemu {
         };
         let dir = ctx.run_dir.join(format!("qemu-{}", ctx.instance_id));
         ctx.ledger.create_dir(&dir).map_err(|e| LaunchError::Prepare(format!("{}: {e}", dir.display())))?;
-        let mut teardown = QemuTeardown { cgroup: None, dir: dir.clone() };
+        let mut teardown = GuestTeardown { cgroup: None, dir: dir.clone() };
         let disk = if disk_model == "none" {
             None
         } else {
@@ -613,51 +585,11 @@ impl Environment for Qemu {
         };
         let mut cmd = Command::new(BINARY);
         cmd.args(command_line(&cfg)).current_dir(&dir);
-        let netns = match super::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
-            Ok(f) => f,
-            Err(e) => {
-                teardown.teardown(ctx.ledger);
-                return Err(e);
-            }
-        };
-        let cg = super::accounting_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id);
-        let probe = cg.as_ref().map(|c| c.0.clone());
-        teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
-        let started = Instant::now();
         // The console log lives in the instance's directory while it runs (bounded: rotated).
-        let spawned =
-            super::spawn_piped_logged(&mut cmd, "qemu", ctx.ledger, true, Some(dir.join("console.log")));
-        drop(netns);
-        drop(cg);
-        let (child, stdin, stdout, tail) = match spawned {
-            Ok(x) => x,
-            Err(e) => {
-                teardown.teardown(ctx.ledger);
-                return Err(e);
-            }
-        };
-        let qemu_pid = child.id();
-        let mut inst = Instance {
-            cpu: Some(probe.unwrap_or(CpuProbe::Proc(qemu_pid))),
-            agent_pid: 0,
-            child: Some(child),
-            start_time: Default::default(),
-            rtt: Default::default(),
-            teardown: Box::new(teardown),
-            conn: Conn::new(stdout, Box::new(stdin), tail),
-        };
-        match await_hello(&mut inst.conn, ctx, started) {
-            Ok((pid, t)) => {
-                inst.agent_pid = pid;
-                inst.start_time = t;
-            }
-            Err(e) => {
-                inst.kill(ctx.ledger);
-                return Err(e);
-            }
-        }
-        if let Some(p) = text(params, "pin") {
-            let cpus = super::check_cpuset(p).map_err(LaunchError::Prepare)?;
+        let log = Some(dir.join("console.log"));
+        let inst = super::launch_guest(ctx, cmd, "qemu", log, teardown)?;
+        if let Some(cpus) = pin {
+            let qemu_pid = inst.child.as_ref().map_or(0, |c| c.id());
             if let Err(e) = pin_vcpus(qemu_pid, &cpus) {
                 inst.kill(ctx.ledger);
                 return Err(LaunchError::Prepare(e));

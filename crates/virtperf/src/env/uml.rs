@@ -8,18 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{
-    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, GuestNet, Instance, LaunchCtx,
-    LaunchError, Teardown,
-};
-use crate::ledger::Ledger;
+use super::{Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown};
 
 pub struct Uml;
 
@@ -79,21 +74,6 @@ pub fn kernel_args(mem: u64, init: &Path, net: Option<&GuestNet>) -> Vec<String>
     a
 }
 
-struct UmlTeardown {
-    cgroup: Option<String>,
-    dir: PathBuf,
-}
-
-impl Teardown for UmlTeardown {
-    fn teardown(&mut self, ledger: &mut Ledger) {
-        // Every host process of the guest is in its cgroup (the helpers outlive the main one).
-        if let Some(rel) = self.cgroup.take() {
-            super::kill_cgroup(ledger, &rel);
-        }
-        ledger.remove_dir(&self.dir);
-    }
-}
-
 impl Environment for Uml {
     fn kind(&self) -> &'static str {
         "uml"
@@ -120,18 +100,11 @@ impl Environment for Uml {
         runtime_version()
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
-        let a = self.availability(params);
-        if !a.usable {
-            return Err(LaunchError::Unavailable(format!(
-                "{}; fix: {}",
-                a.detail,
-                a.fix.unwrap_or_default()
-            )));
-        }
+        self.availability(params).require()?;
         let mem = params.get("mem").and_then(Value::as_u64).unwrap_or(256 << 20);
         let dir = ctx.run_dir.join(format!("uml-{}", ctx.instance_id));
         ctx.ledger.create_dir(&dir).map_err(|e| LaunchError::Prepare(format!("{}: {e}", dir.display())))?;
-        let mut teardown = UmlTeardown { cgroup: None, dir: dir.clone() };
+        let mut teardown = GuestTeardown { cgroup: None, dir: dir.clone() };
         let init = dir.join("init.sh");
         let prepared = std::fs::write(&init, init_script(ctx.exe, ctx.guest_net.as_ref())).and_then(|_| {
             use std::os::unix::fs::PermissionsExt;
@@ -145,47 +118,7 @@ impl Environment for Uml {
         cmd.args(kernel_args(mem, &init, ctx.guest_net.as_ref()))
             // UML backs guest memory with a file in TMPDIR: keep it in the run's scratch.
             .env("TMPDIR", &dir);
-        let netns = match super::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
-            Ok(f) => f,
-            Err(e) => {
-                teardown.teardown(ctx.ledger);
-                return Err(e);
-            }
-        };
-        let cg = super::accounting_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id);
-        let probe = cg.as_ref().map(|c| c.0.clone());
-        teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
-        let started = Instant::now();
-        let spawned = spawn_piped(&mut cmd, "linux.uml", ctx.ledger, true);
-        drop(netns);
-        drop(cg);
-        let (child, stdin, stdout, tail) = match spawned {
-            Ok(x) => x,
-            Err(e) => {
-                teardown.teardown(ctx.ledger);
-                return Err(e);
-            }
-        };
-        let mut inst = Instance {
-            cpu: Some(probe.unwrap_or(CpuProbe::Proc(child.id()))),
-            agent_pid: 0,
-            child: Some(child),
-            start_time: Default::default(),
-            rtt: Default::default(),
-            teardown: Box::new(teardown),
-            conn: Conn::new(stdout, Box::new(stdin), tail),
-        };
-        match await_hello(&mut inst.conn, ctx, started) {
-            Ok((pid, t)) => {
-                inst.agent_pid = pid;
-                inst.start_time = t;
-                Ok(inst)
-            }
-            Err(e) => {
-                inst.kill(ctx.ledger);
-                Err(e)
-            }
-        }
+        super::launch_guest(ctx, cmd, "linux.uml", None, teardown)
     }
 }
 
