@@ -354,29 +354,7 @@ pub fn read_lab_flag(value: &str) -> Result<Vec<(String, RawSetting)>, InputErro
     Ok(out)
 }
 
-/// A link rate: bits per second as a number, or with a unit (`1gbit`, `100mbit`, `10kbit`,
-/// `1Gbit/s`, `1gbps`).
-pub fn parse_rate_bps(r: &Raw) -> Option<u64> {
-    match r {
-        Raw::Int(i) if *i > 0 => Some(*i as u64),
-        Raw::Float(f) if *f >= 1.0 => Some(*f as u64),
-        Raw::Str(s) => {
-            let l = s.trim().to_ascii_lowercase().replace(' ', "");
-            let l = l.trim_end_matches("/s").trim_end_matches("ps").trim_end_matches("it");
-            let l = l.strip_suffix('b').unwrap_or(l);
-            let (num, mult) = match l.chars().last()? {
-                'k' => (&l[..l.len() - 1], 1e3),
-                'm' => (&l[..l.len() - 1], 1e6),
-                'g' => (&l[..l.len() - 1], 1e9),
-                't' => (&l[..l.len() - 1], 1e12),
-                _ => (l, 1.0),
-            };
-            let v: f64 = num.parse().ok()?;
-            (v > 0.0 && (v * mult) >= 1.0 && v.is_finite()).then_some((v * mult) as u64)
-        }
-        _ => None,
-    }
-}
+pub use virtperf_workload::params::parse_rate_bps;
 
 /// A delay in µs: `0`, `100us`, `1.5ms`, `1s`.
 pub fn parse_delay_us(r: &Raw) -> Option<u64> {
@@ -592,9 +570,8 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         Some(s) => return Err(err(&s.origin, Some("name"), "expected non-empty text")),
         None => "experiment".to_string(),
     };
-    let reps = get("reps").map(|s| setting_int(s, "reps", 1, MAX_REPS)).transpose()?.unwrap_or(10) as u32;
-    let warmup =
-        get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?.unwrap_or(1) as u32;
+    let reps_given = get("reps").map(|s| setting_int(s, "reps", 1, MAX_REPS)).transpose()?;
+    let warmup_given = get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?;
     let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
     let order = match get("order") {
         None => Order::Random,
@@ -700,11 +677,29 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             )
         })?;
         let mut seen = BTreeSet::new();
-        for (k, _, o) in &item.params {
-            if !seen.insert(k) {
+        // As written, with the kind's aliases renamed, set-valued keys joined into one value
+        // (`tests = [throughput, latency]` is one set, not a sweep) and default sweeps added.
+        let mut given_params: Vec<(String, Vec<Raw>, Origin)> = Vec::new();
+        for (k, vals, o) in &item.params {
+            let k = w.aliases().iter().find(|a| a.0 == k).map(|a| a.1).unwrap_or(k);
+            if !seen.insert(k.to_string()) {
                 return Err(err(o, Some(k), "given twice"));
             }
+            let vals = if w.set_params().contains(&k) && vals.len() > 1 {
+                vec![Raw::Str(vals.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))]
+            } else {
+                vals.clone()
+            };
+            given_params.push((k.to_string(), vals, o.clone()));
         }
+        for (k, vals) in w.default_sweep() {
+            if !seen.contains(*k) {
+                let raw =
+                    vals.iter().map(|v| v.parse().map(Raw::Int).unwrap_or_else(|_| Raw::Str(v.to_string())));
+                given_params.push((k.to_string(), raw.collect(), item.origin.clone()));
+            }
+        }
+        let item_params = &given_params;
         let label = item.name.clone().unwrap_or_else(|| item.written.clone());
         if !wnames.insert(label.clone()) {
             return Err(err(
@@ -715,7 +710,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         }
         // Cartesian product of the swept values, first key varying slowest.
         let mut points: Vec<Vec<(String, Raw)>> = vec![Vec::new()];
-        for (k, vals, _) in &item.params {
+        for (k, vals, _) in item_params {
             points = points
                 .into_iter()
                 .flat_map(|p| {
@@ -727,7 +722,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 })
                 .collect();
         }
-        let swept: Vec<&String> = item.params.iter().filter(|p| p.1.len() > 1).map(|p| &p.0).collect();
+        let swept: Vec<&String> = item_params.iter().filter(|p| p.1.len() > 1).map(|p| &p.0).collect();
         for point in points {
             let mut given: BTreeMap<String, Raw> = point.iter().cloned().collect();
             let load = load_spec(&mut given, &item.origin)?;
@@ -769,7 +764,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             }
             let params = params::resolve(w.params(), &given).map_err(|(k, m)| {
                 let o =
-                    item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                    item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
                 err(&o, Some(&k), m)
             })?;
             let suffix: Vec<String> =
@@ -778,7 +773,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 if suffix.is_empty() { label.clone() } else { format!("{label} [{}]", suffix.join(",")) };
             w.check(&virtperf_workload::Params(&params)).map_err(|(k, m)| {
                 let o =
-                    item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                    item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
                 err(&o, Some(&k), m)
             })?;
             cases.push(Case {
@@ -798,6 +793,30 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         });
     }
     let (lab, lab_raw) = lab_spec(raw)?;
+    // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
+    let procedure_reps: Option<(u32, u32)> = raw
+        .workloads
+        .iter()
+        .map(|i| virtperf_workload::find(&i.kind).and_then(|w| w.default_reps()))
+        .try_fold((u32::MAX, u32::MAX), |a, d| d.map(|d| (a.0.min(d.0), a.1.min(d.1))));
+    let reps = reps_given.map(|r| r as u32).or(procedure_reps.map(|p| p.0)).unwrap_or(10);
+    let warmup = warmup_given.map(|r| r as u32).or(procedure_reps.map(|p| p.1)).unwrap_or(1);
+    for c in cases.iter().filter(|c| c.network) {
+        if let Some(fs) = c.params.get("frame_size").and_then(Value::as_u64) {
+            // An Ethernet frame carries MTU + 18 bytes (header 14, FCS 4).
+            if fs > lab.mtu as u64 + 18 {
+                let wd = raw.workloads.iter().find(|i| i.name.as_deref().unwrap_or(&i.written) == c.workload);
+                return Err(err(
+                    wd.map(|i| &i.origin).unwrap_or(whole),
+                    Some("frame_size"),
+                    format!(
+                        "a {fs}-byte frame does not fit the lab's MTU of {} (frame − 18 ≤ MTU): lower frame_size or raise --lab mtu=",
+                        lab.mtu
+                    ),
+                ));
+            }
+        }
+    }
     if cases.iter().any(|c| c.matrix) && envs.len() < 2 {
         return Err(err(whole, Some("pairs"), "pairs = \"all\" needs at least two environments"));
     }
@@ -927,6 +946,60 @@ iterations = [10, 20]
         assert_eq!(e.cases[0].label, "memcpy");
         assert_eq!(e.cases[1].label, "pde [n=64,iterations=10]");
         assert_eq!(e.cases[0].params["size"], Value::from(10u64 << 20));
+    }
+
+    fn flag_exp(workload: &str, lab: Option<&str>) -> Result<Experiment, InputError> {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.workloads.push(read_flag("--workload", workload).unwrap());
+        if let Some(l) = lab {
+            for (k, v) in read_lab_flag(l).unwrap() {
+                raw.settings.insert(k, v);
+            }
+        }
+        validate(&raw, &Origin::Default)
+    }
+
+    #[test]
+    fn rfc2544_sweeps_every_frame_size_and_both_directions_once() {
+        let e = flag_exp("rfc2544:quick=true", None).unwrap();
+        assert_eq!(e.cases.len(), 14);
+        assert_eq!(e.cases[0].label, "rfc2544:quick=true [frame_size=64,direction=in]");
+        assert_eq!(e.cases[13].params["frame_size"], Value::from(1518));
+        assert_eq!(e.cases[13].params["direction"], Value::from("out"));
+        // A procedure is many trials: one repetition, no warm-up, unless asked.
+        assert_eq!((e.reps, e.warmup), (1, 0));
+        // `tests` is a set, not a sweep; `frame_sizes` names `frame_size`.
+        let e = flag_exp("rfc2544:tests=[latency,throughput],frame_sizes=[64,128],direction=reflect", None)
+            .unwrap();
+        assert_eq!(e.cases.len(), 2);
+        assert_eq!(e.cases[0].params["tests"], Value::from("latency,throughput"));
+        // Mixed with another workload, the usual repetitions apply.
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.workloads.push(read_flag("--workload", "rfc2544:frame_size=64,direction=in").unwrap());
+        raw.workloads.push(read_flag("--workload", "tcp_stream").unwrap());
+        assert_eq!(validate(&raw, &Origin::Default).unwrap().reps, 10);
+    }
+
+    #[test]
+    fn rfc2544_bad_input_names_the_key() {
+        let key = |w: &str, lab: Option<&str>| flag_exp(w, lab).unwrap_err().key;
+        assert_eq!(key("rfc2544:frame_size=63", None).as_deref(), Some("frame_size"));
+        assert_eq!(key("rfc2544:frame_size=1519", None).as_deref(), Some("frame_size"));
+        assert_eq!(key("rfc2544:frame_size=9000,jumbo=true", None).as_deref(), Some("frame_size"));
+        assert!(flag_exp("rfc2544:frame_size=9000,jumbo=true", Some("mtu=9000")).is_ok());
+        assert_eq!(key("rfc2544:resolution=0", None).as_deref(), Some("resolution"));
+        assert_eq!(key("rfc2544:resolution=-1", None).as_deref(), Some("resolution"));
+        assert_eq!(key("rfc2544:trial_duration=0s", None).as_deref(), Some("trial_duration"));
+        assert_eq!(key("rfc2544:line_rate=0", None).as_deref(), Some("line_rate"));
+        assert_eq!(key("rfc2544:line_rate=-1Gbit", None).as_deref(), Some("line_rate"));
+        assert_eq!(key("rfc2544:tests=jitter", None).as_deref(), Some("tests"));
+        assert_eq!(key("rfc2544:direction=both", None).as_deref(), Some("direction"));
+        assert_eq!(key("rfc2544:frame_size=64,frame_sizes=128", None).as_deref(), Some("frame_size"));
+        assert_eq!(key("frames:rate=-5", None).as_deref(), Some("rate"));
+        let e = flag_exp("rfc2544:frame_size=1518", Some("mtu=1000")).unwrap_err();
+        assert!(e.to_string().contains("MTU of 1000"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod lab;
 mod ledger;
 mod plan;
 mod report;
+mod rfc2544;
 mod run;
 mod store;
 mod trial;

@@ -115,6 +115,8 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// The analytic ceilings of the lab's emulated link (empty when unshaped).
     pub ceilings: Vec<Ceiling>,
+    /// RFC 2544 procedures, one row per measured trial.
+    pub rfc2544: Vec<crate::rfc2544::Row>,
     pub manifest: serde_json::Value,
 }
 
@@ -360,6 +362,23 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         trials: counts,
         failures,
         ceilings: ceilings(&info.manifest, &cases),
+        rfc2544: {
+            let mut rows: Vec<(usize, crate::rfc2544::Row)> = trials
+                .iter()
+                .filter(|t| t.status == "ok" && !t.warmup && cases[t.case_idx].kind == "rfc2544")
+                .filter_map(|t| {
+                    let (extra, _) = store.trial_detail(t.id).ok()?;
+                    Some((
+                        t.env_idx,
+                        crate::rfc2544::Row::from_detail(&envs[t.env_idx].name, extra.as_ref()?)?,
+                    ))
+                })
+                .collect();
+            rows.sort_by(|a, b| {
+                (a.0, &a.1.direction, a.1.frame_size).cmp(&(b.0, &b.1.direction, b.1.frame_size))
+            });
+            rows.into_iter().map(|r| r.1).collect()
+        },
         manifest: info.manifest,
     })
 }
@@ -514,6 +533,7 @@ pub fn render_table(r: &Report) -> String {
         out += &t.to_string();
     }
     out += &render_matrices(r, &envs);
+    out += &crate::rfc2544::render(&r.rfc2544);
     out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
     for c in &r.ceilings {
         let measured: Vec<String> = r

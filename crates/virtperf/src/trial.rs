@@ -183,6 +183,8 @@ fn flows(direction: &str) -> Vec<Flow> {
     let inn = |suffix| Flow { suffix, direction: "in", client: Who::Tester, port: BASE_PORT + 1 };
     match direction {
         "in" => vec![inn("")],
+        // The tester generates, the DUT sends every frame back (RFC 2544's own setup).
+        "reflect" => vec![Flow { direction: "reflect", ..inn("") }],
         "both" => vec![out("_out"), inn("_in")],
         _ => vec![out("")],
     }
@@ -306,7 +308,15 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
         }
         None => None,
     };
-    let mut b = if case.network { network(p, case, spec, deadline)? } else { single(p, spec, deadline)? };
+    let procedure = virtperf_workload::find(&case.kind).is_some_and(|w| w.procedure());
+    let mut b = if procedure {
+        rfc2544_trial(p, spec, timeout)?
+    } else if case.network {
+        let direction = case.params.get("direction").and_then(Value::as_str).unwrap_or("out");
+        network(p, direction, spec, deadline)?
+    } else {
+        single(p, spec, deadline)?
+    };
     if let Some((who, tag)) = load {
         let never = AtomicBool::new(false);
         p.inst(who)?
@@ -340,7 +350,7 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
 }
 
 /// A network workload between the DUT and the tester.
-fn network(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
+fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
     let dut_addr = p.dut.addr.clone().ok_or_else(|| Fail::Failed {
         reason: "a network workload needs the lab, which was not built".into(),
         dut_broken: false,
@@ -356,7 +366,6 @@ fn network(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: Instant)
             })
         }
     };
-    let direction = case.params.get("direction").and_then(Value::as_str).unwrap_or("out");
     let flows = flows(direction);
     let addr_of = |w: Who| if w == Who::Dut { dut_addr.clone() } else { tester_addr.clone() };
     let other = |w: Who| if w == Who::Dut { Who::Tester } else { Who::Dut };
@@ -426,6 +435,81 @@ fn network(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: Instant)
         }));
     }
     Ok(Body { host_ns, guest_ns, guest_cpu_ns, samples, extra: Some(json!({ "flows": flows_extra })) })
+}
+
+/// An RFC 2544 procedure: many `frames` steps between the tester and the DUT, each with its own
+/// deadline (a procedure at the RFC's 60 s trials runs for hours, beyond any one trial timeout).
+fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Result<Body, Fail> {
+    let st =
+        virtperf_workload::rfc2544::Settings::from_params(&virtperf_workload::Params(&spec.params)).map_err(
+            |(k, m)| Fail::Failed { reason: format!("{k}: {m}"), dut_broken: false, tester_broken: false },
+        )?;
+    let probe = p.dut.inst.cpu.clone();
+    let t0 = Instant::now();
+    let (mut tag, mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u16, 0u64, 0u64, 0u64);
+    let mut step = |sp: &crate::rfc2544::StepSpec| -> Result<crate::rfc2544::Measured, Fail> {
+        if crate::run::CANCEL.load(Ordering::Relaxed) {
+            return Err(Fail::Interrupted);
+        }
+        if tag > 0 {
+            std::thread::sleep(Duration::from_millis(st.settle_ms));
+        }
+        // A fresh tag per step: a late frame of the step before is stale, never counted.
+        tag = tag.checked_add(1).unwrap_or(1);
+        let mode = if st.direction == "reflect" { "reflect" } else { "stream" };
+        let params = [
+            ("frame_size", json!(st.frame_size)),
+            ("rate", json!(sp.rate_fps)),
+            ("duration", json!(sp.duration_ms)),
+            ("count", json!(sp.count)),
+            ("mode", json!(mode)),
+            ("latency", json!(true)),
+            ("learning", json!(st.learning_ms)),
+            ("drain", json!(st.drain_ms)),
+            ("tag", json!(tag)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let fspec = WorkloadSpec { kind: "frames".into(), params, net: None };
+        let send_ms =
+            if sp.count > 0 { (sp.count as f64 / sp.rate_fps * 1e3) as u64 } else { sp.duration_ms };
+        let deadline = Instant::now()
+            + Duration::from_millis(send_ms.max(sp.duration_ms) + st.learning_ms + st.drain_ms)
+            + timeout.min(Duration::from_secs(60));
+        let c0 = probe.as_ref().and_then(CpuProbe::read_ns);
+        let t = Instant::now();
+        let b = network(p, &st.direction, &fspec, deadline)?;
+        let wall = t.elapsed();
+        let c1 = probe.as_ref().and_then(CpuProbe::read_ns);
+        // The steps' own spans on both clocks (not the waits between them), so they compare.
+        host_ns += b.host_ns;
+        guest_ns += b.guest_ns;
+        guest_cpu_ns += b.guest_cpu_ns;
+        let flow = b.extra.as_ref().map(|e| e["flows"][0].clone()).unwrap_or(Value::Null);
+        let (server, client) = (&flow["server"], &flow["client"]);
+        let counts = if mode == "reflect" { &client["echo"] } else { &server["account"] };
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        let metric = |m: &str| b.samples.iter().find(|x| x.metric == m).map(|x| x.value);
+        Ok(crate::rfc2544::Measured {
+            sent: n(&client["sent"]),
+            received: n(&counts["received"]),
+            sent_fps: client["achieved_fps"].as_f64().unwrap_or(0.0),
+            gen_limited: client["gen_limited"] == true,
+            reordered: n(&counts["reordered"]),
+            duplicates: n(&counts["duplicates"]),
+            latency: client["latency"].clone(),
+            // Over the whole step (learning and drain included): what the DUT spent on it.
+            dut_cpu_pct: c0
+                .zip(c1)
+                .map(|(a, b)| b.saturating_sub(a) as f64 / wall.as_nanos().max(1) as f64 * 100.0),
+            guest_cpu_pct: metric("guest_cpu_util"),
+            wall_ms: wall.as_secs_f64() * 1e3,
+        })
+    };
+    let (samples, mut detail) = crate::rfc2544::run(&st, &mut step)?;
+    detail["wall_ms"] = json!(t0.elapsed().as_secs_f64() * 1e3);
+    Ok(Body { host_ns, guest_ns, guest_cpu_ns, samples, extra: Some(json!({ "rfc2544": detail })) })
 }
 
 #[cfg(test)]

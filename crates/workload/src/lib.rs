@@ -8,9 +8,11 @@
 //! [`REGISTRY`], and document it in `docs/workloads.md`.
 
 pub mod compute;
+pub mod frames;
 pub mod load;
 pub mod net;
 pub mod params;
+pub mod rfc2544;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,6 +109,28 @@ pub trait Workload: Sync {
     fn merge(&self, server: &Output, client: &Output) -> Vec<Sample> {
         server.samples.iter().chain(&client.samples).cloned().collect()
     }
+    /// True for a procedure the orchestrator drives as many steps of another workload (RFC 2544:
+    /// steps of `frames`); the agent never runs it itself.
+    fn procedure(&self) -> bool {
+        false
+    }
+    /// Keys whose list value is one set (`tests = [throughput, latency]`), not a sweep.
+    fn set_params(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Keys swept over these values when the user gives none (RFC 2544: every frame size).
+    fn default_sweep(&self) -> &'static [(&'static str, &'static [&'static str])] {
+        &[]
+    }
+    /// Other names accepted for a key (`frame_sizes` for `frame_size`).
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+    /// (repetitions, warm-ups) when the experiment sets neither and every case is of this kind: a
+    /// procedure is already many trials.
+    fn default_reps(&self) -> Option<(u32, u32)> {
+        None
+    }
     /// Runs once with parameters already resolved against [`Workload::params`].
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String>;
 }
@@ -124,6 +148,8 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &net::UdpStream,
     &net::TcpRr,
     &net::UdpRr,
+    &frames::Frames,
+    &rfc2544::Rfc2544,
     &load::Load,
 ];
 
@@ -188,6 +214,13 @@ impl Prepared {
 pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
     static NEVER: AtomicBool = AtomicBool::new(false);
     prepare(spec)?.run(&NEVER, &|| {}).map(|o| o.samples)
+}
+
+/// Unit tests that time or pace things, or load the CPUs, hold this so they do not skew each other.
+#[cfg(test)]
+pub(crate) fn cpu_heavy() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub(crate) fn sample(metric: &str, value: f64, unit: &str) -> Sample {

@@ -6,7 +6,9 @@
 //! the wrong magic or flow, or come from another address are counted as foreign and ignored.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream as StdTcpStream, UdpSocket};
+use std::net::{
+    IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream as StdTcpStream, UdpSocket,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -39,7 +41,7 @@ const DIRECTION: ParamSpec = ParamSpec {
     help: "out: the environment sends to the tester; in: the tester sends; both: at once",
 };
 
-fn addr(ip: &str, port: u16) -> Result<SocketAddr, String> {
+pub(crate) fn addr(ip: &str, port: u16) -> Result<SocketAddr, String> {
     let ip: IpAddr = ip.parse().map_err(|_| format!("`{ip}` is not an IP address"))?;
     Ok(SocketAddr::new(ip, port))
 }
@@ -319,7 +321,7 @@ pub fn udp_payload(p: &Params) -> Result<usize, String> {
     Ok(payload as usize)
 }
 
-fn set_big_buffers(s: &UdpSocket) {
+pub(crate) fn set_big_buffers(s: &UdpSocket) {
     use std::os::fd::AsRawFd;
     let size: libc::c_int = 8 << 20;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
@@ -339,7 +341,7 @@ fn set_big_buffers(s: &UdpSocket) {
 const BATCH: usize = 64;
 
 /// Sends `count` datagrams from `bufs` with one sendmmsg; returns how many left.
-fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> usize {
+pub(crate) fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> usize {
     use std::os::fd::AsRawFd;
     let mut iov: Vec<libc::iovec> = bufs
         .iter_mut()
@@ -361,7 +363,7 @@ fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> usize {
 }
 
 /// Receives up to BATCH datagrams; returns their lengths and sources.
-fn recv_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> Vec<(usize, Option<Ipv4Addr>)> {
+pub(crate) fn recv_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> Vec<(usize, Option<SocketAddrV4>)> {
     use std::os::fd::AsRawFd;
     let mut names: Vec<libc::sockaddr_in> = (0..bufs.len())
         // SAFETY: sockaddr_in is plain data.
@@ -396,8 +398,12 @@ fn recv_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> Vec<(usize, Option<Ipv4Add
     };
     (0..n.max(0) as usize)
         .map(|i| {
-            let from = (names[i].sin_family == libc::AF_INET as u16)
-                .then(|| Ipv4Addr::from(u32::from_be(names[i].sin_addr.s_addr)));
+            let from = (names[i].sin_family == libc::AF_INET as u16).then(|| {
+                SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(names[i].sin_addr.s_addr)),
+                    u16::from_be(names[i].sin_port),
+                )
+            });
             (msgs[i].msg_len as usize, from)
         })
         .collect()
@@ -511,7 +517,7 @@ impl Workload for UdpStream {
                         continue;
                     }
                     for (i, (len, from)) in got.into_iter().enumerate() {
-                        match (from == Some(peer), parse(&bufs[i][..len], role.flow)) {
+                        match (from.map(|a| *a.ip()) == Some(peer), parse(&bufs[i][..len], role.flow)) {
                             (true, Some(FIN_SEQ)) => break 'outer,
                             (true, Some(seq)) => {
                                 received += 1;
@@ -663,7 +669,7 @@ const RR_PARAMS: &[ParamSpec] = &[
     },
 ];
 
-fn new_histogram() -> Result<hdrhistogram::Histogram<u64>, String> {
+pub(crate) fn new_histogram() -> Result<hdrhistogram::Histogram<u64>, String> {
     hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())
 }
 
@@ -858,6 +864,8 @@ pub fn loopback_pair(
     params: &serde_json::Value,
     port: u16,
 ) -> Result<(Output, Output), String> {
+    #[cfg(test)]
+    let _cpu = crate::cpu_heavy();
     let given: std::collections::BTreeMap<String, serde_json::Value> =
         serde_json::from_value(params.clone()).map_err(|e| e.to_string())?;
     let resolved = crate::params::revalidate(w.params(), &given).map_err(|e| format!("{}: {}", e.0, e.1))?;

@@ -55,6 +55,8 @@ pub enum ParamKind {
     Bool,
     /// Free text (a label, a path).
     Text,
+    /// A bit rate: `1Gbit`, `100mbit`, `10000000`; normalised to bits per second.
+    Rate,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,6 +83,7 @@ impl ParamSpec {
             ParamKind::Choice(cs) => format!("one of: {}", cs.join(", ")),
             ParamKind::Bool => "true or false".into(),
             ParamKind::Text => "text".into(),
+            ParamKind::Rate => "a bit rate above zero, e.g. 1Gbit, 100Mbit, 10Gbit".into(),
         }
     }
 
@@ -116,6 +119,7 @@ impl ParamSpec {
             (ParamKind::Bool, Raw::Bool(b)) => Ok(Value::from(*b)),
             (ParamKind::Bool, Raw::Str(s)) if s == "true" || s == "false" => Ok(Value::from(s == "true")),
             (ParamKind::Text, Raw::Str(s)) => Ok(Value::from(s.clone())),
+            (ParamKind::Rate, r) => parse_rate_bps(r).map(Value::from).ok_or_else(bad),
             // `cpuset=0` arrives as a number; text parameters take any scalar as written.
             (ParamKind::Text, Raw::Int(_) | Raw::Float(_) | Raw::Bool(_)) => Ok(Value::from(raw.to_string())),
             _ => Err(bad()),
@@ -130,6 +134,30 @@ pub fn parse_size(s: &str) -> Option<u64> {
         return None;
     }
     parse_size::Config::new().with_binary().parse_size(s).ok()
+}
+
+/// A link rate: bits per second as a number, or with a unit (`1gbit`, `100mbit`, `10kbit`,
+/// `1Gbit/s`, `1gbps`).
+pub fn parse_rate_bps(r: &Raw) -> Option<u64> {
+    match r {
+        Raw::Int(i) if *i > 0 => Some(*i as u64),
+        Raw::Float(f) if *f >= 1.0 => Some(*f as u64),
+        Raw::Str(s) => {
+            let l = s.trim().to_ascii_lowercase().replace(' ', "");
+            let l = l.trim_end_matches("/s").trim_end_matches("ps").trim_end_matches("it");
+            let l = l.strip_suffix('b').unwrap_or(l);
+            let (num, mult) = match l.chars().last()? {
+                'k' => (&l[..l.len() - 1], 1e3),
+                'm' => (&l[..l.len() - 1], 1e6),
+                'g' => (&l[..l.len() - 1], 1e9),
+                't' => (&l[..l.len() - 1], 1e12),
+                _ => (l, 1.0),
+            };
+            let v: f64 = num.parse().ok()?;
+            (v > 0.0 && (v * mult) >= 1.0 && v.is_finite()).then_some((v * mult) as u64)
+        }
+        _ => None,
+    }
 }
 
 /// `500ms`, `2s`, `1m 30s` → milliseconds.
@@ -226,6 +254,13 @@ impl Params<'_> {
     }
     pub fn opt_str(&self, k: &str) -> Option<&str> {
         self.0.get(k).and_then(Value::as_str)
+    }
+    pub fn bool(&self, k: &str) -> bool {
+        self.0.get(k).and_then(Value::as_bool).unwrap_or(false)
+    }
+    /// A duration parameter (milliseconds) or `default` when it was not given.
+    pub fn ms_or(&self, k: &str, default: u64) -> u64 {
+        self.opt_u64(k).unwrap_or(default)
     }
 }
 

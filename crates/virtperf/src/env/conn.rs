@@ -262,13 +262,17 @@ mod tests {
         let tail = Tail::default();
         tail.follow_logged(std::io::Cursor::new(text.into_bytes()), Some(log.clone()));
         let deadline = Instant::now() + Duration::from_secs(10);
+        // 3000 lines of 1000 bytes: two rotations, then 3000000 - 2*1048000 in the live file. The
+        // live file passes 900 kB before each rotation too: wait until it also stopped growing.
+        let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut last = 0;
         while Instant::now() < deadline {
-            let full = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-            // 3000 lines of 1000 bytes: two rotations, then 3000000 - 2*1048000 in the live file.
-            if full >= 900_000 {
+            std::thread::sleep(Duration::from_millis(100));
+            let full = size(&log);
+            if full >= 900_000 && full == last && size(&log.with_extension("log.1")) > 0 {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            last = full;
         }
         let a = std::fs::metadata(&log).unwrap().len();
         let b = std::fs::metadata(log.with_extension("log.1")).unwrap().len();

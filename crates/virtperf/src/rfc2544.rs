@@ -1,0 +1,635 @@
+//! RFC 2544 §26 procedures — throughput (NDR and PDR by binary search, confirmed by a full-length
+//! trial), latency at the throughput rate, frame loss from 100 % down in 10 % steps, and
+//! back-to-back bursts — run by the orchestrator as steps of the `frames` generator
+//! (`virtperf-workload/src/frames.rs`). One virtperf trial is one procedure for one environment,
+//! frame size and direction; every step of it is stored with the trial (`extra.steps`).
+//!
+//! The searches never trust a rate the generator did not reach: the first step offers the
+//! theoretical maximum at `line_rate`; when the generator falls short, the highest rate searched
+//! (`top`) is what it achieved, and a DUT that passes `top` is reported as generator-limited
+//! (its throughput is at least that), never as having that throughput.
+
+use serde_json::{json, Value};
+use virtperf_proto::Sample;
+use virtperf_workload::frames::line_max_fps;
+use virtperf_workload::rfc2544::Settings;
+
+/// One step asked of the generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSpec {
+    pub test: &'static str,
+    /// Offered frames per second (always > 0: the procedure paces every step).
+    pub rate_fps: f64,
+    pub duration_ms: u64,
+    /// Exactly this many frames (a back-to-back burst); 0 = for `duration_ms`.
+    pub count: u64,
+}
+
+/// What one step measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    pub sent: u64,
+    pub received: u64,
+    pub sent_fps: f64,
+    pub gen_limited: bool,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// The generator's latency summary (round trips of tagged frames).
+    pub latency: Value,
+    /// Host CPU of the DUT's processes over the step, % of one CPU.
+    pub dut_cpu_pct: Option<f64>,
+    /// CPU busy inside the DUT over the step (what sar shows).
+    pub guest_cpu_pct: Option<f64>,
+    pub wall_ms: f64,
+}
+
+impl Measured {
+    pub fn lost(&self) -> u64 {
+        self.sent.saturating_sub(self.received)
+    }
+    pub fn loss_pct(&self) -> f64 {
+        if self.sent == 0 {
+            100.0
+        } else {
+            self.lost() as f64 / self.sent as f64 * 100.0
+        }
+    }
+    /// Passes at a loss tolerance: nothing lost beyond it, and the generator reached the rate.
+    fn passes(&self, tolerance_pct: f64) -> bool {
+        self.sent > 0 && !self.gen_limited && self.loss_pct() <= tolerance_pct
+    }
+}
+
+/// Runs a step; an error ends the procedure (and the trial) with its reason.
+pub type StepFn<'a, E> = dyn FnMut(&StepSpec) -> Result<Measured, E> + 'a;
+
+struct Log<'a, 'b, E> {
+    run: &'a mut StepFn<'b, E>,
+    steps: Vec<Value>,
+}
+
+impl<E> Log<'_, '_, E> {
+    fn step(&mut self, phase: &str, spec: StepSpec) -> Result<Measured, E> {
+        let m = (self.run)(&spec)?;
+        let mut lat = m.latency.clone();
+        if let Some(o) = lat.as_object_mut() {
+            o.remove("histogram_us");
+        }
+        self.steps.push(json!({
+            "test": spec.test, "phase": phase, "offered_fps": spec.rate_fps,
+            "duration_ms": spec.duration_ms, "count": spec.count, "sent": m.sent,
+            "received": m.received, "loss_pct": m.loss_pct(), "sent_fps": m.sent_fps,
+            "gen_limited": m.gen_limited, "reordered": m.reordered, "duplicates": m.duplicates,
+            "latency": lat, "dut_cpu_pct": m.dut_cpu_pct, "guest_cpu_pct": m.guest_cpu_pct,
+            "wall_ms": m.wall_ms,
+        }));
+        Ok(m)
+    }
+}
+
+fn s(metric: &str, value: f64, unit: &str) -> Sample {
+    Sample { metric: metric.into(), value, unit: unit.into() }
+}
+
+/// Binary search between a passing `lo` and a failing `hi` down to `res` frames/s; returns the
+/// highest rate that passed and the lowest that failed.
+fn search<E>(
+    log: &mut Log<E>,
+    phase: &str,
+    mut lo: f64,
+    mut hi: f64,
+    res: f64,
+    ms: u64,
+    tolerance: f64,
+) -> Result<(f64, f64), E> {
+    while hi - lo > res {
+        let mid = (lo + hi) / 2.0;
+        let m = log.step(phase, StepSpec { test: "throughput", rate_fps: mid, duration_ms: ms, count: 0 })?;
+        if m.passes(tolerance) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// A searched rate confirmed by a full-length trial, stepping down by `res` at most 3 times;
+/// unconfirmed, the lowest rate tried is returned (and marked so).
+fn confirm<E>(
+    log: &mut Log<E>,
+    phase: &str,
+    rate: f64,
+    res: f64,
+    st: &Settings,
+    tolerance: f64,
+) -> Result<(f64, bool, Option<Measured>), E> {
+    let (mut r, mut last) = (rate, None);
+    for _ in 0..4 {
+        if r <= 0.0 {
+            break;
+        }
+        let m = log
+            .step(phase, StepSpec { test: "throughput", rate_fps: r, duration_ms: st.trial_ms, count: 0 })?;
+        if m.passes(tolerance) {
+            return Ok((r, true, Some(m)));
+        }
+        last = Some(m);
+        r -= res;
+    }
+    // Not confirmed: the last rate tried, with what was measured there.
+    Ok((r.max(0.0) + res, false, last))
+}
+
+/// Runs the tests of `st` with `run` doing each step; returns the trial's samples and its detail.
+pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value), E> {
+    let l = st.frame_size as f64;
+    let line_max = line_max_fps(st.line_bps, st.frame_size);
+    let mbps = |fps: f64| fps * l * 8.0 / 1e6;
+    let mut log = Log { run, steps: Vec::new() };
+    let mut out = Vec::new();
+    let mut detail = json!({
+        "frame_size": st.frame_size, "direction": st.direction, "quick": st.quick,
+        "line_rate_bps": st.line_bps, "line_max_fps": line_max, "trial_ms": st.trial_ms,
+        "search_ms": st.search_ms, "resolution_pct": st.resolution_pct,
+        "loss_tolerance_pct": st.loss_tolerance_pct, "tests": st.tests,
+    });
+
+    // The highest rate searched: the line's maximum, or what the generator reaches when it is less.
+    let probe = log.step(
+        "probe",
+        StepSpec { test: "throughput", rate_fps: line_max, duration_ms: st.search_ms, count: 0 },
+    )?;
+    let top = if probe.gen_limited { probe.sent_fps * 0.98 } else { line_max };
+    let res = (top * st.resolution_pct / 100.0).max(1.0);
+    detail["generator_max_fps"] = json!(probe.sent_fps);
+    detail["top_fps"] = json!(top);
+    detail["generator_limited_probe"] = json!(probe.gen_limited);
+
+    // Throughput: NDR then PDR (§26.1).
+    let mut ndr = 0.0;
+    if st.runs("throughput") || st.runs("latency") {
+        let at_top = if probe.gen_limited {
+            log.step(
+                "top",
+                StepSpec { test: "throughput", rate_fps: top, duration_ms: st.search_ms, count: 0 },
+            )?
+        } else {
+            probe.clone()
+        };
+        let (ndr_s, ndr_fail) = if at_top.passes(0.0) {
+            (top, f64::INFINITY)
+        } else {
+            search(&mut log, "ndr", 0.0, top, res, st.search_ms, 0.0)?
+        };
+        let (n, n_ok, n_m) = confirm(&mut log, "ndr-confirm", ndr_s, res, st, 0.0)?;
+        ndr = n;
+        let ndr_trial = n_m;
+        // PDR ≥ NDR: search from the NDR up to the lowest rate that failed the tolerance.
+        let failed_pdr = log
+            .steps
+            .iter()
+            .filter(|x| x["test"] == "throughput" && x["gen_limited"] == false)
+            .filter(|x| x["loss_pct"].as_f64().unwrap_or(100.0) > st.loss_tolerance_pct)
+            .filter_map(|x| x["offered_fps"].as_f64())
+            .fold(ndr_fail.min(top), f64::min);
+        let pdr_s = if at_top.passes(st.loss_tolerance_pct) {
+            top
+        } else {
+            search(&mut log, "pdr", ndr, failed_pdr.max(ndr), res, st.search_ms, st.loss_tolerance_pct)?.0
+        };
+        let (pdr, p_ok) = if pdr_s > ndr + res / 2.0 {
+            let (p, ok, _) = confirm(&mut log, "pdr-confirm", pdr_s, res, st, st.loss_tolerance_pct)?;
+            (p.max(ndr), ok)
+        } else {
+            (ndr, n_ok)
+        };
+        let gen_limited = probe.gen_limited && ndr >= top - res;
+        out.push(s("rfc2544_ndr_fps", ndr, "fps"));
+        out.push(s("rfc2544_ndr_mbps", mbps(ndr), "Mbit/s"));
+        out.push(s("rfc2544_ndr_wire_mbps", ndr * (l + 20.0) * 8.0 / 1e6, "Mbit/s"));
+        out.push(s("rfc2544_ndr_line_pct", ndr / line_max * 100.0, "%"));
+        out.push(s("rfc2544_pdr_fps", pdr, "fps"));
+        out.push(s("rfc2544_pdr_mbps", mbps(pdr), "Mbit/s"));
+        out.push(s("rfc2544_gen_limited", if gen_limited { 1.0 } else { 0.0 }, "bool"));
+        if let Some(m) = &ndr_trial {
+            if let Some(c) = m.dut_cpu_pct {
+                out.push(s("rfc2544_dut_cpu_pct", c, "% of a CPU"));
+            }
+            if let Some(c) = m.guest_cpu_pct {
+                out.push(s("rfc2544_guest_cpu_pct", c, "%"));
+            }
+        }
+        detail["throughput"] = json!({
+            "ndr_fps": ndr, "ndr_confirmed": n_ok, "pdr_fps": pdr, "pdr_confirmed": p_ok,
+            "gen_limited": gen_limited, "ndr_mbps": mbps(ndr), "pdr_mbps": mbps(pdr),
+            "ndr_cpu": ndr_trial.as_ref().map(|m| json!({"dut_host_pct": m.dut_cpu_pct, "guest_pct": m.guest_cpu_pct})),
+        });
+    }
+
+    // Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial.
+    if st.runs("latency") {
+        let rate = if ndr > 0.0 { ndr } else { res };
+        let m = log.step(
+            "latency",
+            StepSpec { test: "latency", rate_fps: rate, duration_ms: st.trial_ms, count: 0 },
+        )?;
+        let lat = &m.latency;
+        let n = lat["count"].as_u64().unwrap_or(0);
+        if n > 0 {
+            for (k, metric) in [
+                ("mean_us", "rfc2544_latency_mean_us"),
+                ("min_us", "rfc2544_latency_min_us"),
+                ("p99_us", "rfc2544_latency_p99_us"),
+                ("max_us", "rfc2544_latency_max_us"),
+            ] {
+                out.push(s(metric, lat[k].as_f64().unwrap_or(0.0), "µs"));
+            }
+        }
+        detail["latency"] = json!({
+            "rate_fps": rate, "at_ndr": ndr > 0.0, "tagged_frames": n, "enough": n >= 20,
+            "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited, "summary": lat,
+        });
+    }
+
+    // Frame loss (§26.3): 100 % of the highest rate, then 10 % steps down until two successive
+    // trials lose nothing.
+    if st.runs("frame_loss") {
+        let mut curve = Vec::new();
+        let mut zero_run = 0;
+        for tenth in (1..=10).rev() {
+            let rate = top * tenth as f64 / 10.0;
+            let m = log.step(
+                "frame_loss",
+                StepSpec { test: "frame_loss", rate_fps: rate, duration_ms: st.search_ms, count: 0 },
+            )?;
+            curve.push(json!({
+                "offered_fps": rate, "pct_of_top": tenth * 10, "pct_of_line": rate / line_max * 100.0,
+                "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited,
+            }));
+            if tenth == 10 {
+                out.push(s("rfc2544_loss_at_max_pct", m.loss_pct(), "%"));
+            }
+            zero_run = if m.lost() == 0 { zero_run + 1 } else { 0 };
+            if zero_run == 2 {
+                break;
+            }
+        }
+        detail["frame_loss"] = json!({"curve": curve, "ended_with_two_zero": zero_run == 2});
+    }
+
+    // Back-to-back (§26.4): the longest burst at the highest rate with no loss, averaged.
+    if st.runs("back_to_back") {
+        let max_len = ((top * st.b2b_ms as f64 / 1000.0).round() as u64).max(2);
+        let res_len = ((max_len as f64 * st.resolution_pct / 100.0).round() as u64).max(1);
+        let mut lens = Vec::new();
+        let mut capped = 0;
+        for _ in 0..st.b2b_trials {
+            let burst = |log: &mut Log<E>, n: u64| {
+                log.step(
+                    "back_to_back",
+                    StepSpec {
+                        test: "back_to_back",
+                        rate_fps: top,
+                        duration_ms: st.b2b_ms.max(10),
+                        count: n,
+                    },
+                )
+            };
+            let m = burst(&mut log, max_len)?;
+            if m.lost() == 0 {
+                capped += 1;
+                lens.push(max_len);
+                continue;
+            }
+            let (mut lo, mut hi) = (0u64, max_len);
+            while hi - lo > res_len {
+                let mid = (lo + hi) / 2;
+                if burst(&mut log, mid)?.lost() == 0 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            lens.push(lo);
+        }
+        let mean = lens.iter().sum::<u64>() as f64 / lens.len().max(1) as f64;
+        out.push(s("rfc2544_b2b_frames", mean, "frames"));
+        detail["back_to_back"] = json!({
+            "rate_fps": top, "max_burst": max_len, "bursts": lens, "mean": mean,
+            "capped": capped, "resolution_frames": res_len,
+        });
+    }
+    detail["steps"] = json!(log.steps);
+    Ok((out, detail))
+}
+
+/// One procedure's answers, for the report (one row per measured trial).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub environment: String,
+    pub direction: String,
+    pub frame_size: u64,
+    pub quick: bool,
+    pub line_max_fps: f64,
+    pub ndr_fps: Option<f64>,
+    pub pdr_fps: Option<f64>,
+    pub ndr_confirmed: bool,
+    /// The DUT passed everything the generator could send: its throughput is at least the NDR.
+    pub gen_limited: bool,
+    pub dut_cpu_pct: Option<f64>,
+    pub guest_cpu_pct: Option<f64>,
+    pub latency: Value,
+    /// (% of the highest rate, offered fps, loss %).
+    pub loss_curve: Vec<(u64, f64, f64)>,
+    pub b2b_mean: Option<f64>,
+    pub b2b_capped: bool,
+    pub steps: usize,
+}
+
+impl Row {
+    /// Reads a stored trial's detail (`extra.rfc2544`).
+    pub fn from_detail(environment: &str, d: &Value) -> Option<Row> {
+        let d = d.get("rfc2544")?;
+        let t = &d["throughput"];
+        let f = |v: &Value| v.as_f64();
+        Some(Row {
+            environment: environment.to_string(),
+            direction: d["direction"].as_str().unwrap_or("?").to_string(),
+            frame_size: d["frame_size"].as_u64()?,
+            quick: d["quick"] == true,
+            line_max_fps: f(&d["line_max_fps"]).unwrap_or(0.0),
+            ndr_fps: f(&t["ndr_fps"]),
+            pdr_fps: f(&t["pdr_fps"]),
+            ndr_confirmed: t["ndr_confirmed"] == true,
+            gen_limited: t["gen_limited"] == true,
+            dut_cpu_pct: f(&t["ndr_cpu"]["dut_host_pct"]),
+            guest_cpu_pct: f(&t["ndr_cpu"]["guest_pct"]),
+            latency: {
+                let mut l = d["latency"]["summary"].clone();
+                if let Some(o) = l.as_object_mut() {
+                    o.remove("histogram_us");
+                }
+                l
+            },
+            loss_curve: d["frame_loss"]["curve"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .map(|p| {
+                            (
+                                p["pct_of_top"].as_u64().unwrap_or(0),
+                                f(&p["offered_fps"]).unwrap_or(0.0),
+                                f(&p["loss_pct"]).unwrap_or(0.0),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            b2b_mean: f(&d["back_to_back"]["mean"]),
+            b2b_capped: d["back_to_back"]["capped"].as_u64().unwrap_or(0) > 0,
+            steps: d["steps"].as_array().map_or(0, Vec::len),
+        })
+    }
+}
+
+fn num(x: Option<f64>) -> String {
+    x.map(crate::report::fmt_num).unwrap_or_else(|| "—".into())
+}
+
+/// The RFC 2544 section of the text report: throughput against frame size per environment and
+/// direction with the theoretical maximum, then latency, CPU, loss curves and back-to-back.
+pub fn render(rows: &[Row]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nRFC 2544");
+    if rows.iter().any(|r| r.quick) {
+        out += " — QUICK profile: shortened trials and coarse searches, not the RFC's 60 s trials";
+    }
+    out += "\n";
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.frame_size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut head = vec!["throughput, NDR frames/s (% of line)".to_string()];
+    head.extend(sizes.iter().map(|s| format!("{s} B")));
+    t.set_header(head);
+    let mut theory = vec!["theoretical maximum".to_string()];
+    for s in &sizes {
+        theory.push(num(rows.iter().find(|r| r.frame_size == *s).map(|r| r.line_max_fps)));
+    }
+    t.add_row(theory);
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.environment.clone(), r.direction.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (env, dir) in &keys {
+        let mut cells = vec![format!("{env} · {dir}")];
+        for s in &sizes {
+            let cell = rows
+                .iter()
+                .find(|r| &r.environment == env && &r.direction == dir && r.frame_size == *s)
+                .map(|r| match r.ndr_fps {
+                    Some(n) => format!(
+                        "{}{}{} ({:.1} %)",
+                        if r.gen_limited { "≥" } else { "" },
+                        crate::report::fmt_num(n),
+                        if r.ndr_confirmed { "" } else { "?" },
+                        n / r.line_max_fps * 100.0
+                    ),
+                    None => "—".into(),
+                })
+                .unwrap_or_default();
+            cells.push(cell);
+        }
+        t.add_row(cells);
+    }
+    out += &t.to_string();
+    out += "\n≥ the generator's limit, not the DUT's (it lost nothing at the highest rate the generator reached); ? not confirmed by the final full-length trial\n";
+
+    let mut d = comfy_table::Table::new();
+    d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    d.set_header(vec![
+        "environment · direction · frame",
+        "NDR / PDR fps",
+        "NDR Mbit/s L2 / wire",
+        "DUT CPU host / guest %",
+        "latency µs mean / min / p99 / max (n)",
+        "loss % by offered % of top",
+        "back-to-back frames",
+    ]);
+    for r in rows {
+        let l = &r.latency;
+        let lat = if l["count"].as_u64().unwrap_or(0) > 0 {
+            format!(
+                "{} / {} / {} / {} ({})",
+                num(l["mean_us"].as_f64()),
+                num(l["min_us"].as_f64()),
+                num(l["p99_us"].as_f64()),
+                num(l["max_us"].as_f64()),
+                l["count"]
+            )
+        } else {
+            "—".into()
+        };
+        let curve: Vec<String> = r
+            .loss_curve
+            .iter()
+            .map(|(p, _, loss)| format!("{p}:{}", crate::report::fmt_num(*loss)))
+            .collect();
+        let l2 = r.ndr_fps.map(|n| n * r.frame_size as f64 * 8.0 / 1e6);
+        let wire = r.ndr_fps.map(|n| n * (r.frame_size as f64 + 20.0) * 8.0 / 1e6);
+        d.add_row(vec![
+            format!("{} · {} · {} B", r.environment, r.direction, r.frame_size),
+            format!("{} / {}", num(r.ndr_fps), num(r.pdr_fps)),
+            format!("{} / {}", num(l2), num(wire)),
+            format!("{} / {}", num(r.dut_cpu_pct), num(r.guest_cpu_pct)),
+            lat,
+            if curve.is_empty() { "—".into() } else { curve.join(" ") },
+            match r.b2b_mean {
+                Some(b) => format!("{}{}", if r.b2b_capped { "≥" } else { "" }, crate::report::fmt_num(b)),
+                None => "—".into(),
+            },
+        ]);
+    }
+    out += &d.to_string();
+    out += "\nlatency: round trip of tagged frames at the NDR rate, on the generator's clock (in/out: the receiver echoes the tags; reflect: the DUT returns every frame)\n";
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use virtperf_workload::params::{resolve, Params};
+    use virtperf_workload::Workload;
+
+    fn settings(extra: &[(&str, serde_json::Value)]) -> Settings {
+        let mut m = resolve(virtperf_workload::rfc2544::Rfc2544.params(), &Default::default()).unwrap();
+        m.insert("quick".into(), true.into());
+        for (k, v) in extra {
+            m.insert(k.to_string(), v.clone());
+        }
+        Settings::from_params(&Params(&m)).unwrap()
+    }
+
+    /// A DUT that drops everything above `cap` frames/s, and a generator that tops out at `gen`.
+    fn model(cap: f64, gen: f64) -> impl FnMut(&StepSpec) -> Result<Measured, String> {
+        move |sp: &StepSpec| {
+            let achieved = sp.rate_fps.min(gen);
+            let secs = if sp.count > 0 { sp.count as f64 / achieved } else { sp.duration_ms as f64 / 1e3 };
+            let sent = if sp.count > 0 { sp.count } else { (achieved * secs) as u64 };
+            // Bursts: a queue of 1000 frames absorbs the excess.
+            let lost = if achieved > cap {
+                let over = ((achieved - cap) / achieved * sent as f64) as u64;
+                if sp.count > 0 {
+                    over.saturating_sub(1000)
+                } else {
+                    over
+                }
+            } else {
+                0
+            };
+            Ok(Measured {
+                sent,
+                received: sent - lost,
+                sent_fps: achieved,
+                gen_limited: achieved < 0.99 * sp.rate_fps,
+                latency: json!({"count": 500, "mean_us": 20.0, "min_us": 5.0, "p99_us": 50.0, "max_us": 90.0}),
+                dut_cpu_pct: Some(42.0),
+                ..Default::default()
+            })
+        }
+    }
+
+    fn get(o: &[Sample], m: &str) -> f64 {
+        o.iter().find(|s| s.metric == m).unwrap_or_else(|| panic!("{m} missing")).value
+    }
+
+    #[test]
+    fn finds_the_dut_limit_within_resolution_and_confirms_it() {
+        let st = settings(&[]);
+        let line = line_max_fps(1e9, 64); // 1.488 Mfps
+        let (out, d) = run(&st, &mut model(500_000.0, 2e6)).unwrap();
+        let ndr = get(&out, "rfc2544_ndr_fps");
+        assert!(ndr <= 500_000.0 && ndr > 500_000.0 - line * 0.05, "{ndr}");
+        assert_eq!(get(&out, "rfc2544_gen_limited"), 0.0);
+        assert_eq!(d["throughput"]["ndr_confirmed"], true);
+        assert!((get(&out, "rfc2544_ndr_line_pct") - ndr / line * 100.0).abs() < 1e-9);
+        // PDR: 0.1 % loss allowed, so at least NDR and still close to the cap.
+        let pdr = get(&out, "rfc2544_pdr_fps");
+        assert!(pdr >= ndr && pdr < 500_000.0 * 1.002 + 1.0, "{pdr}");
+        assert_eq!(get(&out, "rfc2544_dut_cpu_pct"), 42.0);
+        // Every step stored; a confirming trial has the full length.
+        let steps = d["steps"].as_array().unwrap();
+        assert!(steps.iter().any(|x| x["phase"] == "ndr-confirm" && x["duration_ms"] == st.trial_ms));
+        assert!(steps.len() > 10);
+    }
+
+    #[test]
+    fn a_generator_limit_is_never_reported_as_the_duts_throughput() {
+        let st = settings(&[]);
+        let (out, d) = run(&st, &mut model(1e9, 300_000.0)).unwrap();
+        assert_eq!(get(&out, "rfc2544_gen_limited"), 1.0);
+        assert!(d["generator_limited_probe"] == true);
+        assert!(get(&out, "rfc2544_ndr_fps") <= 300_000.0);
+        // Not limited by the DUT: frame loss at the top rate is zero.
+        assert_eq!(get(&out, "rfc2544_loss_at_max_pct"), 0.0);
+    }
+
+    #[test]
+    fn frame_loss_walks_down_in_ten_percent_steps_to_two_clean_trials() {
+        let st = settings(&[("tests", json!("frame_loss"))]);
+        let (out, d) = run(&st, &mut model(700_000.0, 1e7)).unwrap();
+        let curve = d["frame_loss"]["curve"].as_array().unwrap();
+        let pcts: Vec<u64> = curve.iter().map(|c| c["pct_of_top"].as_u64().unwrap()).collect();
+        // 1.488 Mfps top; the DUT holds 700 k = 47 %: loss at 100…50 %, clean at 40 and 30 %.
+        assert_eq!(pcts, vec![100, 90, 80, 70, 60, 50, 40, 30]);
+        assert!(get(&out, "rfc2544_loss_at_max_pct") > 50.0);
+        assert_eq!(d["frame_loss"]["ended_with_two_zero"], true);
+        assert!(out.iter().all(|s| !s.metric.starts_with("rfc2544_ndr")), "throughput was not asked");
+    }
+
+    #[test]
+    fn back_to_back_finds_the_queue_length() {
+        let st = settings(&[
+            ("tests", json!("back_to_back")),
+            ("b2b_trials", json!(3)),
+            ("resolution", json!(0.1)),
+        ]);
+        // Top 1.488 Mfps × 100 ms = 148,800 frames; the DUT takes 500 k/s plus a 1000-frame queue.
+        let (out, d) = run(&st, &mut model(500_000.0, 1e7)).unwrap();
+        let b2b = get(&out, "rfc2544_b2b_frames");
+        // Loss-free while (1 − 500k/1.488M) × n ≤ 1000: n ≤ ~1507; within 0.1 % of the max burst.
+        assert!((1507.0 - 149.0..=1508.0).contains(&b2b), "{b2b}");
+        assert_eq!(d["back_to_back"]["bursts"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn latency_runs_at_the_throughput_rate() {
+        let st = settings(&[("tests", json!("throughput,latency"))]);
+        let (out, d) = run(&st, &mut model(400_000.0, 1e7)).unwrap();
+        assert_eq!(d["latency"]["rate_fps"], d["throughput"]["ndr_fps"]);
+        assert_eq!(get(&out, "rfc2544_latency_p99_us"), 50.0);
+        assert_eq!(d["latency"]["enough"], true);
+    }
+
+    #[test]
+    fn a_step_error_ends_the_procedure() {
+        let st = settings(&[]);
+        let mut n = 0;
+        let r = run(&st, &mut |_: &StepSpec| {
+            n += 1;
+            if n == 3 {
+                Err("peer gone".to_string())
+            } else {
+                Ok(Measured { sent: 10, received: 5, sent_fps: 1e6, ..Default::default() })
+            }
+        });
+        assert_eq!(r.unwrap_err(), "peer gone");
+    }
+}

@@ -1,0 +1,279 @@
+//! The `rfc2544` workload: its parameters, metrics and resolved [`Settings`]. It is a procedure:
+//! the orchestrator (`virtperf/src/rfc2544.rs`, the searches of RFC 2544 §26) runs it as steps of
+//! the [`crate::frames`] generator between the tester and the environment; an agent never runs it.
+
+use crate::params::{ParamKind, ParamSpec, Params};
+use crate::{Better, MetricSpec, Output, RunCtx, Workload};
+
+pub const TESTS: &[&str] = &["throughput", "latency", "frame_loss", "back_to_back"];
+/// RFC 2544 §9.1: the frame sizes for Ethernet.
+pub const FRAME_SIZES: &[&str] = &["64", "128", "256", "512", "1024", "1280", "1518"];
+/// The largest standard Ethernet frame; above it only with `jumbo = true`.
+pub const MAX_STANDARD_FRAME: u64 = 1518;
+
+pub struct Rfc2544;
+
+const fn dur(name: &'static str, help: &'static str) -> ParamSpec {
+    ParamSpec { name, kind: ParamKind::Duration { min_ms: 10, max_ms: 3_600_000 }, default: None, help }
+}
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "tests",
+        kind: ParamKind::Text,
+        default: Some("throughput,latency,frame_loss,back_to_back"),
+        help: "which of throughput, latency, frame_loss, back_to_back (a list; latency and frame_loss use the throughput result)",
+    },
+    ParamSpec {
+        name: "frame_size",
+        kind: ParamKind::Int { min: 64, max: 9018 },
+        default: Some("64"),
+        help: "Ethernet frame size incl. FCS (also `frame_sizes`); swept over 64…1518 when not given",
+    },
+    ParamSpec {
+        name: "direction",
+        kind: ParamKind::Choice(&["in", "out", "reflect"]),
+        default: Some("in"),
+        help: "in: tester→DUT; out: DUT→tester; reflect: tester→DUT→tester; swept over in, out when not given",
+    },
+    ParamSpec {
+        name: "quick",
+        kind: ParamKind::Bool,
+        default: Some("false"),
+        help: "short trials and coarse searches (1 s trials, 0.25 s search steps, 5 % resolution, 2 back-to-back trials); the report says so",
+    },
+    dur("trial_duration", "length of a final trial (RFC default 60s; quick 1s)"),
+    dur("search_duration", "length of a search step (default: trial_duration; quick 250ms)"),
+    ParamSpec {
+        name: "resolution",
+        kind: ParamKind::Float { min: 0.01, max: 50.0 },
+        default: None,
+        help: "search resolution, % of the highest rate offered (default 0.5; quick 5)",
+    },
+    ParamSpec {
+        name: "loss_tolerance",
+        kind: ParamKind::Float { min: 0.0, max: 100.0 },
+        default: Some("0.1"),
+        help: "frame loss % a partial-drop rate (PDR) may have; the no-drop rate (NDR) allows none",
+    },
+    ParamSpec {
+        name: "line_rate",
+        kind: ParamKind::Rate,
+        default: Some("1Gbit"),
+        help: "nominal line rate for percentages and the theoretical maximum line / ((L + 20) × 8) (seed 003: GbE)",
+    },
+    ParamSpec {
+        name: "jumbo",
+        kind: ParamKind::Bool,
+        default: Some("false"),
+        help: "allow frames above 1518 bytes (the lab's MTU must carry frame − 18)",
+    },
+    dur("learning", "learning frames, then this wait, before each trial (default 500ms; quick 20ms)"),
+    dur("settle", "wait between trials (default 2s; quick 50ms)"),
+    dur("drain", "after a trial, how long frames in flight still count (RFC: 2s; quick 100ms)"),
+    ParamSpec {
+        name: "b2b_trials",
+        kind: ParamKind::Int { min: 1, max: 1000 },
+        default: None,
+        help: "back-to-back searches averaged (RFC: at least 50; quick 2)",
+    },
+    dur("b2b_duration", "longest burst tried, as time at the maximum rate (RFC: 2s; quick 100ms)"),
+];
+
+/// Every parameter resolved, quick-profile defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub tests: Vec<String>,
+    pub frame_size: u64,
+    pub direction: String,
+    pub quick: bool,
+    pub trial_ms: u64,
+    pub search_ms: u64,
+    pub resolution_pct: f64,
+    pub loss_tolerance_pct: f64,
+    pub line_bps: f64,
+    pub learning_ms: u64,
+    pub settle_ms: u64,
+    pub drain_ms: u64,
+    pub b2b_trials: u64,
+    pub b2b_ms: u64,
+}
+
+impl Settings {
+    pub fn from_params(p: &Params) -> Result<Settings, (String, String)> {
+        fn e(k: &'static str) -> impl Fn(String) -> (String, String) {
+            move |m| (k.to_string(), m)
+        }
+        let quick = p.bool("quick");
+        let q = |quick_v: u64, full: u64| if quick { quick_v } else { full };
+        let tests = parse_tests(p.str("tests").map_err(e("tests"))?)?;
+        let trial_ms = p.ms_or("trial_duration", q(1000, 60_000));
+        Ok(Settings {
+            tests,
+            frame_size: p.u64("frame_size").map_err(e("frame_size"))?,
+            direction: p.str("direction").map_err(e("direction"))?.to_string(),
+            quick,
+            trial_ms,
+            search_ms: p.ms_or("search_duration", if quick { 250 } else { trial_ms }),
+            resolution_pct: p.opt_f64("resolution").unwrap_or(if quick { 5.0 } else { 0.5 }),
+            loss_tolerance_pct: p.f64("loss_tolerance").map_err(e("loss_tolerance"))?,
+            line_bps: p.u64("line_rate").map_err(e("line_rate"))? as f64,
+            learning_ms: p.ms_or("learning", q(20, 500)),
+            settle_ms: p.ms_or("settle", q(50, 2000)),
+            drain_ms: p.ms_or("drain", q(100, 2000)),
+            b2b_trials: p.opt_u64("b2b_trials").unwrap_or(q(2, 50)),
+            b2b_ms: p.ms_or("b2b_duration", q(100, 2000)),
+        })
+    }
+    pub fn runs(&self, test: &str) -> bool {
+        self.tests.iter().any(|t| t == test)
+    }
+}
+
+/// `throughput,latency` → the tests, in RFC order; an unknown name is an error naming it.
+pub fn parse_tests(s: &str) -> Result<Vec<String>, (String, String)> {
+    let mut out = Vec::new();
+    for t in s.split([',', '+', ' ']).map(str::trim).filter(|t| !t.is_empty()) {
+        if !TESTS.contains(&t) {
+            return Err(("tests".into(), format!("unknown test `{t}` (known: {})", TESTS.join(", "))));
+        }
+        out.push(t.to_string());
+    }
+    if out.is_empty() {
+        return Err(("tests".into(), format!("no test named; give some of: {}", TESTS.join(", "))));
+    }
+    Ok(TESTS.iter().filter(|t| out.iter().any(|o| o == *t)).map(|t| t.to_string()).collect())
+}
+
+impl Workload for Rfc2544 {
+    fn kind(&self) -> &'static str {
+        "rfc2544"
+    }
+    fn summary(&self) -> &'static str {
+        "RFC 2544 throughput (NDR/PDR), latency, frame loss and back-to-back per frame size and direction"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        METRICS
+    }
+    fn needs_peer(&self) -> bool {
+        true
+    }
+    fn procedure(&self) -> bool {
+        true
+    }
+    fn set_params(&self) -> &'static [&'static str] {
+        &["tests"]
+    }
+    fn default_sweep(&self) -> &'static [(&'static str, &'static [&'static str])] {
+        &[("frame_size", FRAME_SIZES), ("direction", &["in", "out"])]
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[("frame_sizes", "frame_size"), ("directions", "direction")]
+    }
+    fn default_reps(&self) -> Option<(u32, u32)> {
+        Some((1, 0))
+    }
+    fn check(&self, p: &Params) -> Result<(), (String, String)> {
+        let s = Settings::from_params(p)?;
+        if s.frame_size > MAX_STANDARD_FRAME && !p.bool("jumbo") {
+            return Err((
+                "frame_size".into(),
+                format!("{} bytes is above Ethernet's 1518: set jumbo = true (and a lab mtu of at least frame − 18)", s.frame_size),
+            ));
+        }
+        if s.search_ms > s.trial_ms {
+            return Err((
+                "search_duration".into(),
+                "a search step cannot be longer than trial_duration".into(),
+            ));
+        }
+        Ok(())
+    }
+    fn run(&self, _p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
+        Err("`rfc2544` is a procedure: `virtperf run` drives it as steps of the `frames` workload".into())
+    }
+}
+
+const fn m(name: &'static str, unit: &'static str, better: Better, help: &'static str) -> MetricSpec {
+    MetricSpec { name, unit, better, help }
+}
+
+pub const METRICS: &[MetricSpec] = &[
+    m(
+        "rfc2544_ndr_fps",
+        "fps",
+        Better::Higher,
+        "throughput: highest rate with no frame lost (NDR), confirmed by a full trial",
+    ),
+    m("rfc2544_ndr_mbps", "Mbit/s", Better::Higher, "NDR in bits of the frames (L2, FCS included)"),
+    m(
+        "rfc2544_ndr_wire_mbps",
+        "Mbit/s",
+        Better::Higher,
+        "NDR on the wire (+20 bytes of preamble and gap per frame)",
+    ),
+    m("rfc2544_ndr_line_pct", "%", Better::Higher, "NDR as % of the theoretical maximum at line_rate"),
+    m("rfc2544_pdr_fps", "fps", Better::Higher, "highest rate with loss within loss_tolerance (PDR)"),
+    m("rfc2544_pdr_mbps", "Mbit/s", Better::Higher, "PDR in bits of the frames (L2)"),
+    m(
+        "rfc2544_gen_limited",
+        "bool",
+        Better::Lower,
+        "1 when the DUT passed all the generator could offer: its throughput is at least the NDR",
+    ),
+    m(
+        "rfc2544_dut_cpu_pct",
+        "% of a CPU",
+        Better::Lower,
+        "host CPU of the DUT's processes during the NDR trial",
+    ),
+    m(
+        "rfc2544_guest_cpu_pct",
+        "%",
+        Better::Lower,
+        "CPU busy inside the DUT during the NDR trial (all its CPUs)",
+    ),
+    m(
+        "rfc2544_latency_mean_us",
+        "µs",
+        Better::Lower,
+        "round trip of tagged frames at the throughput rate, mean",
+    ),
+    m("rfc2544_latency_min_us", "µs", Better::Lower, "round trip at the throughput rate, minimum"),
+    m("rfc2544_latency_p99_us", "µs", Better::Lower, "round trip at the throughput rate, 99th percentile"),
+    m("rfc2544_latency_max_us", "µs", Better::Lower, "round trip at the throughput rate, maximum"),
+    m("rfc2544_loss_at_max_pct", "%", Better::Lower, "frame loss at 100 % of the highest rate offered"),
+    m(
+        "rfc2544_b2b_frames",
+        "frames",
+        Better::Higher,
+        "longest burst at the highest rate with no loss, mean of the trials",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tests_parse_in_rfc_order_and_unknowns_are_named() {
+        assert_eq!(parse_tests("latency,throughput").unwrap(), vec!["throughput", "latency"]);
+        assert!(parse_tests("jitter").unwrap_err().1.contains("jitter"));
+        assert!(parse_tests(" , ").is_err());
+    }
+
+    #[test]
+    fn quick_changes_the_defaults_and_explicit_values_win() {
+        let mut m = crate::params::resolve(PARAMS, &Default::default()).unwrap();
+        let s = Settings::from_params(&Params(&m)).unwrap();
+        assert_eq!((s.trial_ms, s.search_ms, s.b2b_trials, s.drain_ms), (60_000, 60_000, 50, 2000));
+        assert_eq!(s.line_bps, 1e9);
+        m.insert("quick".into(), true.into());
+        m.insert("trial_duration".into(), 3000.into());
+        let s = Settings::from_params(&Params(&m)).unwrap();
+        assert_eq!((s.trial_ms, s.search_ms, s.b2b_trials, s.resolution_pct), (3000, 250, 2, 5.0));
+    }
+}
