@@ -36,6 +36,7 @@ lint:
 bench: build
 	bench/harness.sh
 	bench/net.sh
+	bench/rfc2544.sh
 	bench/start.sh
 	bench/boot.sh
 

@@ -41,6 +41,10 @@ fn main() {
             network_workloads_native_and_container_root_ns_untouched,
         ),
         ("kill9_during_network_trial_lab_is_swept", kill9_during_network_trial_lab_is_swept),
+        (
+            "rfc2544_quick_in_out_reflect_native_and_container",
+            rfc2544_quick_in_out_reflect_native_and_container,
+        ),
         ("background_load_lands_within_3_points", background_load_lands_within_3_points),
         ("all_pairs_matrix_covers_every_ordered_pair", all_pairs_matrix_covers_every_ordered_pair),
         (
@@ -652,6 +656,75 @@ fn network_workloads_native_and_container_root_ns_untouched() -> Outcome {
         })
         .unwrap();
     assert!(trials > 0 && n / trials >= 10, "{n} CPU samples over {trials} trials");
+    Outcome::Pass
+}
+
+fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("r.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    // Bad input first: nothing is created, the key is named, exit 2.
+    let bad = vp(
+        &["run", "--env", "native", "--workload", "rfc2544:frame_size=63", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("frame_size"));
+    assert!(!db.exists(), "a refused run created its database");
+    let with_container = has("runc");
+    let mut args = vec!["run", "--env", "native"];
+    if with_container {
+        args.extend(["--env", "container"]);
+    }
+    let w = "rfc2544:quick=true,frame_size=[64,1518],direction=[in,out,reflect]";
+    args.extend(["--workload", w, "--json", "--db", db.to_str().unwrap()]);
+    let before = root_netns_snapshot();
+    let out = vp(&args, &env);
+    let after = root_netns_snapshot();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(before, after, "the root namespace changed");
+    assert_no_leftovers(&state);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let rows = doc["rfc2544"].as_array().expect("an rfc2544 section");
+    let n_env = if with_container { 2 } else { 1 };
+    assert_eq!(rows.len(), n_env * 2 * 3, "{rows:#?}");
+    for r in rows {
+        let what = format!("{} {} {}: {r}", r["environment"], r["direction"], r["frame_size"]);
+        let line = r["line_max_fps"].as_f64().unwrap();
+        let ndr = r["ndr_fps"].as_f64().unwrap_or(0.0);
+        let pdr = r["pdr_fps"].as_f64().unwrap_or(0.0);
+        // A software path passes something; never more than the line allows; PDR >= NDR.
+        assert!(
+            ndr > 0.0 && ndr <= line * 1.000_001 && pdr >= ndr,
+            "{what}: ndr {ndr} pdr {pdr} line {line}"
+        );
+        assert!(r["latency"]["count"].as_u64().unwrap_or(0) >= 20, "{what}: {}", r["latency"]);
+        assert!(r["latency"]["min_us"].as_f64().unwrap() > 0.0, "{what}");
+        let curve = r["loss_curve"].as_array().unwrap();
+        assert_eq!(curve[0][0], 100, "{what}: frame loss starts at 100 %");
+        assert!(r["b2b_mean"].as_f64().unwrap() > 0.0, "{what}");
+        assert!(r["steps"].as_u64().unwrap() >= 5, "{what}");
+        assert!(r["dut_cpu_pct"].as_f64().is_some(), "{what}: no DUT CPU");
+        assert_eq!(r["quick"], true);
+    }
+    // Every step is stored with its trial, with what the generator reached.
+    let x = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
+    let x: serde_json::Value = serde_json::from_slice(&x.stdout).unwrap();
+    for t in x["trials"].as_array().unwrap() {
+        let steps = t["extra"]["rfc2544"]["steps"].as_array().expect("steps stored");
+        assert_eq!(steps[0]["phase"], "probe");
+        assert!(steps
+            .iter()
+            .all(|s| s["sent"].as_u64().unwrap() > 0 && s["sent_fps"].as_f64().unwrap() > 0.0));
+    }
+    // The text report has the section and says the profile was quick.
+    let text = vp(&["report", "--db", db.to_str().unwrap()], &env);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("RFC 2544 — QUICK profile") && text.contains("theoretical maximum"), "{text}");
     Outcome::Pass
 }
 

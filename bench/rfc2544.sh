@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The RFC 2544 generator (workload `frames`) against the reference tools, side by side in one run,
+# on the same lab path: two network namespaces joined by veths through a bridge in a third,
+# 198.18.0.0/24, MTU 1500 — the topology `virtperf run` builds (src/lab). Alternating rounds so
+# that drift on the host hits every tool alike; ratios are of the medians.
+#
+#  1. 64-byte frames, unlimited: datagrams/s received, `frames:rate=0` vs `iperf3 -u -b 0 -l 18`
+#     (18-byte payload = 64-byte frame): target >= 1.0x.
+#  2. The same, datagrams/s sent, against a minimal sendmmsg loop (64 per call, nothing else:
+#     crates/workload/examples/sendmmsg_loop.rs) with its recvmmsg twin: target >= 0.9x.
+#  3. Timestamp resolution of latency samples: the clock's declared resolution and the smallest
+#     step seen between two reads, as stored with every step; and the round trips measured.
+#     Target <= 1 us.
+#
+# Usage (root): bench/rfc2544.sh        ROUNDS=3 SECS=5 by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release/virtperf}
+LOOP=${LOOP:-target/release/examples/sendmmsg_loop}
+ROUNDS=${ROUNDS:-3}
+SECS=${SECS:-5}
+[ "$(id -u)" = 0 ] || { echo "bench/rfc2544.sh: needs root (network namespaces)"; exit 3; }
+command -v iperf3 >/dev/null || { echo "bench/rfc2544.sh: iperf3 missing (scripts/install-deps.sh installs it)"; exit 3; }
+[ -x "$LOOP" ] || cargo build --release --examples -p virtperf-workload >/dev/null
+tmp=$(mktemp -d)
+P="vpr$$"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for n in "$P-t" "$P-e0" "$P-hub"; do ip netns delete "$n" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+lab_up() {
+  ip netns add "$P-hub"; ip -n "$P-hub" link set lo up
+  ip -n "$P-hub" link add br0 type bridge; ip -n "$P-hub" link set br0 up
+  local i=0
+  for ep in "t:198.18.0.1" "e0:198.18.0.10"; do
+    local ns="$P-${ep%%:*}" addr=${ep#*:}
+    ip netns add "$ns"; ip -n "$ns" link set lo up
+    ip -n "$P-hub" link add "h$i" mtu 1500 type veth peer name eth0 netns "$ns"
+    ip -n "$P-hub" link set "h$i" master br0 up
+    ip -n "$ns" addr add "$addr/24" dev eth0; ip -n "$ns" link set eth0 up
+    i=$((i + 1))
+  done
+}
+lab_down() { for n in "$P-t" "$P-e0" "$P-hub"; do ip netns delete "$n" 2>/dev/null || true; done; }
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+: > "$tmp/ip"; : > "$tmp/loop"; : > "$tmp/vp_recv"; : > "$tmp/vp_sent"
+for r in $(seq "$ROUNDS"); do
+  lab_up
+  # iperf3: the environment (e0) sends, the tester receives — virtperf's direction=out.
+  ip netns exec "$P-t" iperf3 -s -1 -B 198.18.0.1 >/dev/null 2>&1 &
+  pids+=($!); sleep 0.3
+  ip netns exec "$P-e0" iperf3 -c 198.18.0.1 -B 198.18.0.10 -t "$SECS" -u -b 0 -l 18 -J > "$tmp/j"
+  wait "${pids[-1]}" 2>/dev/null || true
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["end"]["sum"]; print((s["packets"]-s["lost_packets"])/s["seconds"])' "$tmp/j" >> "$tmp/ip"
+  # The minimal loop, same roles.
+  ip netns exec "$P-t" "$LOOP" recv 198.18.0.1:5301 "$SECS" > "$tmp/loop_recv" &
+  pids+=($!); sleep 0.3
+  ip netns exec "$P-e0" "$LOOP" send 198.18.0.10 198.18.0.1:5301 "$SECS" 18 >> "$tmp/loop"
+  wait "${pids[-1]}" 2>/dev/null || true
+  lab_down
+  # virtperf: builds and removes its own lab. One warm-up trial (virtperf's default).
+  "$BIN" run --env native --workload "frames:rate=0,frame_size=64,direction=out,duration=${SECS}s" \
+    --reps 1 --warmup 1 --json --db "$tmp/vp.db" > "$tmp/v" 2>/dev/null
+  python3 - "$tmp/v" "$tmp/vp_recv" "$tmp/vp_sent" <<'PY'
+import json, sys
+r = {x["metric"]: x["mean"] for x in json.load(open(sys.argv[1]))["results"]}
+open(sys.argv[2], "a").write(f'{r["frames_recv_fps"]}\n')
+open(sys.argv[3], "a").write(f'{r["frames_sent_fps"]}\n')
+PY
+  echo "round $r: received/s iperf3 $(tail -1 "$tmp/ip") virtperf $(tail -1 "$tmp/vp_recv");" \
+       "sent/s sendmmsg loop $(tail -1 "$tmp/loop") virtperf $(tail -1 "$tmp/vp_sent")"
+done
+
+# Timestamp resolution and the latency samples of the last virtperf run (paced, tagged frames).
+"$BIN" run --env native --workload "frames:rate=50000,frame_size=64,direction=out,duration=2s" \
+  --reps 1 --warmup 0 --json --db "$tmp/vp.db" > /dev/null 2>&1
+"$BIN" export --format json --db "$tmp/vp.db" > "$tmp/x"
+python3 - "$tmp/x" <<'PY'
+import json, sys
+t = [t for t in json.load(open(sys.argv[1]))["trials"] if t["status"] == "ok"][-1]
+c = t["extra"]["flows"][0]["client"]
+print(f'timestamp resolution: clock_getres {c["clock"]["resolution_ns"]} ns, smallest step between reads '
+      f'{c["clock"]["tick_ns"]} ns (target <= 1000 ns); latency samples {c["latency"]["count"]}, '
+      f'round trip min {c["latency"]["min_us"]:.2f} us, p50 {c["latency"]["p50_us"]:.2f} us')
+PY
+
+ip=$(median < "$tmp/ip"); vr=$(median < "$tmp/vp_recv"); lp=$(median < "$tmp/loop"); vs=$(median < "$tmp/vp_sent")
+awk -v ip="$ip" -v vr="$vr" -v lp="$lp" -v vs="$vs" 'BEGIN {
+  printf "64-byte frames received/s, median: iperf3 %.0f, virtperf frames %.0f: ratio %.3f (target >= 1.0)\n", ip, vr, vr/ip
+  printf "64-byte frames sent/s, median: sendmmsg loop %.0f, virtperf frames %.0f: ratio %.3f (target >= 0.9)\n", lp, vs, vs/lp
+}'
