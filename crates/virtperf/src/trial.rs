@@ -488,16 +488,15 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         guest_cpu_ns += b.guest_cpu_ns;
         let flow = b.extra.as_ref().map(|e| e["flows"][0].clone()).unwrap_or(Value::Null);
         let (server, client) = (&flow["server"], &flow["client"]);
-        let counts = if mode == "reflect" { &client["echo"] } else { &server["account"] };
-        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        let k = virtperf_workload::frames::StepCounts::of(server, client);
         let metric = |m: &str| b.samples.iter().find(|x| x.metric == m).map(|x| x.value);
         Ok(crate::rfc2544::Measured {
-            sent: n(&client["sent"]),
-            received: n(&counts["received"]),
+            sent: k.sent,
+            received: k.received,
             sent_fps: client["achieved_fps"].as_f64().unwrap_or(0.0),
-            gen_limited: client["gen_limited"] == true,
-            reordered: n(&counts["reordered"]),
-            duplicates: n(&counts["duplicates"]),
+            gen_limited: k.gen_limited,
+            reordered: k.reordered,
+            duplicates: k.duplicates,
             latency: client["latency"].clone(),
             // Over the whole step (learning and drain included): what the DUT spent on it.
             dut_cpu_pct: c0

@@ -35,7 +35,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use virtperf_proto::{NetRole, Sample, Side};
 
-use crate::net::{addr, new_histogram, recv_batch, set_big_buffers, UDP_FRAME_OVERHEAD};
+use crate::net::{addr, new_histogram, recv_batch, send_batch, set_big_buffers, UDP_FRAME_OVERHEAD};
 use crate::params::{ParamKind, ParamSpec, Params};
 use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
@@ -184,31 +184,6 @@ impl Account {
     }
 }
 
-/// Sends the first `lens.len()` buffers, each `lens[i]` bytes long, with one sendmmsg on a
-/// connected socket. Returns how many left (0 on an error such as ENOBUFS).
-fn send_lens(s: &UdpSocket, bufs: &mut [Vec<u8>], lens: &[usize]) -> usize {
-    use std::os::fd::AsRawFd;
-    let mut iov: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .zip(lens)
-        .map(|(b, &l)| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: l.min(b.len()) })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: mmsghdr is plain data; all-zero is valid (no name, no control).
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: every msghdr points at an iovec that points into a live buffer of at least iov_len
-    // bytes; the socket is connected, so no name is needed.
-    let n = unsafe { libc::sendmmsg(s.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, 0) };
-    n.max(0) as usize
-}
-
 /// Latency summary of a histogram of round trips in ns, in µs.
 fn latency_json(h: &hdrhistogram::Histogram<u64>) -> Value {
     if h.is_empty() {
@@ -334,24 +309,18 @@ impl Workload for Frames {
         }
     }
     fn merge(&self, server: &Output, client: &Output) -> Vec<Sample> {
-        let reflect = server.extra["mode"] == "reflect";
-        let counts = if reflect { &client.extra["echo"] } else { &server.extra["account"] };
+        let k = StepCounts::of(&server.extra, &client.extra);
         let c = &client.extra;
         let f = |v: &Value| v.as_f64().unwrap_or(0.0);
-        let (sent, received) = (f(&c["sent"]), f(&counts["received"]));
         let secs = f(&c["seconds"]).max(1e-9);
         let mut out = vec![
             sample("frames_offered_fps", f(&c["offered_fps"]), "fps"),
-            sample("frames_sent_fps", sent / secs, "fps"),
-            sample("frames_recv_fps", received / secs, "fps"),
-            sample(
-                "frame_loss_pct",
-                if sent > 0.0 { (sent - received).max(0.0) / sent * 100.0 } else { 0.0 },
-                "%",
-            ),
-            sample("frames_reordered", f(&counts["reordered"]), "frames"),
-            sample("frames_duplicated", f(&counts["duplicates"]), "frames"),
-            sample("gen_limited", if c["gen_limited"] == true { 1.0 } else { 0.0 }, "bool"),
+            sample("frames_sent_fps", k.sent as f64 / secs, "fps"),
+            sample("frames_recv_fps", k.received as f64 / secs, "fps"),
+            sample("frame_loss_pct", k.loss_pct(), "%"),
+            sample("frames_reordered", k.reordered as f64, "frames"),
+            sample("frames_duplicated", k.duplicates as f64, "frames"),
+            sample("gen_limited", if k.gen_limited { 1.0 } else { 0.0 }, "bool"),
         ];
         let lat = &c["latency"];
         if lat["count"].as_u64().unwrap_or(0) > 0 {
@@ -359,6 +328,39 @@ impl Workload for Frames {
             out.push(sample("frame_rtt_p99_us", f(&lat["p99_us"]), "µs"));
         }
         out
+    }
+}
+
+/// One step's counts from its two sides' results: sent by the generator; received, reordered and
+/// duplicated as the receiver saw them — the server in a stream, the generator itself (the frames
+/// that came back) when the DUT reflects.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepCounts {
+    pub sent: u64,
+    pub received: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub gen_limited: bool,
+}
+
+impl StepCounts {
+    pub fn of(server: &Value, client: &Value) -> StepCounts {
+        let counts = if server["mode"] == "reflect" { &client["echo"] } else { &server["account"] };
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        StepCounts {
+            sent: n(&client["sent"]),
+            received: n(&counts["received"]),
+            reordered: n(&counts["reordered"]),
+            duplicates: n(&counts["duplicates"]),
+            gen_limited: client["gen_limited"] == true,
+        }
+    }
+    pub fn loss_pct(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.sent.saturating_sub(self.received) as f64 / self.sent as f64 * 100.0
+        }
     }
 }
 
@@ -501,7 +503,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
                     bufs.swap(k, i);
                 }
             }
-            echoed += send_lens(&s, &mut bufs[..back.len()], &lens) as u64;
+            echoed += send_batch(&s, &mut bufs[..back.len()], &lens) as u64;
         }
         lens.clear();
         if fin {
@@ -607,7 +609,7 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
                     let flags = if tagged && i == 0 { F_TAG } else { 0 };
                     write_header(b, Header { tag, seq: (seq + i as u64 + 1) as u32, tx_ns: now, flags });
                 }
-                let sent = send_lens(&s, &mut bufs[..n], &lens[..n]);
+                let sent = send_batch(&s, &mut bufs[..n], &lens[..n]);
                 if sent == 0 {
                     // ENOBUFS or a full queue: count it and yield rather than spin on the error.
                     send_errors += 1;

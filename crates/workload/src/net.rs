@@ -340,12 +340,15 @@ pub(crate) fn set_big_buffers(s: &UdpSocket) {
 
 const BATCH: usize = 64;
 
-/// Sends `count` datagrams from `bufs` with one sendmmsg; returns how many left.
-pub(crate) fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> usize {
+/// Sends each of `bufs` with one sendmmsg on a connected socket, `lens[i]` bytes of buffer `i`
+/// (bufs and lens pair up; the shorter decides). Returns how many left (0 on an error such as
+/// ENOBUFS).
+pub(crate) fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>], lens: &[usize]) -> usize {
     use std::os::fd::AsRawFd;
     let mut iov: Vec<libc::iovec> = bufs
         .iter_mut()
-        .map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() })
+        .zip(lens)
+        .map(|(b, &l)| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: l.min(b.len()) })
         .collect();
     let mut msgs: Vec<libc::mmsghdr> = iov
         .iter_mut()
@@ -357,7 +360,8 @@ pub(crate) fn send_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> usize {
             m
         })
         .collect();
-    // SAFETY: every msghdr points at an iovec that points at a live buffer; the socket is connected.
+    // SAFETY: every msghdr points at an iovec that points into a live buffer of at least iov_len
+    // bytes; the socket is connected, so no name is needed.
     let n = unsafe { libc::sendmmsg(s.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, 0) };
     n.max(0) as usize
 }
@@ -545,6 +549,7 @@ impl Workload for UdpStream {
                 s.connect(addr(&role.peer, role.port)?).map_err(|e| format!("connect: {e}"))?;
                 let rate = p.u64("rate")?;
                 let mut bufs = vec![vec![0u8; payload]; BATCH];
+                let lens = [payload; BATCH];
                 let t0 = Instant::now();
                 let mut seq = 0u64;
                 while !ctx.stopped() {
@@ -566,7 +571,7 @@ impl Workload for UdpStream {
                     for (i, b) in bufs.iter_mut().take(n).enumerate() {
                         stamp(b, role.flow, seq + i as u64 + 1);
                     }
-                    seq += send_batch(&s, &mut bufs[..n]) as u64;
+                    seq += send_batch(&s, &mut bufs[..n], &lens[..n]) as u64;
                 }
                 let secs = t0.elapsed().as_secs_f64();
                 let mut fin = vec![0u8; HDR];
