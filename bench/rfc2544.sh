@@ -25,32 +25,8 @@ SECS=${SECS:-5}
 [ "$(id -u)" = 0 ] || { echo "bench/rfc2544.sh: needs root (network namespaces)"; exit 3; }
 command -v iperf3 >/dev/null || { echo "bench/rfc2544.sh: iperf3 missing (scripts/install-deps.sh installs it)"; exit 3; }
 [ -x "$LOOP" ] || cargo build --release --examples -p virtperf-workload >/dev/null
-tmp=$(mktemp -d)
-P="vpr$$"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for n in "$P-t" "$P-e0" "$P-hub"; do ip netns delete "$n" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+. bench/lab.sh
 
-lab_up() {
-  ip netns add "$P-hub"; ip -n "$P-hub" link set lo up
-  ip -n "$P-hub" link add br0 type bridge; ip -n "$P-hub" link set br0 up
-  local i=0
-  for ep in "t:198.18.0.1" "e0:198.18.0.10"; do
-    local ns="$P-${ep%%:*}" addr=${ep#*:}
-    ip netns add "$ns"; ip -n "$ns" link set lo up
-    ip -n "$P-hub" link add "h$i" mtu 1500 type veth peer name eth0 netns "$ns"
-    ip -n "$P-hub" link set "h$i" master br0 up
-    ip -n "$ns" addr add "$addr/24" dev eth0; ip -n "$ns" link set eth0 up
-    i=$((i + 1))
-  done
-}
-lab_down() { for n in "$P-t" "$P-e0" "$P-hub"; do ip netns delete "$n" 2>/dev/null || true; done; }
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 : > "$tmp/ip"; : > "$tmp/loop"; : > "$tmp/vp_recv"; : > "$tmp/vp_sent"
 refs() {
   lab_up
