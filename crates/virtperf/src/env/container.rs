@@ -15,9 +15,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{
-    await_hello, spawn_piped, Availability, Conn, Environment, Instance, LaunchCtx, LaunchError, Teardown,
-};
+use super::{spawn_piped, Availability, Conn, Environment, Instance, LaunchCtx, LaunchError, Teardown};
 use crate::ledger::{cgroup_mounts, Entry, Ledger};
 
 pub struct Container;
@@ -339,7 +337,7 @@ pub(super) fn launch_oci(
                 return Err(e);
             }
         };
-        let mut inst = Instance {
+        let inst = Instance {
             conn: Conn::new(stdout, Box::new(stdin), tail),
             cpu: super::cgroup_probe(&id),
             start_time: Default::default(),
@@ -348,17 +346,7 @@ pub(super) fn launch_oci(
             teardown: Box::new(teardown),
             child: Some(child),
         };
-        match await_hello(&mut inst.conn, ctx, started) {
-            Ok((pid, t)) => {
-                inst.agent_pid = pid;
-                inst.start_time = t;
-                Ok(inst)
-            }
-            Err(e) => {
-                inst.kill(ctx.ledger);
-                Err(e)
-            }
-        }
+        inst.await_hello(ctx, started)
     }
 }
 

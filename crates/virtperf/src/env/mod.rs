@@ -309,7 +309,7 @@ pub fn launch_guest(
             return Err(e);
         }
     };
-    let mut inst = Instance {
+    let inst = Instance {
         cpu: Some(probe.unwrap_or(CpuProbe::Proc(child.id()))),
         agent_pid: 0,
         child: Some(child),
@@ -318,17 +318,7 @@ pub fn launch_guest(
         teardown: Box::new(teardown),
         conn: Conn::new(stdout, Box::new(stdin), tail),
     };
-    match await_hello(&mut inst.conn, ctx, started) {
-        Ok((pid, t)) => {
-            inst.agent_pid = pid;
-            inst.start_time = t;
-            Ok(inst)
-        }
-        Err(e) => {
-            inst.kill(ctx.ledger);
-            Err(e)
-        }
-    }
+    inst.await_hello(ctx, started)
 }
 
 /// How to stop an instance for good.
@@ -352,6 +342,25 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// The end of every launch: waits for the agent's hello (its pid, when the launcher could not
+    /// know it — `agent_pid` 0 — and the host-clock time since `started`); an instance that never
+    /// says hello is killed and its resources released.
+    pub fn await_hello(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
+        match await_hello(&mut self.conn, ctx, started) {
+            Ok((pid, t)) => {
+                if self.agent_pid == 0 {
+                    self.agent_pid = pid;
+                }
+                self.start_time = t;
+                Ok(self)
+            }
+            Err(e) => {
+                self.kill(ctx.ledger);
+                Err(e)
+            }
+        }
+    }
+
     /// Measures the idle round trip (median of 9 pings) that host-clock durations subtract.
     pub fn calibrate_rtt(&mut self, cancel: &AtomicBool) {
         let mut rtts = Vec::new();
@@ -467,11 +476,7 @@ pub fn join_netns_on_spawn(
 }
 
 /// Waits for the agent's hello; returns its pid and the host-clock time it arrived.
-pub fn await_hello(
-    conn: &mut Conn,
-    ctx: &LaunchCtx,
-    started: Instant,
-) -> Result<(u32, Duration), LaunchError> {
+fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u32, Duration), LaunchError> {
     let (reply, at) = match conn.hello(started + ctx.boot_timeout, ctx.cancel) {
         Ok(x) => x,
         // A silent guest: what its console said last is the best clue.

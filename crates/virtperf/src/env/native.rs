@@ -8,8 +8,7 @@ use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
 use super::{
-    await_hello, spawn_piped, Availability, Conn, CpuProbe, Environment, Instance, LaunchCtx, LaunchError,
-    Teardown,
+    spawn_piped, Availability, Conn, CpuProbe, Environment, Instance, LaunchCtx, LaunchError, Teardown,
 };
 use crate::ledger::Ledger;
 
@@ -97,7 +96,7 @@ impl Environment for Native {
         let (child, stdin, stdout, tail) = spawned?;
         let conn = Conn::new(stdout, Box::new(stdin), tail);
         let cg = super::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
-        let mut inst = Instance {
+        let inst = Instance {
             cpu: Some(cg.clone().unwrap_or(CpuProbe::Proc(child.id()))),
             agent_pid: child.id(),
             child: Some(child),
@@ -108,15 +107,6 @@ impl Environment for Native {
             }),
             conn,
         };
-        match await_hello(&mut inst.conn, ctx, started) {
-            Ok((_, t)) => {
-                inst.start_time = t;
-                Ok(inst)
-            }
-            Err(e) => {
-                inst.kill(ctx.ledger);
-                Err(e)
-            }
-        }
+        inst.await_hello(ctx, started)
     }
 }
