@@ -10,6 +10,24 @@ use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+/// One header per buffer, each pointing at its own iovec. The iovecs are returned too and must
+/// outlive the headers (moving the Vec keeps its heap block, so the pointers stay valid).
+fn headers(bufs: &mut [Vec<u8>]) -> (Vec<libc::iovec>, Vec<libc::mmsghdr>) {
+    let mut iov: Vec<libc::iovec> =
+        bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+    let msgs = iov
+        .iter_mut()
+        .map(|v| {
+            // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    (iov, msgs)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a: Vec<String> = std::env::args().collect();
     let usage = "usage: sendmmsg_loop send BIND_IP DEST:PORT SECONDS PAYLOAD | recv BIND:PORT SECONDS";
@@ -20,20 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let secs: f64 = a[4].parse()?;
             let payload: usize = a[5].parse()?;
             let mut bufs = vec![vec![0u8; payload]; 64];
-            let mut iov: Vec<libc::iovec> = bufs
-                .iter_mut()
-                .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-                .collect();
-            let mut msgs: Vec<libc::mmsghdr> = iov
-                .iter_mut()
-                .map(|v| {
-                    // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
-                    let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                    m.msg_hdr.msg_iov = v;
-                    m.msg_hdr.msg_iovlen = 1;
-                    m
-                })
-                .collect();
+            let (_iov, mut msgs) = headers(&mut bufs);
             let (t0, mut sent) = (Instant::now(), 0u64);
             while t0.elapsed().as_secs_f64() < secs {
                 // SAFETY: the headers point at live iovecs and buffers; the socket is connected.
@@ -47,20 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.set_read_timeout(Some(Duration::from_millis(100)))?;
             let secs: f64 = a[3].parse()?;
             let mut bufs = vec![vec![0u8; 2048]; 64];
-            let mut iov: Vec<libc::iovec> = bufs
-                .iter_mut()
-                .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-                .collect();
-            let mut msgs: Vec<libc::mmsghdr> = iov
-                .iter_mut()
-                .map(|v| {
-                    // SAFETY: as above.
-                    let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                    m.msg_hdr.msg_iov = v;
-                    m.msg_hdr.msg_iovlen = 1;
-                    m
-                })
-                .collect();
+            let (_iov, mut msgs) = headers(&mut bufs);
             let (mut got, mut first, mut last) = (0u64, None::<Instant>, Instant::now());
             let start = Instant::now();
             while start.elapsed().as_secs_f64() < secs + 5.0 {
