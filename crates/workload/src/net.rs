@@ -164,14 +164,17 @@ impl PageBuf {
         let off = raw.as_ptr().align_offset(PAGE);
         PageBuf { off: if off < PAGE { off } else { 0 }, raw, len }
     }
-    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.raw[self.off..self.off + self.len]
-    }
 }
 
 impl AsRef<[u8]> for PageBuf {
     fn as_ref(&self) -> &[u8] {
         &self.raw[self.off..self.off + self.len]
+    }
+}
+
+impl AsMut<[u8]> for PageBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
     }
 }
 
@@ -184,8 +187,8 @@ fn on_each<C: Send, R: Send>(conns: Vec<C>, f: impl Fn(C) -> R + Sync) -> Vec<R>
         let f = &f;
         let others: Vec<_> = conns.map(|c| s.spawn(move || f(c))).collect();
         let mut out: Vec<R> = first.map(f).into_iter().collect();
-        // A panicking stream loses its own figures only.
-        out.extend(others.into_iter().filter_map(|h| h.join().ok()));
+        // A stream that panicked fails the run, whichever thread it ran on.
+        out.extend(others.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
         out
     })
 }
