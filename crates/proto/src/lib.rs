@@ -8,6 +8,9 @@
 //! serial ports and virtio-serial: a line can be re-synchronised after garbage, is readable in
 //! a console log, and a bounded line length protects both sides from unbounded allocation.
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
@@ -37,6 +40,11 @@ pub struct WorkloadSpec {
     /// orchestrator, never by the user).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetRole>,
+    /// The directory, inside the environment, on the scratch disk it provides (a file system of
+    /// its own: a bind-mounted host directory, an overlay, a guest's block device); set by the
+    /// orchestrator for workloads that write files, absent when the environment has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,7 +122,19 @@ pub enum Request {
     /// Run a workload; answered with `started` when the work begins (for a server: once it
     /// listens), then `result` (or `error`). Several runs may be in flight at once, each on its own
     /// thread of the agent (a receiver beside a sender, background load beside a workload).
-    Run { workload: WorkloadSpec },
+    ///
+    /// `armed`: the workload does its setup (allocating and touching buffers), answers `armed`,
+    /// and starts its timed region only when `go` names it. The host then times exactly that
+    /// region on its own clock (`go` sent → `result` received, less the idle round trip), and `go`
+    /// can be sent to N instances at once (a start barrier).
+    Run {
+        workload: WorkloadSpec,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        armed: bool,
+    },
+    /// Starts the armed run with tag `target`. No reply (the run answers with its `result`);
+    /// `error` `no_such_run` when no armed run has that tag.
+    Go { target: u64 },
     /// Ask the run with tag `target` to finish early; answered with `stopping` (or `error` when no
     /// such run is in flight). The run itself still answers with its `result`.
     Stop { target: u64 },
@@ -143,6 +163,8 @@ pub enum Reply {
     },
     /// The workload has begun (a server: it listens). The host's deadline for the result starts here.
     Started,
+    /// An armed run has done its setup and waits for `go`.
+    Armed,
     /// Results of a `run`. `guest_elapsed_ns` is the guest's monotonic clock around the work;
     /// `guest_cpu` the agent's own CPU time during it (getrusage).
     Result {
@@ -155,6 +177,10 @@ pub enum Reply {
         /// The whole system's CPU as the agent sees it, over the run (optional: older agents).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         guest_system: Option<SystemCpu>,
+        /// The timed region on the agent's monotonic clock, [begin, end] ns: lets the host cut
+        /// another run's series (background load) to this run's window.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window_ns: Option<[u64; 2]>,
     },
     Stopping,
     Bye,
@@ -298,11 +324,11 @@ pub fn decode_request(line: &[u8]) -> Result<Frame<Request>, DecodeError> {
         code: ErrorCode::Malformed,
         message: "missing `type`".into(),
     })?;
-    if !matches!(ty, "ping" | "info" | "run" | "stop" | "shutdown") {
+    if !matches!(ty, "ping" | "info" | "run" | "go" | "stop" | "shutdown") {
         return Err(DecodeError {
             tag,
             code: ErrorCode::UnknownType,
-            message: format!("unknown request type `{ty}` (known: ping, info, run, stop, shutdown)"),
+            message: format!("unknown request type `{ty}` (known: ping, info, run, go, stop, shutdown)"),
         });
     }
     serde_json::from_value::<Frame<Request>>(value.clone()).map_err(|e| DecodeError {
@@ -354,7 +380,9 @@ mod tests {
                         port: 5201,
                         flow: 1,
                     }),
+                    scratch: Some("/scratch".into()),
                 },
+                armed: true,
             },
         );
         let mut buf = Vec::new();
@@ -415,5 +443,141 @@ mod tests {
         assert!(decode_reply(b"@vp {\"v\":2,\"tag\":0,\"type\":\"bye\"}").is_err());
         let f = decode_reply(b"@vp {\"v\":1,\"tag\":2,\"type\":\"bye\"}").unwrap().unwrap();
         assert_eq!(f.body, Reply::Bye);
+    }
+
+    /// Regression (found by `fuzz_decode_reply_never_panics_and_round_trips`): a measured value
+    /// must reach the host bit for bit; serde_json's default float parser was off by an ulp.
+    #[test]
+    fn samples_cross_the_wire_bit_exactly() {
+        for x in [
+            1.1111111111111113e23,
+            0.1 + 0.2,
+            123456.78901234567,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1.7976931348623157e308,
+        ] {
+            let line = frame_bytes(
+                FRAME_PREFIX,
+                1,
+                Reply::Result {
+                    samples: vec![Sample { metric: "m".into(), value: x, unit: "ms".into() }],
+                    guest_elapsed_ns: 0,
+                    guest_cpu: CpuTime::default(),
+                    extra: serde_json::json!({ "x": x }),
+                    guest_system: None,
+                    window_ns: None,
+                },
+            );
+            let Ok(Some(Frame { body: Reply::Result { samples, extra, .. }, .. })) = decode_reply(&line)
+            else {
+                panic!("does not decode")
+            };
+            assert_eq!(samples[0].value.to_bits(), x.to_bits(), "{x}");
+            assert_eq!(extra["x"].as_f64().map(f64::to_bits), Some(x.to_bits()), "{x} in extra");
+        }
+    }
+
+    // ---- fuzz targets (crates/proto/src/fuzzing.rs; `make fuzz` runs them longer) ----
+
+    fn frame_bytes<T: Serialize>(prefix: &str, tag: u64, body: T) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_frame(&mut v, prefix, &Frame::new(tag, body)).unwrap();
+        v.pop(); // the newline
+        v
+    }
+
+    fn reply_seeds() -> Vec<Vec<u8>> {
+        let sample = |m: &str, x: f64| Sample { metric: m.into(), value: x, unit: "ms".into() };
+        vec![
+            frame_bytes(FRAME_PREFIX, 0, Reply::Hello { agent_version: "0.1.0".into(), pid: 7, clock_ns: 1 }),
+            frame_bytes(FRAME_PREFIX, 3, Reply::Pong { clock_ns: 99 }),
+            frame_bytes(FRAME_PREFIX, 4, Reply::Started),
+            frame_bytes(
+                FRAME_PREFIX,
+                5,
+                Reply::Result {
+                    samples: vec![sample("memcpy_time", 4.5), sample("x", -0.0)],
+                    guest_elapsed_ns: 123,
+                    guest_cpu: CpuTime { user_ns: 1, system_ns: 2 },
+                    extra: serde_json::json!({"flows": [{"received": 10}], "rfc2544": {"steps": []}}),
+                    guest_system: Some(SystemCpu { busy_ns: 1, idle_ns: 2, softirq_ns: 0, cpus: 2 }),
+                    window_ns: Some([10, 20]),
+                },
+            ),
+            frame_bytes(FRAME_PREFIX, 7, Reply::Armed),
+            frame_bytes(FRAME_PREFIX, 6, Reply::Error { code: ErrorCode::BadParams, message: "size".into() }),
+        ]
+    }
+
+    #[test]
+    fn fuzz_decode_reply_never_panics_and_round_trips() {
+        use crate::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        use proptest::prelude::*;
+        fuzz("decode_reply", mutated(reply_seeds(), JSON_TOKENS), |line| {
+            if let Ok(Some(f)) = decode_reply(&line) {
+                // What decodes re-encodes to a frame that decodes the same.
+                let again = decode_reply(&frame_bytes(FRAME_PREFIX, f.tag, f.body.clone()));
+                prop_assert_eq!(again, Ok(Some(f)));
+            }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn fuzz_decode_request_never_panics_and_echoes_the_tag() {
+        use crate::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        use proptest::prelude::*;
+        let spec = WorkloadSpec { kind: "memcpy".into(), params: BTreeMap::new(), net: None, scratch: None };
+        let seeds = vec![
+            frame_bytes("", 1, Request::Ping),
+            frame_bytes("", 2, Request::Run { workload: spec.clone(), armed: false }),
+            frame_bytes("", 5, Request::Run { workload: spec, armed: true }),
+            frame_bytes("", 6, Request::Go { target: 5 }),
+            frame_bytes("", 3, Request::Stop { target: 2 }),
+            frame_bytes("", 4, Request::Shutdown),
+        ];
+        fuzz("decode_request", mutated(seeds, JSON_TOKENS), |line| {
+            match decode_request(&line) {
+                Ok(f) => prop_assert_eq!(f.v, VERSION),
+                Err(e) => prop_assert!(!e.message.is_empty()),
+            }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn fuzz_read_line_stays_bounded_and_in_sync() {
+        use crate::fuzzing::fuzz;
+        use proptest::prelude::*;
+        // Random chunks, some longer than a frame: every line read is within MAX_FRAME, and the
+        // line after an overlong one is read whole.
+        let chunk = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64),
+            (0..3usize).prop_map(|k| vec![b'x'; MAX_FRAME - 1 + k]),
+        ];
+        fuzz("read_line", proptest::collection::vec(chunk, 0..4), |chunks| {
+            let mut stream = Vec::new();
+            for c in &chunks {
+                stream.extend(c.iter().map(|&b| if b == b'\n' { b' ' } else { b }));
+                stream.push(b'\n');
+            }
+            stream.extend_from_slice(b"end\n");
+            let mut r = Cursor::new(stream);
+            let mut last = None;
+            loop {
+                match read_line(&mut r) {
+                    Ok(l) => {
+                        prop_assert!(l.len() <= MAX_FRAME);
+                        last = Some(l);
+                    }
+                    Err(FrameError::TooLong) => last = None,
+                    Err(FrameError::Eof) => break,
+                    Err(e) => return Err(proptest::test_runner::TestCaseError::fail(format!("{e}"))),
+                }
+            }
+            prop_assert_eq!(last.as_deref(), Some(&b"end"[..]));
+            Ok(())
+        });
     }
 }
