@@ -8,6 +8,7 @@
 //! [`REGISTRY`], and document it in `docs/workloads.md`.
 
 pub mod compute;
+pub mod disk;
 pub mod frames;
 pub mod load;
 pub mod net;
@@ -15,7 +16,7 @@ pub mod params;
 pub mod rfc2544;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde_json::Value;
 use virtperf_proto::{ErrorCode, NetRole, Sample, WorkloadSpec};
@@ -27,6 +28,8 @@ pub use params::{ParamKind, ParamSpec, Params, Raw};
 pub enum Better {
     Higher,
     Lower,
+    /// Not a performance figure (the background load reached): reported, never compared.
+    Neither,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,17 +58,64 @@ impl From<Vec<Sample>> for Output {
 pub struct RunCtx<'a> {
     stop: &'a AtomicBool,
     ready: &'a (dyn Fn() + Sync),
+    begin: &'a (dyn Fn() + Sync),
     net: Option<&'a NetRole>,
+    cpu: &'a ThreadCpuTotal,
+    scratch: Option<&'a str>,
 }
+
+/// CPU time of the threads a run started besides its own (user, system ns), summed as they end.
+#[derive(Debug, Default)]
+pub struct ThreadCpuTotal {
+    pub user_ns: AtomicU64,
+    pub system_ns: AtomicU64,
+}
+
+/// The calling thread's CPU time so far (user, system ns): `getrusage(RUSAGE_THREAD)`.
+pub fn thread_cpu() -> (u64, u64) {
+    // SAFETY: getrusage fills the rusage struct we own; RUSAGE_THREAD is valid on Linux.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
+/// Adds the CPU time its thread used between its creation and its drop to the run's total.
+pub struct ThreadCpuGuard<'a> {
+    total: &'a ThreadCpuTotal,
+    start: (u64, u64),
+}
+
+impl Drop for ThreadCpuGuard<'_> {
+    fn drop(&mut self) {
+        let (u, s) = thread_cpu();
+        self.total.user_ns.fetch_add(u.saturating_sub(self.start.0), Ordering::Relaxed);
+        self.total.system_ns.fetch_add(s.saturating_sub(self.start.1), Ordering::Relaxed);
+    }
+}
+
+static NEVER: AtomicBool = AtomicBool::new(false);
+static NO_CPU: ThreadCpuTotal = ThreadCpuTotal { user_ns: AtomicU64::new(0), system_ns: AtomicU64::new(0) };
 
 impl<'a> RunCtx<'a> {
     pub fn new(stop: &'a AtomicBool, ready: &'a (dyn Fn() + Sync), net: Option<&'a NetRole>) -> Self {
-        RunCtx { stop, ready, net }
+        RunCtx { stop, ready, begin: &|| {}, net, cpu: &NO_CPU, scratch: None }
+    }
+    /// The agent's context: `begin` blocks an armed run until the host says go; `cpu` collects
+    /// the CPU time of the threads the workload starts.
+    pub fn with_hooks(
+        stop: &'a AtomicBool,
+        ready: &'a (dyn Fn() + Sync),
+        begin: &'a (dyn Fn() + Sync),
+        net: Option<&'a NetRole>,
+        cpu: &'a ThreadCpuTotal,
+    ) -> Self {
+        RunCtx { stop, ready, begin, net, cpu, scratch: None }
     }
     /// A context with no agent behind it (tests, benchmarks).
     pub fn detached() -> RunCtx<'static> {
-        static NEVER: AtomicBool = AtomicBool::new(false);
-        RunCtx { stop: &NEVER, ready: &|| {}, net: None }
+        RunCtx { stop: &NEVER, ready: &|| {}, begin: &|| {}, net: None, cpu: &NO_CPU, scratch: None }
     }
     /// The side this agent plays in a network workload, or an error saying how to run it.
     pub fn net(&self) -> Result<&NetRole, String> {
@@ -73,17 +123,29 @@ impl<'a> RunCtx<'a> {
             "a network workload needs a peer: run it through `virtperf run`, which pairs it with the tester".to_string()
         })
     }
+    /// The directory on the environment's scratch disk (see [`WorkloadSpec::scratch`]), if any.
+    pub fn scratch(&self) -> Option<&str> {
+        self.scratch
+    }
     /// True once the host asked this run to stop.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
-    }
-    pub fn stop_flag(&self) -> &AtomicBool {
-        self.stop
     }
     /// Tells the host the run has begun (for a server: it now accepts peers). Only workloads whose
     /// [`Workload::announces_ready`] is true call it; for the others the agent does.
     pub fn ready(&self) {
         (self.ready)()
+    }
+    /// Marks the start of the timed region, after setup: in an armed run it waits for the host's
+    /// `go`. Only workloads whose [`Workload::marks_timed_region`] is true call it (once, on the
+    /// run's own thread, right before starting their clock); for the others the agent does.
+    pub fn begin(&self) {
+        (self.begin)()
+    }
+    /// Counts the calling thread's CPU time in the run's until the guard drops: every thread a
+    /// workload starts takes one, so `guest_cpu_time` is the run's own work and nothing else.
+    pub fn thread_cpu(&self) -> ThreadCpuGuard<'_> {
+        ThreadCpuGuard { total: self.cpu, start: thread_cpu() }
     }
 }
 
@@ -94,6 +156,33 @@ pub trait Workload: Sync {
     fn metrics(&self) -> &'static [MetricSpec];
     /// True when the workload calls [`RunCtx::ready`] itself (servers: after they listen).
     fn announces_ready(&self) -> bool {
+        false
+    }
+    /// True when the workload calls [`RunCtx::begin`] itself, between its setup and its timed
+    /// region; for the others the agent calls it before `run`.
+    fn marks_timed_region(&self) -> bool {
+        false
+    }
+    /// For fixed-work workloads: the headline metrics recomputed from `host_ns`, the host clock's
+    /// span of the timed region (`go` → `result`, less the idle round trip), each named
+    /// `METRIC_host`. Empty when a metric is not a function of that one span (best-of passes,
+    /// rates over a duration the workload chose).
+    fn on_host_clock(&self, _p: &Params, _host_ns: u64) -> Vec<Sample> {
+        Vec::new()
+    }
+    /// Defaults that depend on the host's last-level cache (STREAM's arrays: ≥ 4× the cache), for
+    /// parameters the user did not give; the orchestrator fills them from the host's own cache
+    /// (a guest's idea of its cache is not the hardware's) and records the cache in the run.
+    fn sized_by_cache(&self, _llc_bytes: u64) -> Vec<(&'static str, Value)> {
+        Vec::new()
+    }
+    /// Memory the workload allocates inside the environment, to check it fits a guest's.
+    fn memory_needed(&self, _p: &Params) -> Option<u64> {
+        None
+    }
+    /// True for workloads that write files: they need the environment's scratch disk
+    /// ([`RunCtx::scratch`]), and the orchestrator stores what backs it with every trial.
+    fn needs_scratch(&self) -> bool {
         false
     }
     /// True for network workloads: one server and one client per flow, paired by the orchestrator.
@@ -137,6 +226,7 @@ pub trait Workload: Sync {
 
 /// Every workload this build knows, in the order `--help` and docs list them.
 pub static REGISTRY: &[&dyn Workload] = &[
+    &compute::IntMix,
     &compute::Cpu,
     &compute::Pde,
     &compute::Memcpy,
@@ -144,6 +234,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &compute::Syscall,
     &compute::Sleep,
     &compute::Noop,
+    &disk::Disk,
     &net::TcpStream,
     &net::UdpStream,
     &net::TcpRr,
@@ -162,17 +253,22 @@ pub fn kinds() -> Vec<&'static str> {
 }
 
 /// Finds a metric's spec across all workloads. A flow suffix (`_out`, `_in`, for direction = both)
-/// names the same metric.
+/// and the host-clock suffix (`_host`) name the same metric.
 pub fn metric(name: &str) -> Option<&'static MetricSpec> {
+    let name = name.strip_suffix(HOST_SUFFIX).unwrap_or(name);
     let base = name.strip_suffix("_out").or_else(|| name.strip_suffix("_in")).unwrap_or(name);
     REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name || m.name == base)
 }
+
+/// Suffix of a metric recomputed from the host's clock ([`Workload::on_host_clock`]).
+pub const HOST_SUFFIX: &str = "_host";
 
 /// A validated request, ready to run.
 pub struct Prepared {
     workload: &'static dyn Workload,
     params: BTreeMap<String, Value>,
     net: Option<NetRole>,
+    scratch: Option<String>,
 }
 
 /// Validates a workload request (agent side): known kind, parameters within their schema.
@@ -193,7 +289,7 @@ pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
         };
         return Err((ErrorCode::BadParams, format!("workload `{}` {why}", spec.kind)));
     }
-    Ok(Prepared { workload, params, net: spec.net.clone() })
+    Ok(Prepared { workload, params, net: spec.net.clone(), scratch: spec.scratch.clone() })
 }
 
 impl Prepared {
@@ -203,17 +299,20 @@ impl Prepared {
         self.workload.announces_ready()
             && self.net.as_ref().is_none_or(|n| n.side == virtperf_proto::Side::Server)
     }
-    /// Runs with the agent's stop flag and ready signal; the net role comes from the request.
-    pub fn run(&self, stop: &AtomicBool, ready: &(dyn Fn() + Sync)) -> Result<Output, (ErrorCode, String)> {
-        let ctx = RunCtx::new(stop, ready, self.net.as_ref());
+    /// Whether the workload calls `begin` itself (else the agent calls it before `run`).
+    pub fn marks_timed_region(&self) -> bool {
+        self.workload.marks_timed_region()
+    }
+    /// Runs in the agent's context; the net role comes from the request.
+    pub fn run(&self, ctx: &RunCtx) -> Result<Output, (ErrorCode, String)> {
+        let ctx = RunCtx { net: self.net.as_ref(), scratch: self.scratch.as_deref(), ..*ctx };
         self.workload.run(&Params(&self.params), &ctx).map_err(|e| (ErrorCode::WorkloadFailed, e))
     }
 }
 
 /// Validates and runs a workload request without an agent around it.
 pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
-    static NEVER: AtomicBool = AtomicBool::new(false);
-    prepare(spec)?.run(&NEVER, &|| {}).map(|o| o.samples)
+    prepare(spec)?.run(&RunCtx::detached()).map(|o| o.samples)
 }
 
 /// Unit tests that time or pace things, or load the CPUs, hold this so they do not skew each other.
@@ -284,6 +383,7 @@ mod tests {
             kind: k.into(),
             params: serde_json::from_value(p).unwrap(),
             net: None,
+            scratch: None,
         };
         assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().0, ErrorCode::UnknownWorkload);
         assert_eq!(
@@ -300,6 +400,7 @@ mod tests {
     #[test]
     fn every_workload_runs_small_and_reports_its_declared_metrics() {
         let small = serde_json::json!({
+            "intmix": {"iterations": 1000, "working_set": 4096},
             "cpu": {"iterations": 1000},
             "pde": {"n": 16, "iterations": 5},
             "memcpy": {"size": 4096, "copies": 2},
@@ -307,6 +408,7 @@ mod tests {
             "syscall": {"iterations": 100},
             "sleep": {"duration": 1},
             "noop": {},
+            "disk": {"file_size": 1 << 20, "record_size": 65536},
         });
         for w in REGISTRY.iter().filter(|w| !w.needs_peer() && w.kind() != "load") {
             let p = small.get(w.kind()).unwrap_or_else(|| panic!("no small case for {}", w.kind()));
@@ -314,6 +416,7 @@ mod tests {
                 kind: w.kind().into(),
                 params: serde_json::from_value(p.clone()).unwrap(),
                 net: None,
+                scratch: std::env::temp_dir().to_str().map(String::from),
             })
             .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
             let mut names: Vec<&str> = samples.iter().map(|s| s.metric.as_str()).collect();

@@ -4,6 +4,10 @@
 //! Each thread spins for `percent` of every `period` and sleeps until the next period with an
 //! absolute deadline (`clock_nanosleep(TIMER_ABSTIME)`), so oversleeping in one period does not
 //! drift the next. The achieved load is measured, not assumed: thread CPU time over wall time.
+//!
+//! `started` is said only once every thread spins, so the measured workload never begins on an
+//! unloaded CPU; each thread keeps a series of (monotonic ns, its CPU ns) checkpoints, from which
+//! the orchestrator takes the achieved load over the measured workload's own window.
 
 use std::time::Duration;
 
@@ -27,17 +31,58 @@ fn ts(ns: i64) -> libc::timespec {
     libc::timespec { tv_sec: ns / 1_000_000_000, tv_nsec: ns % 1_000_000_000 }
 }
 
-/// One loader thread: returns (cpu ns, wall ns).
-fn duty_cycle(percent: f64, period_ns: i64, max_ns: i64, ctx: &RunCtx) -> (i64, i64) {
+/// Checkpoints kept per thread; beyond it every other one is dropped (a day-long load keeps its
+/// whole span at a coarser step, a trial-long one every period).
+const MAX_CHECKPOINTS: usize = 4096;
+
+/// One loader thread: returns (cpu ns, wall ns, checkpoints [monotonic ns, thread cpu ns]).
+/// `spinning` is called once, when the first busy phase begins.
+fn duty_cycle(
+    percent: f64,
+    period_ns: i64,
+    max_ns: i64,
+    ctx: &RunCtx,
+    spinning: &(dyn Fn() + Sync),
+) -> (i64, i64, Vec<[i64; 2]>) {
     let (cpu0, wall0) = (ns(now(libc::CLOCK_THREAD_CPUTIME_ID)), ns(now(libc::CLOCK_MONOTONIC)));
-    let busy = (period_ns as f64 * percent / 100.0) as i64;
+    let frac = percent / 100.0;
+    let busy = (period_ns as f64 * frac) as i64;
     let mut start = wall0;
+    let mut points = vec![[wall0, cpu0]];
+    let mut stride = 1usize;
+    let mut periods = 0usize;
+    // The CPU time owed so far starts here; it is moved forward when the thread falls more than a
+    // period behind (starved for long, it catches up one period at a time, not in one long burst).
+    let mut owed_from = (wall0, cpu0);
+    spinning();
     while !ctx.stopped() && start - wall0 < max_ns {
-        let spin_until = start + busy;
+        let period_end = start + period_ns;
+        // Spin until this thread's CPU time reaches its share of the time elapsed by the end of
+        // the period's busy phase — CPU time, not wall time: a thread preempted while spinning
+        // makes up for it (later in the period, or in the next), so the load tracks its target
+        // whenever a CPU is free for it.
+        let cpu_now = ns(now(libc::CLOCK_THREAD_CPUTIME_ID));
+        let mut owed = owed_from.1 + ((start - owed_from.0) as f64 * frac) as i64 + busy;
+        if owed - cpu_now > period_ns {
+            owed_from = (start, cpu_now - busy);
+            owed = cpu_now + busy;
+        }
         let mut x = 0u64;
-        while ns(now(libc::CLOCK_MONOTONIC)) < spin_until {
+        while ns(now(libc::CLOCK_THREAD_CPUTIME_ID)) < owed && ns(now(libc::CLOCK_MONOTONIC)) < period_end {
             for _ in 0..64 {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        }
+        periods += 1;
+        if periods.is_multiple_of(stride) {
+            points.push([ns(now(libc::CLOCK_MONOTONIC)), ns(now(libc::CLOCK_THREAD_CPUTIME_ID))]);
+            if points.len() >= MAX_CHECKPOINTS {
+                let mut i = 0;
+                points.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                stride *= 2;
             }
         }
         start += period_ns;
@@ -50,7 +95,30 @@ fn duty_cycle(percent: f64, period_ns: i64, max_ns: i64, ctx: &RunCtx) -> (i64, 
             };
         }
     }
-    (ns(now(libc::CLOCK_THREAD_CPUTIME_ID)) - cpu0, ns(now(libc::CLOCK_MONOTONIC)) - wall0)
+    let (cpu1, wall1) = (ns(now(libc::CLOCK_THREAD_CPUTIME_ID)), ns(now(libc::CLOCK_MONOTONIC)));
+    points.push([wall1, cpu1]);
+    (cpu1 - cpu0, wall1 - wall0, points)
+}
+
+/// Achieved load (%, mean over threads) between monotonic `t0` and `t1`, from the threads'
+/// checkpoints (interpolated); None when the window is not inside the series.
+pub fn achieved_in_window(series: &[Vec<[i64; 2]>], t0: i64, t1: i64) -> Option<f64> {
+    let at = |pts: &[[i64; 2]], t: i64| -> Option<f64> {
+        let i = pts.iter().position(|p| p[0] >= t)?;
+        if i == 0 {
+            return (pts[0][0] == t).then_some(pts[0][1] as f64);
+        }
+        let (a, b) = (pts[i - 1], pts[i]);
+        let f = (t - a[0]) as f64 / (b[0] - a[0]).max(1) as f64;
+        Some(a[1] as f64 + f * (b[1] - a[1]) as f64)
+    };
+    if t1 <= t0 || series.is_empty() {
+        return None;
+    }
+    let per: Option<Vec<f64>> =
+        series.iter().map(|pts| Some((at(pts, t1)? - at(pts, t0)?) / (t1 - t0) as f64 * 100.0)).collect();
+    let per = per?;
+    Some(per.iter().sum::<f64>() / per.len() as f64)
 }
 
 impl Workload for Load {
@@ -88,12 +156,15 @@ impl Workload for Load {
             },
         ]
     }
+    fn announces_ready(&self) -> bool {
+        true
+    }
     fn metrics(&self) -> &'static [MetricSpec] {
         &[MetricSpec {
             name: "load_achieved",
             unit: "%",
-            better: Better::Higher,
-            help: "CPU time / wall time per loader thread, mean",
+            better: Better::Neither,
+            help: "CPU time / wall time per loader thread, mean, over the measured workload's window (its whole life when run alone)",
         }]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
@@ -101,16 +172,32 @@ impl Workload for Load {
         let threads = p.u64("cpus")? as usize;
         let period = Duration::from_millis(p.u64("period")?).as_nanos() as i64;
         let max = Duration::from_millis(p.u64("duration")?).as_nanos() as i64;
-        let per: Vec<(i64, i64)> = std::thread::scope(|s| {
-            let hs: Vec<_> =
-                (0..threads).map(|_| s.spawn(|| duty_cycle(percent, period, max, ctx))).collect();
+        // `started` once every thread spins.
+        let spinning = std::sync::atomic::AtomicUsize::new(0);
+        let arrive = || {
+            if spinning.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == threads {
+                ctx.ready();
+            }
+        };
+        let per: Vec<(i64, i64, Vec<[i64; 2]>)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let _cpu = ctx.thread_cpu();
+                        duty_cycle(percent, period, max, ctx, &arrive)
+                    })
+                })
+                .collect();
             hs.into_iter().filter_map(|h| h.join().ok()).collect()
         });
-        let achieved: Vec<f64> = per.iter().map(|(c, w)| *c as f64 / (*w).max(1) as f64 * 100.0).collect();
+        let achieved: Vec<f64> = per.iter().map(|(c, w, _)| *c as f64 / (*w).max(1) as f64 * 100.0).collect();
         let mean = achieved.iter().sum::<f64>() / achieved.len().max(1) as f64;
+        let series: Vec<&Vec<[i64; 2]>> = per.iter().map(|x| &x.2).collect();
         Ok(Output {
             samples: vec![sample("load_achieved", mean, "%")],
-            extra: serde_json::json!({"target_percent": percent, "per_thread_percent": achieved}),
+            extra: serde_json::json!({
+                "target_percent": percent, "per_thread_percent": achieved, "series": series,
+            }),
         })
     }
 }
@@ -131,6 +218,41 @@ mod tests {
             stop.store(true, Ordering::SeqCst);
             h.join().unwrap().samples[0].value
         })
+    }
+
+    #[test]
+    fn achieved_load_is_taken_over_the_window() {
+        // One thread: idle 0–1 s, then fully busy 1–2 s.
+        let s = vec![vec![[0, 0], [1_000_000_000, 0], [2_000_000_000, 1_000_000_000]]];
+        assert_eq!(achieved_in_window(&s, 1_000_000_000, 2_000_000_000), Some(100.0));
+        assert_eq!(achieved_in_window(&s, 0, 2_000_000_000), Some(50.0));
+        assert_eq!(achieved_in_window(&s, 500_000_000, 1_500_000_000), Some(50.0));
+        assert_eq!(achieved_in_window(&s, 1_500_000_000, 2_500_000_000), None, "outside the series");
+        assert_eq!(achieved_in_window(&s, 2, 1), None);
+    }
+
+    #[test]
+    fn started_only_once_every_thread_spins() {
+        let _cpu = crate::cpu_heavy();
+        let given =
+            [("percent".to_string(), serde_json::json!(50)), ("cpus".to_string(), serde_json::json!(2))];
+        let r = crate::params::revalidate(Load.params(), &given.into_iter().collect()).unwrap();
+        let stop = AtomicBool::new(false);
+        let ready_at = std::sync::Mutex::new(None);
+        let ready = || *ready_at.lock().unwrap() = Some(ns(now(libc::CLOCK_MONOTONIC)));
+        let out = std::thread::scope(|s| {
+            let h = s.spawn(|| Load.run(&Params(&r), &RunCtx::new(&stop, &ready, None)).unwrap());
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::SeqCst);
+            h.join().unwrap()
+        });
+        let t = ready_at.lock().unwrap().expect("started was said");
+        // Every thread's first checkpoint (its start, before spinning) precedes `started`.
+        let series = out.extra["series"].as_array().unwrap();
+        assert_eq!(series.len(), 2);
+        for th in series {
+            assert!(th[0][0].as_i64().unwrap() <= t, "a thread began after `started`");
+        }
     }
 
     #[test]

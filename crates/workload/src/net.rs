@@ -180,12 +180,20 @@ impl AsMut<[u8]> for PageBuf {
 
 /// Runs `f` on every connection at once: the first on the calling thread, the others on threads
 /// of their own (one stream, the default, needs no thread). Results come back in connection order.
-fn on_each<C: Send, R: Send>(conns: Vec<C>, f: impl Fn(C) -> R + Sync) -> Vec<R> {
+fn on_each<C: Send, R: Send>(ctx: &RunCtx, conns: Vec<C>, f: impl Fn(C) -> R + Sync) -> Vec<R> {
     std::thread::scope(|s| {
         let mut conns = conns.into_iter();
         let first = conns.next();
         let f = &f;
-        let others: Vec<_> = conns.map(|c| s.spawn(move || f(c))).collect();
+        // Each extra thread's CPU time counts in the run's (the first stream's is the run thread's).
+        let others: Vec<_> = conns
+            .map(|c| {
+                s.spawn(move || {
+                    let _cpu = ctx.thread_cpu();
+                    f(c)
+                })
+            })
+            .collect();
         let mut out: Vec<R> = first.map(f).into_iter().collect();
         // A stream that panicked fails the run, whichever thread it ran on.
         out.extend(others.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
@@ -312,7 +320,7 @@ impl Workload for TcpStream {
                     conns.push(accept_from(&l, peer, until, ctx, &mut foreign)?);
                 }
                 let v: Vec<(Instant, Instant, u64)> =
-                    on_each(conns, |c| receive_stream(c, ctx, until)).into_iter().flatten().collect();
+                    on_each(ctx, conns, |c| receive_stream(c, ctx, until)).into_iter().flatten().collect();
                 let first = v.iter().map(|x| x.0).min().ok_or("no data received")?;
                 let last = v.iter().map(|x| x.1).max().ok_or("no data received")?;
                 let bytes: u64 = v.iter().map(|x| x.2).sum();
@@ -329,7 +337,7 @@ impl Workload for TcpStream {
                     conns.push(tcp_connect(role, window, false)?);
                 }
                 let t0 = Instant::now();
-                let r = on_each(conns, |c| send_stream(c, msg.as_ref(), t0 + dur, ctx));
+                let r = on_each(ctx, conns, |c| send_stream(c, msg.as_ref(), t0 + dur, ctx));
                 let sent: u64 = r.iter().map(|x| x.0).sum();
                 let retrans: u64 = r.iter().filter_map(|x| x.1).sum();
                 Ok(Output {
@@ -351,6 +359,24 @@ pub fn udp_payload(p: &Params) -> Result<usize, String> {
         return Err(format!("payload of {payload} bytes is below the {HDR}-byte sequence header"));
     }
     Ok(payload as usize)
+}
+
+/// Datagrams the kernel dropped at the UDP socket bound to local `port` because its receive
+/// buffer was full (the `drops` column of /proc/net/udp, in this network namespace): a receiver
+/// that could not keep up, not the path, lost them.
+pub fn socket_drops(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    socket_drops_in(&table, port)
+}
+
+/// [`socket_drops`] of a /proc/net/udp text.
+pub fn socket_drops_in(table: &str, port: u16) -> Option<u64> {
+    let want = format!("{port:04X}");
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = f.get(1)?.rsplit(':').next()?;
+        (local_port == want).then(|| f.last()?.parse().ok()).flatten()
+    })
 }
 
 pub(crate) fn set_big_buffers(s: &UdpSocket) {
@@ -519,6 +545,12 @@ impl Workload for UdpStream {
                 better: Better::Higher,
                 help: "payload bits received per second",
             },
+            MetricSpec {
+                name: "udp_rx_socket_drops",
+                unit: "datagrams",
+                better: Better::Lower,
+                help: "dropped at the receiving socket, its buffer full: the receiver could not keep up",
+            },
         ]
     }
     fn announces_ready(&self) -> bool {
@@ -567,12 +599,16 @@ impl Workload for UdpStream {
                     }
                 }
                 let secs = first.map(|f| last.duration_since(f).as_secs_f64()).unwrap_or(0.0).max(1e-6);
+                let mut samples = vec![
+                    sample("udp_recv_rate", received as f64 / secs / 1e3, "kpps"),
+                    sample("udp_goodput", bytes as f64 * 8.0 / secs / 1e9, "Gbit/s"),
+                ];
+                if let Some(d) = socket_drops(role.port) {
+                    samples.push(sample("udp_rx_socket_drops", d as f64, "datagrams"));
+                }
                 Ok(Output {
-                    samples: vec![
-                        sample("udp_recv_rate", received as f64 / secs / 1e3, "kpps"),
-                        sample("udp_goodput", bytes as f64 * 8.0 / secs / 1e9, "Gbit/s"),
-                    ],
-                    extra: serde_json::json!({"received": received, "foreign": foreign, "max_seq": max_seq, "seconds": secs}),
+                    samples,
+                    extra: serde_json::json!({"received": received, "bytes": bytes, "foreign": foreign, "max_seq": max_seq, "seconds": secs}),
                 })
             }
             virtperf_proto::Side::Client => {
@@ -929,6 +965,42 @@ pub fn loopback_pair(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The UDP stream receiver's parser sees whatever reaches its port: never a panic, and only
+    /// its own flow's sequence numbers.
+    #[test]
+    fn socket_drops_come_from_the_receivers_own_socket() {
+        let table = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+          1: 0A001264:1451 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0 17\n\
+          2: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 3 2 0 0\n";
+        assert_eq!(socket_drops_in(table, 5201), Some(17));
+        assert_eq!(socket_drops_in(table, 53), Some(0));
+        assert_eq!(socket_drops_in(table, 9), None);
+        // A real socket of ours: no drops on an idle one.
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = s.local_addr().unwrap().port();
+        assert_eq!(socket_drops(port), Some(0));
+    }
+
+    #[test]
+    fn fuzz_udp_datagram_parser() {
+        use proptest::prelude::*;
+        use virtperf_proto::fuzzing::{fuzz, mutated};
+        let mut seeds = Vec::new();
+        for (flow, seq) in [(0u32, 0u64), (1, 7), (2, u64::MAX)] {
+            let mut b = vec![0u8; HDR + flow as usize * 40];
+            stamp(&mut b, flow, seq);
+            seeds.push(b);
+        }
+        const TOKENS: &[&str] = &["VPUD", "\u{0}\u{0}\u{0}\u{1}"];
+        fuzz("udp datagram parser", (mutated(seeds, TOKENS), 0u32..3), |(d, flow)| {
+            if let Some(seq) = parse(&d, flow) {
+                prop_assert!(d.len() >= HDR && &d[..4] == MAGIC && d[4..8] == flow.to_be_bytes());
+                prop_assert_eq!(&seq.to_be_bytes()[..], &d[8..16]);
+            }
+            Ok(())
+        });
+    }
 
     #[test]
     fn page_buffers_start_on_a_page_and_hold_what_was_asked() {
