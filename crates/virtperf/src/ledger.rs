@@ -18,6 +18,13 @@ pub enum Entry {
     Container { runtime: String, root: PathBuf, id: String },
     /// A directory below the state directory.
     Dir { path: PathBuf },
+    /// A directory on the scratch disk (the run's, an instance's: images, bind-mounted
+    /// directories), removed whole only while it holds virtperf's marker file ([`SCRATCH_MARKER`]),
+    /// or when empty: it lives outside the state directory, below `VIRTPERF_SCRATCH`.
+    ScratchDir { path: PathBuf },
+    /// Files a disk workload writes into a directory the user named (native `dir=`): those whose
+    /// name starts with `prefix` (always `virtperf-disk-AGENTPID-`).
+    ScratchFiles { dir: PathBuf, prefix: String },
     /// A cgroup (path relative to each controller's mount), removed with rmdir.
     Cgroup { rel: String },
     /// A network namespace of the lab (`/run/netns/NAME`), removed with `ip netns delete`, which
@@ -73,7 +80,7 @@ impl Ledger {
     /// Sweeps what dead orchestrators left, then opens this process's own ledger.
     pub fn open() -> std::io::Result<(Ledger, Vec<String>)> {
         let state_dir = state_dir();
-        std::fs::create_dir_all(&state_dir)?;
+        crate::host::ensure_private_dir(&state_dir)?;
         let swept = sweep(&state_dir);
         let me = std::process::id();
         let file = File { owner: me, owner_start: process_start(me).unwrap_or(0), entries: Vec::new() };
@@ -107,10 +114,24 @@ impl Ledger {
         }
     }
 
-    /// Records a directory, then creates it.
+    /// Records a directory, then creates it, readable by this user only.
     pub fn create_dir(&mut self, path: &Path) -> std::io::Result<()> {
         self.push(Entry::Dir { path: path.to_path_buf() });
-        std::fs::create_dir_all(path)
+        crate::host::ensure_private_dir(path)
+    }
+
+    /// Records a scratch directory, creates it (readable by this user only) and marks it as
+    /// virtperf's, so that only it is ever removed by [`Entry::ScratchDir`].
+    pub fn create_scratch_dir(&mut self, path: &Path) -> std::io::Result<()> {
+        self.push(Entry::ScratchDir { path: path.to_path_buf() });
+        crate::host::ensure_private_dir(path)?;
+        std::fs::write(path.join(SCRATCH_MARKER), b"created by virtperf; removed with this directory\n")
+    }
+
+    pub fn remove_scratch_dir(&mut self, path: &Path) {
+        let e = Entry::ScratchDir { path: path.to_path_buf() };
+        undo(&e, &self.state_dir);
+        self.remove(|x| *x == e);
     }
 
     pub fn remove_dir(&mut self, path: &Path) {
@@ -154,6 +175,12 @@ impl Ledger {
     }
 }
 
+/// The file that marks a scratch directory as virtperf's own.
+pub const SCRATCH_MARKER: &str = ".virtperf-scratch";
+
+/// Prefix of every file the disk workload writes (`virtperf-disk-PID-TID.dat`).
+pub const DISK_FILE_PREFIX: &str = "virtperf-disk-";
+
 /// Undoes one entry. Each step is idempotent: a thing already gone is fine.
 pub fn undo(e: &Entry, state_dir: &Path) {
     match e {
@@ -181,6 +208,24 @@ pub fn undo(e: &Entry, state_dir: &Path) {
                 let _ = std::fs::remove_dir_all(path);
             }
         }
+        Entry::ScratchDir { path } => {
+            if path.join(SCRATCH_MARKER).is_file() {
+                let _ = std::fs::remove_dir_all(path);
+            } else {
+                // Recorded, but the marker was never written: only an empty directory goes.
+                let _ = std::fs::remove_dir(path);
+            }
+        }
+        Entry::ScratchFiles { dir, prefix } => {
+            if prefix.starts_with(DISK_FILE_PREFIX) && prefix.len() > DISK_FILE_PREFIX.len() {
+                for f in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    let name = f.file_name().to_string_lossy().into_owned();
+                    if name.starts_with(prefix.as_str()) && name.ends_with(".dat") {
+                        let _ = std::fs::remove_file(f.path());
+                    }
+                }
+            }
+        }
         Entry::Netns { name } => crate::lab::delete_netns(name),
         Entry::Cgroup { rel } => {
             if (rel == "virtperf" || rel.starts_with("virtperf/")) && !rel.contains("..") {
@@ -190,6 +235,7 @@ pub fn undo(e: &Entry, state_dir: &Path) {
                     let mut busy = false;
                     for m in cgroup_mounts() {
                         let dir = m.join(rel);
+                        thaw(&dir);
                         if rel != "virtperf" {
                             if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
                                 for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
@@ -208,6 +254,17 @@ pub fn undo(e: &Entry, state_dir: &Path) {
                 }
             }
         }
+    }
+}
+
+/// Resumes a cgroup that a run paused (v1 freezer, v2 `cgroup.freeze`): a frozen process does not
+/// die of SIGKILL until it is thawed, so every teardown thaws first.
+pub fn thaw(dir: &Path) {
+    if dir.join("freezer.state").exists() {
+        let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+    }
+    if dir.join("cgroup.freeze").exists() {
+        let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
     }
 }
 
@@ -285,6 +342,32 @@ mod tests {
         assert!(!state.join("ledger-1.json").exists());
         let status = child.wait().unwrap();
         assert!(!status.success(), "the leftover process was killed");
+    }
+
+    #[test]
+    fn scratch_entries_remove_only_what_virtperf_marked_or_named() {
+        let d = tempfile::tempdir().unwrap();
+        let marked = d.path().join("run-1");
+        std::fs::create_dir_all(marked.join("vp1-0-0")).unwrap();
+        std::fs::write(marked.join(SCRATCH_MARKER), b"").unwrap();
+        std::fs::write(marked.join("vp1-0-0/scratch.img"), b"x").unwrap();
+        let foreign = d.path().join("users");
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::fs::write(foreign.join("data"), b"x").unwrap();
+        std::fs::write(foreign.join("virtperf-disk-77-78.dat"), b"x").unwrap();
+        std::fs::write(foreign.join("virtperf-disk-99-1.dat"), b"x").unwrap();
+        undo(&Entry::ScratchDir { path: marked.clone() }, Path::new("/nonexistent"));
+        undo(&Entry::ScratchDir { path: foreign.clone() }, Path::new("/nonexistent"));
+        undo(
+            &Entry::ScratchFiles { dir: foreign.clone(), prefix: "virtperf-disk-77-".into() },
+            Path::new("/nonexistent"),
+        );
+        // A prefix that is not the disk workload's is never acted on.
+        undo(&Entry::ScratchFiles { dir: foreign.clone(), prefix: "d".into() }, Path::new("/nonexistent"));
+        assert!(!marked.exists(), "a marked scratch directory goes whole");
+        assert!(foreign.join("data").exists(), "an unmarked, non-empty directory stays");
+        assert!(!foreign.join("virtperf-disk-77-78.dat").exists());
+        assert!(foreign.join("virtperf-disk-99-1.dat").exists(), "another agent's file stays");
     }
 
     #[test]

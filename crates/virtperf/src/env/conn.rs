@@ -15,6 +15,11 @@ use virtperf_proto::{self as proto, Frame, Reply, Request};
 
 /// How often a wait checks for interruption.
 pub const SLICE: Duration = Duration::from_millis(50);
+/// Frames read ahead of the orchestrator: beyond this the reader waits (a flooding agent is
+/// slowed down, never buffered without bound).
+const QUEUE: usize = 1024;
+/// Early replies kept for requests still in flight; more is a protocol error.
+const STASH_MAX: usize = 1024;
 /// Lines of the agent's stderr (or a console) kept for error messages.
 const TAIL_LINES: usize = 40;
 /// Size at which a console log on disk is rotated.
@@ -64,16 +69,20 @@ impl Tail {
             t.push_back(line);
         }
     }
-    /// The last lines, formatted for an error message (empty when there are none).
+    /// The most telling line, formatted for a one-line error message (empty when there is none):
+    /// the last one that reads like a failure (a kernel panic, "failed", "error"), else the last.
+    /// The whole tail is [`Tail::lines`], stored beside the failure.
     pub fn render(&self) -> String {
-        match self.0.lock() {
-            Ok(t) if !t.is_empty() => {
-                let lines: Vec<&str> = t.iter().rev().take(8).map(String::as_str).collect::<Vec<_>>();
-                let lines: Vec<&str> = lines.into_iter().rev().collect();
-                format!("; last output: {}", lines.join(" | "))
-            }
-            _ => String::new(),
+        let lines = self.lines();
+        match telling_line(&lines) {
+            Some(l) => format!("; last output: {l}"),
+            None => String::new(),
         }
+    }
+
+    /// Every line kept, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default()
     }
     /// Starts a thread copying `r`'s lines into the tail and, with `log`, appending them to
     /// that file (a guest console kept on disk), rotated to `log.1` when it reaches [`LOG_CAP`] bytes: at most twice that on disk.
@@ -107,6 +116,29 @@ impl Tail {
     }
 }
 
+/// Words that mark a console line as the likely cause of a failure.
+const FAILURE_WORDS: &[&str] = &["panic", "fail", "error", "fatal", "cannot", "refused", "denied", "unable"];
+/// Longest line quoted in an error message.
+const QUOTE_MAX: usize = 200;
+
+/// The line of `lines` that best explains a failure, shortened to [`QUOTE_MAX`] characters.
+pub fn telling_line(lines: &[String]) -> Option<String> {
+    let nonempty: Vec<&str> = lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+    let pick = nonempty
+        .iter()
+        .rev()
+        .find(|l| {
+            let low = l.to_ascii_lowercase();
+            FAILURE_WORDS.iter().any(|w| low.contains(w))
+        })
+        .or(nonempty.last())?;
+    let mut s: String = pick.chars().filter(|c| !c.is_control()).take(QUOTE_MAX).collect();
+    if pick.chars().count() > QUOTE_MAX {
+        s.push('…');
+    }
+    Some(s)
+}
+
 pub struct Conn {
     writer: Box<dyn Write + Send>,
     events: Receiver<Event>,
@@ -122,7 +154,7 @@ pub struct Conn {
 impl Conn {
     /// Wraps a stream to an agent. Lines the agent writes without the frame prefix go to `tail`.
     pub fn new<R: Read + Send + 'static>(reader: R, writer: Box<dyn Write + Send>, tail: Tail) -> Conn {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
         let t = tail.clone();
         std::thread::spawn(move || {
             let mut r = BufReader::with_capacity(64 * 1024, reader);
@@ -173,6 +205,13 @@ impl Conn {
         Ok(tag)
     }
 
+    /// Sends a request that gets no reply when it succeeds (`go`).
+    pub fn send_oneway(&mut self, req: Request) -> Result<(), CallError> {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(CallError::Write)
+    }
+
     /// Stops expecting replies for `tag` (an abandoned request); late frames are then dropped.
     pub fn forget(&mut self, tag: u64) {
         self.live.remove(&tag);
@@ -180,8 +219,8 @@ impl Conn {
     }
 
     fn deliver(&mut self, f: Frame<Reply>, at: Instant) -> Result<(Reply, Instant), CallError> {
-        // `started` is followed by the result; every other reply ends its request.
-        if f.body != Reply::Started {
+        // `started` and `armed` are followed by the result; every other reply ends its request.
+        if !matches!(f.body, Reply::Started | Reply::Armed) {
             self.live.remove(&f.tag);
         }
         match f.body {
@@ -217,6 +256,11 @@ impl Conn {
                 Ok(Event::Frame(f, at)) if f.tag == tag => return self.deliver(f, at),
                 Ok(Event::Frame(f, at)) => {
                     if self.live.contains(&f.tag) {
+                        if self.stash.len() >= STASH_MAX {
+                            return Err(CallError::Protocol(format!(
+                                "more than {STASH_MAX} early replies: the agent floods its channel"
+                            )));
+                        }
                         self.stash.push((f, at));
                     }
                 }
@@ -252,6 +296,27 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_telling_line_is_one_line_and_names_the_cause() {
+        let lines: Vec<String> = [
+            "Run /init as init process",
+            "userspace - ptrace set fp regs failed, errno = 14",
+            "Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b",
+            "Stack:",
+            " 6022ef6b 00000000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            telling_line(&lines).unwrap(),
+            "Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b"
+        );
+        assert_eq!(telling_line(&["a".into(), "b\u{1b}[0m".into()]).unwrap(), "b[0m");
+        assert!(telling_line(&["x".repeat(500)]).unwrap().chars().count() <= QUOTE_MAX + 1);
+        assert_eq!(telling_line(&[]), None);
+    }
 
     #[test]
     fn console_log_on_disk_is_bounded() {

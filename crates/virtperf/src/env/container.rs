@@ -15,7 +15,9 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{spawn_piped, Availability, Conn, Environment, Instance, LaunchCtx, LaunchError, Teardown};
+use super::{
+    scratch, spawn_piped, Availability, Conn, Environment, Instance, LaunchCtx, LaunchError, Teardown,
+};
 use crate::ledger::{cgroup_mounts, Entry, Ledger};
 
 pub struct Container;
@@ -44,6 +46,12 @@ const PARAMS: &[ParamSpec] = &[
         kind: ParamKind::Text,
         default: None,
         help: "CPUs the container may use, e.g. 0 or 0-1",
+    },
+    ParamSpec {
+        name: "disk",
+        kind: ParamKind::Choice(&["bind", "overlay"]),
+        default: Some("bind"),
+        help: "the scratch disk at /scratch: bind (a host directory, bind-mounted) or overlay (overlayfs, as a Docker container's root layer: its upper layer in a host directory)",
     },
 ];
 
@@ -121,8 +129,28 @@ impl Teardown for ContainerTeardown {
     }
 }
 
+/// What backs /scratch in a container (`runc`, `crun`) or a gVisor sandbox (`runsc`), with the
+/// host directory `dir` underneath (None: before a run made it).
+pub fn scratch_what(runtime: &str, params: &BTreeMap<String, Value>, dir: &Path) -> String {
+    let overlay = params.get("disk").and_then(Value::as_str) == Some("overlay");
+    let host = format!("the host's {} ({})", scratch::host_fs(dir), dir.display());
+    match (runtime, overlay) {
+        ("runsc", false) => format!("a bind mount served by gVisor's gofer: a directory of {host}"),
+        ("runsc", true) => format!("gVisor's overlay (--overlay2=all:DIR): files in the Sentry's memory-backed upper layer, its filestore in {host}"),
+        (_, false) => format!("a bind mount of a directory of {host}"),
+        (_, true) => format!("overlayfs (upper and work layers in {host})"),
+    }
+}
+
 /// Generates the OCI config for the agent.
-pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>, netns: Option<&Path>) -> Value {
+pub fn oci_config(
+    id: &str,
+    exe: &Path,
+    params: &BTreeMap<String, Value>,
+    netns: Option<&Path>,
+    scratch: Option<&Path>,
+    runtime: &str,
+) -> Value {
     let mut mounts = vec![
         json!({"destination": "/proc", "type": "proc", "source": "proc"}),
         json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
@@ -133,6 +161,22 @@ pub fn oci_config(id: &str, exe: &Path, params: &BTreeMap<String, Value>, netns:
         if Path::new(b).is_dir() && !Path::new(b).is_symlink() {
             mounts.push(json!({"destination": b, "type": "bind", "source": b, "options": ["rbind", "ro", "nosuid", "nodev"]}));
         }
+    }
+    // The scratch disk (runc, crun: mounted by the runtime in the container's mount namespace; runsc:
+    // served by its gofer, or an overlay of its own, see gvisor.rs).
+    if let Some(d) = scratch {
+        let overlay = params.get("disk").and_then(Value::as_str) == Some("overlay") && runtime != "runsc";
+        mounts.push(if overlay {
+            let o = format!(
+                "lowerdir={},upperdir={},workdir={}",
+                d.join("lower").display(),
+                d.join("upper").display(),
+                d.join("work").display()
+            );
+            json!({"destination": scratch::GUEST_DIR, "type": "overlay", "source": "overlay", "options": [o, "nosuid", "nodev"]})
+        } else {
+            json!({"destination": scratch::GUEST_DIR, "type": "bind", "source": d, "options": ["rbind", "rw", "nosuid", "nodev"]})
+        });
     }
     let mut resources = serde_json::Map::new();
     if let Some(c) = params.get("cpus").and_then(Value::as_f64) {
@@ -191,6 +235,8 @@ fn write_bundle(
     exe: &Path,
     params: &BTreeMap<String, Value>,
     netns: Option<&Path>,
+    scratch: Option<&Path>,
+    runtime: &str,
 ) -> std::io::Result<()> {
     let rootfs = bundle.join("rootfs");
     std::fs::create_dir_all(rootfs.join(".virtperf"))?;
@@ -211,7 +257,15 @@ fn write_bundle(
     for d in ["proc", "dev", "tmp"] {
         std::fs::create_dir_all(rootfs.join(d))?;
     }
-    let cfg = oci_config(id, exe, params, netns);
+    if let Some(d) = scratch {
+        std::fs::create_dir_all(rootfs.join(scratch::GUEST_DIR.trim_start_matches('/')))?;
+        if params.get("disk").and_then(Value::as_str) == Some("overlay") && runtime != "runsc" {
+            for layer in ["lower", "upper", "work"] {
+                std::fs::create_dir_all(d.join(layer))?;
+            }
+        }
+    }
+    let cfg = oci_config(id, exe, params, netns, scratch, runtime);
     std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&cfg)?)
 }
 
@@ -262,6 +316,9 @@ impl Environment for Container {
     fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
         super::version_of(runtime_of(params))
     }
+    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+        Ok(scratch_what(runtime_of(params), params, &crate::host::scratch_root()))
+    }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
         self.availability(params).require()?;
         launch_oci(ctx, params, runtime_of(params))
@@ -289,7 +346,15 @@ pub(super) fn launch_oci(
             id: id.clone(),
             bundle: bundle.clone(),
         };
-        if let Err(e) = write_bundle(&bundle, &id, ctx.exe, params, ctx.netns.as_deref()) {
+        if let Err(e) = write_bundle(
+            &bundle,
+            &id,
+            ctx.exe,
+            params,
+            ctx.netns.as_deref(),
+            ctx.scratch_dir.as_deref(),
+            &runtime,
+        ) {
             teardown.teardown(ctx.ledger);
             return Err(LaunchError::Prepare(format!("cannot write the OCI bundle: {e}")));
         }
@@ -325,6 +390,10 @@ pub(super) fn launch_oci(
             if let Some(pl) = params.get("platform").and_then(Value::as_str) {
                 cmd.arg(format!("--platform={pl}"));
             }
+            if let (Some(d), Some("overlay")) = (&ctx.scratch_dir, params.get("disk").and_then(Value::as_str))
+            {
+                cmd.arg(format!("--overlay2=all:{}", d.display()));
+            }
         }
         cmd.arg("run").arg("--bundle").arg(&bundle).arg(&id);
         let started = Instant::now();
@@ -337,11 +406,20 @@ pub(super) fn launch_oci(
                 return Err(e);
             }
         };
+        let scratch = ctx.scratch_dir.as_deref().map(|d| super::Scratch {
+            dir: scratch::GUEST_DIR.into(),
+            what: scratch_what(&runtime, params, d),
+        });
         let inst = Instance {
+            scratch,
+            cleanup: Vec::new(),
             conn: Conn::new(stdout, Box::new(stdin), tail),
             cpu: super::cgroup_probe(&id),
             start_time: Default::default(),
             rtt: Default::default(),
+            rtt_jitter: Default::default(),
+            id: String::new(),
+            own_clock: false,
             agent_pid: 0,
             teardown: Box::new(teardown),
             child: Some(child),
@@ -363,7 +441,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let c = oci_config("vp1-0-0", Path::new("/x/virtperf"), &params, None);
+        let c = oci_config("vp1-0-0", Path::new("/x/virtperf"), &params, None, None, "runc");
         assert_eq!(c["linux"]["resources"]["cpu"]["quota"], json!(150_000));
         assert_eq!(c["linux"]["resources"]["cpu"]["cpus"], json!("0"));
         assert_eq!(c["linux"]["resources"]["memory"]["limit"], json!(512u64 << 20));

@@ -10,6 +10,7 @@ pub mod container;
 pub mod gvisor;
 pub mod native;
 pub mod qemu;
+pub mod scratch;
 pub mod uml;
 
 use std::collections::BTreeMap;
@@ -31,14 +32,21 @@ pub struct Availability {
     pub usable: bool,
     pub detail: String,
     pub fix: Option<String>,
+    /// Usable once [`Environment::prepare`] has done its one-time work (a kernel build), which
+    /// `doctor` does not start.
+    pub needs_prepare: bool,
 }
 
 impl Availability {
     pub fn yes(detail: impl Into<String>) -> Self {
-        Availability { usable: true, detail: detail.into(), fix: None }
+        Availability { usable: true, detail: detail.into(), fix: None, needs_prepare: false }
     }
     pub fn no(detail: impl Into<String>, fix: impl Into<String>) -> Self {
-        Availability { usable: false, detail: detail.into(), fix: Some(fix.into()) }
+        Availability { usable: false, detail: detail.into(), fix: Some(fix.into()), needs_prepare: false }
+    }
+    /// Usable after `prepare()`, which is what `detail` describes.
+    pub fn after_prepare(detail: impl Into<String>) -> Self {
+        Availability { needs_prepare: true, ..Availability::yes(detail) }
     }
     /// The launch-time form: an unusable kind is a [`LaunchError::Unavailable`] naming the fix.
     pub fn require(self) -> Result<(), LaunchError> {
@@ -67,6 +75,20 @@ pub struct LaunchCtx<'a> {
     /// For guests ([`Environment::wants_tap`]) in a lab: the tap to attach the NIC to, the
     /// address to give it (/24) and the MTU.
     pub guest_net: Option<GuestNet>,
+    /// This instance's directory on the host's scratch disk (created and recorded by the run,
+    /// removed with the instance), when the run has workloads that write files or guests with
+    /// a disk: where a bind mount's, an overlay's or a disk image's bytes land.
+    pub scratch_dir: Option<PathBuf>,
+}
+
+/// Where a disk workload's files land in an instance: the directory it sees, and what is
+/// underneath (stored with every trial that writes there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scratch {
+    /// The directory inside the environment.
+    pub dir: String,
+    /// What backs it, e.g. "ext4 on virtio-blk /dev/vda: raw image on the host's ext4 (cache=none)".
+    pub what: String,
 }
 
 #[derive(Debug, Clone)]
@@ -85,11 +107,11 @@ pub enum LaunchError {
     #[error("cannot start {what}: {source}")]
     Spawn { what: String, source: std::io::Error },
     /// the agent did not say hello
-    #[error("the agent did not become ready: {0}")]
-    NoHello(#[from] CallError),
+    #[error("the agent did not become ready: {source}")]
+    NoHello { source: CallError, console: Vec<String> },
     /// the agent stayed silent until the boot deadline
-    #[error("the agent did not become ready: {0}")]
-    Silent(String),
+    #[error("the agent did not become ready: {why}")]
+    Silent { why: String, console: Vec<String> },
     /// preparing files for the instance failed
     #[error("cannot prepare the instance: {0}")]
     Prepare(String),
@@ -115,6 +137,25 @@ pub trait Environment: Sync {
     fn prepare(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
         Ok(())
     }
+    /// The memory a workload inside may use, and the parameter that sets it (`mem`, `memory`).
+    fn memory_bytes(&self, _params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
+        None
+    }
+    /// True when the environment keeps time with a clock of its own (a guest kernel's, gVisor's
+    /// Sentry): its figures are headlined on the host's clock, which the guest cannot skew (seed
+    /// 002's lesson). False when it reads the host kernel's clock itself (native, containers).
+    fn own_clock(&self) -> bool {
+        false
+    }
+    /// Where a disk workload's bytes land with these parameters (checked before a run starts):
+    /// a description, or the key and message saying how to give the environment a disk.
+    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+        Err(("disk".into(), format!("environment kind `{}` has no scratch disk", self.kind())))
+    }
+    /// The disk image a launch writes on the host's scratch disk, and the key that sizes it.
+    fn disk_bytes(&self, _params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
+        None
+    }
     /// Version of the runtime underneath (for the manifest).
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         None
@@ -137,7 +178,8 @@ pub fn kinds() -> Vec<&'static str> {
 /// Reads the host-side CPU time of an instance, in nanoseconds.
 #[derive(Debug, Clone)]
 pub enum CpuProbe {
-    /// Sum of `/proc/PID/task/*/schedstat` run times (ns resolution; threads included).
+    /// The process's CPU clock (`clock_getcpuclockid`): every thread, exited ones included, in
+    /// ns. One process only: not its children.
     Proc(u32),
     /// A cgroup v1 `cpuacct.usage` file (ns).
     CgroupV1(PathBuf),
@@ -149,14 +191,17 @@ impl CpuProbe {
     pub fn read_ns(&self) -> Option<u64> {
         match self {
             CpuProbe::Proc(pid) => {
-                let mut total = 0u64;
-                for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-                    let p = t.ok()?.path().join("schedstat");
-                    if let Ok(s) = std::fs::read_to_string(p) {
-                        total += s.split_whitespace().next()?.parse::<u64>().ok()?;
-                    }
+                let mut clock: libc::clockid_t = 0;
+                // SAFETY: clock_getcpuclockid writes one clockid_t we own; a gone pid is an error.
+                if unsafe { libc::clock_getcpuclockid(*pid as libc::pid_t, &mut clock) } != 0 {
+                    return None;
                 }
-                Some(total)
+                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: clock_gettime writes into the timespec we own.
+                if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+                    return None;
+                }
+                Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
             }
             CpuProbe::CgroupV1(p) => std::fs::read_to_string(p).ok()?.trim().parse().ok(),
             CpuProbe::CgroupV2(p) => {
@@ -201,39 +246,146 @@ pub fn join_accounting_cgroup(ledger: &mut Ledger, id: &str, pid: u32) -> Option
     let dir = root.join("virtperf").join(id);
     std::fs::create_dir_all(&dir).ok()?;
     std::fs::write(dir.join("cgroup.procs"), pid.to_string()).ok()?;
+    // The freezer hierarchy too (v1: a mount of its own), so the run can pause it.
+    if let Some((froot, false)) = controller_dir("freezer") {
+        let fdir = froot.join("virtperf").join(id);
+        if fdir != dir && std::fs::create_dir_all(&fdir).is_ok() {
+            let _ = std::fs::write(fdir.join("cgroup.procs"), pid.to_string());
+        }
+    }
     cgroup_probe(id)
 }
 
-/// Creates cgroup `virtperf/ID` (ledger first) and makes `cmd`'s child enter it before exec, so
-/// that every process it ever forks is accounted (UML forks host helpers as it boots). Returns
-/// the probe and the cgroup's `cgroup.procs` (kept open until the spawn), or None when cgroups
-/// are not writable here.
-pub fn accounting_cgroup_on_spawn(
+/// Pauses (`frozen`) or resumes every process of instance `id` through its cgroup's freezer
+/// (v1 `freezer.state`, v2 `cgroup.freeze`), waiting up to a second for the state to settle.
+/// An environment not under test must not run beside one that is: an idle TCG guest still burns
+/// host CPU on its timers, UML's and gVisor's host processes wake.
+pub fn freeze(id: &str, frozen: bool) -> Result<(), String> {
+    let (root, v2) = controller_dir("freezer")
+        .or_else(|| {
+            let r = Path::new("/sys/fs/cgroup");
+            r.join("cgroup.controllers").exists().then(|| (r.to_path_buf(), true))
+        })
+        .ok_or("no cgroup freezer on this host")?;
+    let dir = root.join("virtperf").join(id);
+    let (file, value, done_file, done) = if v2 {
+        (
+            "cgroup.freeze",
+            if frozen { "1" } else { "0" },
+            "cgroup.events",
+            if frozen { "frozen 1" } else { "frozen 0" },
+        )
+    } else {
+        (
+            "freezer.state",
+            if frozen { "FROZEN" } else { "THAWED" },
+            "freezer.state",
+            if frozen { "FROZEN" } else { "THAWED" },
+        )
+    };
+    std::fs::write(dir.join(file), value).map_err(|e| format!("{}: {e}", dir.join(file).display()))?;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut pause = Duration::from_micros(20);
+    loop {
+        let state = std::fs::read_to_string(dir.join(done_file)).unwrap_or_default();
+        if state.lines().any(|l| l.trim() == done) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            if frozen {
+                // Half-frozen helps nobody: resume, and say so.
+                let _ = std::fs::write(dir.join(file), if v2 { "0" } else { "THAWED" });
+            }
+            return Err(format!("{} did not reach {done} within 1 s", dir.display()));
+        }
+        // Idle processes freeze within microseconds: poll fast first, then back off.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(2));
+    }
+}
+
+/// The v1 mount of `controller`, or the v2 unified root when it offers that controller.
+fn controller_dir(controller: &str) -> Option<(PathBuf, bool)> {
+    for m in crate::ledger::cgroup_mounts() {
+        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.split(',').any(|c| c == controller) {
+            return Some((m, false));
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let offered = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+    offered.split_whitespace().any(|c| c == controller).then(|| (root.to_path_buf(), true))
+}
+
+/// Limits put on a guest's host processes through its cgroup.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Memory of all its host processes together (`memory.limit_in_bytes` / `memory.max`):
+    /// a guest that runs away is killed by the kernel's OOM killer, not the host.
+    pub memory_bytes: Option<u64>,
+}
+
+/// Creates cgroup `virtperf/ID` (ledger first) in the CPU-accounting hierarchy and, with a memory
+/// limit, in the memory one, and makes `cmd`'s child enter them before exec, so that every process
+/// it ever forks is accounted and limited (UML forks host helpers as it boots). Returns the CPU
+/// probe, the open `cgroup.procs` files (kept until the spawn), the relative path and whether the
+/// memory limit is in force; None when cgroups are not writable here (not root).
+pub fn instance_cgroup_on_spawn(
     cmd: &mut Command,
     ledger: &mut Ledger,
     id: &str,
-) -> Option<(CpuProbe, std::fs::File, String)> {
+    limits: Limits,
+) -> Option<(CpuProbe, Vec<std::fs::File>, String, bool)> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let (root, _) = cpu_cgroup_root()?;
     ledger.record_once(crate::ledger::Entry::Cgroup { rel: "virtperf".into() });
     let rel = format!("virtperf/{id}");
     ledger.record(crate::ledger::Entry::Cgroup { rel: rel.clone() });
-    let dir = root.join(&rel);
-    std::fs::create_dir_all(&dir).ok()?;
-    let procs = std::fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs")).ok()?;
-    let fd = procs.as_raw_fd();
-    // SAFETY: write(2) of a static buffer to a descriptor the parent keeps open until the spawn;
-    // "0" moves the calling (child) process. Async-signal-safe, no allocation.
+    let mut dirs = vec![root.join(&rel)];
+    let mut limited = false;
+    if let (Some(bytes), Some((mroot, mv2))) = (limits.memory_bytes, controller_dir("memory")) {
+        if mv2 {
+            // v2: the controller must be enabled for the children of each ancestor.
+            let _ = std::fs::write(mroot.join("cgroup.subtree_control"), "+memory");
+            let _ = std::fs::create_dir_all(mroot.join("virtperf"));
+            let _ = std::fs::write(mroot.join("virtperf/cgroup.subtree_control"), "+memory");
+        }
+        let dir = mroot.join(&rel);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let file = if mv2 { "memory.max" } else { "memory.limit_in_bytes" };
+            limited = std::fs::write(dir.join(file), bytes.to_string()).is_ok();
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    if let Some((froot, false)) = controller_dir("freezer") {
+        let fdir = froot.join(&rel);
+        if !dirs.contains(&fdir) {
+            dirs.push(fdir);
+        }
+    }
+    let mut files = Vec::new();
+    for d in &dirs {
+        std::fs::create_dir_all(d).ok()?;
+        files.push(std::fs::OpenOptions::new().write(true).open(d.join("cgroup.procs")).ok()?);
+    }
+    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    // SAFETY: write(2) of a static buffer to descriptors the parent keeps open until the spawn;
+    // "0" moves the calling (child) process. Async-signal-safe; `fds` was allocated before the
+    // fork and is only read.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                return Err(std::io::Error::last_os_error());
+            for &fd in &fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
     }
-    Some((cgroup_probe(id)?, procs, rel))
+    Some((cgroup_probe(id)?, files, rel, limited))
 }
 
 /// Kills every process in cgroup `rel` (below a cgroup mount), waits until it is empty, removes
@@ -243,6 +395,7 @@ pub fn kill_cgroup(ledger: &mut Ledger, rel: &str) {
     for _ in 0..100 {
         let mut any = false;
         for m in crate::ledger::cgroup_mounts() {
+            crate::ledger::thaw(&m.join(rel));
             if let Ok(s) = std::fs::read_to_string(m.join(rel).join("cgroup.procs")) {
                 for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
                     any = true;
@@ -286,8 +439,12 @@ pub fn launch_guest(
     mut cmd: Command,
     what: &str,
     log: Option<PathBuf>,
+    limits: Limits,
     mut teardown: GuestTeardown,
 ) -> Result<Instance, LaunchError> {
+    // Without a cgroup, one process's CPU clock is all there is: right for QEMU (one process, its
+    // threads), wrong for UML (a host process per guest process): no figure rather than a wrong one.
+    let single_process = what == "qemu";
     let netns = match join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
         Ok(f) => f,
         Err(e) => {
@@ -295,7 +452,7 @@ pub fn launch_guest(
             return Err(e);
         }
     };
-    let cg = accounting_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id);
+    let cg = instance_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id, limits);
     let probe = cg.as_ref().map(|c| c.0.clone());
     teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
     let started = Instant::now();
@@ -310,11 +467,16 @@ pub fn launch_guest(
         }
     };
     let inst = Instance {
-        cpu: Some(probe.unwrap_or(CpuProbe::Proc(child.id()))),
+        scratch: None,
+        cleanup: Vec::new(),
+        cpu: probe.or_else(|| single_process.then(|| CpuProbe::Proc(child.id()))),
         agent_pid: 0,
         child: Some(child),
         start_time: Default::default(),
         rtt: Default::default(),
+        rtt_jitter: Default::default(),
+        id: String::new(),
+        own_clock: false,
         teardown: Box::new(teardown),
         conn: Conn::new(stdout, Box::new(stdin), tail),
     };
@@ -336,9 +498,20 @@ pub struct Instance {
     pub agent_pid: u32,
     /// Median idle round trip to the agent, measured after launch ([`Instance::calibrate_rtt`]).
     pub rtt: Duration,
+    /// Spread of those round trips (second-longest minus second-shortest of 9).
+    pub rtt_jitter: Duration,
+    /// The instance's id (`vpPID-ENV-LAUNCH`), also its cgroup's name below `virtperf/`.
+    pub id: String,
+    /// Its environment keeps time with a clock of its own ([`Environment::own_clock`]).
+    pub own_clock: bool,
     pub teardown: Box<dyn Teardown>,
     /// The process we spawned (agent or runtime), reaped at teardown.
     pub child: Option<Child>,
+    /// Its scratch disk, as the agent sees it (None: it has none).
+    pub scratch: Option<Scratch>,
+    /// More of what the instance leaves on the host (its scratch directory, files a workload
+    /// writes into a directory the user named), undone after its teardown; each is in the ledger.
+    pub cleanup: Vec<crate::ledger::Entry>,
 }
 
 impl Instance {
@@ -351,6 +524,7 @@ impl Instance {
                 if self.agent_pid == 0 {
                     self.agent_pid = pid;
                 }
+                self.id = ctx.instance_id.clone();
                 self.start_time = t;
                 Ok(self)
             }
@@ -373,10 +547,22 @@ impl Instance {
         }
         rtts.sort();
         self.rtt = rtts[rtts.len() / 2];
+        self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
+    }
+
+    /// Resumes the instance if a run paused it (a frozen process neither answers nor dies).
+    fn thaw(&self) {
+        if self.id.is_empty() {
+            return;
+        }
+        for m in crate::ledger::cgroup_mounts() {
+            crate::ledger::thaw(&m.join("virtperf").join(&self.id));
+        }
     }
 
     /// Asks the agent to exit, waits briefly, then tears everything down.
     pub fn shutdown(mut self, ledger: &mut Ledger) {
+        self.thaw();
         let never = AtomicBool::new(false);
         let _ = self.conn.call(virtperf_proto::Request::Shutdown, Duration::from_secs(2), &never);
         if let Some(child) = self.child.as_mut() {
@@ -393,6 +579,7 @@ impl Instance {
 
     /// Tears down without asking (the agent is hung or dead).
     pub fn kill(mut self, ledger: &mut Ledger) {
+        self.thaw();
         // The process first (its cgroup can only be removed once it is empty), then the rest.
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -400,6 +587,10 @@ impl Instance {
             ledger.forget_process(child.id());
         }
         self.teardown.teardown(ledger);
+        for e in self.cleanup.drain(..).rev() {
+            crate::ledger::undo(&e, ledger.state_dir());
+            ledger.forget(&e);
+        }
     }
 }
 
@@ -475,23 +666,40 @@ pub fn join_netns_on_spawn(
     Ok(Some(f))
 }
 
+impl LaunchError {
+    /// The console (or stderr) lines of an instance that never became ready, for the database;
+    /// the message itself quotes only the most telling one.
+    pub fn console(&self) -> Option<String> {
+        match self {
+            LaunchError::NoHello { console, .. } | LaunchError::Silent { console, .. }
+                if !console.is_empty() =>
+            {
+                Some(console.join("\n"))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Waits for the agent's hello; returns its pid and the host-clock time it arrived.
 fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u32, Duration), LaunchError> {
     let (reply, at) = match conn.hello(started + ctx.boot_timeout, ctx.cancel) {
         Ok(x) => x,
         // A silent guest: what its console said last is the best clue.
         Err(CallError::Timeout(d)) => {
-            return Err(LaunchError::Silent(format!(
-                "no hello within {:.1} s{}",
-                d.as_secs_f64(),
-                conn.tail().render()
-            )))
+            return Err(LaunchError::Silent {
+                why: format!("no hello within {:.1} s{}", d.as_secs_f64(), conn.tail().render()),
+                console: conn.tail().lines(),
+            })
         }
-        Err(e) => return Err(e.into()),
+        Err(source) => return Err(LaunchError::NoHello { source, console: conn.tail().lines() }),
     };
     match reply {
         Reply::Hello { pid, .. } => Ok((pid, at.duration_since(started))),
-        other => Err(LaunchError::NoHello(CallError::Protocol(format!("expected hello, got {other:?}")))),
+        other => Err(LaunchError::NoHello {
+            source: CallError::Protocol(format!("expected hello, got {other:?}")),
+            console: conn.tail().lines(),
+        }),
     }
 }
 
@@ -553,6 +761,25 @@ mod tests {
         assert!(check_cpuset("9999").unwrap_err().contains("does not exist"));
         assert!(check_cpuset("1-0").is_err());
         assert!(check_cpuset("x").is_err());
+    }
+
+    #[test]
+    fn proc_probe_counts_threads_that_exited() {
+        // A thread burns ~100 ms and exits: the process's clock keeps it (schedstat of the live
+        // tasks did not).
+        let me = CpuProbe::Proc(std::process::id());
+        let before = me.read_ns().unwrap();
+        std::thread::spawn(|| {
+            let t = Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(100) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        })
+        .join()
+        .unwrap();
+        let after = me.read_ns().unwrap();
+        assert!(after - before >= 80_000_000, "an exited thread's CPU is kept: {} ns", after - before);
     }
 
     #[test]

@@ -68,6 +68,9 @@ impl Environment for Native {
     fn availability(&self, _params: &BTreeMap<String, Value>) -> Availability {
         Availability::yes("always available")
     }
+    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+        Ok(format!("a directory of {}", super::scratch::root_description()))
+    }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
         let mut cmd = Command::new(ctx.exe);
         cmd.arg("agent");
@@ -96,12 +99,21 @@ impl Environment for Native {
         let (child, stdin, stdout, tail) = spawned?;
         let conn = Conn::new(stdout, Box::new(stdin), tail);
         let cg = super::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
+        let scratch = ctx.scratch_dir.as_ref().map(|d| super::Scratch {
+            dir: d.to_string_lossy().into_owned(),
+            what: format!("a directory of the host's {} ({})", super::scratch::host_fs(d), d.display()),
+        });
         let inst = Instance {
+            scratch,
+            cleanup: Vec::new(),
             cpu: Some(cg.clone().unwrap_or(CpuProbe::Proc(child.id()))),
             agent_pid: child.id(),
             child: Some(child),
             start_time: Default::default(),
             rtt: Default::default(),
+            rtt_jitter: Default::default(),
+            id: String::new(),
+            own_clock: false,
             teardown: Box::new(NativeTeardown {
                 cgroup: cg.map(|_| format!("virtperf/{}", ctx.instance_id)),
             }),

@@ -8,7 +8,9 @@
 //!   is the first serial port, on QEMU's stderr: kernel messages can never reach the agent's line.
 //! - NIC: `virtio` (virtio-net), `e1000` or `rtl8139` on a tap bridged in the lab's endpoint
 //!   namespace, so tester ↔ guest traffic crosses the emulated or paravirtual device.
-//! - Disk (optional): a sparse raw scratch image as virtio-blk or IDE, with the cache mode given.
+//! - Disk (optional): a raw scratch image in the instance's scratch directory on the host's disk,
+//!   preallocated and formatted ext4 on the host, as virtio-blk, IDE, SATA (AHCI) or NVMe, with
+//!   the host cache mode given; the guest's init mounts it at /scratch.
 //! - Host CPU: QEMU and all its threads run in the instance's cgroup.
 //!
 //! docs/environments/qemu.md says what was exercised on which host.
@@ -28,6 +30,10 @@ use crate::image::{self, Image, ImageSpec, KernelSource};
 pub struct Qemu;
 
 pub const BINARY: &str = "qemu-system-x86_64";
+
+/// Host memory a QEMU process may use beyond the guest's RAM (device models, the TCG translation
+/// cache, the initramfs), as its cgroup's limit.
+const QEMU_MEMORY_OVERHEAD: u64 = 768 << 20;
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -57,15 +63,15 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "disk",
-        kind: ParamKind::Choice(&["none", "virtio-blk", "ide"]),
+        kind: ParamKind::Choice(&["none", "virtio-blk", "ide", "sata", "nvme"]),
         default: Some("none"),
-        help: "a scratch disk (sparse raw file) as virtio-blk or IDE (/dev/vda or /dev/sda in the guest)",
+        help: "a scratch disk (raw image, ext4, at /scratch): virtio-blk (paravirtual), ide (the machine's own ATA controller: PIIX IDE on pc, ICH9 AHCI on q35), sata (an AHCI controller) or nvme (emulated NVMe)",
     },
     ParamSpec {
         name: "cache",
         kind: ParamKind::Choice(&["writeback", "none", "writethrough", "directsync", "unsafe"]),
         default: Some("writeback"),
-        help: "host cache mode of the disk (none and directsync need O_DIRECT: not on tmpfs)",
+        help: "host cache mode of the disk image: writeback (the host's page cache), none (O_DIRECT on the host: not on tmpfs), writethrough, directsync, unsafe (flushes ignored)",
     },
     ParamSpec {
         name: "disk_size",
@@ -235,9 +241,36 @@ pub fn drivers(machine: &str, nic: Option<&str>, disk: Option<&str>) -> Vec<&'st
     match disk {
         Some("virtio-blk") => d.push("virtio_blk"),
         Some("ide") => d.extend([if machine == "pc" { "ata_piix" } else { "ahci" }, "sd_mod"]),
+        Some("sata") => d.extend(["ahci", "sd_mod"]),
+        Some("nvme") => d.push("nvme"),
         _ => {}
     }
+    if disk.is_some() {
+        d.extend(["crc32c_generic", "ext4"]);
+    }
     d
+}
+
+/// The scratch disk's device node in the guest.
+pub fn guest_disk_dev(model: &str) -> &'static str {
+    match model {
+        "virtio-blk" => "/dev/vda",
+        "nvme" => "/dev/nvme0n1",
+        _ => "/dev/sda",
+    }
+}
+
+/// What the guest's scratch disk is, for the trials' records.
+pub fn disk_what(machine: &str, model: &str, cache: &str, image: &str) -> String {
+    let dev = match (model, machine) {
+        ("virtio-blk", _) => "virtio-blk",
+        ("ide", "pc") => "IDE (PIIX)",
+        ("ide", _) => "SATA (the q35's ICH9 AHCI)",
+        ("sata", _) => "SATA (AHCI)",
+        ("nvme", _) => "NVMe",
+        _ => model,
+    };
+    format!("ext4 on {dev} {}: raw image {image}, host cache={cache}", guest_disk_dev(model))
 }
 
 /// The QEMU command line (without the program name).
@@ -279,20 +312,22 @@ pub fn command_line(c: &Config) -> Vec<String> {
     }
     if let Some(d) = &c.disk {
         push(&["-drive", &format!("if=none,id=d0,file={},format=raw,cache={}", d.path.display(), d.cache)]);
-        let dev = if d.model == "ide" { "ide-hd".to_string() } else { virtio("virtio-blk") };
-        push(&["-device", &format!("{dev},drive=d0")]);
+        match d.model.as_str() {
+            "ide" => push(&["-device", "ide-hd,drive=d0"]),
+            "sata" => push(&["-device", "ahci,id=sata0", "-device", "ide-hd,drive=d0,bus=sata0.0"]),
+            "nvme" => push(&["-device", "nvme,drive=d0,serial=vpscratch"]),
+            _ => push(&["-device", &format!("{},drive=d0", virtio("virtio-blk"))]),
+        }
     }
     a.extend(c.extra.iter().cloned());
     a
 }
 
-/// The host's TSC frequency in kHz (`cpu MHz` of /proc/cpuinfo): under TCG the guest reads the
-/// host's TSC.
+/// The host's TSC frequency in kHz (measured once per process): under TCG the guest reads the
+/// host's TSC, so this is the guest's too.
 pub fn host_tsc_khz() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    let mhz: f64 =
-        info.lines().find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse().ok())?;
-    Some((mhz * 1000.0) as u64)
+    static KHZ: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *KHZ.get_or_init(crate::host::tsc_khz)
 }
 
 /// Kernel arguments a machine/accelerator pair needs. microvm has neither HPET nor ACPI PM
@@ -304,8 +339,16 @@ pub fn machine_append(machine: &str, accel: Accel, tsc_khz: Option<u64>) -> Opti
 }
 
 /// The guest kernel's command line: console, modules to load, the NIC's address.
-pub fn kernel_append(mods: &[String], net: Option<&GuestNet>, extra: Option<&str>) -> String {
+pub fn kernel_append(
+    mods: &[String],
+    net: Option<&GuestNet>,
+    extra: Option<&str>,
+    disk: Option<&str>,
+) -> String {
     let mut s = String::from("console=ttyS0 quiet panic=-1 vp.ctl=/dev/hvc0");
+    if let Some(d) = disk {
+        let _ = write!(s, " vp.disk={d}");
+    }
     if let Some(e) = extra {
         let _ = write!(s, " {e}");
     }
@@ -423,6 +466,30 @@ impl Environment for Qemu {
     fn wants_tap(&self) -> bool {
         true
     }
+    fn own_clock(&self) -> bool {
+        true
+    }
+    fn memory_bytes(&self, params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
+        Some(("memory", params.get("memory").and_then(Value::as_u64).unwrap_or(512 << 20)))
+    }
+    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+        match text(params, "disk").unwrap_or("none") {
+            "none" => Err((
+                "disk".into(),
+                "this QEMU guest has no scratch disk (disk = none): give it one, disk = virtio-blk, ide, sata or nvme".into(),
+            )),
+            model => Ok(disk_what(
+                text(params, "machine").unwrap_or("q35"),
+                model,
+                text(params, "cache").unwrap_or("writeback"),
+                &format!("on {}", super::scratch::root_description()),
+            )),
+        }
+    }
+    fn disk_bytes(&self, params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
+        (text(params, "disk").unwrap_or("none") != "none")
+            .then(|| ("disk_size", params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20)))
+    }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
         let machine = text(params, "machine").unwrap_or("q35");
         let nic = text(params, "nic").unwrap_or("virtio");
@@ -433,10 +500,10 @@ impl Environment for Qemu {
                 format!("machine=microvm has no PCI bus, so no {nic}: use nic=virtio, or machine=q35"),
             ));
         }
-        if is_mmio(machine) && disk == "ide" {
+        if is_mmio(machine) && !["none", "virtio-blk"].contains(&disk) {
             return Err((
                 "disk".into(),
-                "machine=microvm has no IDE controller: use disk=virtio-blk, or machine=q35".into(),
+                format!("machine=microvm has no PCI bus, so no {disk} controller: use disk=virtio-blk, or machine=q35"),
             ));
         }
         if text(params, "initrd").is_some() && text(params, "kernel").is_none() {
@@ -486,8 +553,20 @@ impl Environment for Qemu {
                 );
             }
         }
+        if text(params, "disk").unwrap_or("none") != "none" && super::scratch::mke2fs().is_none() {
+            return Availability::no(
+                "a scratch disk is formatted on the host with mke2fs, which is not installed",
+                "apt-get install -y e2fsprogs   (or: make deps)",
+            );
+        }
         let requested = text(params, "accel").unwrap_or("auto");
         match decide_accel(requested, &KvmFacts::probe(), text(params, "kernel").is_some()) {
+            Ok((accel, _)) if accel == Accel::Tcg && is_mmio(text(params, "machine").unwrap_or("q35")) && host_tsc_khz().is_none() => {
+                Availability::no(
+                    "machine=microvm under TCG needs the host's TSC frequency (microvm has no HPET or PM timer to calibrate against), and this host's TSC is not invariant (no constant_tsc/nonstop_tsc): the guest's clock would be wrong",
+                    "use machine=q35 (or pc)",
+                )
+            }
             Ok((_, why)) => {
                 Availability::yes(format!("{} found; {why}", runtime_version().unwrap_or_default()))
             }
@@ -550,20 +629,39 @@ impl Environment for Qemu {
         let dir = ctx.run_dir.join(format!("qemu-{}", ctx.instance_id));
         ctx.ledger.create_dir(&dir).map_err(|e| LaunchError::Prepare(format!("{}: {e}", dir.display())))?;
         let mut teardown = GuestTeardown { cgroup: None, dir: dir.clone() };
-        let disk = if disk_model == "none" {
-            None
+        let cache = text(params, "cache").unwrap_or("writeback").to_string();
+        let (disk, scratch) = if disk_model == "none" {
+            (None, None)
         } else {
-            let path = dir.join("scratch.img");
-            let size = params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20);
-            if let Err(e) = std::fs::File::create(&path).and_then(|f| f.set_len(size)) {
+            // The image lives on the host's scratch disk, not in the state directory (a tmpfs on
+            // most hosts, where it would be memory and refuse cache=none's O_DIRECT).
+            let Some(sdir) = ctx.scratch_dir.clone() else {
                 teardown.teardown(ctx.ledger);
-                return Err(LaunchError::Prepare(format!("{}: {e}", path.display())));
-            }
-            Some(Disk {
-                model: disk_model.clone(),
-                cache: text(params, "cache").unwrap_or("writeback").to_string(),
-                path,
-            })
+                return Err(LaunchError::Prepare(
+                    "disk= needs the run's scratch directory, which could not be made (see VIRTPERF_SCRATCH)"
+                        .into(),
+                ));
+            };
+            let path = sdir.join("scratch.img");
+            let size = params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20);
+            let how = match super::scratch::make_image(&path, size) {
+                Ok(h) => h,
+                Err(e) => {
+                    teardown.teardown(ctx.ledger);
+                    return Err(LaunchError::Prepare(e));
+                }
+            };
+            let image = format!(
+                "{} ({} MiB, {how}, on the host's {})",
+                path.display(),
+                size >> 20,
+                super::scratch::host_fs(&sdir)
+            );
+            let what = disk_what(&machine, &disk_model, &cache, &image);
+            (
+                Some(Disk { model: disk_model.clone(), cache: cache.clone(), path }),
+                Some(super::Scratch { dir: super::scratch::GUEST_DIR.into(), what }),
+            )
         };
         let cfg = Config {
             name: ctx.instance_id.clone(),
@@ -577,6 +675,7 @@ impl Environment for Qemu {
                 &mods,
                 ctx.guest_net.as_ref(),
                 machine_append(&machine, accel, host_tsc_khz()).as_deref(),
+                disk.as_ref().map(|d| guest_disk_dev(&d.model)),
             ),
             nic: ctx.guest_net.as_ref().map(|n| (nic_model.clone(), n.tap.clone(), mac_for(n.addr))),
             disk,
@@ -587,7 +686,9 @@ impl Environment for Qemu {
         cmd.args(command_line(&cfg)).current_dir(&dir);
         // The console log lives in the instance's directory while it runs (bounded: rotated).
         let log = Some(dir.join("console.log"));
-        let inst = super::launch_guest(ctx, cmd, "qemu", log, teardown)?;
+        let limits = super::Limits { memory_bytes: Some((cfg.memory_mib << 20) + QEMU_MEMORY_OVERHEAD) };
+        let mut inst = super::launch_guest(ctx, cmd, "qemu", log, limits, teardown)?;
+        inst.scratch = scratch;
         if let Some(cpus) = pin {
             let qemu_pid = inst.child.as_ref().map_or(0, |c| c.id());
             if let Err(e) = pin_vcpus(qemu_pid, &cpus) {
@@ -692,15 +793,17 @@ mod tests {
         assert_eq!(drivers("q35", Some("virtio"), None), vec!["virtio_pci", "virtio_console", "virtio_net"]);
         assert_eq!(
             drivers("microvm", None, Some("virtio-blk")),
-            vec!["virtio_mmio", "virtio_console", "virtio_blk"]
+            vec!["virtio_mmio", "virtio_console", "virtio_blk", "crc32c_generic", "ext4"]
         );
         assert_eq!(
             drivers("pc", Some("rtl8139"), Some("ide")),
-            vec!["virtio_pci", "virtio_console", "8139too", "ata_piix", "sd_mod"]
+            vec!["virtio_pci", "virtio_console", "8139too", "ata_piix", "sd_mod", "crc32c_generic", "ext4"]
         );
-        assert_eq!(drivers("q35", Some("e1000"), Some("ide"))[2..], ["e1000", "ahci", "sd_mod"]);
+        assert_eq!(drivers("q35", Some("e1000"), Some("ide"))[2..5], ["e1000", "ahci", "sd_mod"]);
+        assert_eq!(drivers("q35", None, Some("nvme"))[2..], ["nvme", "crc32c_generic", "ext4"]);
+        assert_eq!(drivers("pc", None, Some("sata"))[2..4], ["ahci", "sd_mod"]);
         let net = GuestNet { tap: "tap0".into(), addr: "198.18.0.11".parse().unwrap(), mtu: 9000 };
-        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net), None);
+        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net), None, None);
         assert!(s.contains("vp.mods=virtio,virtio_net") && s.contains("vp.addr=198.18.0.11/24 vp.mtu=9000"));
         assert!(s.contains("console=ttyS0") && s.contains("vp.ctl=/dev/hvc0"));
         assert_eq!(mac_for("198.18.0.11".parse().unwrap()), "52:54:00:12:00:0b");
@@ -710,8 +813,10 @@ mod tests {
         );
         assert_eq!(machine_append("microvm", Accel::Kvm, Some(1)), None, "KVM has kvmclock");
         assert_eq!(machine_append("q35", Accel::Tcg, Some(1)), None, "q35 has HPET and the PM timer");
-        assert!(kernel_append(&[], None, Some("tsc_early_khz=1")).contains(" tsc_early_khz=1"));
-        assert!(host_tsc_khz().is_some_and(|k| k > 100_000), "this host's cpu MHz");
+        assert!(
+            kernel_append(&[], None, Some("tsc_early_khz=1"), Some("/dev/vda")).contains(" tsc_early_khz=1")
+        );
+        assert!(host_tsc_khz().is_none_or(|k| k > 100_000), "this host's TSC");
     }
 
     #[test]

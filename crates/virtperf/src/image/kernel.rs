@@ -26,12 +26,20 @@ const KEEP: &[&str] = &[
     "drivers/char/virtio_console.ko",
     "drivers/ata/",
     "drivers/scsi/",
+    "drivers/nvme/host/",
+    "fs/ext4/",
+    "fs/jbd2/",
+    "fs/mbcache.ko",
     "net/core/",
     "block/",
     "lib/",
     "crypto/",
     "arch/x86/crypto/",
 ];
+
+/// Bumped whenever [`KEEP`] changes: a kernel directory kept under another version is fetched
+/// again (it lacks modules the guest now needs).
+const KEEP_VERSION: u32 = 2;
 
 /// A Debian kernel package at one version.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +104,7 @@ pub fn resolve(name: Option<&str>, cache: &Path) -> Result<Package, ImageError> 
     let pkg = resolve_uncached(name)?;
     known.retain(|k, _| !k.starts_with(&format!("{}|", name.unwrap_or(META_PACKAGE))));
     known.insert(key, (pkg.name.clone(), pkg.version.clone()));
-    if std::fs::create_dir_all(cache).is_ok() {
+    if crate::host::ensure_private_dir(cache).is_ok() {
         let _ = std::fs::write(&memo, serde_json::to_string(&known).unwrap_or_default());
     }
     Ok(pkg)
@@ -171,6 +179,9 @@ impl Kernel {
     pub fn open(dir: &Path) -> Option<Kernel> {
         let meta: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("kernel.json")).ok()?).ok()?;
+        if meta.get("keep").and_then(serde_json::Value::as_u64) != Some(u64::from(KEEP_VERSION)) {
+            return None;
+        }
         let release = meta.get("release")?.as_str()?.to_string();
         let deps = serde_json::from_value(meta.get("deps")?.clone()).ok()?;
         let vmlinux = dir.join("vmlinux");
@@ -304,29 +315,21 @@ pub fn fetch(pkg: &Package, cache: &Path) -> Result<Kernel, ImageError> {
         return Ok(k);
     }
     let debs = cache.join("debs");
-    std::fs::create_dir_all(&debs).map_err(|e| ImageError::Io(debs.clone(), e))?;
-    let deb = find_deb(&debs, pkg).map_or_else(
-        || {
-            eprintln!(
-                "virtperf: downloading {} {} (guest kernel, not installed on the host)",
-                pkg.name, pkg.version
-            );
-            run(
-                Command::new("apt-get")
-                    .args(["download", "-qq", &format!("{}={}", pkg.name, pkg.version)])
-                    .current_dir(&debs),
-                "apt-get download",
-            )?;
-            find_deb(&debs, pkg).ok_or_else(|| ImageError::Tool("apt-get download left no .deb".into()))
-        },
-        Ok,
-    )?;
+    crate::host::ensure_private_dir(&debs).map_err(|e| ImageError::Io(debs.clone(), e))?;
+    let deb = download(pkg, &debs, "guest kernel, not installed on the host")?;
     let tmp = cache.join("kernels").join(format!(".{}.{}", pkg.id(), std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(tmp.join("modules")).map_err(|e| ImageError::Io(tmp.clone(), e))?;
+    crate::host::ensure_private_dir(&tmp.join("modules")).map_err(|e| ImageError::Io(tmp.clone(), e))?;
     let result = unpack(&deb, &tmp).and_then(|(release, deps)| {
-        let meta = serde_json::json!({ "package": pkg.name, "version": pkg.version, "release": release, "deps": deps });
+        let meta = serde_json::json!({ "package": pkg.name, "version": pkg.version, "release": release, "deps": deps, "keep": KEEP_VERSION });
         std::fs::write(tmp.join("kernel.json"), meta.to_string()).map_err(|e| ImageError::Io(tmp.clone(), e))?;
+        // A directory kept by an older virtperf (other modules) or left incomplete goes aside.
+        if dir.exists() && Kernel::open(&dir).is_none() {
+            let stale = cache.join("kernels").join(format!(".{}.stale.{}", pkg.id(), std::process::id()));
+            if std::fs::rename(&dir, &stale).is_ok() {
+                let _ = std::fs::remove_dir_all(&stale);
+            }
+        }
         match std::fs::rename(&tmp, &dir) {
             Ok(()) => Ok(()),
             // Another virtperf finished the same kernel first.
@@ -339,6 +342,21 @@ pub fn fetch(pkg: &Package, cache: &Path) -> Result<Kernel, ImageError> {
     // Everything needed is kept: the package itself would only take space.
     let _ = std::fs::remove_file(&deb);
     Kernel::open(&dir).ok_or_else(|| ImageError::Tool(format!("{} is incomplete", dir.display())))
+}
+
+/// The package's `.deb` in `debs`, downloaded with `apt-get download` unless already there.
+pub fn download(pkg: &Package, debs: &Path, why: &str) -> Result<PathBuf, ImageError> {
+    if let Some(d) = find_deb(debs, pkg) {
+        return Ok(d);
+    }
+    eprintln!("virtperf: downloading {} {} ({why})", pkg.name, pkg.version);
+    run(
+        Command::new("apt-get")
+            .args(["download", "-qq", &format!("{}={}", pkg.name, pkg.version)])
+            .current_dir(debs),
+        "apt-get download",
+    )?;
+    find_deb(debs, pkg).ok_or_else(|| ImageError::Tool("apt-get download left no .deb".into()))
 }
 
 fn find_deb(debs: &Path, pkg: &Package) -> Option<PathBuf> {

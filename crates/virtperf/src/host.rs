@@ -1,0 +1,228 @@
+//! The host layer: small facts and actions about the machine virtperf runs on, used by every
+//! other module and using none of them.
+
+use std::path::{Path, PathBuf};
+
+/// Creates `dir` (and its parents) for virtperf's own files, readable by its owner only, or checks
+/// that an existing one is safe: owned by this user and writable by nobody else. Everything
+/// virtperf writes and later reads back or executes (ledgers, guest init scripts, kernels, UML's
+/// memory file) lives below such a directory, so another user cannot plant or swap a file there
+/// (`/tmp/virtperf-UID` made in advance by someone else is refused, not used).
+pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        }
+        Err(e) => Err(e),
+        Ok(m) => {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let me = unsafe { libc::geteuid() };
+            let unsafe_dir = |why: String| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} {why}: virtperf keeps files it executes there; remove it, or choose another \
+                         directory (VIRTPERF_STATE_DIR, VIRTPERF_CACHE)",
+                        dir.display()
+                    ),
+                ))
+            };
+            if !m.is_dir() {
+                return unsafe_dir("is not a directory (or is a symbolic link)".into());
+            }
+            if m.uid() != me {
+                return unsafe_dir(format!("belongs to uid {}, not to this user ({me})", m.uid()));
+            }
+            if m.mode() & 0o022 != 0 {
+                return unsafe_dir(format!("is writable by others (mode {:o})", m.mode() & 0o7777));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The host's TSC frequency in kHz: CPUID leaf 0x15 where the CPU states it (TSC/crystal ratio
+/// and crystal frequency), else measured against `CLOCK_MONOTONIC_RAW` over three 20 ms windows
+/// (median; ≈ 0.01 %). None when the TSC is not invariant (`constant_tsc` and `nonstop_tsc` in
+/// /proc/cpuinfo): its rate then follows the core's, and no single figure is right.
+///
+/// Not /proc/cpuinfo's `cpu MHz`: that is the core's current frequency, which differs from the
+/// TSC's on any host that scales its clock.
+pub fn tsc_khz() -> Option<u64> {
+    let flags = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let flags = flags.lines().find(|l| l.starts_with("flags"))?;
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    if !(has("constant_tsc") && has("nonstop_tsc")) {
+        return None;
+    }
+    cpuid_tsc_khz().or_else(measure_tsc_khz)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cpuid_tsc_khz() -> Option<u64> {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // SAFETY: CPUID exists on every x86_64 CPU; leaf 0 says whether leaf 0x15 does.
+    #[allow(unused_unsafe)]
+    let (max, l15) = unsafe { (__cpuid(0).eax, __cpuid_count(0x15, 0)) };
+    if max < 0x15 || l15.eax == 0 || l15.ebx == 0 || l15.ecx == 0 {
+        return None;
+    }
+    Some(u64::from(l15.ecx) * u64::from(l15.ebx) / u64::from(l15.eax) / 1000)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpuid_tsc_khz() -> Option<u64> {
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn measure_tsc_khz() -> Option<u64> {
+    let raw_ns = || {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
+        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+    };
+    // SAFETY: RDTSC has no preconditions on x86_64.
+    let tsc = || unsafe { std::arch::x86_64::_rdtsc() } as i128;
+    let mut khz: Vec<i128> = (0..3)
+        .map(|_| {
+            let (t0, c0) = (raw_ns(), tsc());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let (c1, t1) = (tsc(), raw_ns());
+            (c1 - c0) * 1_000_000 / (t1 - t0).max(1)
+        })
+        .collect();
+    khz.sort();
+    u64::try_from(khz[1]).ok().filter(|&k| k > 0)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn measure_tsc_khz() -> Option<u64> {
+    None
+}
+
+/// Where the bytes of disk workloads land on the host: `$VIRTPERF_SCRATCH` (a directory on the
+/// file system to measure), else `/var/tmp/virtperf` for root and `/var/tmp/virtperf-UID` for
+/// others. Not the state directory: `/run` is a tmpfs on most hosts, and a guest's disk image
+/// there would be memory, not a disk (and refuse O_DIRECT, which `cache=none` needs).
+pub fn scratch_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("VIRTPERF_SCRATCH").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    match unsafe { libc::geteuid() } {
+        0 => PathBuf::from("/var/tmp/virtperf"),
+        uid => PathBuf::from(format!("/var/tmp/virtperf-{uid}")),
+    }
+}
+
+/// Bytes free for this user on the file system holding `dir` (or its nearest existing parent).
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let mut d = dir;
+    while !d.exists() {
+        d = d.parent()?;
+    }
+    let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs writes one struct we own; `c` is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// The file system type of the mount holding `path` (`ext4`, `tmpfs`...), from
+/// /proc/self/mountinfo: the longest mount point that contains it.
+pub fn fs_type(path: &Path) -> Option<String> {
+    let mut p = path.to_path_buf();
+    while !p.exists() {
+        p = p.parent()?.to_path_buf();
+    }
+    let p = std::fs::canonicalize(&p).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for l in info.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(mp), Some(dash)) = (f.get(4), f.iter().position(|x| *x == "-")) else { continue };
+        if p.starts_with(mp) && best.as_ref().is_none_or(|b| mp.len() >= b.0) {
+            best = Some((mp.len(), f.get(dash + 1)?.to_string()));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// Size of the host's last-level cache in bytes (sysfs: the highest-level cache of CPU 0).
+pub fn llc_bytes() -> Option<u64> {
+    let mut best: Option<(u32, u64)> = None;
+    for e in std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?.flatten() {
+        let d = e.path();
+        let read = |f: &str| std::fs::read_to_string(d.join(f)).ok().map(|s| s.trim().to_string());
+        let (Some(level), Some(size), Some(kind)) = (read("level"), read("size"), read("type")) else {
+            continue;
+        };
+        if kind == "Instruction" {
+            continue;
+        }
+        let Ok(level) = level.parse::<u32>() else { continue };
+        let bytes = match size.strip_suffix('K') {
+            Some(k) => k.parse::<u64>().ok().map(|k| k << 10),
+            None => match size.strip_suffix('M') {
+                Some(m) => m.parse::<u64>().ok().map(|m| m << 20),
+                None => size.parse().ok(),
+            },
+        };
+        if let Some(b) = bytes {
+            if best.is_none_or(|(l, _)| level > l) {
+                best = Some((level, b));
+            }
+        }
+    }
+    best.map(|b| b.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn tsc_frequency_counts_the_tsc_against_the_clock() {
+        let Some(khz) = tsc_khz() else { return };
+        // An independent count: TSC ticks over a 200 ms sleep, timed by CLOCK_MONOTONIC.
+        let t0 = std::time::Instant::now();
+        // SAFETY: RDTSC has no preconditions on x86_64.
+        let c0 = unsafe { std::arch::x86_64::_rdtsc() };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // SAFETY: as above.
+        let c1 = unsafe { std::arch::x86_64::_rdtsc() };
+        let expect = (c1 - c0) as f64 / t0.elapsed().as_secs_f64() / 1000.0;
+        assert!((khz as f64 / expect - 1.0).abs() < 0.002, "{khz} kHz vs {expect:.0} kHz counted");
+    }
+
+    #[test]
+    fn scratch_facts_of_the_host() {
+        assert!(free_bytes(Path::new("/")).is_some_and(|b| b > 0));
+        assert!(free_bytes(Path::new("/nonexistent/deeper")).is_some(), "the nearest parent's");
+        assert_eq!(fs_type(Path::new("/proc/self")).as_deref(), Some("proc"));
+        assert!(scratch_root().is_absolute());
+    }
+
+    #[test]
+    fn private_dirs_are_made_0700_and_unsafe_ones_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b");
+        ensure_private_dir(&d).unwrap();
+        assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700);
+        ensure_private_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = ensure_private_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("writable by others") && e.contains("VIRTPERF_STATE_DIR"), "{e}");
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(t.path(), &link).unwrap();
+        assert!(ensure_private_dir(&link).unwrap_err().to_string().contains("symbolic link"));
+    }
+}
