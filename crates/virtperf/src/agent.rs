@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
 
 use virtperf_proto::{self as proto, CpuTime, ErrorCode, Frame, Reply, Request};
 
@@ -19,15 +18,6 @@ fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn own_cpu() -> CpuTime {
-    // SAFETY: getrusage fills the rusage struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_SELF is always valid.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
-    CpuTime { user_ns: ns(ru.ru_utime), system_ns: ns(ru.ru_stime) }
 }
 
 /// Cumulative `/proc/stat` CPU counters of all CPUs, in ns (USER_HZ ticks converted).
@@ -73,6 +63,39 @@ fn system_info() -> Reply {
     Reply::Info { kernel, cpu_model, cpus, memory_kib }
 }
 
+/// What the agent keeps of a run in flight: its stop flag and, for an armed run, the gate `go`
+/// opens. Stopping also opens the gate, so an armed run that is never started still ends.
+#[derive(Default)]
+struct Slot {
+    stop: AtomicBool,
+    armed: bool,
+    gate: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Slot {
+    fn open(&self) {
+        if let Ok(mut g) = self.gate.lock() {
+            *g = true;
+            self.opened.notify_all();
+        }
+    }
+    fn halt(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.open();
+    }
+    /// Blocks until `go` (or `stop`).
+    fn wait_open(&self) {
+        let Ok(mut g) = self.gate.lock() else { return };
+        while !*g {
+            g = match self.opened.wait(g) {
+                Ok(g) => g,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
 /// Serves requests from `input`, writes replies to `output`. Returns when told to shut down or
 /// when the input ends, after asking every run still in flight to stop and waiting for its result;
 /// on `shutdown`, `bye` is the last frame.
@@ -83,12 +106,13 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
         let mut w = out.lock().map_err(|_| std::io::Error::other("reply writer poisoned"))?;
         proto::write_frame(&mut *w, proto::FRAME_PREFIX, &Frame::new(tag, r))
     };
-    let running: Mutex<HashMap<u64, Arc<AtomicBool>>> = Mutex::new(HashMap::new());
+    let running: Mutex<HashMap<u64, Arc<Slot>>> = Mutex::new(HashMap::new());
     let stop_all = || {
         if let Ok(r) = running.lock() {
-            r.values().for_each(|f| f.store(true, Ordering::Relaxed));
+            r.values().for_each(|s| s.halt());
         }
     };
+    let slot_of = |tag: u64| running.lock().ok().and_then(|r| r.get(&tag).cloned());
     send(
         0,
         Reply::Hello {
@@ -119,27 +143,27 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                 }
             };
             let tag = frame.tag;
+            let no_such = |target: u64, what: &str| Reply::Error {
+                code: ErrorCode::NoSuchRun,
+                message: format!("no {what}run with tag {target} in flight"),
+            };
             match frame.body {
                 Request::Ping => send(tag, Reply::Pong { clock_ns: monotonic_ns() })?,
                 Request::Info => send(tag, system_info())?,
                 Request::Shutdown => break Ok(Some(tag)),
-                Request::Stop { target } => {
-                    let flag = running.lock().ok().and_then(|r| r.get(&target).cloned());
-                    match flag {
-                        Some(f) => {
-                            f.store(true, Ordering::Relaxed);
-                            send(tag, Reply::Stopping)?
-                        }
-                        None => send(
-                            tag,
-                            Reply::Error {
-                                code: ErrorCode::NoSuchRun,
-                                message: format!("no run with tag {target} in flight"),
-                            },
-                        )?,
+                Request::Stop { target } => match slot_of(target) {
+                    Some(slot) => {
+                        slot.halt();
+                        send(tag, Reply::Stopping)?
                     }
-                }
-                Request::Run { workload } => {
+                    None => send(tag, no_such(target, ""))?,
+                },
+                // No reply: the run answers with its result.
+                Request::Go { target } => match slot_of(target) {
+                    Some(slot) if slot.armed => slot.open(),
+                    _ => send(tag, no_such(target, "armed "))?,
+                },
+                Request::Run { workload, armed } => {
                     // Validate before saying "started": a bad request never starts.
                     let prepared = match virtperf_workload::prepare(&workload) {
                         Ok(p) => p,
@@ -148,7 +172,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                             continue;
                         }
                     };
-                    let stop = Arc::new(AtomicBool::new(false));
+                    let slot = Arc::new(Slot { armed, ..Slot::default() });
                     {
                         let Ok(mut r) = running.lock() else {
                             break Err(std::io::Error::other("run table poisoned"));
@@ -164,53 +188,10 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                             )?;
                             continue;
                         }
-                        r.insert(tag, stop.clone());
+                        r.insert(tag, slot.clone());
                     }
                     let (send, running) = (&send, &running);
-                    scope.spawn(move || {
-                        let said_started = AtomicBool::new(false);
-                        let ready = || {
-                            if !said_started.swap(true, Ordering::SeqCst) {
-                                let _ = send(tag, Reply::Started);
-                            }
-                        };
-                        if !prepared.announces_ready() {
-                            ready();
-                        }
-                        let cpu0 = own_cpu();
-                        let sys0 = system_cpu();
-                        let t0 = Instant::now();
-                        let res = prepared.run(&stop, &ready);
-                        let elapsed = t0.elapsed().as_nanos() as u64;
-                        let cpu1 = own_cpu();
-                        let guest_system = sys0.zip(system_cpu()).map(|(a, b)| virtperf_proto::SystemCpu {
-                            busy_ns: b.busy_ns.saturating_sub(a.busy_ns),
-                            idle_ns: b.idle_ns.saturating_sub(a.idle_ns),
-                            softirq_ns: b.softirq_ns.saturating_sub(a.softirq_ns),
-                            cpus: b.cpus,
-                        });
-                        let cpu = CpuTime {
-                            user_ns: cpu1.user_ns.saturating_sub(cpu0.user_ns),
-                            system_ns: cpu1.system_ns.saturating_sub(cpu0.system_ns),
-                        };
-                        if let Ok(mut r) = running.lock() {
-                            r.remove(&tag);
-                        }
-                        // A write error means the host is gone: nobody to tell.
-                        let _ = match res {
-                            Ok(o) => send(
-                                tag,
-                                Reply::Result {
-                                    samples: o.samples,
-                                    guest_elapsed_ns: elapsed,
-                                    guest_cpu: cpu,
-                                    extra: o.extra,
-                                    guest_system,
-                                },
-                            ),
-                            Err((code, message)) => send(tag, Reply::Error { code, message }),
-                        };
-                    });
+                    scope.spawn(move || run_one(tag, &prepared, &slot, send, running));
                 }
             }
         };
@@ -223,6 +204,87 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
         send(tag, Reply::Bye)?;
     }
     Ok(())
+}
+
+/// One run, on its own thread: `started`, setup, the timed region (after `go` when armed), the
+/// result. Times and CPU cover the timed region; CPU is this run's threads only (not the agent's
+/// other runs: a background load, the other flow of `direction = both`).
+fn run_one(
+    tag: u64,
+    prepared: &virtperf_workload::Prepared,
+    slot: &Slot,
+    send: &(dyn Fn(u64, Reply) -> std::io::Result<()> + Sync),
+    running: &Mutex<HashMap<u64, Arc<Slot>>>,
+) {
+    let said_started = AtomicBool::new(false);
+    let ready = || {
+        if !said_started.swap(true, Ordering::SeqCst) {
+            let _ = send(tag, Reply::Started);
+        }
+    };
+    if !prepared.announces_ready() {
+        ready();
+    }
+    // A fixed-work workload armed: the host times its region, which must hold nothing else.
+    let timed_by_host = slot.armed && prepared.marks_timed_region();
+    // (monotonic ns, this thread's CPU, the system's CPU) when the timed region began.
+    type Mark = (u64, (u64, u64), Option<virtperf_proto::SystemCpu>);
+    let begun: Mutex<Option<Mark>> = Mutex::new(None);
+    let begin = || {
+        let Ok(mut b) = begun.lock() else { return };
+        if b.is_some() {
+            return;
+        }
+        // An armed fixed-work run is timed by the host from `go`: nothing but the work may happen
+        // between `go` and the result (reading /proc/stat costs ~0.5 ms in a TCG guest); the
+        // system's CPU is reported for the others (network runs).
+        let sys = if timed_by_host { None } else { system_cpu() };
+        if slot.armed {
+            let _ = send(tag, Reply::Armed);
+            slot.wait_open();
+        }
+        let cpu = virtperf_workload::thread_cpu();
+        *b = Some((monotonic_ns(), cpu, sys));
+    };
+    if !prepared.marks_timed_region() {
+        begin();
+    }
+    let others = virtperf_workload::ThreadCpuTotal::default();
+    let ctx = virtperf_workload::RunCtx::with_hooks(&slot.stop, &ready, &begin, None, &others);
+    let res = prepared.run(&ctx);
+    let t1 = monotonic_ns();
+    let cpu1 = virtperf_workload::thread_cpu();
+    let sys1 = if timed_by_host { None } else { system_cpu() };
+    // A workload that failed before its timed region: its span is empty.
+    let (t0, cpu0, sys0) = begun.lock().ok().and_then(|b| *b).unwrap_or((t1, cpu1, sys1));
+    let guest_system = sys0.zip(sys1).map(|(a, b)| virtperf_proto::SystemCpu {
+        busy_ns: b.busy_ns.saturating_sub(a.busy_ns),
+        idle_ns: b.idle_ns.saturating_sub(a.idle_ns),
+        softirq_ns: b.softirq_ns.saturating_sub(a.softirq_ns),
+        cpus: b.cpus,
+    });
+    let cpu = CpuTime {
+        user_ns: cpu1.0.saturating_sub(cpu0.0) + others.user_ns.load(Ordering::Relaxed),
+        system_ns: cpu1.1.saturating_sub(cpu0.1) + others.system_ns.load(Ordering::Relaxed),
+    };
+    if let Ok(mut r) = running.lock() {
+        r.remove(&tag);
+    }
+    // A write error means the host is gone: nobody to tell.
+    let _ = match res {
+        Ok(o) => send(
+            tag,
+            Reply::Result {
+                samples: o.samples,
+                guest_elapsed_ns: t1.saturating_sub(t0),
+                guest_cpu: cpu,
+                extra: o.extra,
+                guest_system,
+                window_ns: Some([t0, t1]),
+            },
+        ),
+        Err((code, message)) => send(tag, Reply::Error { code, message }),
+    };
 }
 
 /// Entry point of `virtperf agent`: stdin/stdout, or a terminal device in raw mode (a guest's
@@ -333,7 +395,7 @@ mod tests {
         }
         let o2 = out.clone();
         let t = std::thread::spawn(move || serve(r, Shared(o2)).unwrap());
-        let t0 = Instant::now();
+        let t0 = std::time::Instant::now();
         writeln!(w, "{{\"v\":1,\"tag\":1,\"type\":\"run\",\"workload\":{{\"kind\":\"sleep\",\"params\":{{\"duration\":60000}}}}}}").unwrap();
         writeln!(w, "{{\"v\":1,\"tag\":2,\"type\":\"ping\"}}").unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -350,6 +412,63 @@ mod tests {
         assert!(text.contains("\"tag\":3,\"type\":\"stopping\""), "{text}");
         assert!(text.contains("\"tag\":4,\"type\":\"error\",\"code\":\"no_such_run\""), "{text}");
         assert!(text.contains("\"tag\":1,\"type\":\"error\",\"code\":\"workload_failed\""), "{text}");
+    }
+
+    #[test]
+    fn an_armed_run_waits_for_go_and_times_only_its_region() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let out = std::sync::Arc::new(Mutex::new(Vec::new()));
+        struct Shared(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let text = |o: &std::sync::Arc<Mutex<Vec<u8>>>| String::from_utf8(o.lock().unwrap().clone()).unwrap();
+        let o2 = out.clone();
+        let t = std::thread::spawn(move || serve(r, Shared(o2)).unwrap());
+        // 64 MiB memcpy buffers: their setup (allocation, faulting) happens before `armed`.
+        writeln!(w, "{{\"v\":1,\"tag\":1,\"type\":\"run\",\"armed\":true,\"workload\":{{\"kind\":\"memcpy\",\"params\":{{\"size\":67108864,\"copies\":1}}}}}}").unwrap();
+        writeln!(
+            w,
+            "{{\"v\":1,\"tag\":2,\"type\":\"run\",\"armed\":true,\"workload\":{{\"kind\":\"noop\"}}}}"
+        )
+        .unwrap();
+        writeln!(w, "{{\"v\":1,\"tag\":3,\"type\":\"go\",\"target\":77}}").unwrap();
+        let armed = |o: &std::sync::Arc<Mutex<Vec<u8>>>, tag: u64| {
+            text(o).contains(&format!("\"tag\":{tag},\"type\":\"armed\""))
+        };
+        let t0 = std::time::Instant::now();
+        while !(armed(&out, 1) && armed(&out, 2)) && t0.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!text(&out).contains("\"type\":\"result\""), "nothing runs before go: {}", text(&out));
+        writeln!(w, "{{\"v\":1,\"tag\":4,\"type\":\"go\",\"target\":1}}").unwrap();
+        writeln!(w, "{{\"v\":1,\"tag\":5,\"type\":\"stop\",\"target\":2}}").unwrap();
+        drop(w);
+        t.join().unwrap();
+        let all = text(&out);
+        assert!(
+            all.contains("\"tag\":3,\"type\":\"error\",\"code\":\"no_such_run\""),
+            "go to nothing: {all}"
+        );
+        let result = all.lines().find(|l| l.contains("\"tag\":1,\"type\":\"result\"")).expect("tag 1 result");
+        let f = proto::decode_reply(result.as_bytes()).unwrap().unwrap();
+        let Reply::Result { samples, guest_elapsed_ns, window_ns, guest_system, .. } = f.body else {
+            panic!()
+        };
+        let ms = samples[0].value;
+        // The agent's span is the timed region (one copy), not the 128 MiB of setup before it.
+        assert!((guest_elapsed_ns as f64 / 1e6) < ms + 5.0, "{guest_elapsed_ns} ns vs the copy's {ms} ms");
+        let [a, b] = window_ns.unwrap();
+        assert_eq!(b - a, guest_elapsed_ns);
+        assert!(guest_system.is_none(), "no /proc/stat reads inside an armed span");
+        assert!(all.contains("\"tag\":2,\"type\":\"result\""), "a stopped armed run still ends: {all}");
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub struct Row {
     pub detail: String,
     pub fix: Option<String>,
     pub probe_ms: Option<f64>,
+    /// Usable once a one-time preparation (a kernel build) has run; not launched by doctor.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub needs_prepare: bool,
+    /// The console (or stderr) tail of a test launch that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub console: Option<String>,
 }
 
 /// The variants worth checking separately (a kind with each of its runtimes).
@@ -34,6 +40,14 @@ fn variants() -> Vec<(String, &'static str, BTreeMap<String, Raw>)> {
                 "container:runtime=crun".into(),
                 k.kind(),
                 [("runtime".to_string(), Raw::Str("crun".into()))].into(),
+            ));
+        }
+        if k.kind() == "uml" {
+            // `uml` alone says which kernel auto picks; this row says whether virtperf's own works.
+            v.push((
+                "uml:kernel=virtperf".into(),
+                k.kind(),
+                [("kernel".to_string(), Raw::Str("virtperf".into()))].into(),
             ));
         }
         if k.kind() == "qemu" {
@@ -62,8 +76,10 @@ pub fn check(probe: bool) -> Vec<Row> {
                     environment: label,
                     usable: false,
                     detail: format!("{key}: {e}"),
-                    fix: None,
+                    fix: Some("a bug in virtperf's default parameters: please report it".into()),
                     probe_ms: None,
+                    needs_prepare: false,
+                    console: None,
                 });
                 continue;
             }
@@ -75,8 +91,11 @@ pub fn check(probe: bool) -> Vec<Row> {
             detail: a.detail,
             fix: a.fix,
             probe_ms: None,
+            needs_prepare: a.needs_prepare,
+            console: None,
         };
-        if let (true, true, Some(ledger), Some(exe)) = (probe, a.usable, ledger.as_mut(), exe.as_deref()) {
+        let launchable = a.usable && !a.needs_prepare;
+        if let (true, true, Some(ledger), Some(exe)) = (probe, launchable, ledger.as_mut(), exe.as_deref()) {
             let run_dir = ledger.state_dir().join(format!("doctor-{}", std::process::id()));
             if ledger.create_dir(&run_dir).is_ok() {
                 let mut ctx = LaunchCtx {
@@ -88,6 +107,7 @@ pub fn check(probe: bool) -> Vec<Row> {
                     cancel: &never,
                     netns: None,
                     guest_net: None,
+                    scratch_dir: None,
                 };
                 let t0 = Instant::now();
                 match k.launch(&mut ctx, &params) {
@@ -98,15 +118,22 @@ pub fn check(probe: bool) -> Vec<Row> {
                         if let Err(e) = ping {
                             row.usable = false;
                             row.detail = format!("launched but the agent did not answer a ping: {e}");
+                            row.fix =
+                                Some(format!("leave {label} out of the experiment (its agent hangs here)"));
                         }
                         inst.shutdown(ledger);
                     }
                     Err(e) => {
                         row.usable = false;
                         row.detail = format!("installed, but a test launch failed: {e}");
-                        if label.contains("crun") && row.fix.is_none() {
-                            row.fix = Some("use runtime=runc (the default)".into());
-                        }
+                        row.console = e.console();
+                        row.fix = Some(if label.contains("crun") {
+                            "use runtime=runc (the default)".into()
+                        } else {
+                            format!(
+                                "leave {label} out of the experiment; `virtperf doctor --json` has the test launch's console tail"
+                            )
+                        });
                     }
                 }
                 ledger.remove_dir(&run_dir);
@@ -127,6 +154,7 @@ pub fn render(rows: &[Row]) -> String {
     for r in rows {
         let usable = match (r.usable, r.probe_ms) {
             (true, Some(ms)) => format!("yes (agent ready + ping in {ms:.0} ms)"),
+            (true, None) if r.needs_prepare => "yes, after a one-time build".into(),
             (true, None) => "yes".into(),
             (false, _) => "NO".into(),
         };

@@ -95,7 +95,16 @@ pub struct EnvDef {
     pub params: BTreeMap<String, Value>,
     /// As written, for re-rendering the experiment.
     pub raw: Vec<(String, Raw)>,
+    /// How many copies run at once, each a whole instance with its own lab address, all
+    /// measured together (seed 000: 1, 2 and 4 VMs sharing one host and one link).
+    pub instances: u32,
+    /// The environment as written before an `instances` sweep split it (its name without the
+    /// `[instances=N]` suffix): the seed-000 table groups by it.
+    pub group: String,
 }
+
+/// Most instances of one environment.
+pub const MAX_INSTANCES: i64 = 64;
 
 /// One workload line, possibly with swept parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,6 +160,8 @@ pub struct Experiment {
     pub order: Order,
     pub seed: u64,
     pub timeout_ms: u64,
+    /// Pause (cgroup freezer) the environments not taking part in a trial while it runs.
+    pub freeze_idle: bool,
     pub envs: Vec<EnvDef>,
     pub workloads: Vec<WorkloadDef>,
     pub cases: Vec<Case>,
@@ -171,7 +182,12 @@ pub const NETWORKED_KINDS: &[&str] = &["native", "container", "gvisor", "uml", "
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_REPS: i64 = 10_000_000;
-const TOP_KEYS: &[&str] = &["name", "reps", "warmup", "order", "seed", "timeout", "lab", "env", "workload"];
+/// Most sweep points of one workload (the product of its lists' lengths).
+pub const MAX_CASES: usize = 10_000;
+/// Most trials of one run (each is a row in the database and an entry of the stored plan).
+pub const MAX_TRIALS: u64 = 10_000_000;
+const TOP_KEYS: &[&str] =
+    &["name", "reps", "warmup", "order", "seed", "timeout", "freeze_idle", "lab", "env", "workload"];
 
 /// A run setting or a list item before validation.
 #[derive(Debug, Clone)]
@@ -475,6 +491,20 @@ fn load_spec(given: &mut BTreeMap<String, Raw>, origin: &Origin) -> Result<Optio
     Ok((percent > 0.0).then_some(LoadSpec { percent, on, cpus }))
 }
 
+/// `KIND:a=1,key=[1,2],b=2` without `key`: `KIND:a=1,b=2` (`KIND` alone when nothing is left).
+fn without_key(written: &str, key: &str) -> String {
+    let Some((kind, rest)) = written.split_once(':') else { return written.to_string() };
+    let kept: Vec<&str> = split_top(rest, ',')
+        .into_iter()
+        .filter(|p| p.split_once('=').is_none_or(|(k, _)| k.trim() != key))
+        .collect();
+    if kept.iter().all(|p| p.trim().is_empty()) {
+        kind.to_string()
+    } else {
+        format!("{kind}:{}", kept.join(","))
+    }
+}
+
 /// Splits on `sep` outside brackets: `a=1,b=[1,2]` → `a=1`, `b=[1,2]`.
 fn split_top(s: &str, sep: char) -> Vec<&str> {
     let mut out = Vec::new();
@@ -573,6 +603,18 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
     let reps_given = get("reps").map(|s| setting_int(s, "reps", 1, MAX_REPS)).transpose()?;
     let warmup_given = get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?;
     let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
+    let freeze_idle = match get("freeze_idle") {
+        None => true,
+        Some(RawSetting { value: Raw::Bool(b), .. }) => *b,
+        Some(RawSetting { value: Raw::Str(v), .. }) if v == "true" || v == "false" => v == "true",
+        Some(s) => {
+            return Err(err(
+                &s.origin,
+                Some("freeze_idle"),
+                format!("got `{}`, expected true or false", s.value),
+            ))
+        }
+    };
     let order = match get("order") {
         None => Order::Random,
         Some(s) => match &s.value {
@@ -636,7 +678,23 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         })?;
         let mut given = BTreeMap::new();
         let mut rawv = Vec::new();
+        let mut counts: Vec<u32> = vec![1];
         for (k, vals, o) in &item.params {
+            if k == "instances" {
+                // Any environment; a list is swept (one environment per count).
+                counts = vals
+                    .iter()
+                    .map(|v| match v {
+                        Raw::Int(i) if (1..=MAX_INSTANCES).contains(i) => Ok(*i as u32),
+                        v => Err(err(
+                            o,
+                            Some("instances"),
+                            format!("got `{v}`, expected a number of instances from 1 to {MAX_INSTANCES}, or a list of them to sweep"),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?;
+                continue;
+            }
             if vals.len() != 1 {
                 return Err(err(o, Some(k), "environment parameters cannot be swept: declare one environment per value, each with its own name"));
             }
@@ -650,15 +708,26 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             err(&o, Some(&k), m)
         })?;
         kind.check(&params).map_err(|(k, m)| err(&item.origin, Some(&k), m))?;
-        let label = item.name.clone().unwrap_or_else(|| item.written.clone());
-        if !names.insert(label.clone()) {
-            return Err(err(
-                &item.origin,
-                Some("name"),
-                format!("two environments are named `{label}`: give each a distinct name="),
-            ));
+        // Its name as written, less the instance count (which the sweep's names add back).
+        let label = item.name.clone().unwrap_or_else(|| without_key(&item.written, "instances"));
+        for &n in &counts {
+            let name = if counts.len() > 1 { format!("{label} [instances={n}]") } else { label.clone() };
+            if !names.insert(name.clone()) {
+                return Err(err(
+                    &item.origin,
+                    Some("name"),
+                    format!("two environments are named `{name}`: give each a distinct name="),
+                ));
+            }
+            envs.push(EnvDef {
+                name,
+                kind: item.kind.clone(),
+                params: params.clone(),
+                raw: rawv.clone(),
+                instances: n,
+                group: label.clone(),
+            });
         }
-        envs.push(EnvDef { name: label, kind: item.kind.clone(), params, raw: rawv });
     }
 
     let mut workloads = Vec::new();
@@ -709,6 +778,17 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             ));
         }
         // Cartesian product of the swept values, first key varying slowest.
+        let combos = item_params.iter().try_fold(1usize, |n, (_, vals, _)| n.checked_mul(vals.len()));
+        if !matches!(combos, Some(n) if n <= MAX_CASES) {
+            return Err(err(
+                &item.origin,
+                None,
+                format!(
+                    "the sweeps of this workload make {} combinations, more than {MAX_CASES}: sweep fewer values",
+                    combos.map_or("too many".to_string(), |n| n.to_string())
+                ),
+            ));
+        }
         let mut points: Vec<Vec<(String, Raw)>> = vec![Vec::new()];
         for (k, vals, _) in item_params {
             points = points
@@ -762,11 +842,17 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                     "with pairs = \"all\" there is no tester to load",
                 ));
             }
-            let params = params::resolve(w.params(), &given).map_err(|(k, m)| {
+            let mut params = params::resolve(w.params(), &given).map_err(|(k, m)| {
                 let o =
                     item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
                 err(&o, Some(&k), m)
             })?;
+            // Sizes that follow the host's cache (recorded in the run's manifest), where not given.
+            if let Some(llc) = crate::host::llc_bytes() {
+                for (k, v) in w.sized_by_cache(llc) {
+                    params.entry(k.to_string()).or_insert(v);
+                }
+            }
             let suffix: Vec<String> =
                 point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
             let case_label =
@@ -834,15 +920,194 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 ));
             }
         }
-        if envs.len() > crate::lab::MAX_ENDPOINTS {
+        if envs.iter().map(|e| e.instances as usize).sum::<usize>() > crate::lab::MAX_ENDPOINTS {
             return Err(err(
                 whole,
                 Some("env"),
-                format!("at most {} environments per run with network workloads", crate::lab::MAX_ENDPOINTS),
+                format!(
+                    "at most {} environment instances per run with network workloads (each has a lab address)",
+                    crate::lab::MAX_ENDPOINTS
+                ),
             ));
         }
     }
-    Ok(Experiment { name, reps, warmup, order, seed, timeout_ms, envs, workloads, cases, lab, lab_raw })
+    // Several instances of an environment: what each would need to be compared against.
+    if let Some(e) = envs.iter().find(|e| e.instances > 1) {
+        if let Some(c) = cases.iter().find(|c| c.matrix) {
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!(
+                    "environment `{}` runs {} instances, and `{}` has pairs = \"all\": a pair of environments is two agents, not two groups; use instances with the lab's tester (pairs = \"tester\")",
+                    e.name, e.instances, c.label
+                ),
+            ));
+        }
+        if let Some(c) =
+            cases.iter().find(|c| virtperf_workload::find(&c.kind).is_some_and(|w| w.procedure()))
+        {
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!("`{}` is an RFC 2544 procedure, which measures one device under test: give environment `{}` instances = 1", c.label, e.name),
+            ));
+        }
+    }
+    // Every instance of every environment stays up for the whole run: their memory together must
+    // fit the host's.
+    let host_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines().find_map(|l| {
+            l.strip_prefix("MemTotal:")
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+    });
+    if let Some(kib) = host_kib {
+        let host = kib * 1024;
+        let mut total = 0u64;
+        for e in &envs {
+            if let Some((_, m)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) {
+                total = total.saturating_add(u64::from(e.instances).saturating_mul(m));
+            }
+        }
+        if total > host / 10 * 8 {
+            let e = envs.iter().max_by_key(|e| e.instances).map(|e| e.name.clone()).unwrap_or_default();
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!(
+                    "the guests of this run would hold {} MiB together (every instance stays up for the whole run), more than 80 % of this host's {} MiB: fewer instances (e.g. of `{e}`) or less memory each",
+                    total >> 20,
+                    host >> 20
+                ),
+            ));
+        }
+    }
+    // A workload's memory must fit every guest that runs it (with room for the guest's own).
+    for c in &cases {
+        let Some(w) = virtperf_workload::find(&c.kind) else { continue };
+        let Some(need) = w.memory_needed(&virtperf_workload::Params(&c.params)) else { continue };
+        for e in &envs {
+            let Some((key, has)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) else {
+                continue;
+            };
+            if need.saturating_mul(4) > has.saturating_mul(3) {
+                return Err(err(
+                    whole,
+                    Some(key),
+                    format!(
+                        "workload `{}` allocates {} MiB, more than 3/4 of environment `{}`'s {key} = {} MiB: raise that environment's {key}, or make the workload smaller",
+                        c.label,
+                        need >> 20,
+                        e.name,
+                        has >> 20
+                    ),
+                ));
+            }
+        }
+    }
+    // Workloads that write files need a scratch disk in every environment that runs them, large
+    // enough for their file; `dir` names a host directory, so it is for native only.
+    for c in &cases {
+        if !virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch()) {
+            continue;
+        }
+        let file = c.params.get("file_size").and_then(Value::as_u64).unwrap_or(0);
+        for e in &envs {
+            let Some(k) = env::find(&e.kind) else { continue };
+            if c.params.contains_key("dir") {
+                if e.kind != "native" {
+                    return Err(err(
+                        whole,
+                        Some("dir"),
+                        format!(
+                            "workload `{}` gives dir, a directory of the host, but environment `{}` ({}) writes on its own scratch disk: leave dir out (the environment's disk parameter chooses where its bytes land), or run that case natively only",
+                            c.label, e.name, e.kind
+                        ),
+                    ));
+                }
+                continue;
+            }
+            if let Err((key, why)) = k.scratch(&e.params) {
+                return Err(err(
+                    whole,
+                    Some(&key),
+                    format!("workload `{}` writes files, and environment `{}`: {why}", c.label, e.name),
+                ));
+            }
+            if let Some((key, size)) = k.disk_bytes(&e.params) {
+                // ext4's journal and inode tables take about 5 % and at most a few tens of MiB.
+                let need = file + file / 20 + (32 << 20);
+                if need > size {
+                    return Err(err(
+                        whole,
+                        Some(key),
+                        format!(
+                            "workload `{}` writes a {} MiB file, and environment `{}`'s scratch disk of {key} = {} MiB holds about {} MiB once formatted: raise {key} (to {} MiB or more) or lower file_size",
+                            c.label,
+                            file >> 20,
+                            e.name,
+                            size >> 20,
+                            size.saturating_sub(size / 20 + (32 << 20)) >> 20,
+                            need.div_ceil(1 << 20)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    // Every guest's disk image lives on the host's scratch disk for the whole run.
+    let images: u64 = envs
+        .iter()
+        .filter_map(|e| {
+            env::find(&e.kind)?.disk_bytes(&e.params).map(|(_, b)| b.saturating_mul(u64::from(e.instances)))
+        })
+        .sum();
+    if images > 0 {
+        let root = crate::host::scratch_root();
+        if let Some(free) = crate::host::free_bytes(&root) {
+            if images > free {
+                return Err(err(
+                    whole,
+                    Some("disk_size"),
+                    format!(
+                        "the guests' disk images would take {} MiB on the host's scratch disk ({}), which has {} MiB free: a smaller disk_size, fewer instances, or VIRTPERF_SCRATCH on a larger file system",
+                        images >> 20,
+                        root.display(),
+                        free >> 20
+                    ),
+                ));
+            }
+        }
+    }
+    let trials =
+        (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
+    if trials > MAX_TRIALS {
+        return Err(err(
+            whole,
+            Some("reps"),
+            format!(
+                "{} environments × {} cases × {} repetitions (warm-ups included) = {trials} trials, more than {MAX_TRIALS}: \
+                 split the experiment or lower reps",
+                envs.len(),
+                cases.len(),
+                reps + warmup
+            ),
+        ));
+    }
+    Ok(Experiment {
+        name,
+        reps,
+        warmup,
+        order,
+        seed,
+        timeout_ms,
+        freeze_idle,
+        envs,
+        workloads,
+        cases,
+        lab,
+        lab_raw,
+    })
 }
 
 fn toml_value(r: &Raw) -> String {
@@ -860,12 +1125,13 @@ impl Experiment {
         let mut s = String::new();
         s += &format!("name = {}\n", toml_value(&Raw::Str(self.name.clone())));
         s += &format!(
-            "reps = {}\nwarmup = {}\norder = \"{}\"\nseed = {}\ntimeout = \"{}ms\"\n",
+            "reps = {}\nwarmup = {}\norder = \"{}\"\nseed = {}\ntimeout = \"{}ms\"\nfreeze_idle = {}\n",
             self.reps,
             self.warmup,
             self.order.as_str(),
             self.seed,
-            self.timeout_ms
+            self.timeout_ms,
+            self.freeze_idle
         );
         if !self.lab_raw.is_empty() {
             s += "\n[lab]\n";
@@ -881,6 +1147,9 @@ impl Experiment {
             );
             for (k, v) in &e.raw {
                 s += &format!("{k} = {}\n", toml_value(v));
+            }
+            if e.instances != 1 {
+                s += &format!("instances = {}\n", e.instances);
             }
         }
         for w in &self.workloads {
@@ -904,6 +1173,124 @@ impl Experiment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Experiment files and flags come from users: whatever they hold, the parser answers with an
+    /// experiment or an error that names where, never a panic (and never an exploding sweep).
+    #[test]
+    fn fuzz_experiment_files_and_flags() {
+        use proptest::prelude::*;
+        use virtperf_proto::fuzzing::{fuzz, mutated};
+        let seeds: Vec<Vec<u8>> = [
+            GOOD,
+            include_str!("../../../examples/default.toml"),
+            include_str!("../../../examples/all-pairs.toml"),
+            include_str!("../../../examples/seed000-exp1-load.toml"),
+            include_str!("../../../examples/seed003-kvm-nics.toml"),
+            include_str!("../../../examples/rfc2544-kvm-seed.toml"),
+        ]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+        const TOKENS: &[&str] = &[
+            "\n",
+            "=",
+            "[",
+            "]",
+            "[[env]]\n",
+            "[[workload]]\n",
+            "[lab]\n",
+            "\"",
+            ",",
+            "kind = ",
+            "reps = ",
+            "-1",
+            "0",
+            "99999999999999999999",
+            "1e309",
+            "\"10MiB\"",
+            "\"1ms\"",
+            "[1,2,3,4,5,6,7,8]",
+            "true",
+            "{",
+            "}",
+            "#",
+            "\u{0}",
+            "é",
+            "name = \"x\"\n",
+        ];
+        fuzz("experiment toml", mutated(seeds, TOKENS), |bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            match read_toml("x.toml", &text).and_then(|raw| validate(&raw, &Origin::Default)) {
+                Ok(e) => prop_assert!(!e.envs.is_empty() && !e.cases.is_empty()),
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+            Ok(())
+        });
+        let flags =
+            prop_oneof!["[a-z_]{0,10}(:[a-z_]{0,8}=[a-zA-Z0-9\\[\\],.]{0,12}){0,4}", any::<String>(),];
+        fuzz("experiment flags", (flags.clone(), flags), |(env, workload)| {
+            let (Ok(e), Ok(w)) = (read_flag("--env", &env), read_flag("--workload", &workload)) else {
+                return Ok(());
+            };
+            let raw = RawExperiment { envs: vec![e], workloads: vec![w], ..Default::default() };
+            if let Err(err) = validate(&raw, &Origin::Default) {
+                prop_assert!(!err.to_string().is_empty());
+            }
+            let _ = read_lab_flag(&env);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn instances_sweep_into_environments_and_bad_counts_are_refused() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native:instances=[1,2,4]").unwrap());
+        raw.envs.push(read_flag("--env", "container:cpus=1,instances=2").unwrap());
+        raw.workloads.push(read_flag("--workload", "intmix").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let names: Vec<(&str, u32, &str)> =
+            e.envs.iter().map(|x| (x.name.as_str(), x.instances, x.group.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                ("native [instances=1]", 1, "native"),
+                ("native [instances=2]", 2, "native"),
+                ("native [instances=4]", 4, "native"),
+                ("container:cpus=1", 2, "container:cpus=1")
+            ]
+        );
+        assert!(e.to_toml().contains("instances = 4"));
+        for bad in ["native:instances=0", "native:instances=65", "native:instances=two"] {
+            let mut raw = RawExperiment::default();
+            raw.envs.push(read_flag("--env", bad).unwrap());
+            raw.workloads.push(read_flag("--workload", "noop").unwrap());
+            let err = validate(&raw, &Origin::Default).unwrap_err();
+            assert_eq!(err.key.as_deref(), Some("instances"), "{bad}: {err}");
+        }
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native:instances=2").unwrap());
+        raw.envs.push(read_flag("--env", "container").unwrap());
+        raw.workloads.push(read_flag("--workload", "tcp_rr:pairs=all").unwrap());
+        let err = validate(&raw, &Origin::Default).unwrap_err();
+        assert!(err.key.as_deref() == Some("instances") && err.to_string().contains("pairs"), "{err}");
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "qemu:memory=4GiB,instances=64").unwrap());
+        raw.workloads.push(read_flag("--workload", "noop").unwrap());
+        let err = validate(&raw, &Origin::Default).unwrap_err();
+        assert!(err.key.as_deref() == Some("instances") && err.to_string().contains("80 %"), "{err}");
+    }
+
+    #[test]
+    fn exploding_sweeps_and_plans_are_refused() {
+        let many: String = (16..117).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let text = format!(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"pde\"\nn = [{many}]\niterations = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65,66,67,68,69,70,71,72,73,74,75,76,77,78,79,80,81,82,83,84,85,86,87,88,89,90,91,92,93,94,95,96,97,98,99,100]\n"
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("combinations") && e.contains("10000"), "{e}");
+        let e = parse("reps = 10000000\n[[env]]\nkind = \"native\"\n[[env]]\nkind = \"native\"\nname = \"b\"\n[[workload]]\nkind = \"noop\"\n").unwrap_err().to_string();
+        assert!(e.contains("trials, more than") && e.contains("reps"), "{e}");
+    }
 
     fn parse(text: &str) -> Result<Experiment, InputError> {
         let raw = read_toml("x.toml", text)?;

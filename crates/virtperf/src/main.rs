@@ -7,6 +7,7 @@ mod agent;
 mod doctor;
 mod env;
 mod experiment;
+mod host;
 mod image;
 mod lab;
 mod ledger;
@@ -87,7 +88,7 @@ enum ImageCmd {
     /// Kernel from Debian's package (apt-get download, not installed), initramfs with busybox,
     /// this virtperf as the agent, the device models' kernel modules; cached by content hash
     #[command(
-        after_help = "Examples:\n  virtperf image build\n  virtperf image build --extra iperf3 --json\n  virtperf image build --kernel-package linux-image-6.1.0-56-amd64\n  virtperf image build --kernel /boot/vmlinuz-custom   # modules built in\n\nThe cache is $VIRTPERF_CACHE, else $XDG_CACHE_HOME/virtperf, else ~/.cache/virtperf."
+        after_help = "Examples:\n  virtperf image build\n  virtperf image build --extra iperf3 --json\n  virtperf image build --kernel-package linux-image-6.1.0-56-amd64\n  virtperf image build --kernel /boot/vmlinuz-custom   # modules built in\n  virtperf image build --uml      # the UML kernel (uml:kernel=virtperf)\n\nThe cache is $VIRTPERF_CACHE, else $XDG_CACHE_HOME/virtperf, else ~/.cache/virtperf."
     )]
     Build(ImageBuildArgs),
 }
@@ -103,6 +104,10 @@ struct ImageBuildArgs {
     /// Also copy this host program (with its libraries) into the guest (repeatable)
     #[arg(long, value_name = "PROGRAM")]
     extra: Vec<String>,
+    /// Build virtperf's User-Mode Linux kernel instead (linux-source-6.12 with the xstate patch;
+    /// for CPUs whose XSAVE area the packaged linux.uml cannot hold, e.g. AMX)
+    #[arg(long, conflicts_with_all = ["kernel", "kernel_package", "extra"])]
+    uml: bool,
     #[arg(long)]
     json: bool,
 }
@@ -147,6 +152,10 @@ struct RunArgs {
     /// Measured repetitions of every environment × workload [default: 10, or the file's]
     #[arg(long)]
     reps: Option<String>,
+    /// Pause the environments not in a trial while it runs (cgroup freezer): true or false
+    /// [default: true, or the file's `freeze_idle`]
+    #[arg(long, value_name = "BOOL")]
+    freeze_idle: Option<String>,
     /// Warm-up trials per environment × workload, stored but not counted [default: 1]
     #[arg(long)]
     warmup: Option<String>,
@@ -259,9 +268,10 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
             (raw, Origin::Flag { flag: "virtperf run", value: "(flags)".into() })
         }
     };
-    let overrides: [(&'static str, &'static str, &Option<String>, bool); 6] = [
+    let overrides: [(&'static str, &'static str, &Option<String>, bool); 7] = [
         ("--reps", "reps", &a.reps, true),
         ("--warmup", "warmup", &a.warmup, true),
+        ("--freeze-idle", "freeze_idle", &a.freeze_idle, false),
         ("--seed", "seed", &a.seed, true),
         ("--order", "order", &a.order, false),
         ("--timeout", "timeout", &a.timeout, false),
@@ -392,7 +402,38 @@ fn cmd_doctor(a: DoctorArgs) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
+fn cmd_image_build_uml(json: bool) -> anyhow::Result<ExitStatus> {
+    let k = match image::uml::ensure(&image::cache_dir(), env::host_cpus()) {
+        Ok(k) => k,
+        Err(image::ImageError::Missing(m)) => {
+            eprintln!("error: {m}");
+            return Ok(ExitStatus::Unavailable);
+        }
+        Err(e) => anyhow::bail!("cannot build the UML kernel: {e}"),
+    };
+    let probe = env::uml::probe(&k.path, "virtperf's UML kernel");
+    if json {
+        let mut v = serde_json::to_value(&k)?;
+        v["boots_here"] = serde_json::Value::from(probe.ok);
+        v["host_xsave_bytes"] = serde_json::json!(env::uml::host_xsave_size());
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "UML kernel ({} in {:.1} s)\n  source  {} + image/uml/xstate.patch\n  kernel  {}\n  boots here: {}",
+            if k.built { "built" } else { "up to date" },
+            k.seconds,
+            k.source,
+            k.path.display(),
+            if probe.ok { "yes".to_string() } else { format!("no: {}", probe.reason) }
+        );
+    }
+    Ok(if probe.ok { ExitStatus::Success } else { ExitStatus::Failure })
+}
+
 fn cmd_image_build(a: ImageBuildArgs) -> anyhow::Result<ExitStatus> {
+    if a.uml {
+        return cmd_image_build_uml(a.json);
+    }
     let spec = image::ImageSpec {
         kernel: match a.kernel {
             Some(k) => image::KernelSource::File(k),

@@ -302,8 +302,10 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
                 lens.push(max_len);
                 continue;
             }
+            // The resolution is relative to what passes (at least one frame): on a path that
+            // loses short bursts the search goes on down instead of stopping at 0.
             let (mut lo, mut hi) = (0u64, max_len);
-            while hi - lo > res_len {
+            while hi - lo > res_len.min(lo * res_len / max_len).max(1) {
                 let mid = (lo + hi) / 2;
                 if burst(&mut log, mid)?.lost() == 0 {
                     lo = mid;
@@ -505,6 +507,18 @@ pub fn render(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trial's detail comes from the agent, which runs inside an untrusted guest: reading any
+    /// JSON it could send never panics.
+    #[test]
+    fn fuzz_detail_from_the_agent() {
+        use virtperf_proto::fuzzing::{fuzz, json_value};
+        fuzz("rfc2544 detail", json_value(), |v| {
+            let _ = Row::from_detail("dut", &v);
+            let _ = Row::from_detail("dut", &serde_json::json!({ "rfc2544": v }));
+            Ok(())
+        });
+    }
     use virtperf_workload::params::{resolve, Params};
     use virtperf_workload::Workload;
 

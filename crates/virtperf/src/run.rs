@@ -21,7 +21,7 @@ use crate::env::{self, Instance, LaunchCtx};
 use crate::experiment::Experiment;
 use crate::lab::Lab;
 use crate::ledger::Ledger;
-use crate::store::{PlannedTrial, Store, TrialOutcome};
+use crate::store::{InstanceRecord, PlannedTrial, Store, TrialOutcome};
 use crate::trial::{self, Dut, Fail, Tester};
 use crate::{plan, report, ExitStatus};
 
@@ -81,6 +81,9 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "host_kernel": read("/proc/sys/kernel/osrelease"),
         "host_cpu_model": cpu_model,
         "host_cpus": env::host_cpus(),
+        // Working sets are sized against it (STREAM: 4 × per array); microvm guests get the TSC's.
+        "host_llc_bytes": crate::host::llc_bytes(),
+        "host_tsc_khz": crate::host::tsc_khz(),
         "host_memory_kib": read("/proc/meminfo").lines().find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string())),
         "kvm": Path::new("/dev/kvm").exists(),
         "kvm_pvm": Path::new("/sys/module/kvm_pvm").exists(),
@@ -134,9 +137,13 @@ pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     let envs: Vec<_> = exp
         .envs
         .iter()
-        .map(|e| {
-            let rt = env::find(&e.kind).and_then(|k| k.runtime_version(&e.params));
-            (e.name.clone(), e.kind.clone(), serde_json::to_value(&e.params).unwrap_or_default(), rt)
+        .map(|e| crate::store::NewEnv {
+            name: e.name.clone(),
+            kind: e.kind.clone(),
+            params: serde_json::to_value(&e.params).unwrap_or_default(),
+            runtime: env::find(&e.kind).and_then(|k| k.runtime_version(&e.params)),
+            instances: e.instances,
+            group: e.group.clone(),
         })
         .collect();
     let cases: Vec<_> = exp
@@ -182,12 +189,38 @@ pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
 }
 
 struct Slot {
-    instance: Option<Instance>,
+    /// One per instance of the environment (the tester: one).
+    instances: Vec<Option<Instance>>,
     launches: u32,
     failures_in_a_row: u32,
     gave_up: Option<String>,
     /// Why the last launch failed (stored as the failed trial's reason).
     last_failure: Option<String>,
+}
+
+impl Slot {
+    fn new(n: u32) -> Slot {
+        Slot {
+            instances: (0..n).map(|_| None).collect(),
+            launches: 0,
+            failures_in_a_row: 0,
+            gave_up: None,
+            last_failure: None,
+        }
+    }
+    /// Every instance is up.
+    fn ready(&self) -> bool {
+        self.instances.iter().all(Option::is_some)
+    }
+    fn kill(&mut self, k: usize, ledger: &mut Ledger) {
+        if let Some(inst) = self.instances.get_mut(k).and_then(Option::take) {
+            inst.kill(ledger);
+        }
+    }
+    /// The first (the tester's only) instance.
+    fn first(&mut self) -> Option<&mut Instance> {
+        self.instances.first_mut().and_then(Option::as_mut)
+    }
 }
 
 /// What every launch of a run shares.
@@ -199,6 +232,11 @@ struct Launcher<'a> {
     exe: &'a Path,
     opts: &'a RunOpts,
     lab: Option<&'a Lab>,
+    /// Lab endpoint of environment e's instance 0 (its instances follow).
+    first_endpoint: &'a [usize],
+    /// The run's directory on the host's scratch disk, when a workload writes files or a guest
+    /// has a disk: each instance gets a directory of its own below it.
+    scratch_dir: Option<&'a Path>,
 }
 
 /// Which agent a slot holds: environment `e`, or the lab's tester.
@@ -220,8 +258,17 @@ fn pair_mut(slots: &mut [Slot], a: usize, b: usize) -> (&mut Slot, &mut Slot) {
     }
 }
 
+/// Launches every instance of the slot that is not up.
 fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
-    let Launcher { store, run_id, exp, run_dir, exe, opts, lab } = *l;
+    for k in 0..slot.instances.len() {
+        if slot.instances[k].is_none() && slot.gave_up.is_none() && !CANCEL.load(Ordering::SeqCst) {
+            launch_one(l, role, k, slot, ledger);
+        }
+    }
+}
+
+fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
+    let Launcher { store, run_id, exp, run_dir, exe, opts, lab, first_endpoint, scratch_dir } = *l;
     let tester_params: BTreeMap<String, serde_json::Value> = exp
         .lab
         .tester_cpuset
@@ -232,12 +279,17 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
         Role::Env(e) => {
             let def = &exp.envs[e];
             let Some(kind) = env::find(&def.kind) else { return };
+            let id = if def.instances > 1 {
+                format!("vp{}-{}i{}-{}", std::process::id(), e, k, slot.launches)
+            } else {
+                format!("vp{}-{}-{}", std::process::id(), e, slot.launches)
+            };
             (
                 kind,
                 &def.params,
                 def.name.as_str(),
-                lab.map(|l| l.endpoints[e].netns_path()),
-                format!("vp{}-{}-{}", std::process::id(), e, slot.launches),
+                lab.map(|l| l.endpoints[first_endpoint[e] + k].netns_path()),
+                id,
                 e as i64,
             )
         }
@@ -251,11 +303,25 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
         ),
     };
     let guest_net = match (role, lab) {
-        (Role::Env(e), Some(l)) => l.endpoints[e].tap.as_ref().map(|tap| env::GuestNet {
-            tap: tap.clone(),
-            addr: l.endpoints[e].addr,
-            mtu: l.spec.mtu,
-        }),
+        (Role::Env(e), Some(l)) => {
+            let ep = &l.endpoints[first_endpoint[e] + k];
+            ep.tap.as_ref().map(|tap| env::GuestNet { tap: tap.clone(), addr: ep.addr, mtu: l.spec.mtu })
+        }
+        _ => None,
+    };
+    // The instance's scratch directory (environments only: the tester writes no files).
+    let sdir = match (role, scratch_dir) {
+        (Role::Env(_), Some(d)) => {
+            let sd = d.join(&id);
+            match ledger.create_scratch_dir(&sd) {
+                Ok(()) => Some(sd),
+                Err(err) => {
+                    eprintln!("virtperf: cannot create the scratch directory {}: {err}", sd.display());
+                    ledger.remove_scratch_dir(&sd);
+                    None
+                }
+            }
+        }
         _ => None,
     };
     let mut ctx = LaunchCtx {
@@ -267,27 +333,57 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
         cancel: &CANCEL,
         netns,
         guest_net,
+        scratch_dir: sdir.clone(),
     };
     slot.launches += 1;
-    let e = e as usize;
     let def_name = name;
-    match kind.launch(&mut ctx, params) {
+    let launched = kind.launch(&mut ctx, params);
+    if let (Err(_), Some(sd)) = (&launched, &sdir) {
+        ledger.remove_scratch_dir(sd);
+    }
+    match launched {
         Ok(mut inst) => {
+            if let Some(sd) = sdir {
+                inst.cleanup.push(crate::ledger::Entry::ScratchDir { path: sd });
+            }
+            // Native agents write into directories the user named (`dir=`): what a killed agent
+            // leaves there goes with the instance (and with a sweep after a crash).
+            if kind.kind() == "native" && inst.agent_pid != 0 {
+                for dir in user_disk_dirs(exp) {
+                    let prefix = format!("{}{}-", crate::ledger::DISK_FILE_PREFIX, inst.agent_pid);
+                    let e = crate::ledger::Entry::ScratchFiles { dir, prefix };
+                    ledger.record(e.clone());
+                    inst.cleanup.push(e);
+                }
+            }
             inst.calibrate_rtt(&CANCEL);
+            inst.own_clock = kind.own_clock();
             let _ = store.record_instance(
                 run_id,
-                e,
-                Some(inst.start_time.as_secs_f64() * 1e3),
-                Some(inst.rtt.as_secs_f64() * 1e6),
-                "ready",
-                None,
+                &InstanceRecord {
+                    env_idx: e,
+                    start_ms: Some(inst.start_time.as_secs_f64() * 1e3),
+                    rtt_us: Some(inst.rtt.as_secs_f64() * 1e6),
+                    rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
+                    status: "ready",
+                    ..Default::default()
+                },
             );
             slot.failures_in_a_row = 0;
-            slot.instance = Some(inst);
+            slot.instances[k] = Some(inst);
         }
         Err(err) => {
             let msg = err.to_string();
-            let _ = store.record_instance(run_id, e, None, None, "failed", Some(&msg));
+            let _ = store.record_instance(
+                run_id,
+                &InstanceRecord {
+                    env_idx: e,
+                    status: "failed",
+                    detail: Some(msg.clone()),
+                    console: err.console(),
+                    ..Default::default()
+                },
+            );
             slot.failures_in_a_row += 1;
             slot.last_failure = Some(msg.clone());
             if slot.failures_in_a_row >= MAX_LAUNCH_FAILURES {
@@ -300,6 +396,27 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
             }
         }
     }
+}
+
+/// The directories disk workloads were told to write into (`dir=`, native only).
+fn user_disk_dirs(exp: &Experiment) -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = exp
+        .cases
+        .iter()
+        .filter(|c| virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch()))
+        .filter_map(|c| c.params.get("dir").and_then(serde_json::Value::as_str))
+        .map(std::path::PathBuf::from)
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// Whether the run needs a directory on the host's scratch disk: a workload writes files, or an
+/// environment's guest has a disk image.
+fn needs_scratch(exp: &Experiment) -> bool {
+    exp.cases.iter().any(|c| virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch()))
+        || exp.envs.iter().any(|e| env::find(&e.kind).is_some_and(|k| k.disk_bytes(&e.params).is_some()))
 }
 
 struct Progress {
@@ -358,18 +475,45 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     }
     let run_dir = ledger.state_dir().join(format!("run-{}", std::process::id()));
     ledger.create_dir(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    let scratch_dir = if needs_scratch(exp) {
+        let root = crate::host::scratch_root();
+        let d = root.join(format!("run-{}", std::process::id()));
+        let made = crate::host::ensure_private_dir(&root).and_then(|()| ledger.create_scratch_dir(&d));
+        if let Err(e) = made {
+            ledger.remove_scratch_dir(&d);
+            ledger.remove_dir(&run_dir);
+            ledger.close();
+            store.set_run_status(run_id, "failed")?;
+            eprintln!(
+                "error: cannot create the run's scratch directory {}: {e}; set VIRTPERF_SCRATCH to a directory on the disk to measure",
+                d.display()
+            );
+            return Ok(ExitStatus::Unavailable);
+        }
+        Some(d)
+    } else {
+        None
+    };
 
     let pending = store.pending_trials(run_id)?;
     let timeout = Duration::from_millis(exp.timeout_ms);
     let specs: Vec<WorkloadSpec> = exp
         .cases
         .iter()
-        .map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone(), net: None })
+        .map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone(), net: None, scratch: None })
         .collect();
-    let new_slot =
-        || Slot { instance: None, launches: 0, failures_in_a_row: 0, gave_up: None, last_failure: None };
-    let mut slots: Vec<Slot> = exp.envs.iter().map(|_| new_slot()).collect();
-    let mut tester_slot = new_slot();
+    let mut slots: Vec<Slot> = exp.envs.iter().map(|e| Slot::new(e.instances)).collect();
+    let mut tester_slot = Slot::new(1);
+    // Lab endpoints: every instance of every environment has its own.
+    let first_endpoint: Vec<usize> = exp
+        .envs
+        .iter()
+        .scan(0usize, |next, e| {
+            let first = *next;
+            *next += e.instances as usize;
+            Some(first)
+        })
+        .collect();
     let needs_lab = pending.iter().any(|t| exp.cases[t.case_idx].network);
     let needs_tester = pending.iter().any(|t| {
         let c = &exp.cases[t.case_idx];
@@ -378,11 +522,21 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     });
     let mut lab = None;
     if needs_lab && !CANCEL.load(Ordering::SeqCst) {
-        let taps: Vec<bool> =
-            exp.envs.iter().map(|e| env::find(&e.kind).is_some_and(|k| k.wants_tap())).collect();
-        match Lab::build(&mut ledger, &taps, &exp.lab) {
+        let taps: Vec<bool> = exp
+            .envs
+            .iter()
+            .flat_map(|e| {
+                let tap = env::find(&e.kind).is_some_and(|k| k.wants_tap());
+                std::iter::repeat_n(tap, e.instances as usize)
+            })
+            .collect();
+        let pairs = exp.cases.iter().any(|c| c.matrix);
+        match Lab::build(&mut ledger, &taps, &exp.lab, pairs) {
             Ok(l) => lab = Some(l),
             Err(e) => {
+                if let Some(d) = &scratch_dir {
+                    ledger.remove_scratch_dir(d);
+                }
                 ledger.remove_dir(&run_dir);
                 ledger.close();
                 store.set_run_status(run_id, "failed")?;
@@ -392,9 +546,20 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         }
     }
     let mut progress = Progress::new(pending.len() as u64, opts.json);
+    let mut freeze_warned = false;
     let mut interrupted = false;
     let result: Result<()> = {
-        let launcher = Launcher { store, run_id, exp, run_dir: &run_dir, exe: &exe, opts, lab: lab.as_ref() };
+        let launcher = Launcher {
+            store,
+            run_id,
+            exp,
+            run_dir: &run_dir,
+            exe: &exe,
+            opts,
+            lab: lab.as_ref(),
+            first_endpoint: &first_endpoint,
+            scratch_dir: scratch_dir.as_deref(),
+        };
         if needs_tester {
             launch(&launcher, Role::Tester, &mut tester_slot, &mut ledger);
         }
@@ -414,13 +579,40 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 }
                 let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, .. } = *t;
                 let case = &exp.cases[c];
+                // The environments not in this trial are paused while it runs.
+                let frozen: Vec<String> = if exp.freeze_idle {
+                    let others: Vec<String> = slots
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != e && Some(*i) != peer_idx)
+                        .flat_map(|(_, s)| s.instances.iter().flatten().map(|i| i.id.clone()))
+                        .collect();
+                    others
+                        .into_iter()
+                        .filter(|id| match env::freeze(id, true) {
+                            Ok(()) => true,
+                            Err(why) => {
+                                if !freeze_warned {
+                                    eprintln!("virtperf: cannot pause an idle environment ({why}); it runs beside the trials");
+                                    freeze_warned = true;
+                                }
+                                false
+                            }
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 let wants_tester = peer_idx.is_none()
                     && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
                 // The other side of the trial: another environment (all-pairs) or the lab's tester.
                 let (slot, mut other, other_role, other_addr, other_name) = match peer_idx {
                     Some(p) => {
                         let (a, b) = pair_mut(&mut slots, e, p);
-                        let addr = lab.as_ref().map(|l| l.endpoints[p].addr.to_string()).unwrap_or_default();
+                        let addr = lab
+                            .as_ref()
+                            .map(|l| l.endpoints[first_endpoint[p]].addr.to_string())
+                            .unwrap_or_default();
                         (a, Some(b), Role::Env(p), addr, format!("environment `{}`", exp.envs[p].name))
                     }
                     None => {
@@ -429,17 +621,21 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                         (&mut slots[e], t, Role::Tester, addr, "the lab's tester".to_string())
                     }
                 };
-                if slot.instance.is_none() && slot.gave_up.is_none() {
+                // A relaunch (the instance died in an earlier trial) gets a warm-up of its own.
+                let mut relaunched = false;
+                if !slot.ready() && slot.gave_up.is_none() {
+                    relaunched = slot.launches > 0;
                     launch(&launcher, Role::Env(e), slot, &mut ledger);
                 }
                 if let Some(o) = other.as_deref_mut() {
-                    if o.instance.is_none() && o.gave_up.is_none() {
+                    if !o.ready() && o.gave_up.is_none() {
                         launch(&launcher, other_role, o, &mut ledger);
                     }
                 }
-                let other_missing = other.as_ref().is_some_and(|o| o.instance.is_none());
+                let other_missing = other.as_ref().is_some_and(|o| !o.ready());
                 let other_gave_up = other.as_ref().and_then(|o| o.gave_up.clone());
-                let outcome = match (&mut slot.instance, &slot.gave_up) {
+                let slot_ready = slot.ready();
+                let outcome = match (slot_ready, &slot.gave_up) {
                     (_, Some(why)) => {
                         TrialOutcome { status: "skipped", reason: Some(why.clone()), ..Default::default() }
                     }
@@ -448,7 +644,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                         reason: Some(format!("{other_name}: {}", other_gave_up.unwrap_or_default())),
                         ..Default::default()
                     },
-                    (None, None) => {
+                    (false, None) => {
                         if CANCEL.load(Ordering::SeqCst) {
                             interrupted = true;
                             break;
@@ -473,28 +669,45 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                             ..Default::default()
                         }
                     }
-                    (Some(inst), None) => {
-                        let mut dut =
-                            Dut { inst, addr: lab.as_ref().map(|l| l.endpoints[e].addr.to_string()) };
-                        let mut tester = other
-                            .as_deref_mut()
-                            .and_then(|o| o.instance.as_mut())
-                            .map(|ti| Tester { inst: ti, addr: other_addr });
-                        match trial::run(&mut dut, tester.as_mut(), case, &specs[c], timeout) {
+                    (true, None) => {
+                        let result = {
+                            let mut duts: Vec<Dut> = slot
+                                .instances
+                                .iter_mut()
+                                .flatten()
+                                .enumerate()
+                                .map(|(k, inst)| Dut {
+                                    inst,
+                                    addr: lab
+                                        .as_ref()
+                                        .map(|l| l.endpoints[first_endpoint[e] + k].addr.to_string()),
+                                })
+                                .collect();
+                            let mut tester = other
+                                .as_deref_mut()
+                                .and_then(|o| o.first())
+                                .map(|ti| Tester { inst: ti, addr: other_addr });
+                            if relaunched {
+                                // Not stored: the first trial after a launch runs slower (cold
+                                // caches, a guest still settling), as the run's own warm-ups showed.
+                                let _ = trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout);
+                            }
+                            trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout)
+                        };
+                        match result {
                             Ok(o) => o,
                             Err(Fail::Interrupted) => {
                                 interrupted = true;
                                 break;
                             }
                             Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
-                                if dut_broken {
-                                    if let Some(inst) = slot.instance.take() {
-                                        inst.kill(&mut ledger);
-                                    }
+                                // Only the instances that broke are relaunched.
+                                for k in dut_broken {
+                                    slot.kill(k, &mut ledger);
                                 }
                                 if tester_broken {
-                                    if let Some(inst) = other.and_then(|o| o.instance.take()) {
-                                        inst.kill(&mut ledger);
+                                    if let Some(o) = other {
+                                        o.kill(0, &mut ledger);
                                     }
                                 }
                                 TrialOutcome { status: "failed", reason: Some(reason), ..Default::default() }
@@ -502,6 +715,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                         }
                     }
                 };
+                for fid in &frozen {
+                    if let Err(why) = env::freeze(fid, false) {
+                        eprintln!("virtperf: cannot resume {fid}: {why}");
+                    }
+                }
                 store.record_trial(id, &outcome)?;
                 let pair = match peer_idx {
                     Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
@@ -515,7 +733,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     progress.finish();
 
     for slot in slots.iter_mut().chain(std::iter::once(&mut tester_slot)) {
-        if let Some(inst) = slot.instance.take() {
+        for inst in slot.instances.iter_mut().filter_map(Option::take) {
             if interrupted {
                 inst.kill(&mut ledger);
             } else {
@@ -526,6 +744,9 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     // The namespaces go after every process that lived in them.
     if let Some(mut l) = lab.take() {
         l.teardown(&mut ledger);
+    }
+    if let Some(d) = &scratch_dir {
+        ledger.remove_scratch_dir(d);
     }
     ledger.remove_dir(&run_dir);
     ledger.close();

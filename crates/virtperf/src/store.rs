@@ -91,6 +91,22 @@ CREATE TABLE cpu_series (
 );
 CREATE INDEX cpu_series_by_trial ON cpu_series (trial_id);
 "#,
+    r#"
+-- A launch that failed: the console (or stderr) tail of the instance, whose most telling line
+-- alone is in `detail` and in the failed trials' reason.
+ALTER TABLE instances ADD COLUMN console TEXT;
+ALTER TABLE instances ADD COLUMN rtt_jitter_us REAL;  -- spread of the idle round trips
+-- Armed trials (the host timed exactly the workload's timed region): the instance's idle round
+-- trip subtracted from host_ns and its spread, from which the clock check's tolerance follows.
+ALTER TABLE trials ADD COLUMN rtt_ns INTEGER;
+ALTER TABLE trials ADD COLUMN rtt_jitter_ns INTEGER;
+-- Several instances of an environment measured together: how many, the environment they were
+-- swept from, and each instance's own samples (instance k); the trial's samples with no instance
+-- are its aggregates (sum of throughputs, mean of times, Jain's index).
+ALTER TABLE environments ADD COLUMN instances INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE environments ADD COLUMN grp TEXT;
+ALTER TABLE samples ADD COLUMN instance INTEGER;
+"#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -131,8 +147,30 @@ pub struct TrialOutcome {
     pub tester_cpu_ns: Option<u64>,
     /// Non-scalar detail (JSON), e.g. latency histograms.
     pub extra: Option<serde_json::Value>,
+    /// Several instances: each one's own samples (instance index, sample); `samples` then holds
+    /// the aggregates.
+    pub instance_samples: Vec<(u32, Sample)>,
     /// (role, t_ms, cumulative cpu_ns) samples taken during the trial.
     pub cpu_series: Vec<(&'static str, f64, u64)>,
+    /// Armed trials: the idle round trip subtracted from `host_ns`, and its spread.
+    pub rtt_ns: Option<u64>,
+    pub rtt_jitter_ns: Option<u64>,
+}
+
+/// One launch of an environment (or of the tester: `env_idx` -1).
+#[derive(Debug, Clone, Default)]
+pub struct InstanceRecord {
+    pub env_idx: i64,
+    /// Launch to the agent's hello, host clock.
+    pub start_ms: Option<f64>,
+    pub rtt_us: Option<f64>,
+    pub rtt_jitter_us: Option<f64>,
+    /// ready | failed
+    pub status: &'static str,
+    /// Why a launch failed, one line.
+    pub detail: Option<String>,
+    /// The console tail of a failed launch.
+    pub console: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -152,6 +190,20 @@ pub struct EnvRow {
     pub name: String,
     pub kind: String,
     pub params: serde_json::Value,
+    pub instances: u32,
+    /// The environment an `instances` sweep split (its own name when not swept).
+    pub group: String,
+}
+
+/// An environment of a new run.
+#[derive(Debug, Clone)]
+pub struct NewEnv {
+    pub name: String,
+    pub kind: String,
+    pub params: serde_json::Value,
+    pub runtime: Option<String>,
+    pub instances: u32,
+    pub group: String,
 }
 
 #[derive(Debug, Clone)]
@@ -179,7 +231,12 @@ pub struct TrialRow {
     pub guest_cpu_ns: Option<i64>,
     pub tester_cpu_ns: Option<i64>,
     pub peer_idx: Option<usize>,
+    pub rtt_ns: Option<i64>,
+    pub rtt_jitter_ns: Option<i64>,
+    /// The trial's own samples (aggregates, when several instances ran).
     pub samples: Vec<Sample>,
+    /// Each instance's samples (several instances only).
+    pub instance_samples: Vec<(u32, Sample)>,
 }
 
 impl Store {
@@ -223,7 +280,7 @@ impl Store {
         name: &str,
         experiment_toml: &str,
         manifest: &serde_json::Value,
-        envs: &[(String, String, serde_json::Value, Option<String>)],
+        envs: &[NewEnv],
         cases: &[(String, String, String, serde_json::Value)],
         plan: &[PlannedTrial],
     ) -> Result<i64> {
@@ -233,10 +290,10 @@ impl Store {
             params![name, now_rfc3339(), experiment_toml, manifest.to_string()],
         )?;
         let run = tx.last_insert_rowid();
-        for (i, (n, k, p, rt)) in envs.iter().enumerate() {
+        for (i, e) in envs.iter().enumerate() {
             tx.execute(
-                "INSERT INTO environments (run_id, idx, name, kind, params, runtime) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![run, i as i64, n, k, p.to_string(), rt],
+                "INSERT INTO environments (run_id, idx, name, kind, params, runtime, instances, grp) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![run, i as i64, e.name, e.kind, e.params.to_string(), e.runtime, e.instances, e.group],
             )?;
         }
         for (i, (w, k, l, p)) in cases.iter().enumerate() {
@@ -305,18 +362,10 @@ impl Store {
         Ok(())
     }
 
-    pub fn record_instance(
-        &self,
-        run: i64,
-        env_idx: usize,
-        start_ms: Option<f64>,
-        rtt_us: Option<f64>,
-        status: &str,
-        detail: Option<&str>,
-    ) -> Result<()> {
+    pub fn record_instance(&self, run: i64, i: &InstanceRecord) -> Result<()> {
         self.conn.execute(
-            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![run, env_idx as i64, now_rfc3339(), start_ms, rtt_us, status, detail],
+            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![run, i.env_idx, now_rfc3339(), i.start_ms, i.rtt_us, i.rtt_jitter_us, i.status, i.detail, i.console],
         )?;
         Ok(())
     }
@@ -365,15 +414,18 @@ impl Store {
     }
 
     pub fn environments(&self, run: i64) -> Result<Vec<EnvRow>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT idx, name, kind, params FROM environments WHERE run_id = ?1 ORDER BY idx")?;
+        let mut st = self.conn.prepare(
+            "SELECT idx, name, kind, params, instances, grp FROM environments WHERE run_id = ?1 ORDER BY idx",
+        )?;
         let rows = st.query_map([run], |r| {
+            let name: String = r.get(1)?;
             Ok(EnvRow {
                 idx: r.get::<_, i64>(0)? as usize,
-                name: r.get(1)?,
                 kind: r.get(2)?,
                 params: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
+                instances: r.get::<_, i64>(4)?.max(1) as u32,
+                group: r.get::<_, Option<String>>(5)?.unwrap_or_else(|| name.clone()),
+                name,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -399,7 +451,7 @@ impl Store {
     pub fn trials(&self, run: i64) -> Result<Vec<TrialRow>> {
         let mut st = self.conn.prepare(
             "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns,
-                    tester_cpu_ns, peer_idx
+                    tester_cpu_ns, peer_idx, rtt_ns, rtt_jitter_ns
              FROM trials WHERE run_id = ?1 ORDER BY seq",
         )?;
         let mut trials: Vec<TrialRow> = st
@@ -419,22 +471,32 @@ impl Store {
                     guest_cpu_ns: r.get(11)?,
                     tester_cpu_ns: r.get(12)?,
                     peer_idx: r.get::<_, Option<i64>>(13)?.map(|p| p as usize),
+                    rtt_ns: r.get(14)?,
+                    rtt_jitter_ns: r.get(15)?,
                     samples: Vec::new(),
+                    instance_samples: Vec::new(),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
         let index: std::collections::HashMap<i64, usize> =
             trials.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
         let mut st = self.conn.prepare(
-            "SELECT s.trial_id, s.metric, s.value, s.unit FROM samples s JOIN trials t ON t.id = s.trial_id WHERE t.run_id = ?1",
+            "SELECT s.trial_id, s.metric, s.value, s.unit, s.instance FROM samples s JOIN trials t ON t.id = s.trial_id WHERE t.run_id = ?1",
         )?;
         let rows = st.query_map([run], |r| {
-            Ok((r.get::<_, i64>(0)?, Sample { metric: r.get(1)?, value: r.get(2)?, unit: r.get(3)? }))
+            Ok((
+                r.get::<_, i64>(0)?,
+                Sample { metric: r.get(1)?, value: r.get(2)?, unit: r.get(3)? },
+                r.get::<_, Option<i64>>(4)?,
+            ))
         })?;
         for row in rows {
-            let (tid, s) = row?;
+            let (tid, s, inst) = row?;
             if let Some(&i) = index.get(&tid) {
-                trials[i].samples.push(s);
+                match inst {
+                    Some(k) => trials[i].instance_samples.push((k as u32, s)),
+                    None => trials[i].samples.push(s),
+                }
             }
         }
         Ok(trials)
@@ -454,7 +516,7 @@ fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> 
     let n = |x: Option<u64>| x.map(|v| v as i64);
     tx.execute(
         "UPDATE trials SET status = ?2, reason = ?3, finished_at = ?4, host_ns = ?5, guest_ns = ?6, host_cpu_ns = ?7, guest_cpu_ns = ?8,
-         tester_cpu_ns = ?9, extra = ?10
+         tester_cpu_ns = ?9, extra = ?10, rtt_ns = ?11, rtt_jitter_ns = ?12
          WHERE id = ?1",
         params![
             trial_id,
@@ -466,7 +528,9 @@ fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> 
             n(o.host_cpu_ns),
             n(o.guest_cpu_ns),
             n(o.tester_cpu_ns),
-            o.extra.as_ref().map(|v| v.to_string())
+            o.extra.as_ref().map(|v| v.to_string()),
+            n(o.rtt_ns),
+            n(o.rtt_jitter_ns)
         ],
     )?;
     let mut st =
@@ -478,6 +542,12 @@ fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> 
         tx.prepare_cached("INSERT INTO samples (trial_id, metric, value, unit) VALUES (?1, ?2, ?3, ?4)")?;
     for s in &o.samples {
         st.execute(params![trial_id, s.metric, s.value, s.unit])?;
+    }
+    let mut st = tx.prepare_cached(
+        "INSERT INTO samples (trial_id, metric, value, unit, instance) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (k, s) in &o.instance_samples {
+        st.execute(params![trial_id, s.metric, s.value, s.unit, k])?;
     }
     Ok(())
 }
@@ -507,7 +577,14 @@ mod tests {
                 "x",
                 "toml",
                 &serde_json::json!({}),
-                &[("native".into(), "native".into(), serde_json::json!({}), None)],
+                &[NewEnv {
+                    name: "native".into(),
+                    kind: "native".into(),
+                    params: serde_json::json!({}),
+                    runtime: None,
+                    instances: 1,
+                    group: "native".into(),
+                }],
                 &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
                 &plan,
             )

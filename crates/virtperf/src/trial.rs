@@ -21,6 +21,8 @@ use crate::store::TrialOutcome;
 
 /// Host CPU samples per second during a trial (seed 000 plotted CPU over time; ≥ 10 Hz).
 pub const CPU_SAMPLE_HZ: u64 = 20;
+/// Host CPU per Gbit received, a per-trial sample of stream workloads.
+pub const CPU_PER_GBIT: &str = "cpu_per_gbit";
 /// First port of a trial's flows (iperf3's default); flow `i` uses BASE_PORT + i.
 const BASE_PORT: u16 = 5201;
 
@@ -29,11 +31,13 @@ const BASE_PORT: u16 = 5201;
 pub enum Fail {
     /// Ctrl-C / SIGTERM: the trial stays pending.
     Interrupted,
-    /// The trial failed; `dut_broken`/`tester_broken` say whose agent must be relaunched.
-    Failed { reason: String, dut_broken: bool, tester_broken: bool },
+    /// The trial failed; `dut_broken` (instance indexes) and `tester_broken` say whose agent
+    /// must be relaunched.
+    Failed { reason: String, dut_broken: Vec<usize>, tester_broken: bool },
 }
 
-/// The environment instance under test and its lab address (None outside a lab).
+/// An instance of the environment under test and its lab address (None outside a lab); a trial
+/// has one per instance (`instances = N`), all measured together.
 pub struct Dut<'a> {
     pub inst: &'a mut Instance,
     pub addr: Option<String>,
@@ -47,8 +51,18 @@ pub struct Tester<'a> {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Who {
-    Dut,
+    /// Instance k of the environment under test.
+    Dut(usize),
     Tester,
+}
+
+impl Who {
+    fn broken(self) -> Vec<usize> {
+        match self {
+            Who::Dut(k) => vec![k],
+            Who::Tester => Vec::new(),
+        }
+    }
 }
 
 fn fail(who: Who, what: &str, e: CallError) -> Fail {
@@ -56,18 +70,18 @@ fn fail(who: Who, what: &str, e: CallError) -> Fail {
         CallError::Interrupted => Fail::Interrupted,
         // The agent answered: it is still healthy.
         CallError::Agent { .. } => {
-            Fail::Failed { reason: format!("{what}: {e}"), dut_broken: false, tester_broken: false }
+            Fail::Failed { reason: format!("{what}: {e}"), dut_broken: Vec::new(), tester_broken: false }
         }
         other => Fail::Failed {
             reason: format!("{what}: {other}"),
-            dut_broken: who == Who::Dut,
+            dut_broken: who.broken(),
             tester_broken: who == Who::Tester,
         },
     }
 }
 
 struct Parties<'a, 'b> {
-    dut: &'a mut Dut<'b>,
+    duts: &'a mut [Dut<'b>],
     tester: Option<&'a mut Tester<'b>>,
     /// Requests in flight, to stop when the trial fails.
     in_flight: Vec<(Who, u64)>,
@@ -76,26 +90,62 @@ struct Parties<'a, 'b> {
 impl Parties<'_, '_> {
     fn inst(&mut self, who: Who) -> Result<&mut Instance, Fail> {
         match who {
-            Who::Dut => Ok(self.dut.inst),
+            Who::Dut(k) => self.duts.get_mut(k).map(|d| &mut *d.inst).ok_or_else(|| Fail::Failed {
+                reason: format!("no instance {k} of the environment under test"),
+                dut_broken: Vec::new(),
+                tester_broken: false,
+            }),
             Who::Tester => self.tester.as_mut().map(|t| &mut *t.inst).ok_or_else(|| Fail::Failed {
                 reason: "this trial needs the lab's tester, which is not running".into(),
-                dut_broken: false,
+                dut_broken: Vec::new(),
                 tester_broken: true,
             }),
         }
     }
 
     fn send(&mut self, who: Who, spec: WorkloadSpec) -> Result<(u64, Instant), Fail> {
+        self.send_run(who, spec, false)
+    }
+
+    fn send_run(&mut self, who: Who, spec: WorkloadSpec, armed: bool) -> Result<(u64, Instant), Fail> {
         let sent = Instant::now();
-        let tag =
-            self.inst(who)?.conn.send(Request::Run { workload: spec }).map_err(|e| fail(who, "send", e))?;
+        let tag = self
+            .inst(who)?
+            .conn
+            .send(Request::Run { workload: spec, armed })
+            .map_err(|e| fail(who, "send", e))?;
         self.in_flight.push((who, tag));
         Ok((tag, sent))
     }
 
+    /// Waits until the armed run `tag` has done its setup (`started` comes first and is skipped).
+    fn wait_armed(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(), Fail> {
+        loop {
+            match self.wait(who, tag, deadline, what)? {
+                (Reply::Started, _) => continue,
+                (Reply::Armed, _) => return Ok(()),
+                (other, _) => {
+                    return Err(Fail::Failed {
+                        reason: format!("{what}: expected `armed`, got {}", brief(&other)),
+                        dut_broken: who.broken(),
+                        tester_broken: who == Who::Tester,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Starts the armed run `tag`; returns the time just before `go` was written (after it, this
+    /// thread may be preempted while the run already goes: the span would come out short).
+    fn go(&mut self, who: Who, tag: u64) -> Result<Instant, Fail> {
+        let t = Instant::now();
+        self.inst(who)?.conn.send_oneway(Request::Go { target: tag }).map_err(|e| fail(who, "go", e))?;
+        Ok(t)
+    }
+
     fn wait(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(Reply, Instant), Fail> {
         let r = self.inst(who)?.conn.wait(tag, deadline, &crate::run::CANCEL).map_err(|e| fail(who, what, e));
-        if !matches!(r, Ok((Reply::Started, _))) {
+        if !matches!(r, Ok((Reply::Started | Reply::Armed, _))) {
             self.in_flight.retain(|x| *x != (who, tag));
         }
         r
@@ -106,7 +156,7 @@ impl Parties<'_, '_> {
             (Reply::Started, at) => Ok(at),
             (other, _) => Err(Fail::Failed {
                 reason: format!("{what}: expected `started`, got {}", brief(&other)),
-                dut_broken: who == Who::Dut,
+                dut_broken: who.broken(),
                 tester_broken: who == Who::Tester,
             }),
         }
@@ -114,18 +164,19 @@ impl Parties<'_, '_> {
 
     fn wait_result(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<RunResult, Fail> {
         match self.wait(who, tag, deadline, what)? {
-            (Reply::Result { samples, guest_elapsed_ns, guest_cpu, extra, guest_system }, at) => {
+            (Reply::Result { samples, guest_elapsed_ns, guest_cpu, extra, guest_system, window_ns }, at) => {
                 Ok(RunResult {
                     out: Output { samples, extra },
                     guest_system,
                     guest_ns: guest_elapsed_ns,
                     guest_cpu_ns: guest_cpu.total_ns(),
+                    window_ns,
                     at,
                 })
             }
             (other, _) => Err(Fail::Failed {
                 reason: format!("{what}: expected `result`, got {}", brief(&other)),
-                dut_broken: who == Who::Dut,
+                dut_broken: who.broken(),
                 tester_broken: who == Who::Tester,
             }),
         }
@@ -167,6 +218,8 @@ struct RunResult {
     guest_system: Option<virtperf_proto::SystemCpu>,
     guest_ns: u64,
     guest_cpu_ns: u64,
+    /// The timed region on the agent's monotonic clock.
+    window_ns: Option<[u64; 2]>,
     at: Instant,
 }
 
@@ -174,13 +227,17 @@ struct RunResult {
 struct Flow {
     suffix: &'static str,
     direction: &'static str,
-    client: Who,
+    /// The DUT instance sends (out) or the tester does (in, reflect).
+    dut_client: bool,
     port: u16,
 }
 
-fn flows(direction: &str) -> Vec<Flow> {
-    let out = |suffix| Flow { suffix, direction: "out", client: Who::Dut, port: BASE_PORT };
-    let inn = |suffix| Flow { suffix, direction: "in", client: Who::Tester, port: BASE_PORT + 1 };
+/// The flows of a direction for instance `k`: each instance has its own pair of ports, so N
+/// instances stream to the tester at once without sharing a socket.
+fn flows(direction: &str, k: usize) -> Vec<Flow> {
+    let base = BASE_PORT + 2 * k as u16;
+    let out = |suffix| Flow { suffix, direction: "out", dut_client: true, port: base };
+    let inn = |suffix| Flow { suffix, direction: "in", dut_client: false, port: base + 1 };
     match direction {
         "in" => vec![inn("")],
         // The tester generates, the DUT sends every frame back (RFC 2544's own setup).
@@ -192,7 +249,7 @@ fn flows(direction: &str) -> Vec<Flow> {
 
 /// Samples host CPU of the DUT and the tester every 1/CPU_SAMPLE_HZ s until `stop`.
 fn sample_cpu(
-    probes: &[(&'static str, CpuProbe, u64)],
+    probes: &[(&'static str, Vec<CpuProbe>, u64)],
     t0: Instant,
     stop: &AtomicBool,
 ) -> Vec<(&'static str, f64, u64)> {
@@ -202,7 +259,7 @@ fn sample_cpu(
     loop {
         let t = t0.elapsed().as_secs_f64() * 1e3;
         for (role, p, base) in probes {
-            if let Some(v) = p.read_ns() {
+            if let Some(v) = read_all(p) {
                 series.push((*role, t, v.saturating_sub(*base)));
             }
         }
@@ -210,66 +267,85 @@ fn sample_cpu(
             return series;
         }
         next += period;
-        // Short sleeps so the end of the trial is seen promptly.
+        // Parked until the next sample; the end of the trial unparks it at once (a trial of a few
+        // milliseconds must not wait out a sampling period).
         while Instant::now() < next && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(5).min(next.saturating_duration_since(Instant::now())));
+            std::thread::park_timeout(next.saturating_duration_since(Instant::now()));
         }
     }
 }
 
-/// Runs one trial of `case` (whose resolved spec is `spec`).
+/// The CPU of several instances together; None when any cannot be read.
+fn read_all(probes: &[CpuProbe]) -> Option<u64> {
+    probes.iter().map(CpuProbe::read_ns).sum()
+}
+
+/// Runs one trial of `case` (whose resolved spec is `spec`) on every instance in `duts` at once.
 pub fn run<'b>(
-    dut: &mut Dut<'b>,
+    duts: &mut [Dut<'b>],
     tester: Option<&mut Tester<'b>>,
     case: &Case,
     spec: &WorkloadSpec,
     timeout: Duration,
 ) -> Result<TrialOutcome, Fail> {
-    let dut_probe = dut.inst.cpu.clone();
-    let tester_probe = tester.as_ref().and_then(|t| t.inst.cpu.clone());
-    let cpu0 = dut_probe.as_ref().and_then(CpuProbe::read_ns);
-    let tcpu0 = tester_probe.as_ref().and_then(CpuProbe::read_ns);
+    let dut_probes: Option<Vec<CpuProbe>> = duts.iter().map(|d| d.inst.cpu.clone()).collect();
+    let tester_probe: Option<Vec<CpuProbe>> =
+        tester.as_ref().and_then(|t| t.inst.cpu.clone()).map(|p| vec![p]);
+    let cpu0 = dut_probes.as_deref().and_then(read_all);
+    let tcpu0 = tester_probe.as_deref().and_then(read_all);
     let mut probes = Vec::new();
-    if let (Some(p), Some(b)) = (&dut_probe, cpu0) {
+    if let (Some(p), Some(b)) = (&dut_probes, cpu0) {
         probes.push(("dut", p.clone(), b));
     }
     if let (Some(p), Some(b)) = (&tester_probe, tcpu0) {
         probes.push(("tester", p.clone(), b));
     }
-    let mut parties = Parties { dut, tester, in_flight: Vec::new() };
+    let mut parties = Parties { duts, tester, in_flight: Vec::new() };
     let stop_sampling = AtomicBool::new(false);
     let t0 = Instant::now();
     let (body, series) = std::thread::scope(|s| {
         let sampler = s.spawn(|| sample_cpu(&probes, t0, &stop_sampling));
         let body = body(&mut parties, case, spec, timeout);
         stop_sampling.store(true, Ordering::Relaxed);
+        sampler.thread().unpark();
         (body, sampler.join().unwrap_or_default())
     });
     let body = match body {
         Ok(b) => b,
-        Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
+        Err(Fail::Failed { reason, mut dut_broken, tester_broken }) => {
             parties.abandon();
             // Which side hung is not known from a deadline alone: whoever does not answer a
             // ping now is relaunched (a stopped tester, a wedged guest), whoever does is kept.
-            let (dut_dead, tester_dead) = (parties.unresponsive(Who::Dut), parties.unresponsive(Who::Tester));
+            for k in 0..parties.duts.len() {
+                if !dut_broken.contains(&k) && parties.unresponsive(Who::Dut(k)) {
+                    dut_broken.push(k);
+                }
+            }
+            let tester_dead = parties.unresponsive(Who::Tester);
             let mut reason = reason;
             if tester_dead && !tester_broken {
                 reason += "; the other side (tester or peer) does not answer";
             }
-            return Err(Fail::Failed {
-                reason,
-                dut_broken: dut_broken || dut_dead,
-                tester_broken: tester_broken || tester_dead,
-            });
+            return Err(Fail::Failed { reason, dut_broken, tester_broken: tester_broken || tester_dead });
         }
         Err(e) => {
             parties.abandon();
             return Err(e);
         }
     };
-    let cpu1 = dut_probe.as_ref().and_then(CpuProbe::read_ns);
-    let tcpu1 = tester_probe.as_ref().and_then(CpuProbe::read_ns);
+    let cpu1 = dut_probes.as_deref().and_then(read_all);
+    let tcpu1 = tester_probe.as_deref().and_then(read_all);
     let delta = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| b.saturating_sub(a));
+    let mut body = body;
+    if let Some((bytes, w0, w1)) = body.transfer {
+        let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1e3;
+        let w = (ms(w0), ms(w1));
+        if let Some(c) = cpu_per_gbit(&series, bytes, w) {
+            body.samples.push(Sample { metric: CPU_PER_GBIT.into(), value: c, unit: "CPU-s/Gbit".into() });
+        }
+        let extra = body.extra.get_or_insert_with(|| json!({}));
+        extra["transfer"] = json!({ "bytes": bytes, "window_ms": [w.0, w.1] });
+    }
     Ok(TrialOutcome {
         status: "ok",
         reason: None,
@@ -281,6 +357,9 @@ pub fn run<'b>(
         tester_cpu_ns: delta(tcpu0, tcpu1),
         extra: body.extra,
         cpu_series: series,
+        rtt_ns: body.rtt.map(|r| r.0),
+        rtt_jitter_ns: body.rtt.map(|r| r.1),
+        instance_samples: body.instance_samples,
     })
 }
 
@@ -290,24 +369,130 @@ struct Body {
     guest_cpu_ns: u64,
     samples: Vec<Sample>,
     extra: Option<Value>,
+    /// Armed trials: the round trip subtracted from `host_ns` and its spread (ns).
+    rtt: Option<(u64, u64)>,
+    /// Stream workloads: payload bytes the receivers got, and the host-clock window of the
+    /// transfer (first client `started` → last result).
+    transfer: Option<(u64, Instant, Instant)>,
+    /// The timed regions of the runs, on each side's agent clock.
+    windows: Vec<(Who, [u64; 2])>,
+    /// Several instances: each one's samples; `samples` then holds the aggregates.
+    instance_samples: Vec<(u32, Sample)>,
+}
+
+/// What a trial of N instances reports beside each instance's figures: per metric the aggregate
+/// (sum of throughputs — metrics where higher is better — mean of everything else), and for each
+/// throughput Jain's fairness index (`METRIC_jain`) and the smallest and largest instance's share
+/// of the sum (`METRIC_share_min`, `METRIC_share_max`, %).
+pub fn aggregate(per_instance: &[Vec<Sample>]) -> Vec<Sample> {
+    let mut names: Vec<(String, String)> = Vec::new();
+    for smp in per_instance.iter().flatten() {
+        if !names.iter().any(|(m, _)| *m == smp.metric) {
+            names.push((smp.metric.clone(), smp.unit.clone()));
+        }
+    }
+    let mut out = Vec::new();
+    for (m, unit) in names {
+        let xs: Vec<f64> =
+            per_instance.iter().filter_map(|v| v.iter().find(|x| x.metric == m).map(|x| x.value)).collect();
+        if xs.len() != per_instance.len() {
+            continue;
+        }
+        let higher =
+            virtperf_workload::metric(&m).is_some_and(|d| d.better == virtperf_workload::Better::Higher);
+        let sum: f64 = xs.iter().sum();
+        let value = if higher { sum } else { sum / xs.len() as f64 };
+        out.push(Sample { metric: m.clone(), value, unit: unit.clone() });
+        // Fairness of the headline figures (a `_host` twin says the same thing again).
+        if higher && !m.ends_with(virtperf_workload::HOST_SUFFIX) {
+            if let Some(j) = virtperf_stats::jain_index(&xs) {
+                out.push(Sample { metric: format!("{m}_jain"), value: j, unit: "index".into() });
+            }
+            if sum > 0.0 {
+                let share = |x: f64| x / sum * 100.0;
+                let (lo, hi) = xs.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+                out.push(Sample { metric: format!("{m}_share_min"), value: share(lo), unit: "%".into() });
+                out.push(Sample { metric: format!("{m}_share_max"), value: share(hi), unit: "%".into() });
+            }
+        }
+    }
+    out
+}
+
+/// Folds the instances' results of one trial into a body: one instance keeps its own samples;
+/// several give aggregates plus each one's samples, and the start skew.
+fn combine(mut per: Vec<Vec<Sample>>, skew_ms: f64) -> (Vec<Sample>, Vec<(u32, Sample)>) {
+    if per.len() == 1 {
+        return (per.pop().unwrap_or_default(), Vec::new());
+    }
+    let mut agg = aggregate(&per);
+    agg.push(Sample { metric: START_SKEW.into(), value: skew_ms, unit: "ms".into() });
+    let each =
+        per.into_iter().enumerate().flat_map(|(k, v)| v.into_iter().map(move |x| (k as u32, x))).collect();
+    (agg, each)
+}
+
+/// Spread of the instances' starts, ms: the spread of their timed regions' beginnings where the
+/// instances read the host's clock (`starts` on one clock), else of the `go`s the host wrote.
+fn start_skew_ms(gos: &[Instant], starts: Option<Vec<u64>>) -> f64 {
+    if let Some(st) = starts.filter(|s| s.len() == gos.len() && !s.is_empty()) {
+        let (lo, hi) = st.iter().fold((u64::MAX, 0), |(l, h), &x| (l.min(x), h.max(x)));
+        return hi.saturating_sub(lo) as f64 / 1e6;
+    }
+    let (Some(lo), Some(hi)) = (gos.iter().min(), gos.iter().max()) else { return 0.0 };
+    hi.duration_since(*lo).as_secs_f64() * 1e3
+}
+
+/// Metric of an N-instance trial: how far apart the instances started, ms.
+pub const START_SKEW: &str = "start_skew";
+
+/// Cumulative CPU of `role` at `t_ms`, interpolated linearly in its series.
+pub fn cpu_at(series: &[(&str, f64, u64)], role: &str, t_ms: f64) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = series.iter().filter(|x| x.0 == role).map(|x| (x.1, x.2 as f64)).collect();
+    let (first, last) = (pts.first()?, pts.last()?);
+    if t_ms <= first.0 {
+        return Some(first.1);
+    }
+    if t_ms >= last.0 {
+        return Some(last.1);
+    }
+    let i = pts.iter().position(|p| p.0 >= t_ms)?;
+    let (a, b) = (pts[i - 1], pts[i]);
+    let f = if b.0 > a.0 { (t_ms - a.0) / (b.0 - a.0) } else { 1.0 };
+    Some(a.1 + f * (b.1 - a.1))
+}
+
+/// Host CPU of the DUT per Gbit received (netperf's service demand; seed 000's CPU cost), over the
+/// transfer window only: CPU interpolated in the 20 Hz series at the window's ends (ms since the
+/// trial began), bytes the receivers counted.
+pub fn cpu_per_gbit(series: &[(&str, f64, u64)], bytes: u64, w_ms: (f64, f64)) -> Option<f64> {
+    let cpu_ns = cpu_at(series, "dut", w_ms.1)? - cpu_at(series, "dut", w_ms.0)?;
+    let gbit = bytes as f64 * 8.0 / 1e9;
+    (gbit > 0.0 && cpu_ns >= 0.0).then(|| cpu_ns / 1e9 / gbit)
 }
 
 fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) -> Result<Body, Fail> {
     let deadline = Instant::now() + timeout;
-    // Background load first, so that the work runs on an already loaded CPU.
-    let load = match case.load {
-        Some(l) => {
-            let who = if l.on == LoadOn::Tester { Who::Tester } else { Who::Dut };
+    // Background load first, so that the work runs on an already loaded CPU: on the tester, or
+    // on every instance of the environment under test.
+    let mut loads = Vec::new();
+    if let Some(l) = case.load {
+        let whos: Vec<Who> = if l.on == LoadOn::Tester {
+            vec![Who::Tester]
+        } else {
+            (0..p.duts.len()).map(Who::Dut).collect()
+        };
+        for who in whos {
             let params = [("percent", json!(l.percent)), ("cpus", json!(l.cpus))]
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect();
-            let (tag, _) = p.send(who, WorkloadSpec { kind: "load".into(), params, net: None })?;
+            let (tag, _) =
+                p.send(who, WorkloadSpec { kind: "load".into(), params, net: None, scratch: None })?;
             p.wait_started(who, tag, deadline, "background load")?;
-            Some((who, tag))
+            loads.push((who, tag));
         }
-        None => None,
-    };
+    }
     let procedure = virtperf_workload::find(&case.kind).is_some_and(|w| w.procedure());
     let mut b = if procedure {
         rfc2544_trial(p, spec, timeout)?
@@ -317,107 +502,246 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
     } else {
         single(p, spec, deadline)?
     };
-    if let Some((who, tag)) = load {
+    let mut reached = Vec::new();
+    let mut results = Vec::new();
+    for (who, tag) in loads {
         let never = AtomicBool::new(false);
         p.inst(who)?
             .conn
             .call(Request::Stop { target: tag }, Duration::from_secs(5), &never)
             .map_err(|e| fail(who, "stopping the background load", e))?;
         let r = p.wait_result(who, tag, Instant::now() + Duration::from_secs(10), "background load")?;
-        b.samples.extend(r.out.samples.iter().cloned());
+        let mut result = r.out.extra;
+        // The load reached over the measured workload's window on the loader's side (same agent,
+        // same clock), not over the loader's whole life.
+        let series: Vec<Vec<[i64; 2]>> = serde_json::from_value(result["series"].take()).unwrap_or_default();
+        let side: Vec<[u64; 2]> = b.windows.iter().filter(|w| w.0 == who).map(|w| w.1).collect();
+        let window = side.iter().map(|w| w[0]).min().zip(side.iter().map(|w| w[1]).max());
+        let in_window = window
+            .and_then(|(a, z)| virtperf_workload::load::achieved_in_window(&series, a as i64, z as i64));
+        let life = r.out.samples.iter().find(|x| x.metric == "load_achieved").map(|x| x.value);
+        if let Some(x) = in_window.or(life) {
+            reached.push(x);
+        }
+        result["achieved_over"] =
+            json!(if in_window.is_some() { "the workload's window" } else { "the loader's life" });
+        results.push(result);
+    }
+    if !reached.is_empty() {
+        // Over the loaders (one per instance): their mean.
+        let mean = reached.iter().sum::<f64>() / reached.len() as f64;
+        b.samples.push(Sample { metric: "load_achieved".into(), value: mean, unit: "%".into() });
+        let on = if case.load.is_some_and(|l| l.on == LoadOn::Tester) { "tester" } else { "dut" };
+        let result = if results.len() == 1 { results.remove(0) } else { json!(results) };
         let extra = b.extra.get_or_insert_with(|| json!({}));
-        extra["load"] = json!({"on": if who == Who::Dut { "dut" } else { "tester" }, "result": r.out.extra});
+        extra["load"] = json!({"on": on, "result": result});
     }
     Ok(b)
 }
 
-/// A workload on the DUT alone.
+/// Armed `noop` runs timed like a workload (`go` → `result`) before each armed trial.
+const GO_CALIBRATIONS: usize = 5;
+
+/// The host-clock span of an armed run that does nothing: the cost of `go` reaching the agent,
+/// waking the run's thread and the result coming back — what an armed workload's host span
+/// includes besides its work. Median and spread (second-longest − second-shortest) of
+/// [`GO_CALIBRATIONS`] runs, measured now: an idle ping at launch is neither the same path nor
+/// the same moment (a UML guest's was 6 ms with a 10 ms spread right after boot, 0.5 ms later).
+fn go_overhead(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Duration, Duration), Fail> {
+    let noop = WorkloadSpec { kind: "noop".into(), params: Default::default(), net: None, scratch: None };
+    let mut spans = Vec::with_capacity(GO_CALIBRATIONS);
+    for _ in 0..GO_CALIBRATIONS {
+        let (tag, _) = p.send_run(who, noop.clone(), true)?;
+        p.wait_armed(who, tag, deadline, "calibrating the host clock")?;
+        let go = p.go(who, tag)?;
+        let r = p.wait_result(who, tag, deadline, "calibrating the host clock")?;
+        spans.push(r.at.duration_since(go));
+    }
+    spans.sort();
+    Ok((spans[spans.len() / 2], spans[spans.len() - 2].saturating_sub(spans[1])))
+}
+
+/// A workload on the DUT alone, armed: its setup happens before `go`, so the host's clock spans
+/// exactly the timed region (`go` written → `result` read, less the same span of an armed run
+/// that does nothing), and fixed-work workloads report their headline metric on that clock too
+/// (`METRIC_host`). With several instances every one is armed, then all get `go` back to back (a
+/// start barrier), and the trial ends when the last one finishes.
 fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
-    let (tag, sent) = p.send(Who::Dut, spec.clone())?;
-    let started = p.wait_started(Who::Dut, tag, deadline, "the workload")?;
-    let r = p.wait_result(Who::Dut, tag, started.max(deadline), "the workload")?;
-    let rtt = p.dut.inst.rtt;
+    let n = p.duts.len();
+    let mut cal = Vec::with_capacity(n);
+    for k in 0..n {
+        cal.push(go_overhead(p, Who::Dut(k), deadline)?);
+    }
+    let mut tags = Vec::with_capacity(n);
+    let writes = virtperf_workload::find(&spec.kind).is_some_and(|w| w.needs_scratch());
+    for k in 0..n {
+        // Each instance writes on its own scratch disk.
+        let scratch = p.duts[k].inst.scratch.as_ref().filter(|_| writes).map(|s| s.dir.clone());
+        tags.push(p.send_run(Who::Dut(k), WorkloadSpec { scratch, ..spec.clone() }, true)?.0);
+    }
+    for (k, &tag) in tags.iter().enumerate() {
+        p.wait_armed(Who::Dut(k), tag, deadline, "the workload")?;
+    }
+    let mut gos = Vec::with_capacity(n);
+    for (k, &tag) in tags.iter().enumerate() {
+        gos.push(p.go(Who::Dut(k), tag)?);
+    }
+    let w = virtperf_workload::find(&spec.kind);
+    let (mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u64, 0u64, 0u64);
+    let (mut per, mut windows, mut extras, mut starts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (k, &tag) in tags.iter().enumerate() {
+        let r = p.wait_result(Who::Dut(k), tag, deadline, "the workload")?;
+        let h = r.at.duration_since(gos[k]).saturating_sub(cal[k].0).as_nanos() as u64;
+        let mut samples = r.out.samples;
+        if let Some(w) = w {
+            samples.extend(w.on_host_clock(&virtperf_workload::Params(&spec.params), h));
+        }
+        host_ns = host_ns.max(h);
+        guest_ns = guest_ns.max(r.guest_ns);
+        guest_cpu_ns += r.guest_cpu_ns;
+        if let Some(win) = r.window_ns {
+            windows.push((Who::Dut(k), win));
+            starts.push(win[0]);
+        }
+        per.push(samples);
+        let mut extra = r.out.extra;
+        // Where the bytes landed, as the environment made it (stored with the trial).
+        if let (true, Some(sc), Some(obj)) = (writes, &p.duts[k].inst.scratch, extra.as_object_mut()) {
+            if !obj.contains_key("dir") || obj.get("dir").and_then(Value::as_str) == Some(sc.dir.as_str()) {
+                obj.insert("scratch".into(), json!(sc.what));
+            }
+        }
+        extras.push(extra);
+    }
+    let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock);
+    let skew = start_skew_ms(&gos, shared_clock.then_some(starts));
+    let (samples, instance_samples) = combine(per, skew);
+    let extra =
+        if n == 1 { extras.pop().filter(|e| !e.is_null()) } else { Some(json!({ "instances": extras })) };
     Ok(Body {
-        // Request sent → result received, less the instance's idle round trip. Not `started` →
-        // `result`: the agent saturates a CPU right after writing `started`, and the scheduler
-        // may keep the host's reader waiting on that CPU until the work ends.
-        host_ns: r.at.duration_since(sent).saturating_sub(rtt).as_nanos() as u64,
-        guest_ns: r.guest_ns,
-        guest_cpu_ns: r.guest_cpu_ns,
-        samples: r.out.samples,
-        extra: (!r.out.extra.is_null()).then_some(r.out.extra),
+        host_ns,
+        guest_ns,
+        guest_cpu_ns,
+        samples,
+        extra,
+        // One instance: its calibration, for the clock check (several: no per-trial check).
+        rtt: (n == 1).then(|| (cal[0].0.as_nanos() as u64, cal[0].1.as_nanos() as u64)),
+        transfer: None,
+        windows,
+        instance_samples,
     })
 }
 
-/// A network workload between the DUT and the tester.
+/// A network workload between the DUT and the tester: one flow per direction and per instance,
+/// all at once (the tester runs one server or client per instance). Every server listens before
+/// any client starts; with several instances the clients are armed and started back to back.
 fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
-    let dut_addr = p.dut.addr.clone().ok_or_else(|| Fail::Failed {
-        reason: "a network workload needs the lab, which was not built".into(),
-        dut_broken: false,
-        tester_broken: false,
-    })?;
+    let n = p.duts.len();
+    let dut_addrs: Vec<String> =
+        p.duts.iter().map(|d| d.addr.clone()).collect::<Option<_>>().ok_or_else(|| Fail::Failed {
+            reason: "a network workload needs the lab, which was not built".into(),
+            dut_broken: Vec::new(),
+            tester_broken: false,
+        })?;
     let tester_addr = match &p.tester {
         Some(t) => t.addr.clone(),
         None => {
             return Err(Fail::Failed {
                 reason: "the lab's tester is not running".into(),
-                dut_broken: false,
+                dut_broken: Vec::new(),
                 tester_broken: true,
             })
         }
     };
-    let flows = flows(direction);
-    let addr_of = |w: Who| if w == Who::Dut { dut_addr.clone() } else { tester_addr.clone() };
-    let other = |w: Who| if w == Who::Dut { Who::Tester } else { Who::Dut };
-    let role = |f: &Flow, side: Side, i: usize| {
-        let me = if side == Side::Client { f.client } else { other(f.client) };
+    // (instance, flow) pairs; the client and server of each.
+    let all: Vec<(usize, Flow)> =
+        (0..n).flat_map(|k| flows(direction, k).into_iter().map(move |f| (k, f))).collect();
+    let client_of = |k: usize, f: &Flow| if f.dut_client { Who::Dut(k) } else { Who::Tester };
+    let server_of = |k: usize, f: &Flow| if f.dut_client { Who::Tester } else { Who::Dut(k) };
+    let addr_of = |w: Who| match w {
+        Who::Dut(k) => dut_addrs[k].clone(),
+        Who::Tester => tester_addr.clone(),
+    };
+    let role = |k: usize, f: &Flow, side: Side, i: usize| {
+        let (me, peer) = match side {
+            Side::Client => (client_of(k, f), server_of(k, f)),
+            Side::Server => (server_of(k, f), client_of(k, f)),
+        };
         WorkloadSpec {
             net: Some(NetRole {
                 side,
                 bind: addr_of(me),
-                peer: addr_of(other(me)),
+                peer: addr_of(peer),
                 port: f.port,
                 flow: i as u32 + 1,
             }),
             ..spec.clone()
         }
     };
-    // Servers listen before any client starts.
     let mut servers = Vec::new();
-    for (i, f) in flows.iter().enumerate() {
-        let who = other(f.client);
-        let (tag, sent) = p.send(who, role(f, Side::Server, i))?;
+    for (i, (k, f)) in all.iter().enumerate() {
+        let who = server_of(*k, f);
+        let (tag, sent) = p.send(who, role(*k, f, Side::Server, i))?;
         p.wait_started(who, tag, deadline, &format!("the {} server", f.direction))?;
         servers.push((who, tag, sent));
     }
+    let armed = n > 1;
     let mut clients = Vec::new();
-    for (i, f) in flows.iter().enumerate() {
-        let (tag, sent) = p.send(f.client, role(f, Side::Client, i))?;
-        p.wait_started(f.client, tag, deadline, &format!("the {} client", f.direction))?;
-        clients.push((f.client, tag, sent));
+    let mut first_started = None;
+    for (i, (k, f)) in all.iter().enumerate() {
+        let who = client_of(*k, f);
+        let (tag, sent) = p.send_run(who, role(*k, f, Side::Client, i), armed)?;
+        let at = p.wait_started(who, tag, deadline, &format!("the {} client", f.direction))?;
+        if !armed {
+            first_started.get_or_insert(at);
+        }
+        clients.push((who, tag, sent));
     }
+    let mut gos = Vec::new();
+    if armed {
+        for (i, (_, f)) in all.iter().enumerate() {
+            let (who, tag, _) = clients[i];
+            p.wait_armed(who, tag, deadline, &format!("the {} client", f.direction))?;
+        }
+        for c in clients.iter_mut() {
+            let go = p.go(c.0, c.1)?;
+            c.2 = go;
+            gos.push(go);
+        }
+        first_started = gos.iter().min().copied();
+    }
+    let (mut bytes, mut last_result) = (None::<u64>, None::<Instant>);
+    let mut windows = Vec::new();
     let w = virtperf_workload::find(&spec.kind).ok_or_else(|| Fail::Failed {
         reason: format!("unknown workload `{}`", spec.kind),
-        dut_broken: false,
+        dut_broken: Vec::new(),
         tester_broken: false,
     })?;
-    let mut samples = Vec::new();
+    let mut per: Vec<Vec<Sample>> = vec![Vec::new(); n];
     let mut flows_extra = Vec::new();
     let (mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u64, 0u64, 0u64);
-    let rtt = p.dut.inst.rtt;
-    for (i, f) in flows.iter().enumerate() {
+    let mut client_starts = Vec::new();
+    for (i, (k, f)) in all.iter().enumerate() {
         let (cw, ctag, csent) = clients[i];
         let (sw, stag, ssent) = servers[i];
         let c = p.wait_result(cw, ctag, deadline, &format!("the {} client", f.direction))?;
         let s = p.wait_result(sw, stag, deadline, &format!("the {} server", f.direction))?;
+        if let Some(b) = s.out.extra["bytes"].as_u64() {
+            *bytes.get_or_insert(0) += b;
+        }
+        last_result = Some(last_result.map_or(c.at.max(s.at), |l| l.max(c.at).max(s.at)));
+        windows.extend(c.window_ns.map(|w| (cw, w)));
+        windows.extend(s.window_ns.map(|w| (sw, w)));
+        client_starts.extend(c.window_ns.map(|w| w[0]));
         // The DUT's side of the flow is what the host clock times and the guest reports.
-        let (dut_r, dut_sent) = if cw == Who::Dut { (&c, csent) } else { (&s, ssent) };
-        host_ns = host_ns.max(dut_r.at.duration_since(dut_sent).saturating_sub(rtt).as_nanos() as u64);
+        let (dut_r, dut_sent) = if f.dut_client { (&c, csent) } else { (&s, ssent) };
+        host_ns = host_ns
+            .max(dut_r.at.duration_since(dut_sent).saturating_sub(p.duts[*k].inst.rtt).as_nanos() as u64);
         guest_ns = guest_ns.max(dut_r.guest_ns);
         guest_cpu_ns += dut_r.guest_cpu_ns;
         if let Some(u) = dut_r.guest_system.and_then(|g| g.util_pct()) {
             // What sar inside the environment shows: every CPU it sees, all processes, softirq included.
-            samples.push(Sample {
+            per[*k].push(Sample {
                 metric: format!("guest_cpu_util{}", f.suffix),
                 value: u,
                 unit: "%".into(),
@@ -425,26 +749,42 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         }
         for mut smp in w.merge(&s.out, &c.out) {
             smp.metric.push_str(f.suffix);
-            samples.push(smp);
+            per[*k].push(smp);
         }
         flows_extra.push(json!({
+            "instance": k,
             "direction": f.direction,
-            "dut": if cw == Who::Dut { "client" } else { "server" },
+            "dut": if f.dut_client { "client" } else { "server" },
             "server": s.out.extra,
             "client": c.out.extra,
         }));
     }
-    Ok(Body { host_ns, guest_ns, guest_cpu_ns, samples, extra: Some(json!({ "flows": flows_extra })) })
+    let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock) && all.iter().all(|(_, f)| f.dut_client);
+    let skew = start_skew_ms(&gos, shared_clock.then_some(client_starts));
+    let (samples, instance_samples) = combine(per, skew);
+    Ok(Body {
+        host_ns,
+        guest_ns,
+        guest_cpu_ns,
+        samples,
+        extra: Some(json!({ "flows": flows_extra })),
+        rtt: None,
+        transfer: bytes.zip(first_started).zip(last_result).map(|((b, w0), w1)| (b, w0, w1)),
+        windows,
+        instance_samples,
+    })
 }
 
 /// An RFC 2544 procedure: many `frames` steps between the tester and the DUT, each with its own
 /// deadline (a procedure at the RFC's 60 s trials runs for hours, beyond any one trial timeout).
 fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Result<Body, Fail> {
-    let st =
-        virtperf_workload::rfc2544::Settings::from_params(&virtperf_workload::Params(&spec.params)).map_err(
-            |(k, m)| Fail::Failed { reason: format!("{k}: {m}"), dut_broken: false, tester_broken: false },
-        )?;
-    let probe = p.dut.inst.cpu.clone();
+    let st = virtperf_workload::rfc2544::Settings::from_params(&virtperf_workload::Params(&spec.params))
+        .map_err(|(k, m)| Fail::Failed {
+            reason: format!("{k}: {m}"),
+            dut_broken: Vec::new(),
+            tester_broken: false,
+        })?;
+    let probe = p.duts.first().and_then(|d| d.inst.cpu.clone());
     let t0 = Instant::now();
     let (mut tag, mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u16, 0u64, 0u64, 0u64);
     let mut step = |sp: &crate::rfc2544::StepSpec| -> Result<crate::rfc2544::Measured, Fail> {
@@ -471,7 +811,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let fspec = WorkloadSpec { kind: "frames".into(), params, net: None };
+        let fspec = WorkloadSpec { kind: "frames".into(), params, net: None, scratch: None };
         let send_ms =
             if sp.count > 0 { (sp.count as f64 / sp.rate_fps * 1e3) as u64 } else { sp.duration_ms };
         let deadline = Instant::now()
@@ -508,7 +848,17 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
     };
     let (samples, mut detail) = crate::rfc2544::run(&st, &mut step)?;
     detail["wall_ms"] = json!(t0.elapsed().as_secs_f64() * 1e3);
-    Ok(Body { host_ns, guest_ns, guest_cpu_ns, samples, extra: Some(json!({ "rfc2544": detail })) })
+    Ok(Body {
+        host_ns,
+        guest_ns,
+        guest_cpu_ns,
+        samples,
+        extra: Some(json!({ "rfc2544": detail })),
+        rtt: None,
+        transfer: None,
+        windows: Vec::new(),
+        instance_samples: Vec::new(),
+    })
 }
 
 #[cfg(test)]
@@ -517,20 +867,62 @@ mod tests {
 
     #[test]
     fn directions_make_flows() {
-        let f = flows("out");
-        assert_eq!((f.len(), f[0].client, f[0].suffix), (1, Who::Dut, ""));
-        let f = flows("in");
-        assert_eq!((f.len(), f[0].client), (1, Who::Tester));
-        let f = flows("both");
+        let f = flows("out", 0);
+        assert_eq!((f.len(), f[0].dut_client, f[0].suffix, f[0].port), (1, true, "", BASE_PORT));
+        let f = flows("in", 0);
+        assert_eq!((f.len(), f[0].dut_client), (1, false));
+        let f = flows("both", 0);
         assert_eq!(f.len(), 2);
         assert_ne!(f[0].port, f[1].port, "two flows at once need two ports");
         assert_eq!((f[0].suffix, f[1].suffix), ("_out", "_in"));
+        // Instance 3's flows have ports of their own.
+        let g = flows("both", 3);
+        assert!(g.iter().all(|x| f.iter().all(|y| x.port != y.port)));
+    }
+
+    #[test]
+    fn n_instances_aggregate_sums_throughputs_averages_times_and_rates_fairness() {
+        let s = |m: &str, v: f64, u: &str| Sample { metric: m.into(), value: v, unit: u.into() };
+        // Seed 000, 4 VMs loaded: 60 + 50 + 60 + 60 Mbit/s.
+        let per: Vec<Vec<Sample>> = [0.060, 0.050, 0.060, 0.060]
+            .iter()
+            .map(|&g| vec![s("tcp_goodput", g, "Gbit/s"), s("tcp_rr_latency", g * 1000.0, "us")])
+            .collect();
+        let a = aggregate(&per);
+        let get = |m: &str| a.iter().find(|x| x.metric == m).map(|x| x.value).unwrap();
+        assert!((get("tcp_goodput") - 0.230).abs() < 1e-12, "sum of throughputs");
+        assert!((get("tcp_rr_latency") - 57.5).abs() < 1e-9, "mean of the others");
+        assert!((get("tcp_goodput_jain") - 0.99436).abs() < 1e-5);
+        assert!((get("tcp_goodput_share_min") - 0.050 / 0.230 * 100.0).abs() < 1e-9);
+        assert!((get("tcp_goodput_share_max") - 0.060 / 0.230 * 100.0).abs() < 1e-9);
+        assert!(a.iter().all(|x| x.metric != "tcp_rr_latency_jain"), "no fairness of a time");
+        let (agg, each) = combine(per, 1.5);
+        assert_eq!(each.len(), 8);
+        assert!(agg.iter().any(|x| x.metric == START_SKEW && x.value == 1.5));
+        let (one, none) = combine(vec![vec![s("cpu_rate", 1.0, "Mops/s")]], 0.0);
+        assert_eq!((one.len(), none.len()), (1, 0), "one instance keeps its own samples");
+    }
+
+    #[test]
+    fn cpu_per_gbit_is_cpu_over_the_transfer_window_per_byte_received() {
+        // 1 CPU-second per second from t = 0; the trial's setup before 100 ms and the teardown
+        // after 1100 ms must not count.
+        let series: Vec<(&str, f64, u64)> =
+            (0..=24).map(|i| ("dut", i as f64 * 50.0, i as u64 * 50_000_000)).collect();
+        // 1 Gbit received between 100 and 1100 ms: 1 CPU-s over that second → 1 CPU-s/Gbit.
+        let c = cpu_per_gbit(&series, 125_000_000, (100.0, 1100.0)).unwrap();
+        assert!((c - 1.0).abs() < 1e-9, "{c}");
+        // Interpolated between samples, clamped outside the series.
+        assert_eq!(cpu_at(&series, "dut", 75.0), Some(75e6));
+        assert_eq!(cpu_at(&series, "dut", 5000.0), Some(1200e6));
+        assert_eq!(cpu_at(&series, "tester", 5.0), None);
+        assert_eq!(cpu_per_gbit(&series, 0, (0.0, 100.0)), None);
     }
 
     #[test]
     fn cpu_sampler_runs_at_its_rate() {
         let stop = AtomicBool::new(false);
-        let probes = vec![("dut", CpuProbe::Proc(std::process::id()), 0)];
+        let probes = vec![("dut", vec![CpuProbe::Proc(std::process::id())], 0)];
         let t0 = Instant::now();
         let series = std::thread::scope(|s| {
             let h = s.spawn(|| sample_cpu(&probes, t0, &stop));

@@ -10,8 +10,9 @@
 //! One namespace per endpoint, one hub namespace holding the bridge: nothing is created in, or
 //! changed about, the root namespace. Each namespace is written to the ledger before it is
 //! created; deleting a namespace destroys the veths and qdiscs inside it, so the namespaces are
-//! all there is to undo. Link emulation (rate, delay, loss) is put on both ends of each DUT's
-//! veth, so a DUT↔tester path crosses exactly one emulated link in each direction.
+//! all there is to undo. Link emulation (rate, delay, loss) is put on both ends of the tester's
+//! veth — the wire every environment and instance shares — or, when workloads run between
+//! environments (all-pairs), on both ends of each environment's veth instead.
 //!
 //! Why `ip`/`tc` (iproute2) rather than a netlink crate: `ip netns` owns the `/run/netns`
 //! bind-mount convention that OCI runtimes (and a user debugging a run) understand, qdisc options
@@ -30,6 +31,10 @@ use crate::ledger::{Entry, Ledger};
 pub const WIRE_OVERHEAD: u64 = 24;
 /// Ethernet header (the MTU excludes it).
 pub const ETH_HEADER: u64 = 14;
+/// The smallest frame's cost on the wire: 64 bytes with FCS + preamble and gap.
+pub const MIN_WIRE_FRAME: u64 = 84;
+/// Largest tbf burst: under a 64 KiB GSO packet, so tbf always segments super-packets.
+const TBF_BURST_MAX: u64 = 32 * 1024;
 
 /// The lab's settings (experiment `[lab]` table, `--lab key=value,...`).
 #[derive(Debug, Clone, PartialEq)]
@@ -170,13 +175,17 @@ pub fn shape_args(s: &LabSpec, ns: &str, dev: &str) -> Option<Vec<String>> {
             args.extend(["rate".into(), format!("{r}bit"), WIRE_OVERHEAD.to_string()]);
         }
     } else if let Some(r) = s.rate_bps {
-        // A size table adds the wire overhead to every packet the token bucket counts.
-        // Burst: 1 ms at the link rate, at least two full frames.
-        let burst = (r / 8 / 1000).max(2 * (s.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD));
+        // Gigabit Ethernet frame by frame, with segmentation offload left on (one frame per skb
+        // costs this host ~40 µs per segment of TCP: 0.35 Gbit/s at most). tbf splits any packet
+        // larger than its burst into wire-sized segments itself (`tbf_segment`), and charges each
+        // dequeued packet its length + `overhead` (FCS, preamble, gap), at least `mpu` (the
+        // 64-byte minimum frame on the wire: 84). A size table (`stab`) would be charged once per
+        // 64 KiB super-packet instead: 0.999 Gbit/s through a 0.9415 Gbit/s ceiling.
+        // Burst: 1 ms at the link rate (a late timer loses no tokens), at least 4 full frames, at
+        // most half a GSO packet (64 KiB) so that super-packets are always split.
+        let frame = s.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD;
+        let burst = (r / 8 / 1000).clamp(4 * frame, TBF_BURST_MAX.max(4 * frame));
         args.extend([
-            "stab".into(),
-            "overhead".into(),
-            WIRE_OVERHEAD.to_string(),
             "tbf".into(),
             "rate".into(),
             format!("{r}bit"),
@@ -184,6 +193,10 @@ pub fn shape_args(s: &LabSpec, ns: &str, dev: &str) -> Option<Vec<String>> {
             burst.to_string(),
             "latency".into(),
             "50ms".into(),
+            "overhead".into(),
+            WIRE_OVERHEAD.to_string(),
+            "mpu".into(),
+            MIN_WIRE_FRAME.to_string(),
         ]);
     } else {
         return None;
@@ -222,6 +235,26 @@ fn sh(prog: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The `rps_cpus` mask of every online CPU (comma-separated 32-bit groups, as sysfs writes it).
+pub fn all_cpus_mask(n: usize) -> String {
+    let n = n.max(1);
+    let mut groups: Vec<String> = (0..n.div_ceil(32))
+        .map(|g| {
+            let bits = (n - g * 32).min(32);
+            format!("{:x}", if bits == 32 { u32::MAX } else { (1u32 << bits) - 1 })
+        })
+        .collect();
+    groups.reverse();
+    groups.join(",")
+}
+
+/// Turns on receive packet steering over every CPU for `dev`'s receive queue in `ns`.
+fn steer_flows(ns: &str, dev: &str) -> Result<(), String> {
+    let mask = all_cpus_mask(crate::env::host_cpus());
+    let script = format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
+    sh("ip", &["netns", "exec", ns, "sh", "-c", &script])
+}
+
 /// Deletes a namespace this tool made (names start with `vp` and a digit). Idempotent.
 pub fn delete_netns(name: &str) {
     let ours = name.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
@@ -234,7 +267,10 @@ impl Lab {
     /// Builds the hub, the tester's endpoint and `n` DUT endpoints. On any error, removes what
     /// it made and says which step failed.
     /// `taps[i]`: environment i is a guest that needs a tap instead of an address.
-    pub fn build(ledger: &mut Ledger, taps: &[bool], spec: &LabSpec) -> Result<Lab, String> {
+    /// `pairs`: some workload runs between environments (all-pairs), so each environment's own
+    /// link is the one to shape; else the tester's link is, shared by every environment and
+    /// instance (see [`Lab::build_inner`]).
+    pub fn build(ledger: &mut Ledger, taps: &[bool], spec: &LabSpec, pairs: bool) -> Result<Lab, String> {
         let n = taps.len();
         if n > MAX_ENDPOINTS {
             return Err(format!("at most {MAX_ENDPOINTS} environments per run have a lab address"));
@@ -252,7 +288,7 @@ impl Lab {
                 .collect(),
             created: Vec::new(),
         };
-        match lab.build_inner(ledger, &prefix) {
+        match lab.build_inner(ledger, &prefix, pairs) {
             Ok(()) => Ok(lab),
             Err(e) => {
                 lab.teardown(ledger);
@@ -268,14 +304,21 @@ impl Lab {
         sh("ip", &["-n", name, "link", "set", "lo", "up"])
     }
 
-    fn build_inner(&mut self, ledger: &mut Ledger, prefix: &str) -> Result<(), String> {
+    /// Shaping puts exactly one emulated wire on each environment↔tester path, each direction:
+    /// two token buckets in series at the same rate lose throughput (the second has no backlog,
+    /// so each late timer loses tokens for good: 0.76–0.93 Gbit/s through a 0.94 Gbit/s wire,
+    /// measured). With only tester flows, the wire is the tester's link (both ends), which N
+    /// environments or instances then share, as seed 000's VMs shared their host's NIC. With
+    /// all-pairs flows, each environment's link is shaped instead (both ends), so that a pair of
+    /// environments is joined by emulated wires; a path between two environments then crosses two.
+    fn build_inner(&mut self, ledger: &mut Ledger, prefix: &str, pairs: bool) -> Result<(), String> {
         let hub = format!("{prefix}-hub");
         self.add_netns(ledger, &hub)?;
         sh("ip", &["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
         sh("ip", &["-n", &hub, "link", "set", "br0", "up"])?;
         let mtu = self.spec.mtu.to_string();
-        let ends: Vec<(Endpoint, bool)> = std::iter::once((self.tester.clone(), false))
-            .chain(self.endpoints.iter().cloned().map(|e| (e, true)))
+        let ends: Vec<(Endpoint, bool)> = std::iter::once((self.tester.clone(), !pairs))
+            .chain(self.endpoints.iter().cloned().map(|e| (e, pairs)))
             .collect();
         for (i, (ep, shaped)) in ends.iter().enumerate() {
             let ns = ep.netns.as_str();
@@ -303,11 +346,14 @@ impl Lab {
                 }
             }
             sh("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
-            if self.spec.rate_bps.is_some() {
-                // One wire frame per packet: with segmentation offload a qdisc sees 64 KiB
-                // super-packets and adds the per-frame wire overhead once per 40 frames. Senders
-                // are the endpoints' stacks, so their eth0 is where it is turned off.
-                sh("ip", &["-n", ns, "link", "set", "eth0", "gso_max_segs", "1"])?;
+            // In-order delivery, as on a wire: a veth queues received packets on the backlog of
+            // whichever CPU sent them, so a sender that moves between CPUs (or a qdisc dequeued
+            // from a timer) reorders a TCP flow (iperf3: ~24 000 retransmits in 3 s unshaped).
+            // RPS steers each flow to one CPU by its hash: 0 retransmits, the same goodput.
+            steer_flows(ns, "eth0")?;
+            steer_flows(&hub, &h)?;
+            if let Some(tap) = &ep.tap {
+                steer_flows(ns, tap)?;
             }
             if *shaped {
                 self.shape(&hub, &h)?;
@@ -365,8 +411,14 @@ mod tests {
         let rate = LabSpec { rate_bps: Some(1_000_000_000), ..Default::default() };
         assert_eq!(
             shape_args(&rate, "vp1-e0", "eth0").unwrap().join(" "),
-            "-n vp1-e0 qdisc add dev eth0 root stab overhead 24 tbf rate 1000000000bit burst 125000 latency 50ms"
+            "-n vp1-e0 qdisc add dev eth0 root tbf rate 1000000000bit burst 32768 latency 50ms overhead 24 mpu 84"
         );
+        let fast = LabSpec { rate_bps: Some(10_000_000_000), ..Default::default() };
+        let a = shape_args(&fast, "n", "d").unwrap();
+        assert_eq!(a[a.iter().position(|x| x == "burst").unwrap() + 1], "32768", "below a 64 KiB GSO packet");
+        assert_eq!(all_cpus_mask(2), "3");
+        assert_eq!(all_cpus_mask(32), "ffffffff");
+        assert_eq!(all_cpus_mask(40), "ff,ffffffff");
         // Delay or loss need netem (not exercised on kernels without CONFIG_NET_SCH_NETEM).
         let netem =
             LabSpec { rate_bps: Some(1_000_000_000), delay_us: 500, loss_pct: 0.1, ..Default::default() };
@@ -376,7 +428,7 @@ mod tests {
         );
         let slow = LabSpec { rate_bps: Some(1_000_000), ..Default::default() };
         let a = shape_args(&slow, "n", "d").unwrap();
-        assert_eq!(a[a.iter().position(|x| x == "burst").unwrap() + 1], "3076", "at least two full frames");
+        assert_eq!(a[a.iter().position(|x| x == "burst").unwrap() + 1], "6152", "at least four full frames");
     }
 
     #[test]

@@ -1,0 +1,1153 @@
+//! Reports, always computed from the database (so `run` and `report` print the same thing):
+//! summaries per environment × case × metric, overhead versus the native baseline with Fieller
+//! 95 % intervals, the host-vs-guest clock check, start times, and failures.
+
+use std::collections::BTreeMap;
+
+pub mod disk;
+
+use anyhow::Result;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
+use serde::Serialize;
+use virtperf_stats::{ratio_ci, Summary};
+use virtperf_workload::Better;
+
+use crate::store::{Store, TrialRow};
+
+/// Derived per-trial metric: CPU time of the instance's host-side processes during the trial.
+pub const HOST_CPU: &str = "host_cpu_time";
+/// Derived for network workloads: the tester's host CPU, the agent's own CPU (what `sar` inside
+/// the environment would attribute to the workload), and host CPU per Gbit moved (netperf's
+/// service demand; seed 000's "CPU cost").
+pub const TESTER_CPU: &str = "tester_cpu_time";
+pub const GUEST_CPU: &str = "guest_cpu_time";
+pub use crate::trial::CPU_PER_GBIT;
+const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
+
+/// The clock check, per armed trial: the host's span of the timed region (`go` → `result`, less
+/// the median span of armed runs that do nothing, measured just before) and the guest's agree when
+/// they differ by at most `max(4 × jitter, overhead / 2, 100 µs) + CLOCK_RATE_TOL × guest`. The
+/// absolute part is what the calibration allows: its runs vary by `jitter` (their spread), and
+/// a busy guest's `go` path varies more than an idle one's (TCG guests: ±0.5 ms around an
+/// overhead of ~1 ms, measured). The relative part is the clock-rate error
+/// tolerated; a guest clock off by more is a finding (seed 002).
+const CLOCK_RATE_TOL: f64 = 0.01;
+
+/// Tolerance of one trial's clock check, ns.
+pub fn clock_tolerance_ns(overhead_ns: f64, jitter_ns: f64, guest_ns: f64) -> f64 {
+    (4.0 * jitter_ns).max(overhead_ns / 2.0).max(100_000.0) + CLOCK_RATE_TOL * guest_ns
+}
+
+#[derive(Debug, Serialize)]
+pub struct Overhead {
+    /// environment mean / native mean
+    pub ratio: f64,
+    /// Fieller 95 % interval; null when there is none (`no_ci` says why)
+    pub ci95: Option<[f64; 2]>,
+    /// Why `ci95` is null: unbounded, one sample on a side, no variation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_ci: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ResultRow {
+    pub environment: String,
+    /// All-pairs results: the receiving environment (`environment` sends to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// Several instances: this row is instance k's own figure (absent: the environment's, which
+    /// for several instances is the aggregate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<u32>,
+    pub workload: String,
+    pub params: serde_json::Value,
+    pub metric: String,
+    pub unit: String,
+    pub better: &'static str,
+    pub n: usize,
+    pub mean: f64,
+    pub median: f64,
+    pub stdev: f64,
+    pub min: f64,
+    pub max: f64,
+    pub cv: Option<f64>,
+    /// Student-t 95 % interval of the mean; null when n = 1 or all samples are equal (`no_ci`).
+    pub ci95: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_ci: Option<&'static str>,
+    /// Samples flagged by median/MAD (kept in every statistic).
+    pub outliers: usize,
+    pub overhead: Option<Overhead>,
+    /// Which clock timed this figure, for metrics measured on both: `host` (the orchestrator's,
+    /// around the timed region) for environments with a clock of their own, `guest` (the
+    /// workload's timer) where that is the host kernel's clock. Absent: one clock only (a rate the
+    /// workload measured over its own duration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<&'static str>,
+    /// The same metric on the other clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_clock: Option<OtherClock>,
+    /// Most of this environment's trials of this workload failed the clock check: its figures,
+    /// and its ratio, rest on a clock that does not keep time with the host's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub clock_disagrees: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OtherClock {
+    pub clock: &'static str,
+    pub mean: f64,
+    pub ci95: Option<[f64; 2]>,
+    pub n: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClockCheck {
+    pub environment: String,
+    pub workload: String,
+    /// The clock this environment's dual-clock figures are headlined on.
+    pub headline: &'static str,
+    pub host_ms_mean: f64,
+    pub guest_ms_mean: f64,
+    /// host / guest
+    pub ratio: f64,
+    /// Armed trials checked, and how many of them agreed within their tolerance.
+    pub trials: usize,
+    pub agreeing: usize,
+    /// Median of host − guest over the trials, ms and % of the guest's span.
+    pub median_offset_ms: f64,
+    pub median_offset_pct: f64,
+    /// Median tolerance of the trials, ms.
+    pub tolerance_ms: f64,
+    /// Most trials agree.
+    pub agree: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EnvSummary {
+    pub name: String,
+    pub kind: String,
+    pub params: serde_json::Value,
+    pub launches: usize,
+    pub start_ms_mean: Option<f64>,
+    /// Launch to the agent's hello, host clock: one sample per successful launch.
+    pub start_ms: Option<StartTimes>,
+}
+
+/// The start times of an environment's launches (a measurement like any other).
+#[derive(Debug, Serialize)]
+pub struct StartTimes {
+    pub n: usize,
+    pub mean: f64,
+    pub ci95: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_ci: Option<&'static str>,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Seed 000's table for one environment (as written, before its `instances` sweep), workload
+/// and metric: a row per instance count.
+#[derive(Debug, Serialize)]
+pub struct InstanceTable {
+    pub group: String,
+    pub workload: String,
+    pub metric: String,
+    pub unit: String,
+    pub rows: Vec<InstanceRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InstanceRow {
+    pub instances: u32,
+    pub environment: String,
+    /// Each instance's mean over the repetitions.
+    pub per_instance: Vec<f64>,
+    /// The aggregate (sum of throughputs, mean of times) and its 95 % CI.
+    pub aggregate: f64,
+    pub aggregate_ci95: Option<[f64; 2]>,
+    /// The aggregate over the same with one instance, with Fieller's CI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_one: Option<Overhead>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jain: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_min_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_max_pct: Option<f64>,
+    /// How far apart the instances started, mean over trials, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+}
+
+/// The softloader's target against what it reached, per environment and workload.
+#[derive(Debug, Serialize)]
+pub struct LoadReached {
+    pub environment: String,
+    pub workload: String,
+    pub target_percent: f64,
+    pub achieved_mean: f64,
+    /// Within [`LOAD_TOLERANCE`] points of the target.
+    pub reached: bool,
+}
+
+/// How far below its target a background load may land and still count as reached (points).
+pub const LOAD_TOLERANCE: f64 = 3.0;
+
+#[derive(Debug, Serialize, Default)]
+pub struct Counts {
+    pub ok: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub pending: usize,
+    pub warmup: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Failure {
+    pub environment: String,
+    pub workload: String,
+    pub count: usize,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub run_id: i64,
+    pub name: String,
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub baseline: Option<String>,
+    pub overhead_method: &'static str,
+    pub results: Vec<ResultRow>,
+    pub environments: Vec<EnvSummary>,
+    pub clock_checks: Vec<ClockCheck>,
+    pub trials: Counts,
+    pub failures: Vec<Failure>,
+    /// The analytic ceilings of the lab's emulated link (empty when unshaped).
+    pub ceilings: Vec<Ceiling>,
+    /// RFC 2544 procedures, one row per measured trial.
+    pub rfc2544: Vec<crate::rfc2544::Row>,
+    /// Background loads: the target and what was reached over the workloads' windows.
+    pub loads: Vec<LoadReached>,
+    /// Environments run as several instances at once (seed 000's table): per instance count, each
+    /// instance's figure, the aggregate, its ratio to one instance, Jain's index.
+    pub instances: Vec<InstanceTable>,
+    /// Disk workloads swept over file and record sizes (seed 001's matrices): per phase metric,
+    /// each environment's file size × record size cells with their ratio to native.
+    pub disk: Vec<disk::DiskMatrix>,
+    pub manifest: serde_json::Value,
+}
+
+fn better_of(metric: &str) -> Better {
+    if DERIVED.contains(&metric) {
+        return Better::Lower;
+    }
+    // Descriptions of N instances together (fairness, shares, skew): reported, never a ratio.
+    if metric == crate::trial::START_SKEW
+        || ["_jain", "_share_min", "_share_max"].iter().any(|s| metric.ends_with(s))
+    {
+        return Better::Neither;
+    }
+    virtperf_workload::metric(metric).map(|m| m.better).unwrap_or(Better::Lower)
+}
+
+/// Metrics of one trial, including the derived host CPU time.
+fn trial_values(t: &TrialRow) -> Vec<(String, String, f64)> {
+    let mut v: Vec<(String, String, f64)> =
+        t.samples.iter().map(|s| (s.metric.clone(), s.unit.clone(), s.value)).collect();
+    if let Some(ns) = t.host_cpu_ns {
+        v.push((HOST_CPU.to_string(), "ms".to_string(), ns as f64 / 1e6));
+    }
+    // Network trials (the tester took part).
+    if let Some(ns) = t.tester_cpu_ns {
+        v.push((TESTER_CPU.to_string(), "ms".to_string(), ns as f64 / 1e6));
+        if let Some(g) = t.guest_cpu_ns {
+            v.push((GUEST_CPU.to_string(), "ms".to_string(), g as f64 / 1e6));
+        }
+        // cpu_per_gbit is a sample of the trial itself (trial.rs: CPU and bytes over the transfer
+        // window); runs stored before that derived it from the whole trial's CPU over goodput ×
+        // the host span, mixing windows, and are not recomputed.
+    }
+    v
+}
+
+/// What an ideal transport could reach over the lab's emulated link.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ceiling {
+    pub workload: String,
+    pub metric: String,
+    pub unit: String,
+    pub value: f64,
+    pub basis: String,
+}
+
+fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Vec<Ceiling> {
+    let lab = &manifest["lab"];
+    let Some(rate) = lab["rate_bps"].as_u64() else { return Vec::new() };
+    let mtu = lab["mtu"].as_u64().unwrap_or(1500) as u32;
+    let spec = crate::lab::LabSpec { mtu, rate_bps: Some(rate), ..Default::default() };
+    let basis =
+        format!("{} Mbit/s on the wire (preamble, FCS, gap counted), MTU {mtu}", fmt_num(rate as f64 / 1e6));
+    let mut out = Vec::new();
+    for c in cases {
+        let params: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(c.params.clone()).unwrap_or_default();
+        let p = virtperf_workload::Params(&params);
+        match c.kind.as_str() {
+            "tcp_stream" => {
+                if let Some(bps) = spec.tcp_ceiling_bps() {
+                    out.push(Ceiling {
+                        workload: c.label.clone(),
+                        metric: "tcp_goodput".into(),
+                        unit: "Gbit/s".into(),
+                        value: bps / 1e9,
+                        basis: format!("{basis}, MSS {} with TCP timestamps", mtu.saturating_sub(52)),
+                    });
+                }
+            }
+            "udp_stream" => {
+                if let Ok(payload) = virtperf_workload::net::udp_payload(&p) {
+                    if let Some(pps) = spec.udp_ceiling_pps(payload as u64) {
+                        out.push(Ceiling {
+                            workload: c.label.clone(),
+                            metric: "udp_recv_rate".into(),
+                            unit: "kpps".into(),
+                            value: pps / 1e3,
+                            basis: format!("{basis}, {payload}-byte payloads"),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+pub fn build(store: &Store, run_id: i64) -> Result<Report> {
+    let info = store.run(run_id)?;
+    let envs = store.environments(run_id)?;
+    let cases = store.cases(run_id)?;
+    let trials = store.trials(run_id)?;
+    let baseline = envs.iter().find(|e| e.kind == "native").map(|e| e.idx);
+
+    let mut counts = Counts::default();
+    // (case, metric) → unit, and per env the values
+    let mut metrics: BTreeMap<usize, Vec<(String, String)>> = BTreeMap::new();
+    // (case, metric, (environment, peer)) → values; the peer is set in all-pairs trials only.
+    type Column = (usize, Option<usize>);
+    let mut values: Values = BTreeMap::new();
+    // (case, env) → per armed trial (host ns, guest ns, tolerance ns)
+    type Spans = Vec<(f64, f64, f64)>;
+    let mut clocks: BTreeMap<(usize, usize), Spans> = BTreeMap::new();
+    let mut fails: BTreeMap<(usize, usize, String), usize> = BTreeMap::new();
+    // (case, metric, env, instance) → each instance's own values (several instances only).
+    let mut inst_values: InstValues = BTreeMap::new();
+    for t in &trials {
+        match t.status.as_str() {
+            "ok" if t.warmup => counts.warmup += 1,
+            "ok" => counts.ok += 1,
+            "failed" => counts.failed += 1,
+            "skipped" => counts.skipped += 1,
+            _ => counts.pending += 1,
+        }
+        if t.status != "ok" && t.status != "pending" {
+            *fails.entry((t.env_idx, t.case_idx, t.reason.clone().unwrap_or_default())).or_default() += 1;
+        }
+        if t.status != "ok" || t.warmup {
+            continue;
+        }
+        for (k, smp) in &t.instance_samples {
+            inst_values.entry((t.case_idx, smp.metric.clone(), t.env_idx, *k)).or_default().push(smp.value);
+        }
+        for (m, unit, x) in trial_values(t) {
+            let ms = metrics.entry(t.case_idx).or_default();
+            if !ms.iter().any(|(n, _)| *n == m) {
+                ms.push((m.clone(), unit));
+            }
+            values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
+        }
+        // Only armed trials: their host span covers exactly the guest's timed region.
+        if let (Some(h), Some(g), Some(rtt), Some(jit)) = (t.host_ns, t.guest_ns, t.rtt_ns, t.rtt_jitter_ns) {
+            let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
+            clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
+        }
+    }
+    let own_clock = |ei: usize| crate::env::find(&envs[ei].kind).is_some_and(|k| k.own_clock());
+    let mut clock_checks = Vec::new();
+    let mut disagrees: std::collections::BTreeSet<(usize, usize)> = Default::default();
+    for ((c, e), ts) in &clocks {
+        let n = ts.len() as f64;
+        let (hm, gm) =
+            (ts.iter().map(|x| x.0).sum::<f64>() / n / 1e6, ts.iter().map(|x| x.1).sum::<f64>() / n / 1e6);
+        let agreeing = ts.iter().filter(|(h, g, tol)| (h - g).abs() <= *tol).count();
+        let offsets: Vec<f64> = ts.iter().map(|(h, g, _)| (h - g) / 1e6).collect();
+        let rel: Vec<f64> = ts.iter().map(|(h, g, _)| (h - g) / g.max(1.0) * 100.0).collect();
+        let tols: Vec<f64> = ts.iter().map(|x| x.2 / 1e6).collect();
+        // Disagreeing means most trials disagree: one noisy trial in two is not a finding.
+        let agree = agreeing * 2 >= ts.len();
+        if !agree {
+            disagrees.insert((*c, *e));
+        }
+        clock_checks.push(ClockCheck {
+            environment: envs[*e].name.clone(),
+            workload: cases[*c].label.clone(),
+            headline: if own_clock(*e) { "host" } else { "guest" },
+            host_ms_mean: hm,
+            guest_ms_mean: gm,
+            ratio: if gm > 0.0 { hm / gm } else { f64::NAN },
+            trials: ts.len(),
+            agreeing,
+            median_offset_ms: virtperf_stats::median(&offsets),
+            median_offset_pct: virtperf_stats::median(&rel),
+            tolerance_ms: virtperf_stats::median(&tols),
+            agree,
+        });
+    }
+
+    let mut results = Vec::new();
+    for case in &cases {
+        let Some(ms) = metrics.get(&case.idx) else { continue };
+        // Declared metrics first (in the workload's order), then derived ones.
+        let mut ms = ms.clone();
+        let order = |m: &str| {
+            virtperf_workload::find(&case.kind)
+                .and_then(|w| w.metrics().iter().position(|d| d.name == m))
+                .unwrap_or(usize::MAX)
+        };
+        ms.sort_by_key(|(m, _)| order(m));
+        let host_suffix = virtperf_workload::HOST_SUFFIX;
+        for (m, unit) in ms.iter().filter(|(m, _)| !m.ends_with(host_suffix)) {
+            // A metric also timed by the host (`METRIC_host`): each environment's figure is
+            // headlined on its trustworthy clock, and its ratio compares like with like (the
+            // baseline on the same clock).
+            let hm = format!("{m}{host_suffix}");
+            let dual = ms.iter().any(|(x, _)| *x == hm);
+            let summary = |metric: &str, col: Column| {
+                values.get(&(case.idx, metric.to_string(), col)).and_then(|v| Summary::of(v))
+            };
+            let columns: Vec<(usize, Option<usize>)> = envs
+                .iter()
+                .flat_map(|a| {
+                    std::iter::once((a.idx, None))
+                        .chain(envs.iter().filter(|b| b.idx != a.idx).map(|b| (a.idx, Some(b.idx))))
+                })
+                .collect();
+            for (ei, peer) in columns {
+                let env = &envs[ei];
+                let on_host = dual && peer.is_none() && own_clock(ei) && summary(&hm, (ei, None)).is_some();
+                let (shown, other) =
+                    if on_host { (hm.as_str(), m.as_str()) } else { (m.as_str(), hm.as_str()) };
+                let Some(s) = summary(shown, (ei, peer)) else { continue };
+                let base = baseline.and_then(|b| summary(shown, (b, None)));
+                let other_clock = dual.then(|| summary(other, (ei, peer))).flatten().map(|o| OtherClock {
+                    clock: if on_host { "guest" } else { "host" },
+                    mean: o.mean,
+                    ci95: o.ci95.map(|(l, h)| [l, h]),
+                    n: o.n,
+                });
+                // An all-pairs cell has no native counterpart to divide by, and a figure that is
+                // not a performance (the load reached) is never compared.
+                let comparable = better_of(m) != Better::Neither;
+                let overhead = match (&base, Some(env.idx) != baseline && peer.is_none() && comparable) {
+                    (Some(b), true) => ratio_ci(&s, b).map(|r| Overhead {
+                        ratio: r.ratio,
+                        ci95: r.ci95.map(|(l, h)| [l, h]),
+                        no_ci: r.no_ci,
+                    }),
+                    _ => None,
+                };
+                results.push(ResultRow {
+                    environment: env.name.clone(),
+                    instance: None,
+                    peer: peer.map(|p| envs[p].name.clone()),
+                    workload: case.label.clone(),
+                    params: case.params.clone(),
+                    metric: m.clone(),
+                    unit: unit.clone(),
+                    better: match better_of(m) {
+                        Better::Higher => "higher",
+                        Better::Lower => "lower",
+                        Better::Neither => "neither",
+                    },
+                    n: s.n,
+                    mean: s.mean,
+                    median: s.median,
+                    stdev: s.stdev,
+                    min: s.min,
+                    max: s.max,
+                    cv: s.cv.is_finite().then_some(s.cv),
+                    ci95: s.ci95.map(|(l, h)| [l, h]),
+                    no_ci: s.no_ci_reason(),
+                    outliers: s.outliers.len(),
+                    overhead,
+                    clock: dual.then_some(if on_host { "host" } else { "guest" }),
+                    other_clock,
+                    clock_disagrees: peer.is_none() && disagrees.contains(&(case.idx, ei)),
+                });
+            }
+        }
+    }
+
+    let starts = store.start_times(run_id)?;
+    let environments = envs
+        .iter()
+        .map(|e| {
+            let s: Vec<f64> = starts.iter().filter(|(i, _)| *i == e.idx).map(|(_, ms)| *ms).collect();
+            let sum = Summary::of(&s);
+            EnvSummary {
+                name: e.name.clone(),
+                kind: e.kind.clone(),
+                params: e.params.clone(),
+                launches: s.len(),
+                start_ms_mean: sum.as_ref().map(|x| x.mean),
+                start_ms: sum.map(|x| StartTimes {
+                    n: x.n,
+                    mean: x.mean,
+                    ci95: x.ci95.map(|(l, h)| [l, h]),
+                    no_ci: x.no_ci_reason(),
+                    min: x.min,
+                    max: x.max,
+                }),
+            }
+        })
+        .collect();
+
+    let failures = fails
+        .into_iter()
+        .map(|((e, c, reason), count)| Failure {
+            environment: envs[e].name.clone(),
+            workload: cases[c].label.clone(),
+            count,
+            reason,
+        })
+        .collect();
+
+    // Each instance's rows, after the environments' own.
+    for ((c, m, e, k), v) in &inst_values {
+        let Some(s) = Summary::of(v) else { continue };
+        let unit = trials
+            .iter()
+            .flat_map(|t| t.instance_samples.iter())
+            .find(|(_, x)| x.metric == *m)
+            .map(|(_, x)| x.unit.clone())
+            .unwrap_or_default();
+        results.push(ResultRow {
+            environment: envs[*e].name.clone(),
+            instance: Some(*k),
+            peer: None,
+            workload: cases[*c].label.clone(),
+            params: cases[*c].params.clone(),
+            metric: m.clone(),
+            unit,
+            better: match better_of(m) {
+                Better::Higher => "higher",
+                Better::Lower => "lower",
+                Better::Neither => "neither",
+            },
+            n: s.n,
+            mean: s.mean,
+            median: s.median,
+            stdev: s.stdev,
+            min: s.min,
+            max: s.max,
+            cv: s.cv.is_finite().then_some(s.cv),
+            ci95: s.ci95.map(|(l, h)| [l, h]),
+            no_ci: s.no_ci_reason(),
+            outliers: s.outliers.len(),
+            overhead: None,
+            clock: None,
+            other_clock: None,
+            clock_disagrees: false,
+        });
+    }
+    let instance_tables = instance_tables(&envs, &cases, &values, &inst_values);
+
+    let mut loads = Vec::new();
+    for x in results.iter().filter(|x| x.metric == "load_achieved" && x.peer.is_none()) {
+        let (Some(e), Some(c)) =
+            (envs.iter().find(|e| e.name == x.environment), cases.iter().find(|c| c.label == x.workload))
+        else {
+            continue;
+        };
+        let target = trials
+            .iter()
+            .filter(|t| t.status == "ok" && t.env_idx == e.idx && t.case_idx == c.idx)
+            .find_map(|t| {
+                let d = store.trial_detail(t.id).ok()?.0?;
+                // One loader's result, or one per instance.
+                let r = &d["load"]["result"];
+                r["target_percent"].as_f64().or_else(|| r[0]["target_percent"].as_f64())
+            });
+        if let Some(target) = target {
+            loads.push(LoadReached {
+                environment: x.environment.clone(),
+                workload: x.workload.clone(),
+                target_percent: target,
+                achieved_mean: x.mean,
+                reached: x.mean >= target - LOAD_TOLERANCE,
+            });
+        }
+    }
+
+    let env_names: Vec<String> = envs.iter().map(|e| e.name.clone()).collect();
+    let disk = disk::build(&results, &cases, &env_names);
+    Ok(Report {
+        loads,
+        disk,
+        instances: instance_tables,
+        run_id,
+        name: info.name,
+        status: info.status,
+        started_at: info.started_at,
+        finished_at: info.finished_at,
+        baseline: baseline.map(|b| envs[b].name.clone()),
+        overhead_method:
+            "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
+        results,
+        environments,
+        clock_checks,
+        trials: counts,
+        failures,
+        ceilings: ceilings(&info.manifest, &cases),
+        rfc2544: {
+            let mut rows: Vec<(usize, crate::rfc2544::Row)> = trials
+                .iter()
+                .filter(|t| t.status == "ok" && !t.warmup && cases[t.case_idx].kind == "rfc2544")
+                .filter_map(|t| {
+                    let (extra, _) = store.trial_detail(t.id).ok()?;
+                    Some((
+                        t.env_idx,
+                        crate::rfc2544::Row::from_detail(&envs[t.env_idx].name, extra.as_ref()?)?,
+                    ))
+                })
+                .collect();
+            rows.sort_by(|a, b| {
+                (a.0, &a.1.direction, a.1.frame_size).cmp(&(b.0, &b.1.direction, b.1.frame_size))
+            });
+            rows.into_iter().map(|r| r.1).collect()
+        },
+        manifest: info.manifest,
+    })
+}
+
+/// (case, metric, (environment, peer)) → the trials' values.
+type Values = BTreeMap<(usize, String, (usize, Option<usize>)), Vec<f64>>;
+/// (case, metric, environment, instance) → each instance's values.
+type InstValues = BTreeMap<(usize, String, usize, u32), Vec<f64>>;
+
+/// Seed 000's tables: for every environment swept over `instances` (or run as several), each
+/// workload's headline metric (its first declared one) row by instance count.
+fn instance_tables(
+    envs: &[crate::store::EnvRow],
+    cases: &[crate::store::CaseRow],
+    values: &Values,
+    inst_values: &InstValues,
+) -> Vec<InstanceTable> {
+    let mut groups: Vec<&str> = Vec::new();
+    for e in envs.iter().filter(|e| e.instances > 1) {
+        if !groups.contains(&e.group.as_str()) {
+            groups.push(&e.group);
+        }
+    }
+    let mut out = Vec::new();
+    for g in groups {
+        let mut members: Vec<&crate::store::EnvRow> = envs.iter().filter(|e| e.group == g).collect();
+        members.sort_by_key(|e| e.instances);
+        for case in cases {
+            let Some(w) = virtperf_workload::find(&case.kind) else { continue };
+            let Some(headline) = w.metrics().first() else { continue };
+            let metric = headline.name.to_string();
+            let agg = |e: &crate::store::EnvRow, m: &str| {
+                values.get(&(case.idx, m.to_string(), (e.idx, None))).and_then(|v| Summary::of(v))
+            };
+            let one = members.iter().find(|e| e.instances == 1).and_then(|e| agg(e, &metric));
+            let mut rows = Vec::new();
+            for e in &members {
+                let Some(a) = agg(e, &metric) else { continue };
+                let per_instance: Vec<f64> = (0..e.instances)
+                    .filter_map(|k| {
+                        inst_values
+                            .get(&(case.idx, metric.clone(), e.idx, k))
+                            .map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64)
+                    })
+                    .collect();
+                let mean_of = |m: String| agg(e, &m).map(|s| s.mean);
+                rows.push(InstanceRow {
+                    instances: e.instances,
+                    environment: e.name.clone(),
+                    per_instance: if e.instances == 1 { vec![a.mean] } else { per_instance },
+                    aggregate: a.mean,
+                    aggregate_ci95: a.ci95.map(|(l, h)| [l, h]),
+                    vs_one: one.as_ref().filter(|_| e.instances > 1).and_then(|o| ratio_ci(&a, o)).map(|r| {
+                        Overhead { ratio: r.ratio, ci95: r.ci95.map(|(l, h)| [l, h]), no_ci: r.no_ci }
+                    }),
+                    jain: mean_of(format!("{metric}_jain")),
+                    share_min_pct: mean_of(format!("{metric}_share_min")),
+                    share_max_pct: mean_of(format!("{metric}_share_max")),
+                    start_skew_ms: mean_of(crate::trial::START_SKEW.to_string()),
+                });
+            }
+            if rows.iter().any(|r| r.instances > 1) {
+                out.push(InstanceTable {
+                    group: g.to_string(),
+                    workload: case.label.clone(),
+                    metric,
+                    unit: headline.unit.to_string(),
+                    rows,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Seed 000's table in the terminal: a line per instance count.
+fn render_instances(r: &Report) -> String {
+    let mut out = String::new();
+    for t in &r.instances {
+        out += &format!(
+            "\n{} · {} · {} ({}), instances sharing the host and the tester's link:\n",
+            t.group, t.workload, t.metric, t.unit
+        );
+        for row in &t.rows {
+            let each: Vec<String> = row.per_instance.iter().map(|x| fmt_num(*x)).collect();
+            let mut line = format!(
+                "  N={:<2} {} = {}",
+                row.instances,
+                each.join(" + "),
+                mean_text(row.aggregate, row.aggregate_ci95, 2)
+            );
+            if let Some(o) = &row.vs_one {
+                line += &format!("  ×{:.3} vs N=1", o.ratio);
+                if let Some([l, h]) = o.ci95 {
+                    line += &format!(" [{l:.3}, {h:.3}]");
+                }
+            }
+            if let Some(j) = row.jain {
+                line += &format!("  Jain {j:.3}");
+            }
+            if let (Some(lo), Some(hi)) = (row.share_min_pct, row.share_max_pct) {
+                line += &format!("  shares {lo:.1}–{hi:.1} %");
+            }
+            if let Some(sk) = row.start_skew_ms {
+                line += &format!("  start skew {sk:.2} ms");
+            }
+            out += &line;
+            out += "\n";
+        }
+    }
+    out
+}
+
+fn keys_empty(t: &Table) -> bool {
+    t.row_iter().next().is_none()
+}
+
+/// All-pairs results as matrices (the practicum's table): rows send, columns receive; one matrix
+/// per workload case and metric.
+fn render_matrices(r: &Report, envs: &[&str]) -> String {
+    let mut out = String::new();
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    // Raw CPU times are in the JSON; the matrices show the workload's metrics and CPU per Gbit.
+    let shown = |m: &str| ![HOST_CPU, TESTER_CPU, GUEST_CPU].contains(&m);
+    for x in r.results.iter().filter(|x| x.peer.is_some() && shown(&x.metric)) {
+        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (w, m, unit) in keys {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+        let mut header = vec![Cell::new(format!("{w}\n{m} ({unit})\nfrom ↓ to →"))];
+        header.extend(envs.iter().map(|e| Cell::new(*e)));
+        t.set_header(header);
+        for from in envs {
+            let mut cells = vec![Cell::new(*from)];
+            for to in envs {
+                let cell = r
+                    .results
+                    .iter()
+                    .find(|x| {
+                        x.workload == w
+                            && x.metric == m
+                            && x.environment == *from
+                            && x.peer.as_deref() == Some(*to)
+                    })
+                    .map(|x| mean_text(x.mean, x.ci95, x.n))
+                    .unwrap_or_else(|| if from == to { "·".into() } else { "—".into() });
+                cells.push(Cell::new(cell));
+            }
+            t.add_row(cells);
+        }
+        out += "\n";
+        out += &t.to_string();
+    }
+    out
+}
+
+/// 4 significant digits, no exponent for ordinary magnitudes.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        return "0".into();
+    }
+    if !(1e-3..1e9).contains(&a) {
+        return format!("{x:.3e}");
+    }
+    let digits = (3 - a.log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}
+
+/// Which clock headlines which environment, and how well host and guest clocks agreed.
+fn render_clocks(r: &Report, any_dual: bool) -> String {
+    let mut out = String::new();
+    if any_dual {
+        let (mut host, mut guest): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+        for e in &r.environments {
+            let own = crate::env::find(&e.kind).is_some_and(|k| k.own_clock());
+            if own {
+                host.push(&e.name)
+            } else {
+                guest.push(&e.name)
+            }
+        }
+        out += "⏱ timed on two clocks; the headline is the host's (go → result, less an empty run's)";
+        if !host.is_empty() {
+            out += &format!(" for {} (a clock of their own)", host.join(", "));
+        }
+        if !guest.is_empty() {
+            out += &format!(", the workload's own timer for {} (the host kernel's clock)", guest.join(", "));
+        }
+        out += "; ratios compare like with like; --json has both\n";
+    }
+    // environment → (trials, agreeing, median offsets, tolerances) over its workloads
+    type Tally = (usize, usize, Vec<f64>, Vec<f64>);
+    let mut by_env: BTreeMap<&str, Tally> = BTreeMap::new();
+    for c in &r.clock_checks {
+        let e = by_env.entry(c.environment.as_str()).or_default();
+        e.0 += c.trials;
+        e.1 += c.agreeing;
+        e.2.push(c.median_offset_ms);
+        e.3.push(c.tolerance_ms);
+    }
+    if !by_env.is_empty() {
+        let parts: Vec<String> = by_env
+            .iter()
+            .map(|(e, (n, a, off, tol))| {
+                format!(
+                    "{e} {:+.2} ms, {a}/{n} within ±{:.2} ms",
+                    virtperf_stats::median(off),
+                    virtperf_stats::median(tol)
+                )
+            })
+            .collect();
+        out += &format!("clock check (host − guest per armed trial, median): {}\n", parts.join("; "));
+    }
+    for c in r.clock_checks.iter().filter(|c| !c.agree) {
+        out += &format!(
+            "warning: clocks disagree for {} / {}: only {}/{} trials within tolerance; host − guest {:+.3} ms ({:+.2} %); its figures are headlined on the {} clock\n",
+            c.environment,
+            c.workload,
+            c.agreeing,
+            c.trials,
+            c.median_offset_ms,
+            c.median_offset_pct,
+            c.headline,
+        );
+    }
+    out
+}
+
+/// `mean ± half-width`, or `mean (n=1)` / `mean (n=5, all equal)` where no interval exists.
+pub fn mean_text(mean: f64, ci95: Option<[f64; 2]>, n: usize) -> String {
+    match ci95 {
+        Some([l, h]) => format!("{} ± {}", fmt_num(mean), fmt_num((h - l) / 2.0)),
+        None if n < 2 => format!("{} (n=1)", fmt_num(mean)),
+        None => format!("{} (n={n}, all equal)", fmt_num(mean)),
+    }
+}
+
+fn overhead_text(o: &Overhead, better: &str) -> String {
+    let verdict = match o.ci95 {
+        Some([l, h]) if l > 1.0 || h < 1.0 => {
+            let bigger = l > 1.0;
+            let worse = (bigger && better == "lower") || (!bigger && better == "higher");
+            if worse {
+                " worse"
+            } else {
+                " better"
+            }
+        }
+        Some(_) => " ~same",
+        None => "",
+    };
+    match (o.ci95, o.no_ci) {
+        (Some([l, h]), _) => format!("×{:.3} [{:.3}, {:.3}]{verdict}", o.ratio, l, h),
+        (None, Some(why)) if why == virtperf_stats::NO_CI_UNBOUNDED => format!("×{:.3} [unbounded]", o.ratio),
+        (None, Some(why)) if why == virtperf_stats::NO_CI_ONE_SAMPLE => {
+            format!("×{:.3} (n=1, no CI)", o.ratio)
+        }
+        (None, _) => format!("×{:.3} (no CI)", o.ratio),
+    }
+}
+
+/// The terminal table: rows = workload / metric, columns = environments.
+pub fn render_table(r: &Report) -> String {
+    let mut envs: Vec<&str> = Vec::new();
+    for e in &r.environments {
+        envs.push(&e.name);
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    let mut header = vec![Cell::new("workload / metric")];
+    header.extend(envs.iter().map(|e| {
+        Cell::new(if Some(*e) == r.baseline.as_deref() { format!("{e} (baseline)") } else { e.to_string() })
+    }));
+    t.set_header(header);
+    let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
+    let mut dual: std::collections::BTreeSet<(&str, &str)> = Default::default();
+    for row in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
+        let k = (row.workload.as_str(), row.metric.as_str(), row.unit.as_str(), row.better);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+        if row.clock.is_some() {
+            dual.insert((k.0, k.1));
+        }
+    }
+    let mut last_w = "";
+    for (w, m, unit, better) in keys {
+        let arrow = match better {
+            "higher" => "↑",
+            "lower" => "↓",
+            _ => "·",
+        };
+        if w != last_w {
+            let mut head = vec![Cell::new(w)];
+            head.extend(envs.iter().map(|_| Cell::new("")));
+            t.add_row(head);
+        }
+        last_w = w;
+        let two_clocks = if dual.contains(&(w, m)) { " ⏱" } else { "" };
+        let mut cells = vec![Cell::new(format!("  {m} ({unit}) {arrow}{two_clocks}"))];
+        for e in &envs {
+            let text = match r.results.iter().find(|x| {
+                x.workload == w
+                    && x.metric == m
+                    && x.environment == *e
+                    && x.peer.is_none()
+                    && x.instance.is_none()
+            }) {
+                None => "—".to_string(),
+                Some(x) => {
+                    let mut s = mean_text(x.mean, x.ci95, x.n);
+                    if x.outliers > 0 {
+                        s += &format!("  ({} outl.)", x.outliers);
+                    }
+                    if let Some(o) = &x.overhead {
+                        s += &format!("\n{}", overhead_text(o, better));
+                    }
+                    if x.clock_disagrees {
+                        s += "\n⚠ clocks disagree";
+                    }
+                    s
+                }
+            };
+            cells.push(Cell::new(text));
+        }
+        t.add_row(cells);
+    }
+    let mut out = format!(
+        "run {} \"{}\" — {} — {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted)\n",
+        r.run_id,
+        r.name,
+        r.status,
+        r.trials.ok,
+        r.trials.failed,
+        r.trials.skipped,
+        r.trials.pending,
+        r.trials.warmup
+    );
+    if !keys_empty(&t) {
+        out += &t.to_string();
+    }
+    out += &render_matrices(r, &envs);
+    out += &render_instances(r);
+    out += &disk::render(&r.disk);
+    out += &crate::rfc2544::render(&r.rfc2544);
+    out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
+    for c in &r.ceilings {
+        let measured: Vec<String> = r
+            .results
+            .iter()
+            .filter(|x| x.workload == c.workload && x.metric == c.metric && x.instance.is_none())
+            .map(|x| format!("{} {} ({:.1} %)", x.environment, fmt_num(x.mean), x.mean / c.value * 100.0))
+            .collect();
+        out += &format!(
+            "link ceiling of {} {}: {} {} ({}); measured: {}\n",
+            c.workload,
+            c.metric,
+            fmt_num(c.value),
+            c.unit,
+            c.basis,
+            if measured.is_empty() { "—".to_string() } else { measured.join(", ") }
+        );
+    }
+    let starts: Vec<String> = r
+        .environments
+        .iter()
+        .filter_map(|e| {
+            e.start_ms.as_ref().map(|s| {
+                let range = if s.n > 1 {
+                    format!(" [min {}, max {}]", fmt_num(s.min), fmt_num(s.max))
+                } else {
+                    String::new()
+                };
+                format!("{} {} ms{range}", e.name, mean_text(s.mean, s.ci95, s.n))
+            })
+        })
+        .collect();
+    if !starts.is_empty() {
+        out += &format!("start to agent ready (host clock, per launch): {}\n", starts.join("; "));
+    }
+    if r.results.iter().any(|x| x.ci95.is_none() && x.n < 2) {
+        out += &format!("(n=1): measured once, no interval: {}\n", virtperf_stats::NO_CI_ONE_SAMPLE);
+    }
+    out += &render_clocks(r, !dual.is_empty());
+    for x in r
+        .results
+        .iter()
+        .filter(|x| x.instance.is_none() && x.metric.ends_with("rx_socket_drops") && x.mean > 0.0)
+    {
+        out += &format!(
+            "receiver-limited: in {} / {} the receiving socket dropped {} datagrams per trial (its buffer was full): the receiver (the tester, for direction out), not the path, set the figure\n",
+            x.environment,
+            x.workload,
+            fmt_num(x.mean)
+        );
+    }
+    for l in r.loads.iter().filter(|l| !l.reached) {
+        out += &format!(
+            "background load not reached for {} / {}: {:.1} % of the {:.0} % target over the workload's window (the loader's CPU was oversubscribed: the workload, or other loaders, took its share)\n",
+            l.environment, l.workload, l.achieved_mean, l.target_percent
+        );
+    }
+    for f in &r.failures {
+        out += &format!(
+            "{} trial(s) of {} / {} did not complete: {}\n",
+            f.count, f.environment, f.workload, f.reason
+        );
+    }
+    if r.status == "interrupted" {
+        out += &format!(
+            "this run was interrupted: `virtperf run --resume {}` finishes the missing trials\n",
+            r.run_id
+        );
+    }
+    out
+}
+
+/// Every raw sample of a run (and every failed trial) as CSV.
+pub fn export_csv(store: &Store, run_id: i64, w: &mut dyn std::io::Write) -> Result<()> {
+    let envs = store.environments(run_id)?;
+    let cases = store.cases(run_id)?;
+    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns,peer,tester_cpu_ns")?;
+    let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_default();
+    for t in store.trials(run_id)? {
+        let prefix = format!(
+            "{},{},{},{},{},{},{},{},{},{}",
+            run_id,
+            t.id,
+            t.seq,
+            q(&envs[t.env_idx].name),
+            q(&cases[t.case_idx].label),
+            q(&cases[t.case_idx].params.to_string()),
+            t.rep,
+            t.warmup as u8,
+            t.status,
+            q(t.reason.as_deref().unwrap_or(""))
+        );
+        let peer = t.peer_idx.map(|p| q(&envs[p].name)).unwrap_or_default();
+        let suffix = format!(
+            "{},{},{},{},{peer},{}",
+            o(t.host_ns),
+            o(t.guest_ns),
+            o(t.host_cpu_ns),
+            o(t.guest_cpu_ns),
+            o(t.tester_cpu_ns)
+        );
+        if t.samples.is_empty() {
+            writeln!(w, "{prefix},,,,{suffix}")?;
+        }
+        for s in &t.samples {
+            writeln!(w, "{prefix},{},{},{},{suffix}", q(&s.metric), s.value, q(&s.unit))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every trial of a run with its raw samples as one JSON document.
+pub fn export_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
+    let info = store.run(run_id)?;
+    let envs = store.environments(run_id)?;
+    let cases = store.cases(run_id)?;
+    let trials: Vec<serde_json::Value> = store
+        .trials(run_id)?
+        .into_iter()
+        .map(|t| {
+            let (extra, series) = store.trial_detail(t.id).unwrap_or_default();
+            let series: Vec<serde_json::Value> =
+                series.into_iter().map(|(role, ms, ns)| serde_json::json!([role, ms, ns])).collect();
+            serde_json::json!({
+                "peer": t.peer_idx.map(|p| envs[p].name.clone()), "tester_cpu_ns": t.tester_cpu_ns,
+                "extra": extra, "cpu_series": series,
+                "trial_id": t.id, "seq": t.seq, "environment": envs[t.env_idx].name, "workload": cases[t.case_idx].label,
+                "workload_name": cases[t.case_idx].workload, "workload_kind": cases[t.case_idx].kind,
+                "params": cases[t.case_idx].params, "rep": t.rep, "warmup": t.warmup, "status": t.status, "reason": t.reason,
+                "host_ns": t.host_ns, "guest_ns": t.guest_ns, "host_cpu_ns": t.host_cpu_ns, "guest_cpu_ns": t.guest_cpu_ns,
+                "samples": t.samples,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "run_id": run_id, "name": info.name, "status": info.status, "started_at": info.started_at,
+        "finished_at": info.finished_at, "manifest": info.manifest, "experiment": info.experiment, "trials": trials,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(fmt_num(12.3456), "12.35");
+        assert_eq!(fmt_num(0.012345), "0.01235");
+        assert_eq!(fmt_num(1234.6), "1235");
+        assert_eq!(fmt_num(0.0), "0");
+        assert_eq!(fmt_num(1.5e12), "1.500e12");
+    }
+
+    #[test]
+    fn overhead_verdicts_respect_direction() {
+        let o = |r, l, h| Overhead { ratio: r, ci95: Some([l, h]), no_ci: None };
+        assert!(overhead_text(&o(1.2, 1.1, 1.3), "lower").ends_with("worse"));
+        assert!(overhead_text(&o(1.2, 1.1, 1.3), "higher").ends_with("better"));
+        assert!(overhead_text(&o(0.8, 0.7, 0.9), "higher").ends_with("worse"));
+        assert!(overhead_text(&o(1.0, 0.9, 1.1), "lower").ends_with("~same"));
+        let none = |why| Overhead { ratio: 2.0, ci95: None, no_ci: Some(why) };
+        assert!(overhead_text(&none(virtperf_stats::NO_CI_UNBOUNDED), "lower").contains("unbounded"));
+        assert_eq!(overhead_text(&none(virtperf_stats::NO_CI_ONE_SAMPLE), "lower"), "×2.000 (n=1, no CI)");
+        assert_eq!(mean_text(427896.0, None, 1), "427896 (n=1)");
+        assert_eq!(mean_text(0.0, None, 5), "0 (n=5, all equal)");
+        assert_eq!(mean_text(10.0, Some([9.0, 11.0]), 5), "10.00 ± 1.000");
+    }
+}
