@@ -94,6 +94,63 @@ pub fn has(prog: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Why `env` (e.g. `uml`, `qemu:accel=kvm`) cannot run on this host, in doctor's words (its
+/// quick checks, which include the UML probe boot); None when it can. A test of an environment
+/// the host cannot run is skipped with this reason, never failed, never passed.
+pub fn doctor_unusable(env: &str) -> Option<String> {
+    let out = vp(&["doctor", "--quick", "--json"], &[]);
+    let doc: serde_json::Value = match serde_json::from_slice(&out.stdout) {
+        Ok(d) => d,
+        Err(e) => return Some(format!("`virtperf doctor --json` printed no JSON ({e}): cannot tell")),
+    };
+    let rows = doc["environments"].as_array().cloned().unwrap_or_default();
+    let Some(row) = rows.iter().find(|r| r["environment"] == env) else {
+        return Some(format!("doctor has no row for {env}"));
+    };
+    if row["usable"] == true {
+        return None;
+    }
+    Some(format!(
+        "{env} cannot run here (doctor): {}; fix: {}",
+        row["detail"].as_str().unwrap_or("?"),
+        row["fix"].as_str().unwrap_or("?")
+    ))
+}
+
+/// Root first (containers, namespaces), then doctor's verdict on `env`.
+pub fn need_root_and_env(env: &str) -> Option<String> {
+    if !is_root() {
+        return Some("needs root (namespaces, cgroups, taps)".into());
+    }
+    doctor_unusable(env)
+}
+
+/// The row of a `run --json` report for `env` × `metric`, or a failure message that says why it
+/// is missing (the run's failed trials and their reasons) instead of a bare unwrap panic.
+pub fn result_row<'a>(
+    doc: &'a serde_json::Value,
+    env: &str,
+    metric: &str,
+) -> Result<&'a serde_json::Value, String> {
+    doc["results"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["environment"] == env && r["metric"] == metric))
+        .ok_or_else(|| {
+            format!(
+                "no {metric} result for {env}; the run's failures: {}",
+                serde_json::to_string(&doc["failures"]).unwrap_or_default()
+            )
+        })
+}
+
+/// [`result_row`], failing the test with the run's failures when the row is missing.
+pub fn row_or_fail(doc: &serde_json::Value, env: &str, metric: &str) -> serde_json::Value {
+    match result_row(doc, env, metric) {
+        Ok(r) => r.clone(),
+        Err(why) => panic!("{why}"),
+    }
+}
+
 pub fn need_root_and(prog: &str) -> Option<String> {
     if !is_root() {
         return Some("needs root (containers: namespaces and cgroups)".into());
