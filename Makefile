@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN   := target/release/virtperf
 DB    ?= virtperf.db
 
-.PHONY: all deps build run test unit e2e lint bench clean
+.PHONY: all deps build run test unit e2e lint bench fuzz clean
 
 all: build
 
@@ -33,10 +33,17 @@ e2e: build
 lint:
 	@scripts/lint.sh
 
+# The fuzz targets (every test named fuzz_*: the protocol decoder, the experiment parser, the frame
+# and datagram parsers, the agent's RFC 2544 detail) for FUZZ_SECS each; `make test` runs them 1 s each.
+FUZZ_SECS ?= 60
+fuzz: deps
+	VIRTPERF_FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --release --workspace --locked fuzz_ -- --test-threads=1
+
 bench: build
 	bench/harness.sh
 	bench/net.sh
 	bench/rfc2544.sh
+	bench/gbe.sh
 	bench/start.sh
 	bench/boot.sh
 

@@ -18,6 +18,14 @@ NEEDS=(
   "xz:xz-utils"       # unpacks the guest kernel (bzImage payload)
   "objcopy:binutils"  # strips debug info from the agent copied into the guest image
   "python3:python3"   # bench/*.sh drive the side-by-side runs
+  "make:make"         # the uml environment's own kernel where the packaged one cannot run here
+  "flex:flex"         #   (virtperf image build --uml: linux-source-6.12 + the xstate patch)
+  "bison:bison"
+  "bc:bc"
+  "patch:patch"
+  "strace:strace"     # e2e: proves the patched UML kernel hands ptrace the host's XSAVE size
+  "mke2fs:e2fsprogs"  # formats the guests' scratch disks (ext4) on the host
+  "fio:fio"           # bench/disk.sh: the reference for the disk workload
 )
 
 missing=()
