@@ -46,6 +46,7 @@ bench: build
 	bench/gbe.sh
 	bench/start.sh
 	bench/boot.sh
+	bench/disk.sh
 
 clean:
 	$(CARGO) clean

@@ -12,6 +12,8 @@
 //! (fsync) and its cached pages dropped with `posix_fadvise(DONTNEED)` — per file, unprivileged,
 //! in every environment (a global `drop_caches` is root-only, refused in containers, and would
 //! disturb the host). `reread` deliberately reads what `read` left in the cache, as iozone's does.
+//! The access pattern is hinted as fio does (SEQUENTIAL for the sequential reads, RANDOM — no
+//! readahead — for the random phases), so a random read costs one record from the device.
 //! The method used is stored with each trial (`extra.cache`).
 
 use std::fs::{File, OpenOptions};
@@ -166,6 +168,17 @@ fn open(path: &Path, direct: bool, write: bool, create: bool) -> std::io::Result
 }
 
 /// Writes the file back and drops its pages from the page cache.
+/// The access pattern told to the kernel, as fio does by default (`fadvise_hint=1`): SEQUENTIAL
+/// (a larger readahead) for the sequential reads, RANDOM (no readahead) for the random phases, so
+/// that a random read is one record from the device, not a neighbour that an earlier miss's
+/// readahead brought into the page cache (measured: 1.9× fio's IOPS on 4 KiB buffered random
+/// reads without it).
+fn hint(f: &File, advice: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise on a descriptor we own; advice only, no memory involved.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, advice) };
+}
+
 fn drop_cached(f: &File) {
     use std::os::fd::AsRawFd;
     let _ = f.sync_all();
@@ -180,7 +193,8 @@ fn drop_cached(f: &File) {
 fn random_records(n: u64, seed: u64) -> impl Iterator<Item = u64> {
     let m = n.max(1).next_power_of_two();
     let (mask, half) = (m - 1, m.trailing_zeros().div_ceil(2));
-    let (a, c) = (6364136223846793005u64 & !3 | 1, (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1) & mask.max(1));
+    let (a, c) =
+        (6364136223846793005u64 & !3 | 1, (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1) & mask.max(1));
     // A bijection of 0..m on top (xorshift, odd multiply, xorshift): the LCG's low bits alone
     // would alternate.
     let mix = move |mut y: u64| {
@@ -300,6 +314,7 @@ impl Workload for Disk {
             if evict && !direct {
                 drop_cached(&f);
             }
+            hint(&f, libc::POSIX_FADV_SEQUENTIAL);
             let t0 = Instant::now();
             let mut bytes = 0u64;
             f.seek(SeekFrom::Start(0)).map_err(|e| io_err("cannot seek", &path, e))?;
@@ -317,6 +332,7 @@ impl Workload for Disk {
             if !write && !direct {
                 drop_cached(&f);
             }
+            hint(&f, libc::POSIX_FADV_RANDOM);
             let mut lat = Vec::with_capacity(records as usize);
             let t0 = Instant::now();
             for r in random_records(records, if write { 0x5eed } else { 0xfeed }) {
@@ -395,7 +411,7 @@ impl Workload for Disk {
             extra: serde_json::json!({
                 "phases": detail, "dir": dir, "filesystem": fs, "records": records, "direct": direct, "fsync": fsync,
                 "cache": if direct { "O_DIRECT: the page cache is bypassed" }
-                         else { "fsync + posix_fadvise(DONTNEED) on the file before read and randread; reread reads from the cache" },
+                         else { "fsync + posix_fadvise(DONTNEED) on the file before read and randread; RANDOM (no readahead) in the random phases; reread reads from the cache" },
             }),
         })
     }
