@@ -16,7 +16,7 @@ build: deps
 # The default experiment: every environment this build has, CPU/memory/syscall workloads.
 run: build
 	$(BIN) doctor --quick
-	$(BIN) run examples/default.toml --db $(DB)
+	$(BIN) run examples/default.toml --db $(DB) --html $(dir $(DB))report.html
 
 # Unit tests, then end-to-end tests that really start agents and containers (a test whose
 # requirement is missing, e.g. root for containers, prints `skipped: reason`), then lint.

@@ -4,6 +4,7 @@
 //! environment, so host and guest share one protocol and one set of workloads).
 
 mod agent;
+mod compare;
 mod doctor;
 mod env;
 mod experiment;
@@ -60,9 +61,14 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Re-render the report of a stored run (default: the latest)
     #[command(
-        after_help = "Examples:\n  virtperf report\n  virtperf report 3 --json\n  virtperf report --list"
+        after_help = "Examples:\n  virtperf report\n  virtperf report 3 --full\n  virtperf report --html report.html --svg figures/\n  virtperf report 3 --json\n  virtperf report --list"
     )]
     Report(ReportArgs),
+    /// Compare two runs (of one database or two): each metric's change with its CI, regressions flagged
+    #[command(
+        after_help = "A run is RUN (in --db), DB (its latest run) or DB:RUN.\nExamples:\n  virtperf compare 1 2\n  virtperf compare old.db new.db --threshold 10\n  virtperf compare lab.db:3 virtperf.db:1 --json --fail-on-regression"
+    )]
+    Compare(CompareArgs),
     /// Write every raw sample of a run (default: the latest) as CSV or JSON
     #[command(
         after_help = "Examples:\n  virtperf export --format csv > samples.csv\n  virtperf export 3 --format json -o run3.json"
@@ -177,6 +183,12 @@ struct RunArgs {
     /// Print one JSON document on stdout instead of the table
     #[arg(long)]
     json: bool,
+    /// Print every figure with its interval (the long table and every matrix), not the summary
+    #[arg(long)]
+    full: bool,
+    /// Also write the report as one self-contained HTML page
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Validate the experiment and print its plan; create nothing
     #[arg(long)]
     dry_run: bool,
@@ -204,6 +216,35 @@ struct ReportArgs {
     /// List the runs in the database
     #[arg(long)]
     list: bool,
+    /// Every figure with its interval (the long table and every matrix), not the summary
+    #[arg(long)]
+    full: bool,
+    /// Write the report as one self-contained HTML page (figures inline; opens offline)
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Write every figure as an SVG file into this directory (made if missing)
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// The earlier run: RUN, DB or DB:RUN
+    a: String,
+    /// The later run: RUN, DB or DB:RUN
+    b: String,
+    /// The database of bare run ids
+    #[arg(long, default_value = "virtperf.db")]
+    db: PathBuf,
+    /// Smallest change, in %, that counts as a regression or improvement (beyond noise too)
+    #[arg(long, default_value_t = 5.0)]
+    threshold: f64,
+    /// One JSON document on stdout
+    #[arg(long)]
+    json: bool,
+    /// Exit with status 1 when a regression is found (for CI)
+    #[arg(long)]
+    fail_on_regression: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -299,7 +340,19 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
 
 fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let opts = run::RunOpts { db: a.db.clone(), json: a.json, boot_timeout: a.boot_timeout, command_line };
+    if let Some(p) = &a.html {
+        if let Err(e) = report::html::check_writable(p) {
+            return Ok(input_error(format!("--html: {e}")));
+        }
+    }
+    let opts = run::RunOpts {
+        db: a.db.clone(),
+        json: a.json,
+        full: a.full,
+        html: a.html.clone(),
+        boot_timeout: a.boot_timeout,
+        command_line,
+    };
     if let Some(id) = a.resume {
         run::install_signal_handler();
         return run::resume(id, &opts);
@@ -353,13 +406,67 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Ok(input_error(e)),
     };
+    if let Some(p) = &a.html {
+        if let Err(e) = report::html::check_writable(p) {
+            return Ok(input_error(format!("--html: {e}")));
+        }
+    }
+    if let Some(d) = &a.svg {
+        if d.exists() && !d.is_dir() {
+            return Ok(input_error(format!("--svg: {} exists and is not a directory", d.display())));
+        }
+        if !d.exists() && !d.parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir()) {
+            return Ok(input_error(format!("--svg: the parent of {} does not exist", d.display())));
+        }
+    }
     let rep = report::build(&store, id)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
+    } else if a.full {
         print!("{}", report::render_table(&rep));
+    } else if a.html.is_none() && a.svg.is_none() {
+        print!("{}", report::render_summary(&rep));
     }
+    report::html::write_outputs(&store, id, &rep, a.html.as_deref(), a.svg.as_deref())?;
     Ok(ExitStatus::Success)
+}
+
+fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
+    if !(a.threshold.is_finite() && a.threshold >= 0.0) {
+        return Ok(input_error(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
+    }
+    let mut reports = Vec::new();
+    for s in [&a.a, &a.b] {
+        let r = match compare::parse_ref(s, &a.db) {
+            Ok(r) => r,
+            Err(e) => return Ok(input_error(e)),
+        };
+        let store = match store::Store::open_existing(&r.db) {
+            Ok(st) => st,
+            Err(e) => return Ok(input_error(format!("{s}: {e:#}"))),
+        };
+        let id = match pick_run(&store, r.run) {
+            Ok(i) => i,
+            Err(e) => return Ok(input_error(format!("{s}: {e:#}"))),
+        };
+        let rep = report::build(&store, id)?;
+        reports.push((format!("run {id} \"{}\" of {} ({})", rep.name, r.db.display(), rep.started_at), rep));
+    }
+    let ((an, ar), (bn, br)) = (&reports[0], &reports[1]);
+    let c = compare::compare(ar, an, br, bn, a.threshold);
+    if c.changes.is_empty() {
+        return Ok(input_error(format!(
+            "nothing to compare: no environment / workload / metric of {an} is in {bn} (A has {}; B has {})",
+            c.only_in_a.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            c.only_in_b.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", compare::render(&c));
+    }
+    Ok(if a.fail_on_regression && c.regressions > 0 { ExitStatus::Failure } else { ExitStatus::Success })
 }
 
 fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
@@ -475,6 +582,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Run(a) => cmd_run(*a),
         Cmd::Report(a) => cmd_report(a),
+        Cmd::Compare(a) => cmd_compare(a),
         Cmd::Export(a) => cmd_export(a),
         Cmd::Doctor(a) => cmd_doctor(a),
         Cmd::Image(ImageCmd::Build(a)) => cmd_image_build(a),

@@ -34,6 +34,10 @@ const MAX_LAUNCH_FAILURES: u32 = 3;
 pub struct RunOpts {
     pub db: PathBuf,
     pub json: bool,
+    /// Every figure with its interval (the long table and the matrices), not the summary.
+    pub full: bool,
+    /// Also write the HTML report here (checked writable before the run starts).
+    pub html: Option<PathBuf>,
     pub boot_timeout: Duration,
     pub command_line: String,
 }
@@ -79,6 +83,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
         "host_kernel": read("/proc/sys/kernel/osrelease"),
+        "host_name": read("/proc/sys/kernel/hostname"),
         "host_cpu_model": cpu_model,
         "host_cpus": env::host_cpus(),
         // Working sets are sized against it (STREAM: 4 × per array); microvm guests get the TSC's.
@@ -757,9 +762,12 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     let rep = report::build(store, run_id)?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
+    } else if opts.full {
         print!("{}", report::render_table(&rep));
+    } else {
+        print!("{}", report::render_summary(&rep));
     }
+    report::html::write_outputs(store, run_id, &rep, opts.html.as_deref(), None)?;
     Ok(match status {
         "interrupted" => ExitStatus::Interrupted,
         _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,

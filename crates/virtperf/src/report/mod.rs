@@ -5,6 +5,11 @@
 use std::collections::BTreeMap;
 
 pub mod disk;
+pub mod figures;
+pub mod html;
+mod summary;
+
+pub use summary::render_summary;
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
@@ -983,6 +988,14 @@ pub fn render_table(r: &Report) -> String {
     out += &disk::render(&r.disk);
     out += &crate::rfc2544::render(&r.rfc2544);
     out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
+    out += &render_notes(r, !dual.is_empty());
+    out
+}
+
+/// What every rendering of a report ends with: ceilings, start times, clocks, receivers that
+/// limited a figure, loads not reached, failures, how to resume.
+fn render_notes(r: &Report, any_dual: bool) -> String {
+    let mut out = String::new();
     for c in &r.ceilings {
         let measured: Vec<String> = r
             .results
@@ -1020,7 +1033,7 @@ pub fn render_table(r: &Report) -> String {
     if r.results.iter().any(|x| x.ci95.is_none() && x.n < 2) {
         out += &format!("(n=1): measured once, no interval: {}\n", virtperf_stats::NO_CI_ONE_SAMPLE);
     }
-    out += &render_clocks(r, !dual.is_empty());
+    out += &render_clocks(r, any_dual);
     for x in r
         .results
         .iter()
@@ -1121,6 +1134,39 @@ pub fn export_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
         "run_id": run_id, "name": info.name, "status": info.status, "started_at": info.started_at,
         "finished_at": info.finished_at, "manifest": info.manifest, "experiment": info.experiment, "trials": trials,
     }))
+}
+
+/// A report with three environments and no rows, for unit tests of what renders reports.
+#[cfg(test)]
+pub fn summary_test_report() -> Report {
+    let env = |n: &str| EnvSummary {
+        name: n.into(),
+        kind: n.into(),
+        params: serde_json::json!({}),
+        launches: 1,
+        start_ms_mean: None,
+        start_ms: None,
+    };
+    Report {
+        run_id: 1,
+        name: "t".into(),
+        status: "completed".into(),
+        started_at: String::new(),
+        finished_at: None,
+        baseline: Some("native".into()),
+        overhead_method: "fieller",
+        results: Vec::new(),
+        environments: vec![env("native"), env("container"), env("qemu-virtio-with-a-long-name")],
+        clock_checks: Vec::new(),
+        trials: Counts::default(),
+        failures: Vec::new(),
+        ceilings: Vec::new(),
+        rfc2544: Vec::new(),
+        loads: Vec::new(),
+        instances: Vec::new(),
+        disk: Vec::new(),
+        manifest: serde_json::json!({}),
+    }
 }
 
 #[cfg(test)]

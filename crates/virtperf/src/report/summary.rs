@@ -1,0 +1,223 @@
+//! The terminal's fast path: one line per workload / metric — the baseline's figure, then each
+//! other environment's ratio to it with its 95 % CI and the verdict — readable at 100 columns.
+//! `--full` prints every figure with its interval (`render_table`), the HTML page the figures.
+
+use comfy_table::{presets::UTF8_HORIZONTAL_ONLY, Cell, ContentArrangement, Table};
+
+use super::{fmt_num, mean_text, overhead_text, Report, GUEST_CPU, TESTER_CPU};
+
+/// Terminal width the summary is laid out for.
+pub const WIDTH: u16 = 100;
+
+/// One summary line per workload / metric (environment-level rows only).
+pub fn summary_rows(r: &Report) -> Vec<(String, Vec<String>)> {
+    let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
+    let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
+    // Cases of a disk matrix are summarised per matrix (`disk_rows`), not one line per cell.
+    let in_matrix =
+        |w: &str| r.disk.iter().any(|d| w.starts_with(&format!("{} [", d.workload)) || w == d.workload);
+    for x in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
+        if [TESTER_CPU, GUEST_CPU].contains(&x.metric.as_str()) || in_matrix(&x.workload) {
+            continue;
+        }
+        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str(), x.better);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .map(|(w, m, unit, better)| {
+            let arrow = match better {
+                "higher" => "↑",
+                "lower" => "↓",
+                _ => "·",
+            };
+            let cells = envs
+                .iter()
+                .map(|e| {
+                    match r.results.iter().find(|x| {
+                        x.workload == w
+                            && x.metric == m
+                            && x.environment == *e
+                            && x.peer.is_none()
+                            && x.instance.is_none()
+                    }) {
+                        None => "—".to_string(),
+                        Some(x) => match &x.overhead {
+                            Some(o) => overhead_text(o, better),
+                            None if Some(*e) == r.baseline.as_deref() => {
+                                format!("{} {unit}", mean_text(x.mean, x.ci95, x.n))
+                            }
+                            None => format!("{} {unit}", fmt_num(x.mean)),
+                        },
+                    }
+                })
+                .collect();
+            (format!("{w}\n  {m} {arrow}"), cells)
+        })
+        .collect()
+}
+
+/// One line per disk matrix (phase metric): per environment, the geometric mean of its cells'
+/// ratios to the baseline and their range — the matrix itself is in `--full` and the HTML.
+pub fn disk_rows(r: &Report) -> Vec<(String, Vec<String>)> {
+    r.disk
+        .iter()
+        .map(|d| {
+            let cells = r
+                .environments
+                .iter()
+                .map(|e| {
+                    let Some(m) = d.environments.iter().find(|x| x.environment == e.name) else {
+                        return "—".to_string();
+                    };
+                    let ratios: Vec<f64> = m
+                        .cells
+                        .iter()
+                        .flatten()
+                        .flatten()
+                        .filter_map(|c| c.overhead.as_ref().map(|o| o.ratio))
+                        .filter(|x| *x > 0.0 && x.is_finite())
+                        .collect();
+                    let means: Vec<f64> = m.cells.iter().flatten().flatten().map(|c| c.mean).collect();
+                    if ratios.is_empty() {
+                        let (lo, hi) =
+                            means.iter().fold((f64::INFINITY, 0.0f64), |a, x| (a.0.min(*x), a.1.max(*x)));
+                        return if means.is_empty() {
+                            "—".into()
+                        } else {
+                            format!("{}–{} {}", fmt_num(lo), fmt_num(hi), d.unit)
+                        };
+                    }
+                    let g = (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp();
+                    let (lo, hi) =
+                        ratios.iter().fold((f64::INFINITY, 0.0f64), |a, x| (a.0.min(*x), a.1.max(*x)));
+                    format!("×{g:.3} geomean, cells ×{lo:.2}–×{hi:.2}")
+                })
+                .collect();
+            let arrow = if d.better == "higher" { "↑" } else { "↓" };
+            (
+                format!(
+                    "{} ({}×{} matrix)\n  {} {arrow}",
+                    d.workload,
+                    d.file_sizes.len(),
+                    d.record_sizes.len(),
+                    d.metric
+                ),
+                cells,
+            )
+        })
+        .collect()
+}
+
+/// The compact report: the summary table, the seed-style tables that are summaries themselves
+/// (all pairs, instances, RFC 2544), a pointer to the disk matrices, and the notes.
+pub fn render_summary(r: &Report) -> String {
+    let mut out = format!(
+        "run {} \"{}\" — {} — {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted)\n",
+        r.run_id,
+        r.name,
+        r.status,
+        r.trials.ok,
+        r.trials.failed,
+        r.trials.skipped,
+        r.trials.pending,
+        r.trials.warmup
+    );
+    let mut rows = summary_rows(r);
+    rows.extend(disk_rows(r));
+    if !rows.is_empty() {
+        let mut t = Table::new();
+        t.load_preset(UTF8_HORIZONTAL_ONLY)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(WIDTH);
+        let mut header = vec![Cell::new("workload / metric")];
+        header.extend(r.environments.iter().map(|e| {
+            Cell::new(if Some(e.name.as_str()) == r.baseline.as_deref() {
+                format!("{} (baseline)", e.name)
+            } else {
+                format!("{}: ×ratio [95% CI]", e.name)
+            })
+        }));
+        t.set_header(header);
+        for (label, cells) in rows {
+            let mut row = vec![Cell::new(label)];
+            row.extend(cells.into_iter().map(Cell::new));
+            t.add_row(row);
+        }
+        out += &t.to_string();
+        out += "\n";
+    }
+    let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
+    out += &super::render_matrices(r, &envs);
+    out += &super::render_instances(r);
+    out += &crate::rfc2544::render(&r.rfc2544);
+    if !r.disk.is_empty() {
+        out += &format!(
+            "disk: {} file size × record size matrices (one per phase): `virtperf report {} --full`, or --html\n",
+            r.disk.len(),
+            r.run_id
+        );
+    }
+    out += "×ratio = env / baseline [Fieller 95% CI]; ↑/↓ higher/lower is better; all figures: --full\n";
+    let dual = r.results.iter().any(|x| x.clock.is_some());
+    out += &super::render_notes(r, dual);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Overhead, ResultRow};
+
+    fn row(env: &str, metric: &str, mean: f64, ratio: Option<f64>) -> ResultRow {
+        ResultRow {
+            environment: env.into(),
+            peer: None,
+            instance: None,
+            workload: "memcpy".into(),
+            params: serde_json::json!({}),
+            metric: metric.into(),
+            unit: "ms".into(),
+            better: "lower",
+            n: 5,
+            mean,
+            median: mean,
+            stdev: 0.1,
+            min: mean,
+            max: mean,
+            cv: None,
+            ci95: Some([mean - 0.1, mean + 0.1]),
+            no_ci: None,
+            outliers: 0,
+            overhead: ratio.map(|r| Overhead { ratio: r, ci95: Some([r - 0.05, r + 0.05]), no_ci: None }),
+            clock: None,
+            other_clock: None,
+            clock_disagrees: false,
+        }
+    }
+
+    fn report(results: Vec<ResultRow>) -> Report {
+        let mut r = crate::report::summary_test_report();
+        r.results = results;
+        r
+    }
+
+    #[test]
+    fn one_line_per_metric_and_it_fits_100_columns() {
+        let r = report(vec![
+            row("native", "memcpy_time", 4.5, None),
+            row("container", "memcpy_time", 4.4, Some(0.97)),
+            row("qemu-virtio-with-a-long-name", "memcpy_time", 9.0, Some(2.0)),
+            row("native", "guest_cpu_time", 1.0, None),
+        ]);
+        let rows = summary_rows(&r);
+        assert_eq!(rows.len(), 1, "guest CPU is a detail: {rows:?}");
+        assert!(rows[0].1[0].starts_with("4.500 ± 0.1") && rows[0].1[0].ends_with(" ms"), "{:?}", rows[0].1);
+        assert!(rows[0].1[2].starts_with("×2.000 [1.950, 2.050] worse"), "{:?}", rows[0].1);
+        let text = render_summary(&r);
+        for l in text.lines() {
+            assert!(l.chars().count() <= WIDTH as usize, "{} columns: {l}", l.chars().count());
+        }
+    }
+}
