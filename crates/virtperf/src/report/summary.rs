@@ -45,15 +45,13 @@ pub fn summary_rows(r: &Report) -> Vec<(String, Vec<String>)> {
                         None => "—".to_string(),
                         Some(x) => match &x.overhead {
                             Some(o) => overhead_text(o, better),
-                            None if Some(*e) == r.baseline.as_deref() => {
-                                format!("{} {unit}", mean_text(x.mean, x.ci95, x.n))
-                            }
-                            None => format!("{} {unit}", fmt_num(x.mean)),
+                            None if Some(*e) == r.baseline.as_deref() => mean_text(x.mean, x.ci95, x.n),
+                            None => fmt_num(x.mean),
                         },
                     }
                 })
                 .collect();
-            (format!("{w}\n  {m} {arrow}"), cells)
+            (format!("{w}\n  {m} ({unit}) {arrow}"), cells)
         })
         .collect()
 }
@@ -86,7 +84,7 @@ pub fn disk_rows(r: &Report) -> Vec<(String, Vec<String>)> {
                         return if means.is_empty() {
                             "—".into()
                         } else {
-                            format!("{}–{} {}", fmt_num(lo), fmt_num(hi), d.unit)
+                            format!("{}–{}", fmt_num(lo), fmt_num(hi))
                         };
                     }
                     let g = (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp();
@@ -98,11 +96,12 @@ pub fn disk_rows(r: &Report) -> Vec<(String, Vec<String>)> {
             let arrow = if d.better == "higher" { "↑" } else { "↓" };
             (
                 format!(
-                    "{} ({}×{} matrix)\n  {} {arrow}",
+                    "{} ({}×{} matrix)\n  {} ({}) {arrow}",
                     d.workload,
                     d.file_sizes.len(),
                     d.record_sizes.len(),
-                    d.metric
+                    d.metric,
+                    d.unit
                 ),
                 cells,
             )
@@ -213,7 +212,8 @@ mod tests {
         ]);
         let rows = summary_rows(&r);
         assert_eq!(rows.len(), 1, "guest CPU is a detail: {rows:?}");
-        assert!(rows[0].1[0].starts_with("4.500 ± 0.1") && rows[0].1[0].ends_with(" ms"), "{:?}", rows[0].1);
+        assert!(rows[0].1[0].starts_with("4.500 ± 0.1"), "{:?}", rows[0].1);
+        assert!(rows[0].0.contains("memcpy_time (ms) ↓"), "{:?}", rows[0].0);
         assert!(rows[0].1[2].starts_with("×2.000 [1.950, 2.050] worse"), "{:?}", rows[0].1);
         let text = render_summary(&r);
         for l in text.lines() {
