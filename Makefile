@@ -47,6 +47,7 @@ bench: build
 	bench/start.sh
 	bench/boot.sh
 	bench/disk.sh
+	bench/timer.sh
 
 clean:
 	$(CARGO) clean

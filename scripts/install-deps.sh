@@ -26,6 +26,7 @@ NEEDS=(
   "strace:strace"     # e2e: proves the patched UML kernel hands ptrace the host's XSAVE size
   "mke2fs:e2fsprogs"  # formats the guests' scratch disks (ext4) on the host
   "fio:fio"           # bench/disk.sh: the reference for the disk workload
+  "cyclictest:rt-tests"  # bench/timer.sh: the reference for the timer workload
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
 )
 

@@ -11,9 +11,11 @@ pub mod compute;
 pub mod disk;
 pub mod frames;
 pub mod load;
+pub mod micro;
 pub mod net;
 pub mod params;
 pub mod rfc2544;
+pub mod timer;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -232,6 +234,19 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &compute::Memcpy,
     &compute::Stream,
     &compute::Syscall,
+    &micro::CPUID,
+    &micro::CLOCK,
+    &micro::RDTSC,
+    &micro::PAGEFAULT,
+    &micro::MMAP,
+    &micro::MEMLAT,
+    &micro::CTXSWITCH,
+    &micro::PIPE_RR,
+    &micro::UNIX_RR,
+    &micro::FORK,
+    &micro::EXEC,
+    &micro::SIGNAL,
+    &timer::Timer,
     &compute::Sleep,
     &compute::Noop,
     &disk::Disk,
@@ -406,6 +421,19 @@ mod tests {
             "memcpy": {"size": 4096, "copies": 2},
             "stream": {"elements": 1000, "ntimes": 2},
             "syscall": {"iterations": 100},
+            "cpuid": {"iterations": 100},
+            "clock": {"iterations": 100},
+            "rdtsc": {"iterations": 100},
+            "pagefault": {"pages": 64},
+            "mmap": {"iterations": 10},
+            "memlat": {"size": 65536, "loads": 1000},
+            "ctxswitch": {"iterations": 10},
+            "pipe_rr": {"iterations": 10},
+            "unix_rr": {"iterations": 10},
+            "fork": {"iterations": 2},
+            "exec": {"iterations": 1, "program": "/bin/true"},
+            "signal": {"iterations": 10},
+            "timer": {"interval": 1, "duration": 20},
             "sleep": {"duration": 1},
             "noop": {},
             "disk": {"file_size": 1 << 20, "record_size": 65536},

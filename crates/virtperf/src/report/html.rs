@@ -70,6 +70,31 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
+/// The microbenchmarks' per-operation metrics (and the syscall one): the mechanisms section.
+pub fn is_mechanism(metric: &str) -> bool {
+    virtperf_workload::micro::METRIC_NAMES.contains(&metric) || metric == "syscall_time"
+}
+
+/// One forest row per environment × mechanism with a ratio to the baseline.
+pub fn mechanism_rows(r: &Report) -> Vec<ForestRow> {
+    r.results
+        .iter()
+        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_mechanism(&x.metric))
+        .filter_map(|x| {
+            let o = x.overhead.as_ref()?;
+            (o.ratio > 0.0 && o.ratio.is_finite()).then(|| {
+                let case = case_short(&x.workload);
+                let what = if case.contains(' ') {
+                    format!("{} {}", x.metric, &case[case.find(' ').unwrap_or(0)..])
+                } else {
+                    x.metric.clone()
+                };
+                (format!("{} · {}", x.environment, short(&what, 30)), o.ratio, o.ci95)
+            })
+        })
+        .collect()
+}
+
 /// Every measured (not warm-up, not failed) sample per workload case and metric, per
 /// environment, with the median/MAD outliers the statistics flag.
 pub fn sample_groups(store: &Store, run_id: i64) -> Result<Vec<(SampleKey, SampleGroups)>> {
@@ -250,6 +275,11 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
         (r.results.iter().any(|x| x.peer.is_some()), "pairs", "All pairs"),
         (!r.instances.is_empty(), "instances", "Instances"),
         (!r.disk.is_empty(), "disk", "Disk"),
+        (
+            !r.timers.is_empty() || r.results.iter().any(|x| is_mechanism(&x.metric)),
+            "mechanisms",
+            "Mechanisms",
+        ),
         (true, "failures", "Failures"),
         (true, "host", "Host"),
     ];
@@ -492,6 +522,44 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
                     &cells,
                 ));
             }
+        }
+    }
+
+    let mech = mechanism_rows(r);
+    if !mech.is_empty() || !r.timers.is_empty() {
+        body += "<h2 id=\"mechanisms\">Mechanisms</h2>\n";
+        if !mech.is_empty() {
+            body += &figs.add(figures::forest(
+                "mechanisms",
+                "Cost per operation, ratio to the baseline (cpuid, clocks, faults, switches, processes, signals, IPC, memory latency)",
+                &mech,
+            ));
+        }
+        if !r.timers.is_empty() {
+            let series: Series = r
+                .timers
+                .iter()
+                .map(|h| {
+                    let b = super::timer::log2_buckets(&h.histogram);
+                    let total = b.iter().sum::<u64>().max(1) as f64;
+                    let pts = b
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| {
+                            (if i == 0 { 0.5 } else { (1u64 << (i - 1)) as f64 }, *n as f64 / total * 100.0)
+                        })
+                        .collect();
+                    (format!("{} ({})", h.environment, h.policy), pts)
+                })
+                .collect();
+            body += &figs.add(figures::lines(
+                "timer-histogram",
+                "Timer wake-up lateness: share of wake-ups per power-of-two bucket (cyclictest's histogram)",
+                "lateness (µs, bucket start, log scale)",
+                "% of wake-ups",
+                &series,
+                true,
+            ));
         }
     }
 

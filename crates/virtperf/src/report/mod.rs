@@ -8,6 +8,7 @@ pub mod disk;
 pub mod figures;
 pub mod html;
 mod summary;
+pub mod timer;
 
 pub use summary::render_summary;
 
@@ -242,6 +243,8 @@ pub struct Report {
     /// Disk workloads swept over file and record sizes (seed 001's matrices): per phase metric,
     /// each environment's file size × record size cells with their ratio to native.
     pub disk: Vec<disk::DiskMatrix>,
+    /// `timer` workloads: each environment's lateness histogram over its trials.
+    pub timers: Vec<timer::TimerHistogram>,
     pub manifest: serde_json::Value,
 }
 
@@ -617,6 +620,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         trials: counts,
         failures,
         ceilings: ceilings(&info.manifest, &cases),
+        timers: timer::build(store, &envs, &cases, &trials),
         rfc2544: {
             let mut rows: Vec<(usize, crate::rfc2544::Row)> = trials
                 .iter()
@@ -987,6 +991,7 @@ pub fn render_table(r: &Report) -> String {
     out += &render_instances(r);
     out += &disk::render(&r.disk);
     out += &crate::rfc2544::render(&r.rfc2544);
+    out += &timer::render(&r.timers);
     out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
     out += &render_notes(r, !dual.is_empty());
     out
@@ -1165,6 +1170,7 @@ pub fn summary_test_report() -> Report {
         loads: Vec::new(),
         instances: Vec::new(),
         disk: Vec::new(),
+        timers: Vec::new(),
         manifest: serde_json::json!({}),
     }
 }

@@ -151,6 +151,7 @@ pub fn render_summary(r: &Report) -> String {
     out += &super::render_matrices(r, &envs);
     out += &super::render_instances(r);
     out += &crate::rfc2544::render(&r.rfc2544);
+    out += &super::timer::render(&r.timers);
     if !r.disk.is_empty() {
         out += &format!(
             "disk: {} file size × record size matrices (one per phase): `virtperf report {} --full`, or --html\n",

@@ -1,0 +1,784 @@
+//! Microbenchmarks of the mechanisms an isolation layer adds cost to (seeds 000 and 001 explain
+//! overheads by traps and page tables; HyperBench and lmbench measure them one by one): `cpuid`,
+//! clock reads, page faults, `mmap`, context switches, process creation, signal delivery, pipe and
+//! UNIX-socket round trips, and a memory-latency pointer chase.
+//!
+//! Each times a batch of operations with the guest clock (here) and the whole batch with the
+//! host's (`on_host_clock`, as every fixed-work workload), reporting ns per operation. Each checks
+//! that its operations happened (fault counts, round-trip counters, a chase that ends where it must),
+//! so a loop the compiler removed or a kernel that short-circuited fails instead of reporting 0 ns.
+//! Hand-written because they run inside every environment from the agent's one static binary
+//! (lmbench and stress-ng are not in a busybox guest, and their output would need parsing).
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use virtperf_proto::Sample;
+
+use crate::params::{ParamKind, ParamSpec, Params};
+use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+
+/// What one microbenchmark measured: operations, their time on this clock, detail.
+pub struct Timed {
+    pub ops: u64,
+    pub ns: u64,
+    pub extra: Value,
+}
+
+/// One microbenchmark: a name, what it exercises, its parameters, and the timed body.
+pub struct Micro {
+    kind: &'static str,
+    summary: &'static str,
+    params: &'static [ParamSpec],
+    metric: &'static [MetricSpec],
+    /// Operations a run with these parameters performs (for the host-clock figure).
+    ops: fn(&Params) -> u64,
+    /// Runs the operations; calls `ctx.begin()` right before the timed loop.
+    body: fn(&Params, &RunCtx) -> Result<Timed, String>,
+}
+
+impl Workload for Micro {
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+    fn summary(&self) -> &'static str {
+        self.summary
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        self.params
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        self.metric
+    }
+    fn marks_timed_region(&self) -> bool {
+        true
+    }
+    fn on_host_clock(&self, p: &Params, host_ns: u64) -> Vec<Sample> {
+        let n = (self.ops)(p).max(1) as f64;
+        vec![sample(&format!("{}{}", self.metric[0].name, crate::HOST_SUFFIX), host_ns as f64 / n, "ns/op")]
+    }
+    fn memory_needed(&self, p: &Params) -> Option<u64> {
+        match self.kind {
+            "pagefault" => p.u64("pages").ok().map(|n| n * PAGE),
+            "memlat" => p.u64("size").ok(),
+            _ => None,
+        }
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let t = (self.body)(p, ctx)?;
+        if t.ops == 0 {
+            return Err("no operation was performed".into());
+        }
+        Ok(Output {
+            samples: vec![sample(self.metric[0].name, t.ns as f64 / t.ops as f64, "ns/op")],
+            extra: t.extra,
+        })
+    }
+}
+
+const PAGE: u64 = 4096;
+
+/// The per-operation metrics of every microbenchmark here (the report's mechanisms section).
+pub const METRIC_NAMES: &[&str] = &[
+    "cpuid_time",
+    "clock_time",
+    "rdtsc_time",
+    "pagefault_time",
+    "mmap_time",
+    "memlat_time",
+    "ctxswitch_time",
+    "pipe_rr_time",
+    "unix_rr_time",
+    "fork_time",
+    "exec_time",
+    "signal_time",
+];
+
+const fn iterations(default: &'static str, help: &'static str) -> ParamSpec {
+    ParamSpec {
+        name: "iterations",
+        kind: ParamKind::Int { min: 1, max: 1 << 34 },
+        default: Some(default),
+        help,
+    }
+}
+
+const fn metric(name: &'static str, help: &'static str) -> MetricSpec {
+    MetricSpec { name, unit: "ns/op", better: Better::Lower, help }
+}
+
+fn iters(p: &Params) -> u64 {
+    p.u64("iterations").unwrap_or(1)
+}
+
+fn elapsed_ns(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+
+fn plain(ops: u64, ns: u64) -> Timed {
+    Timed { ops, ns, extra: Value::Null }
+}
+
+// ---- cpuid ---------------------------------------------------------------------------------
+
+fn cpuid_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    #[cfg(target_arch = "x86_64")]
+    {
+        ctx.begin();
+        let t0 = Instant::now();
+        let mut acc = 0u32;
+        for i in 0..n {
+            // Leaf 0 (vendor) and 1 (features) alternately: neither is cached by any CPU.
+            let r = std::arch::x86_64::__cpuid((i & 1) as u32);
+            acc = acc.wrapping_add(black_box(r.eax));
+        }
+        let ns = elapsed_ns(t0);
+        black_box(acc);
+        Ok(plain(n, ns))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (n, ctx);
+        Err("cpuid exists only on x86_64".into())
+    }
+}
+
+pub static CPUID: Micro = Micro {
+    kind: "cpuid",
+    summary: "the CPUID instruction: never leaves the CPU natively, exits to the hypervisor under KVM, emulated under TCG",
+    params: &[iterations("200000", "CPUID instructions per trial")],
+    metric: &[metric("cpuid_time", "time per CPUID instruction")],
+    ops: iters,
+    body: cpuid_body,
+};
+
+// ---- clocks --------------------------------------------------------------------------------
+
+/// The kernel's clocksource, where the environment shows it (not in gVisor or most containers'
+/// sysfs): `tsc` reads in the vDSO, `kvm-clock` too, `hpet`/`acpi_pm` trap on every read.
+pub fn clocksource() -> String {
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn clock_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut last = (0i64, 0i64);
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: clock_gettime writes one timespec we own.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        if rc != 0 {
+            return Err(format!("clock_gettime failed: {}", std::io::Error::last_os_error()));
+        }
+        let now = (ts.tv_sec, ts.tv_nsec);
+        if now < last {
+            return Err("CLOCK_MONOTONIC went backwards".into());
+        }
+        last = black_box(now);
+    }
+    let ns = elapsed_ns(t0);
+    Ok(Timed { ops: n, ns, extra: json!({"clocksource": clocksource()}) })
+}
+
+pub static CLOCK: Micro = Micro {
+    kind: "clock",
+    summary: "clock_gettime(CLOCK_MONOTONIC): a vDSO read where the clocksource allows (tsc, kvm-clock), a trap or a system call elsewhere; the clocksource is stored with the trial",
+    params: &[iterations("2000000", "clock reads per trial")],
+    metric: &[metric("clock_time", "time per clock_gettime call")],
+    ops: iters,
+    body: clock_body,
+};
+
+fn rdtsc_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    #[cfg(target_arch = "x86_64")]
+    {
+        ctx.begin();
+        let t0 = Instant::now();
+        let mut last = 0u64;
+        let mut back = 0u64;
+        for _ in 0..n {
+            // SAFETY: RDTSC has no preconditions (user-mode TSC reads are allowed unless the
+            // kernel set CR4.TSD, in which case the process gets SIGSEGV — not on Linux defaults).
+            let t = unsafe { std::arch::x86_64::_rdtsc() };
+            back += u64::from(t < last);
+            last = black_box(t);
+        }
+        let ns = elapsed_ns(t0);
+        Ok(Timed { ops: n, ns, extra: json!({"backwards": back}) })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (n, ctx);
+        Err("rdtsc exists only on x86_64".into())
+    }
+}
+
+pub static RDTSC: Micro = Micro {
+    kind: "rdtsc",
+    summary: "the RDTSC instruction: no exit under KVM by default, a helper call under TCG",
+    params: &[iterations("2000000", "TSC reads per trial")],
+    metric: &[metric("rdtsc_time", "time per RDTSC instruction")],
+    ops: iters,
+    body: rdtsc_body,
+};
+
+// ---- memory management ---------------------------------------------------------------------
+
+fn minflt() -> u64 {
+    // SAFETY: getrusage fills one rusage we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_THREAD counts this thread's faults only.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    ru.ru_minflt as u64
+}
+
+/// An anonymous private mapping of `len` bytes, unmapped on drop.
+struct Map {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Map {
+    fn new(len: usize) -> Result<Map, String> {
+        // SAFETY: a fresh anonymous mapping; no address hint, no file.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!("mmap of {len} bytes failed: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Map { ptr: ptr.cast(), len })
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `new` made.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn pagefault_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let pages = p.u64("pages")?;
+    let map = Map::new((pages * PAGE) as usize)?;
+    // Small pages: one fault per page is what is measured (a huge page would serve 512).
+    // SAFETY: advice on the mapping we own.
+    unsafe { libc::madvise(map.ptr.cast(), map.len, libc::MADV_NOHUGEPAGE) };
+    let f0 = minflt();
+    ctx.begin();
+    let t0 = Instant::now();
+    for i in 0..pages as usize {
+        // SAFETY: i * PAGE < len: inside the mapping; a volatile write so it is not elided.
+        unsafe { std::ptr::write_volatile(map.ptr.add(i * PAGE as usize), 1u8) };
+    }
+    let ns = elapsed_ns(t0);
+    let faults = minflt().saturating_sub(f0);
+    // gVisor's Sentry keeps no per-thread fault count (0); any other kernel must show one per page.
+    if faults == 0 {
+        return Ok(Timed {
+            ops: pages,
+            ns,
+            extra: json!({"minor_faults": null, "note": "this kernel does not count minor faults (getrusage): one fault per page assumed"}),
+        });
+    }
+    if faults < pages * 9 / 10 {
+        return Err(format!(
+            "{pages} fresh pages touched but only {faults} minor faults counted: the memory was not faulted page by page (huge pages, or a kernel that pre-populates)"
+        ));
+    }
+    Ok(Timed {
+        ops: pages,
+        ns,
+        extra: json!({"minor_faults": faults, "faults_per_s": faults as f64 / (ns.max(1) as f64 / 1e9)}),
+    })
+}
+
+pub static PAGEFAULT: Micro = Micro {
+    kind: "pagefault",
+    summary: "first touch of fresh anonymous 4 KiB pages: one minor fault each (nested paging or shadow page tables in a VM, the Sentry's memory manager in gVisor)",
+    params: &[ParamSpec {
+        name: "pages",
+        kind: ParamKind::Int { min: 16, max: 1 << 24 },
+        default: Some("16384"),
+        help: "pages touched per trial (16384 = 64 MiB)",
+    }],
+    metric: &[metric("pagefault_time", "time per page fault (first write to a fresh page)")],
+    ops: |p| p.u64("pages").unwrap_or(1),
+    body: pagefault_body,
+};
+
+fn mmap_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let m = Map::new(PAGE as usize)?;
+        // SAFETY: the first byte of the page just mapped; touching it makes the kernel build the
+        // page table entry, which munmap then tears down.
+        unsafe { std::ptr::write_volatile(m.ptr, 1u8) };
+        drop(m);
+    }
+    Ok(plain(n, elapsed_ns(t0)))
+}
+
+pub static MMAP: Micro = Micro {
+    kind: "mmap",
+    summary: "mmap of one anonymous page, a write to it, munmap: a system call, a fault and a TLB shootdown per operation",
+    params: &[iterations("20000", "map-touch-unmap cycles per trial")],
+    metric: &[metric("mmap_time", "time per mmap + first write + munmap")],
+    ops: iters,
+    body: mmap_body,
+};
+
+fn memlat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let size = p.u64("size")? as usize;
+    let loads = p.u64("loads")?;
+    const LINE: usize = 64;
+    let n = (size / LINE).max(2);
+    // One pointer per cache line, linked in a random cycle (Sattolo's algorithm): every load
+    // depends on the one before and hits a line the prefetchers cannot guess.
+    let mut next: Vec<usize> = (0..n).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = (x % i as u64) as usize;
+        next.swap(i, j);
+    }
+    let mut chain = vec![0usize; n * (LINE / 8)];
+    for (i, nx) in next.iter().enumerate() {
+        chain[i * (LINE / 8)] = nx * (LINE / 8);
+    }
+    let mut at = 0usize;
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..loads {
+        at = chain[at];
+    }
+    let ns = elapsed_ns(t0);
+    black_box(at);
+    // A full cycle visits every line once and returns to the start: the chase really walked.
+    let mut probe = 0usize;
+    for _ in 0..n {
+        probe = chain[probe];
+    }
+    if probe != 0 {
+        return Err("the pointer chain is not one cycle".into());
+    }
+    Ok(Timed { ops: loads, ns, extra: json!({"lines": n, "bytes": n * LINE}) })
+}
+
+pub static MEMLAT: Micro = Micro {
+    kind: "memlat",
+    summary: "dependent loads over a random cycle of cache lines in `size` bytes (sweep it from L1 to beyond the LLC): cache and TLB miss latency, nested paging's cost in a VM",
+    params: &[
+        ParamSpec {
+            name: "size",
+            kind: ParamKind::Size { min: 4096, max: 16 << 30 },
+            default: Some("64MiB"),
+            help: "working set; sweep e.g. [16KiB,256KiB,4MiB,64MiB,256MiB]",
+        },
+        ParamSpec {
+            name: "loads",
+            kind: ParamKind::Int { min: 1000, max: 1 << 36 },
+            default: Some("5000000"),
+            help: "dependent loads per trial",
+        },
+    ],
+    metric: &[metric("memlat_time", "time per dependent load")],
+    ops: |p| p.u64("loads").unwrap_or(1),
+    body: memlat_body,
+};
+
+// ---- scheduling and IPC --------------------------------------------------------------------
+
+fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
+    // SAFETY: FUTEX_WAIT/FUTEX_WAKE on an aligned u32 both threads hold a reference to; no timeout.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op | libc::FUTEX_PRIVATE_FLAG,
+            val,
+            std::ptr::null::<u8>(),
+        )
+    };
+}
+
+/// Two threads hand a token back and forth `n` times through `pass` (which blocks until the
+/// other side answers); returns the time for the `n` round trips.
+fn ping_pong<A, B>(n: u64, ctx: &RunCtx, mut ping: A, mut pong: B) -> Result<u64, String>
+where
+    A: FnMut() -> Result<(), String>,
+    B: FnMut() -> Result<(), String> + Send,
+{
+    std::thread::scope(|s| {
+        let other = s.spawn(move || -> Result<(), String> {
+            for _ in 0..n {
+                pong()?;
+            }
+            Ok(())
+        });
+        ctx.begin();
+        let t0 = Instant::now();
+        let mut res = Ok(());
+        for _ in 0..n {
+            if let Err(e) = ping() {
+                res = Err(e);
+                break;
+            }
+        }
+        let ns = elapsed_ns(t0);
+        let theirs = other.join().map_err(|_| "the other thread panicked".to_string())?;
+        res.and(theirs).map(|()| ns)
+    })
+}
+
+fn ctxswitch_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    let word = AtomicU32::new(0);
+    let done = AtomicU64::new(0);
+    let (w, d) = (&word, &done);
+    // 0: the main thread's turn is over, the other runs; 1: back to the main thread.
+    let ns = ping_pong(
+        n,
+        ctx,
+        || {
+            w.store(1, Ordering::Release);
+            futex(w, libc::FUTEX_WAKE, 1);
+            while w.load(Ordering::Acquire) == 1 {
+                futex(w, libc::FUTEX_WAIT, 1);
+            }
+            Ok(())
+        },
+        move || {
+            while w.load(Ordering::Acquire) == 0 {
+                futex(w, libc::FUTEX_WAIT, 0);
+            }
+            d.fetch_add(1, Ordering::Relaxed);
+            w.store(0, Ordering::Release);
+            futex(w, libc::FUTEX_WAKE, 1);
+            Ok(())
+        },
+    )?;
+    if done.load(Ordering::Relaxed) != n {
+        return Err(format!("{} of {n} hand-offs seen by the other thread", done.load(Ordering::Relaxed)));
+    }
+    // Two switches per round trip.
+    Ok(Timed { ops: 2 * n, ns, extra: json!({"round_trips": n}) })
+}
+
+pub static CTXSWITCH: Micro = Micro {
+    kind: "ctxswitch",
+    summary: "two threads handing a token back and forth through a futex: the scheduler's switch between threads (two per round trip), with both on one CPU or two",
+    params: &[iterations("50000", "round trips per trial (two switches each)")],
+    metric: &[metric("ctxswitch_time", "time per switch (half a futex round trip)")],
+    ops: |p| 2 * iters(p),
+    body: ctxswitch_body,
+};
+
+/// A pair of connected descriptors (a pipe each way, or a socketpair), closed on drop.
+struct Fds(Vec<libc::c_int>);
+
+impl Drop for Fds {
+    fn drop(&mut self) {
+        for fd in &self.0 {
+            // SAFETY: descriptors this struct owns, closed once.
+            unsafe { libc::close(*fd) };
+        }
+    }
+}
+
+fn xfer(fd: libc::c_int, write: bool) -> Result<(), String> {
+    let mut b = [0x5au8; 1];
+    // SAFETY: one byte to or from a stack buffer on a descriptor we own.
+    let r = unsafe {
+        if write {
+            libc::write(fd, b.as_ptr().cast(), 1)
+        } else {
+            libc::read(fd, b.as_mut_ptr().cast(), 1)
+        }
+    };
+    if r == 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of one byte: {}",
+            if write { "write" } else { "read" },
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+fn rr_body(n: u64, ctx: &RunCtx, unix: bool) -> Result<Timed, String> {
+    // (main writes, other reads) and (other writes, main reads).
+    let (a_w, b_r, b_w, a_r, fds) = if unix {
+        let mut sv = [0; 2];
+        // SAFETY: socketpair fills two descriptors we then own.
+        if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) } != 0 {
+            return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
+        }
+        (sv[0], sv[1], sv[1], sv[0], Fds(sv.to_vec()))
+    } else {
+        let (mut p1, mut p2) = ([0; 2], [0; 2]);
+        // SAFETY: pipe fills two descriptors we then own (closed by Fds even on the error path).
+        if unsafe { libc::pipe(p1.as_mut_ptr()) } != 0 {
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::pipe(p2.as_mut_ptr()) } != 0 {
+            let _f = Fds(p1.to_vec());
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
+        (p1[1], p1[0], p2[1], p2[0], Fds(vec![p1[0], p1[1], p2[0], p2[1]]))
+    };
+    let ns = ping_pong(
+        n,
+        ctx,
+        || {
+            xfer(a_w, true)?;
+            xfer(a_r, false)
+        },
+        move || {
+            xfer(b_r, false)?;
+            xfer(b_w, true)
+        },
+    )?;
+    drop(fds);
+    Ok(plain(n, ns))
+}
+
+pub static PIPE_RR: Micro = Micro {
+    kind: "pipe_rr",
+    summary: "one byte there and back between two threads over two pipes: write, wake-up, read, and back",
+    params: &[iterations("20000", "round trips per trial")],
+    metric: &[metric("pipe_rr_time", "time per round trip")],
+    ops: iters,
+    body: |p, ctx| rr_body(iters(p), ctx, false),
+};
+
+pub static UNIX_RR: Micro = Micro {
+    kind: "unix_rr",
+    summary: "one byte there and back between two threads over a UNIX stream socketpair",
+    params: &[iterations("20000", "round trips per trial")],
+    metric: &[metric("unix_rr_time", "time per round trip")],
+    ops: iters,
+    body: |p, ctx| rr_body(iters(p), ctx, true),
+};
+
+// ---- processes and signals -----------------------------------------------------------------
+
+fn fork_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: the child calls only _exit (async-signal-safe), so forking a threaded process
+        // is sound; the parent reaps it at once.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: ends the child immediately, without running any of the parent's handlers.
+            unsafe { libc::_exit(0) };
+        }
+        if pid < 0 {
+            return Err(format!("fork: {}", std::io::Error::last_os_error()));
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just created.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } != pid || status != 0 {
+            return Err(format!("the forked child {pid} did not exit cleanly (status {status})"));
+        }
+    }
+    Ok(plain(n, elapsed_ns(t0)))
+}
+
+pub static FORK: Micro = Micro {
+    kind: "fork",
+    summary: "fork, the child's _exit, waitpid: copying the address space's page tables (this agent's), the cost seeds 000/001 saw under shadow paging",
+    params: &[iterations("1000", "processes per trial")],
+    metric: &[metric("fork_time", "time per fork + exit + wait")],
+    ops: iters,
+    body: fork_body,
+};
+
+fn exec_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    let (exe, args): (std::path::PathBuf, &[&str]) = match p.0.get("program").and_then(Value::as_str) {
+        Some(prog) => (prog.into(), &[]),
+        None => (
+            std::fs::read_link("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?,
+            &["--version"],
+        ),
+    };
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let st = std::process::Command::new(&exe)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        if !st.success() {
+            return Err(format!("{} {} failed: {st}", exe.display(), args.join(" ")));
+        }
+    }
+    Ok(plain(n, elapsed_ns(t0)))
+}
+
+pub static EXEC: Micro = Micro {
+    kind: "exec",
+    summary: "start a program and wait for it to exit (fork/vfork + execve + the program + exit): process creation end to end; by default this agent's own binary with --version",
+    params: &[
+        iterations("100", "programs started per trial"),
+        ParamSpec {
+            name: "program",
+            kind: ParamKind::Text,
+            default: None,
+            help: "the program to start, with no arguments (a static binary, e.g. /bin/busybox) [default: the agent's binary with --version]",
+        },
+    ],
+    metric: &[metric("exec_time", "time per program start to exit")],
+    ops: iters,
+    body: exec_body,
+};
+
+static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    let n = iters(p);
+    // SAFETY: a handler that only bumps an atomic (async-signal-safe); the previous action is
+    // restored below on every path.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+    // SAFETY: installs the handler for SIGUSR2, which nothing else in the agent uses.
+    if unsafe { libc::sigaction(libc::SIGUSR2, &act, &mut old) } != 0 {
+        return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: getpid/gettid have no preconditions.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::syscall(libc::SYS_gettid) as libc::pid_t) };
+    let before = SIGNALS.load(Ordering::Relaxed);
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: a signal to this very thread; it is handled before tgkill returns.
+        unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGUSR2) };
+    }
+    let ns = elapsed_ns(t0);
+    // SAFETY: restores the previous action.
+    unsafe { libc::sigaction(libc::SIGUSR2, &old, std::ptr::null_mut()) };
+    let got = SIGNALS.load(Ordering::Relaxed) - before;
+    if got != n {
+        return Err(format!("{got} of {n} signals were handled"));
+    }
+    Ok(plain(n, ns))
+}
+
+pub static SIGNAL: Micro = Micro {
+    kind: "signal",
+    summary: "a signal sent to the thread itself (tgkill) and handled: kernel entry, frame set-up, the handler, sigreturn",
+    params: &[iterations("100000", "signals per trial")],
+    metric: &[metric("signal_time", "time per signal sent and handled")],
+    ops: iters,
+    body: signal_body,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn run(w: &Micro, params: serde_json::Value) -> Result<(f64, Value), String> {
+        let raw: BTreeMap<String, Value> = serde_json::from_value(params).unwrap();
+        let p = crate::params::revalidate(w.params, &raw).map_err(|e| e.1)?;
+        let o = w.run(&Params(&p), &RunCtx::detached())?;
+        Ok((o.samples[0].value, o.extra))
+    }
+
+    /// A loop the compiler removed costs the same however long it is; a real one scales.
+    fn scales(w: &Micro, key: &str, small: u64) {
+        let t = |n: u64| {
+            let (per_op, _) = run(w, json!({ key: n })).unwrap();
+            per_op * n as f64
+        };
+        let (a, b) = (t(small), t(small * 8));
+        assert!(b > 3.0 * a, "{}: {small} ops took {a} ns, 8× as many {b} ns", w.kind);
+    }
+
+    #[test]
+    fn each_microbenchmark_does_its_work() {
+        for (w, key, n) in [
+            (&CPUID, "iterations", 20_000),
+            (&CLOCK, "iterations", 200_000),
+            (&RDTSC, "iterations", 200_000),
+            (&PAGEFAULT, "pages", 2000),
+            (&MMAP, "iterations", 2000),
+            (&CTXSWITCH, "iterations", 2000),
+            (&PIPE_RR, "iterations", 2000),
+            (&UNIX_RR, "iterations", 2000),
+            (&FORK, "iterations", 50),
+            (&SIGNAL, "iterations", 20_000),
+        ] {
+            let (per_op, _) = run(w, json!({ key: n })).unwrap_or_else(|e| panic!("{}: {e}", w.kind));
+            assert!(per_op > 0.5 && per_op < 1e8, "{}: {per_op} ns/op", w.kind);
+            scales(w, key, n);
+        }
+    }
+
+    #[test]
+    fn metric_names_list_every_microbenchmark() {
+        let all = [
+            &CPUID, &CLOCK, &RDTSC, &PAGEFAULT, &MMAP, &MEMLAT, &CTXSWITCH, &PIPE_RR, &UNIX_RR, &FORK, &EXEC,
+            &SIGNAL,
+        ];
+        let names: Vec<&str> = all.iter().map(|w| w.metric[0].name).collect();
+        assert_eq!(names, METRIC_NAMES);
+    }
+
+    #[test]
+    fn memory_latency_grows_with_the_working_set() {
+        let (l1, _) = run(&MEMLAT, json!({"size": 16384, "loads": 2_000_000})).unwrap();
+        let (big, extra) = run(&MEMLAT, json!({"size": 256 << 20, "loads": 2_000_000})).unwrap();
+        assert_eq!(extra["lines"], (256 << 20) / 64);
+        // An L1 hit is a few cycles; a random line of 256 MiB misses every cache and the TLB.
+        assert!(l1 < 5.0 && big > 4.0 * l1, "16 KiB {l1} ns, 256 MiB {big} ns per load");
+    }
+
+    #[test]
+    fn page_faults_are_counted_one_per_page() {
+        let (_, extra) = run(&PAGEFAULT, json!({"pages": 4096})).unwrap();
+        let f = extra["minor_faults"].as_u64().unwrap();
+        assert!((3686..=4096 + 64).contains(&f), "{f} faults for 4096 pages");
+    }
+
+    #[test]
+    fn exec_starts_a_program_and_says_when_it_fails() {
+        let (per_op, _) = run(&EXEC, json!({"iterations": 3, "program": "/bin/true"})).unwrap();
+        assert!(per_op > 10_000.0, "a process start in {per_op} ns");
+        let e = run(&EXEC, json!({"iterations": 1, "program": "/bin/false"})).unwrap_err();
+        assert!(e.contains("/bin/false") && e.contains("failed"), "{e}");
+    }
+}

@@ -1,0 +1,208 @@
+//! `timer`: how late does a periodic thread wake up? cyclictest's measurement (rt-tests): a thread
+//! sleeps to absolute deadlines `interval` apart on CLOCK_MONOTONIC (`clock_nanosleep`,
+//! TIMER_ABSTIME) for `duration`, and records each wake-up's lateness. Seed 002's question, asked
+//! the way real-time engineers ask it: not the mean, the worst case. `bench/timer.sh` holds it
+//! against cyclictest on the same host.
+
+use serde_json::json;
+
+use crate::params::{ParamKind, ParamSpec, Params};
+use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+
+pub struct Timer;
+
+const fn m(name: &'static str, help: &'static str) -> MetricSpec {
+    MetricSpec { name, unit: "us", better: Better::Lower, help }
+}
+
+const METRICS: &[MetricSpec] = &[
+    m("timer_min", "smallest wake-up lateness"),
+    m("timer_mean", "mean wake-up lateness"),
+    m("timer_p50", "median wake-up lateness"),
+    m("timer_p99", "99th percentile of wake-up lateness"),
+    m("timer_p999", "99.9th percentile of wake-up lateness"),
+    m("timer_max", "largest wake-up lateness (the worst case)"),
+];
+
+/// Histogram resolution: 1 µs buckets up to this, one overflow bucket above (as cyclictest -h).
+pub const HIST_MAX_US: usize = 10_000;
+
+fn now_ns() -> i128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+fn to_timespec(ns: i128) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// The statistics of lateness samples (µs, sorted): min, mean, p50, p99, p99.9, max.
+pub fn stats(sorted: &[f64]) -> [f64; 6] {
+    if sorted.is_empty() {
+        return [0.0; 6];
+    }
+    let q = |p: f64| sorted[(((sorted.len() - 1) as f64) * p).round() as usize];
+    let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
+    [sorted[0], mean, q(0.5), q(0.99), q(0.999), sorted[sorted.len() - 1]]
+}
+
+/// Sparse histogram: (µs, count) for every non-empty 1 µs bucket, the last one `HIST_MAX_US`
+/// holding everything above.
+pub fn histogram(lat_us: &[f64]) -> Vec<(u64, u64)> {
+    let mut h = std::collections::BTreeMap::new();
+    for l in lat_us {
+        *h.entry((l.max(0.0) as u64).min(HIST_MAX_US as u64)).or_insert(0u64) += 1;
+    }
+    h.into_iter().collect()
+}
+
+impl Workload for Timer {
+    fn kind(&self) -> &'static str {
+        "timer"
+    }
+    fn summary(&self) -> &'static str {
+        "a thread wakes at absolute deadlines `interval` apart (clock_nanosleep) for `duration`; the lateness of every wake-up (cyclictest's measurement)"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[
+            ParamSpec {
+                name: "interval",
+                kind: ParamKind::Duration { min_ms: 1, max_ms: 1000 },
+                default: Some("1ms"),
+                help: "period between wake-ups (cyclictest -i)",
+            },
+            ParamSpec {
+                name: "duration",
+                kind: ParamKind::Duration { min_ms: 10, max_ms: 3_600_000 },
+                default: Some("2s"),
+                help: "how long to keep waking up (duration / interval wake-ups)",
+            },
+            ParamSpec {
+                name: "priority",
+                kind: ParamKind::Int { min: 0, max: 99 },
+                default: Some("0"),
+                help: "SCHED_FIFO priority of the timer thread (cyclictest -p); 0 = the default policy. Where the environment refuses it, the trial says so (extra.policy) and runs unprivileged",
+            },
+        ]
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        METRICS
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let interval = p.u64("interval")? as i128 * 1_000_000;
+        let wakeups = (p.u64("duration")? as i128 * 1_000_000 / interval).max(1) as usize;
+        let priority = p.u64("priority")? as i32;
+        // Its own thread: the scheduling policy applies to it alone, never to the agent.
+        let (lat, policy) = std::thread::scope(|s| {
+            s.spawn(|| -> Result<(Vec<f64>, String), String> {
+                let policy = if priority > 0 {
+                    let sp = libc::sched_param { sched_priority: priority };
+                    // SAFETY: sets this thread's policy (pid 0 = the calling thread).
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp) } == 0 {
+                        format!("SCHED_FIFO {priority}")
+                    } else {
+                        format!(
+                            "SCHED_OTHER (SCHED_FIFO {priority} refused: {})",
+                            std::io::Error::last_os_error()
+                        )
+                    }
+                } else {
+                    "SCHED_OTHER".to_string()
+                };
+                let mut lat = Vec::with_capacity(wakeups);
+                let mut next = now_ns() + interval;
+                for _ in 0..wakeups {
+                    if ctx.stopped() {
+                        return Err("stopped".into());
+                    }
+                    let ts = to_timespec(next);
+                    loop {
+                        // SAFETY: sleeps to an absolute time given in a timespec we own.
+                        let rc = unsafe {
+                            libc::clock_nanosleep(
+                                libc::CLOCK_MONOTONIC,
+                                libc::TIMER_ABSTIME,
+                                &ts,
+                                std::ptr::null_mut(),
+                            )
+                        };
+                        match rc {
+                            0 => break,
+                            libc::EINTR => continue,
+                            e => {
+                                return Err(format!(
+                                    "clock_nanosleep: {}",
+                                    std::io::Error::from_raw_os_error(e)
+                                ))
+                            }
+                        }
+                    }
+                    let late = now_ns() - next;
+                    lat.push(late.max(0) as f64 / 1e3);
+                    next += interval;
+                    // A wake-up later than a whole period: skip the missed deadlines (as cyclictest).
+                    let now = now_ns();
+                    while next <= now {
+                        next += interval;
+                    }
+                }
+                Ok((lat, policy))
+            })
+            .join()
+            .map_err(|_| "the timer thread panicked".to_string())?
+        })?;
+        let mut sorted = lat.clone();
+        sorted.sort_by(f64::total_cmp);
+        let st = stats(&sorted);
+        let samples = METRICS.iter().zip(st).map(|(m, v)| sample(m.name, v, "us")).collect();
+        Ok(Output {
+            samples,
+            extra: json!({
+                "wakeups": lat.len(),
+                "interval_us": interval / 1000,
+                "policy": policy,
+                "histogram_us": histogram(&lat),
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn statistics_of_a_known_distribution() {
+        let v: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let [min, mean, p50, p99, p999, max] = stats(&v);
+        assert_eq!((min, p50, p99, p999, max), (1.0, 501.0, 990.0, 999.0, 1000.0));
+        assert!((mean - 500.5).abs() < 1e-9);
+        let h = histogram(&[0.2, 0.7, 3.5, 20_000.0]);
+        assert_eq!(h, vec![(0, 2), (3, 1), (HIST_MAX_US as u64, 1)]);
+    }
+
+    #[test]
+    fn wakes_up_every_interval_and_late_not_early() {
+        let raw: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(json!({"interval": 1, "duration": 200})).unwrap();
+        let p = crate::params::revalidate(Timer.params(), &raw).unwrap();
+        let t0 = Instant::now();
+        let o = Timer.run(&Params(&p), &RunCtx::detached()).unwrap();
+        let took = t0.elapsed().as_secs_f64();
+        assert_eq!(o.extra["wakeups"], 200);
+        // 200 deadlines 1 ms apart: about 200 ms, never much less (it sleeps to each one).
+        assert!((0.19..2.0).contains(&took), "{took} s");
+        let get = |n: &str| o.samples.iter().find(|s| s.metric == n).unwrap().value;
+        assert!(get("timer_min") >= 0.0 && get("timer_min") <= get("timer_p50"));
+        assert!(get("timer_p99") <= get("timer_max"));
+        let counted: u64 =
+            o.extra["histogram_us"].as_array().unwrap().iter().map(|b| b[1].as_u64().unwrap()).sum();
+        assert_eq!(counted, 200);
+    }
+}
