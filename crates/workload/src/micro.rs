@@ -720,9 +720,14 @@ mod tests {
 
     /// A loop the compiler removed costs the same however long it is; a real one scales.
     fn scales(w: &Micro, key: &str, small: u64) {
+        // The fastest of three: a run preempted by a neighbour only ever gets slower.
         let t = |n: u64| {
-            let (per_op, _) = run(w, json!({ key: n })).unwrap();
-            per_op * n as f64
+            (0..3)
+                .map(|_| {
+                    let (per_op, _) = run(w, json!({ key: n })).unwrap();
+                    per_op * n as f64
+                })
+                .fold(f64::INFINITY, f64::min)
         };
         let (a, b) = (t(small), t(small * 8));
         assert!(b > 3.0 * a, "{}: {small} ops took {a} ns, 8× as many {b} ns", w.kind);
@@ -730,6 +735,7 @@ mod tests {
 
     #[test]
     fn each_microbenchmark_does_its_work() {
+        let _alone = crate::cpu_heavy();
         for (w, key, n) in [
             (&CPUID, "iterations", 20_000),
             (&CLOCK, "iterations", 200_000),
@@ -760,6 +766,7 @@ mod tests {
 
     #[test]
     fn memory_latency_grows_with_the_working_set() {
+        let _alone = crate::cpu_heavy();
         let (l1, _) = run(&MEMLAT, json!({"size": 16384, "loads": 2_000_000})).unwrap();
         let (big, extra) = run(&MEMLAT, json!({"size": 256 << 20, "loads": 2_000_000})).unwrap();
         assert_eq!(extra["lines"], (256 << 20) / 64);

@@ -70,7 +70,7 @@ pub fn sparkline(buckets: &[u64]) -> String {
     let max = buckets.iter().copied().max().unwrap_or(0).max(1) as f64;
     buckets
         .iter()
-        .map(|&n| if n == 0 { ' ' } else { BARS[(((n as f64 / max) * 7.0).ceil() as usize).clamp(0, 7)] })
+        .map(|&n| if n == 0 { ' ' } else { BARS[(((n as f64 / max) * 7.0).floor() as usize).min(7)] })
         .collect()
 }
 
