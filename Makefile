@@ -48,6 +48,7 @@ bench: build
 	bench/boot.sh
 	bench/disk.sh
 	bench/timer.sh
+	bench/mechanisms.sh
 
 clean:
 	$(CARGO) clean
