@@ -2,6 +2,13 @@
 //! matched by environment, workload and metric; each metric's change A → B as the ratio of
 //! means with its Fieller 95 % CI, and the changes beyond noise and beyond a threshold in the
 //! worse direction flagged as regressions.
+//!
+//! A noisy or shared host drifts between runs: everything, the baseline included, gets slower
+//! together. By default an environment with a baseline in both runs is therefore judged on its
+//! **overhead** (its ratio to the baseline, which cancels what moved the whole host); the
+//! baseline's own rows are judged on their means and reported as "the baseline moved", with the
+//! median factor, instead of as regressions of every environment. `--raw` judges every row on its
+//! means.
 
 use std::path::{Path, PathBuf};
 
@@ -54,8 +61,17 @@ pub struct Change {
     pub ci95: Option<[f64; 2]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_ci: Option<&'static str>,
-    /// `regression`, `improvement` (both beyond noise and the threshold), `~same`, or
-    /// `changed` (beyond noise, within the threshold, or a metric with no better direction).
+    /// B's overhead / A's (each environment / baseline), with a 95 % CI combined in log space
+    /// from the two runs' Fieller intervals; absent for the baseline's own rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead_change: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead_change_ci95: Option<[f64; 2]>,
+    /// `overhead` or `mean`: what the verdict rests on.
+    pub judged_on: &'static str,
+    /// `regression`, `improvement` (both beyond noise and the threshold), `~same`, `changed`
+    /// (beyond noise, within the threshold, or a metric with no better direction), or
+    /// `baseline moved` (the baseline's own row changed beyond noise and the threshold).
     pub verdict: &'static str,
 }
 
@@ -67,6 +83,12 @@ pub struct Comparison {
     pub changes: Vec<Change>,
     pub regressions: usize,
     pub improvements: usize,
+    /// The baseline's rows that changed beyond noise and the threshold, and their median B/A.
+    pub baseline_moved: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_median_change: Option<f64>,
+    /// Every row judged on its means (`--raw`).
+    pub raw: bool,
     /// Rows of one run without a partner in the other.
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
@@ -103,7 +125,14 @@ fn label(r: &ResultRow) -> String {
 
 /// Matches the rows of `a` and `b`; `threshold_pct`: how large a change beyond noise must be to
 /// count as a regression or an improvement.
-pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, threshold_pct: f64) -> Comparison {
+pub fn compare(
+    a: &Report,
+    a_name: &str,
+    b: &Report,
+    b_name: &str,
+    threshold_pct: f64,
+    raw: bool,
+) -> Comparison {
     let mut changes = Vec::new();
     let mut only_in_a = Vec::new();
     for ra in &a.results {
@@ -115,15 +144,24 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, threshold_pct
         let rc = virtperf_stats::ratio_ci(&sb, &sa);
         let ratio = if ra.mean != 0.0 { rb.mean / ra.mean } else { f64::NAN };
         let ci95 = rc.as_ref().and_then(|c| c.ci95).map(|(l, h)| [l, h]);
-        let beyond_noise = ci95.is_some_and(|[l, h]| l > 1.0 || h < 1.0);
-        let big = (ratio - 1.0).abs() * 100.0 >= threshold_pct;
+        let (overhead_change, overhead_change_ci95) = overhead_change(ra, rb);
+        let is_baseline = a.baseline.as_deref() == Some(ra.environment.as_str());
+        let on_overhead = !raw && overhead_change.is_some();
+        let (r, ci, judged_on) = if on_overhead {
+            (overhead_change.unwrap_or(f64::NAN), overhead_change_ci95, "overhead")
+        } else {
+            (ratio, ci95, "mean")
+        };
+        let beyond_noise = ci.is_some_and(|[l, h]| l > 1.0 || h < 1.0);
+        let big = (r - 1.0).abs() * 100.0 >= threshold_pct;
         let worse = match ra.better {
-            "higher" => ratio < 1.0,
-            "lower" => ratio > 1.0,
+            "higher" => r < 1.0,
+            "lower" => r > 1.0,
             _ => false,
         };
         let verdict = match (beyond_noise, big, ra.better) {
             (false, _, _) => "~same",
+            (true, true, _) if is_baseline && !raw => "baseline moved",
             (true, true, "higher" | "lower") if worse => "regression",
             (true, true, "higher" | "lower") => "improvement",
             _ => "changed",
@@ -143,27 +181,62 @@ pub fn compare(a: &Report, a_name: &str, b: &Report, b_name: &str, threshold_pct
             ratio,
             ci95,
             no_ci: rc.and_then(|c| c.no_ci),
+            overhead_change,
+            overhead_change_ci95,
+            judged_on,
             verdict,
         });
     }
     let only_in_b =
         b.results.iter().filter(|rb| !a.results.iter().any(|ra| key(ra) == key(rb))).map(label).collect();
+    let moved: Vec<f64> = changes.iter().filter(|c| c.verdict == "baseline moved").map(|c| c.ratio).collect();
     Comparison {
         a: a_name.into(),
         b: b_name.into(),
         threshold_pct,
         regressions: changes.iter().filter(|c| c.verdict == "regression").count(),
         improvements: changes.iter().filter(|c| c.verdict == "improvement").count(),
+        baseline_moved: moved.len(),
+        baseline_median_change: (!moved.is_empty()).then(|| virtperf_stats::median(&moved)),
+        raw,
         changes,
         only_in_a,
         only_in_b,
     }
 }
 
+/// B's overhead over A's, and its 95 % CI from the two Fieller intervals combined in log space
+/// (independent runs: the log-widths add in quadrature).
+fn overhead_change(ra: &ResultRow, rb: &ResultRow) -> (Option<f64>, Option<[f64; 2]>) {
+    let (Some(oa), Some(ob)) = (&ra.overhead, &rb.overhead) else { return (None, None) };
+    if !(oa.ratio > 0.0 && ob.ratio > 0.0) {
+        return (None, None);
+    }
+    let change = ob.ratio / oa.ratio;
+    let half = |o: &crate::report::Overhead| {
+        o.ci95.filter(|[l, h]| *l > 0.0 && *h > 0.0).map(|[l, h]| (h.ln() - l.ln()) / 2.0)
+    };
+    let ci = match (half(oa), half(ob)) {
+        (Some(x), Some(y)) => {
+            let w = (x * x + y * y).sqrt();
+            Some([change * (-w).exp(), change * w.exp()])
+        }
+        _ => None,
+    };
+    (Some(change), ci)
+}
+
 pub fn render(c: &Comparison) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic).set_width(100);
-    t.set_header(vec!["environment / workload / metric", "A", "B", "B/A [95% CI]", "verdict"]);
+    t.set_header(vec![
+        "environment / workload / metric",
+        "A",
+        "B",
+        "B/A [95% CI]",
+        "overhead B/A [95% CI]",
+        "verdict",
+    ]);
     for ch in &c.changes {
         let mut what = format!("{} / {}\n  {} ({})", ch.environment, ch.workload, ch.metric, ch.unit);
         if let Some(p) = &ch.peer {
@@ -180,15 +253,22 @@ pub fn render(c: &Comparison) -> String {
             "regression" => "REGRESSION",
             v => v,
         };
+        let oc = match (ch.overhead_change, ch.overhead_change_ci95) {
+            (Some(r), Some([l, h])) => format!("×{r:.3} [{l:.3}, {h:.3}]"),
+            (Some(r), None) => format!("×{r:.3} (no CI)"),
+            (None, _) => "— (baseline)".to_string(),
+        };
+        let mark = |s: String, on: bool| if on { format!("{s} ◀") } else { s };
         t.add_row(vec![
             Cell::new(what),
             Cell::new(fmt_num(ch.a_mean)),
             Cell::new(fmt_num(ch.b_mean)),
-            Cell::new(ci),
+            Cell::new(mark(ci, ch.judged_on == "mean")),
+            Cell::new(mark(oc, ch.judged_on == "overhead")),
             Cell::new(verdict),
         ]);
     }
-    let mut out = format!("A = {}\nB = {}\n{t}\n", c.a, c.b);
+    let mut out = format!("A = {}\nB = {}\n{t}\n◀ = what the verdict rests on\n", c.a, c.b);
     out += &format!(
         "{} regression(s), {} improvement(s) beyond noise (the ratio's 95 % CI excludes 1) and beyond {} %; {} matched, {} only in A, {} only in B\n",
         c.regressions,
@@ -198,6 +278,12 @@ pub fn render(c: &Comparison) -> String {
         c.only_in_a.len(),
         c.only_in_b.len()
     );
+    if let Some(m) = c.baseline_median_change {
+        out += &format!(
+            "the baseline itself moved ({} of its rows, median ×{m:.3}): the host changed between the runs; the other environments are judged on their overhead relative to it (--raw judges every mean)\n",
+            c.baseline_moved
+        );
+    }
     out
 }
 
@@ -251,7 +337,7 @@ mod tests {
             row("n", 10.1, 0.2, "lower"),
             row("y", 1.0, 0.1, "higher"),
         ]);
-        let c = compare(&a, "a", &b, "b", 5.0);
+        let c = compare(&a, "a", &b, "b", 5.0, true);
         assert_eq!(c.changes.len(), 2);
         assert_eq!(c.changes[0].verdict, "regression");
         assert!((c.changes[0].ratio - 2.0).abs() < 1e-9);
@@ -260,10 +346,37 @@ mod tests {
         // Faster on a lower-is-better metric: an improvement; a small real change: `changed`.
         let b2 = rep(vec![row("c", 5.0, 0.1, "lower"), row("n", 10.3, 0.01, "lower")]);
         let a2 = rep(vec![row("c", 10.0, 0.2, "lower"), row("n", 10.0, 0.01, "lower")]);
-        let c2 = compare(&a2, "a", &b2, "b", 5.0);
+        let c2 = compare(&a2, "a", &b2, "b", 5.0, true);
         assert_eq!(c2.changes[0].verdict, "improvement");
         assert_eq!(c2.changes[1].verdict, "changed");
         assert!(render(&c2).contains("0 regression(s), 1 improvement(s)"));
+    }
+
+    #[test]
+    fn a_host_that_slowed_down_as_a_whole_is_not_a_regression_of_every_environment() {
+        let with = |mut r: ResultRow, ratio: f64| {
+            r.overhead = Some(crate::report::Overhead {
+                ratio,
+                ci95: Some([ratio * 0.97, ratio * 1.03]),
+                no_ci: None,
+            });
+            r
+        };
+        let mut a = rep(vec![row("native", 10.0, 0.2, "lower"), with(row("c", 12.0, 0.2, "lower"), 1.2)]);
+        let mut b = rep(vec![row("native", 13.0, 0.2, "lower"), with(row("c", 15.6, 0.2, "lower"), 1.2)]);
+        a.baseline = Some("native".into());
+        b.baseline = Some("native".into());
+        let c = compare(&a, "a", &b, "b", 5.0, false);
+        assert_eq!((c.regressions, c.baseline_moved), (0, 1), "{:#?}", c.changes);
+        assert_eq!(c.changes[1].judged_on, "overhead");
+        assert!((c.baseline_median_change.unwrap() - 1.3).abs() < 1e-9);
+        assert!(render(&c).contains("the baseline itself moved"));
+        // The container's own overhead doubling is still a regression.
+        let b2 = rep(vec![row("native", 13.0, 0.2, "lower"), with(row("c", 31.2, 0.2, "lower"), 2.4)]);
+        let c2 = compare(&a, "a", &b2, "b", 5.0, false);
+        assert_eq!(c2.changes[1].verdict, "regression");
+        // --raw: both rows are regressions of their means.
+        assert_eq!(compare(&a, "a", &b, "b", 5.0, true).regressions, 2);
     }
 
     #[test]

@@ -245,6 +245,9 @@ struct CompareArgs {
     /// Exit with status 1 when a regression is found (for CI)
     #[arg(long)]
     fail_on_regression: bool,
+    /// Judge every row on its means, not environments on their overhead relative to the baseline
+    #[arg(long)]
+    raw: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -453,7 +456,7 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
         reports.push((format!("run {id} \"{}\" of {} ({})", rep.name, r.db.display(), rep.started_at), rep));
     }
     let ((an, ar), (bn, br)) = (&reports[0], &reports[1]);
-    let c = compare::compare(ar, an, br, bn, a.threshold);
+    let c = compare::compare(ar, an, br, bn, a.threshold, a.raw);
     if c.changes.is_empty() {
         return Ok(input_error(format!(
             "nothing to compare: no environment / workload / metric of {an} is in {bn} (A has {}; B has {})",
