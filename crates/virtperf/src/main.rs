@@ -278,6 +278,16 @@ struct DoctorArgs {
     json: bool,
 }
 
+/// Writes a command's output to stdout. A reader that went away (`virtperf report | head`) ends
+/// the output quietly, as for any Unix tool, instead of the panic `print!` raises; SIGPIPE stays
+/// ignored, because the orchestrator writes to agents' pipes and must survive one closing.
+fn out(text: &str) -> std::io::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 fn input_error(e: impl std::fmt::Display) -> ExitStatus {
     eprintln!("error: {e}");
     ExitStatus::BadInput
@@ -401,7 +411,7 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
     };
     if a.list {
         for r in store.runs()? {
-            println!("{:>4}  {:<12} {}  {}", r.id, r.status, r.started_at, r.name);
+            out(&format!("{:>4}  {:<12} {}  {}\n", r.id, r.status, r.started_at, r.name))?;
         }
         return Ok(ExitStatus::Success);
     }
@@ -424,11 +434,11 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
     }
     let rep = report::build(&store, id)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+        out(&format!("{}\n", serde_json::to_string_pretty(&rep)?))?;
     } else if a.full {
-        print!("{}", report::render_table(&rep));
+        out(&report::render_table(&rep))?;
     } else if a.html.is_none() && a.svg.is_none() {
-        print!("{}", report::render_summary(&rep));
+        out(&report::render_summary(&rep))?;
     }
     report::html::write_outputs(&store, id, &rep, a.html.as_deref(), a.svg.as_deref())?;
     Ok(ExitStatus::Success)
@@ -465,9 +475,9 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
         )));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        out(&format!("{}\n", serde_json::to_string_pretty(&c)?))?;
     } else {
-        print!("{}", compare::render(&c));
+        out(&compare::render(&c))?;
     }
     Ok(if a.fail_on_regression && c.regressions > 0 { ExitStatus::Failure } else { ExitStatus::Success })
 }
@@ -493,7 +503,10 @@ fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
         Some(p) => {
             std::fs::write(&p, &buf).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?
         }
-        None => std::io::stdout().lock().write_all(&buf)?,
+        None => match std::io::stdout().lock().write_all(&buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r?,
+        },
     }
     Ok(ExitStatus::Success)
 }

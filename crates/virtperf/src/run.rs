@@ -760,12 +760,17 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     let status = if interrupted || CANCEL.load(Ordering::SeqCst) { "interrupted" } else { "completed" };
     store.set_run_status(run_id, status)?;
     let rep = report::build(store, run_id)?;
-    if opts.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+    let text = if opts.json {
+        format!("{}\n", serde_json::to_string_pretty(&rep)?)
     } else if opts.full {
-        print!("{}", report::render_table(&rep));
+        report::render_table(&rep)
     } else {
-        print!("{}", report::render_summary(&rep));
+        report::render_summary(&rep)
+    };
+    // A reader that went away (`virtperf run … | head`) is not a failure of the run.
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r?,
     }
     report::html::write_outputs(store, run_id, &rep, opts.html.as_deref(), None)?;
     Ok(match status {
