@@ -119,11 +119,7 @@ pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<D
                 fixed: fixed.clone(),
                 metric: m.name.to_string(),
                 unit: m.unit.to_string(),
-                better: match m.better {
-                    virtperf_workload::Better::Higher => "higher",
-                    virtperf_workload::Better::Lower => "lower",
-                    virtperf_workload::Better::Neither => "neither",
-                },
+                better: super::better_str(m.better),
                 file_sizes: files.clone(),
                 record_sizes: records.clone(),
                 environments,
@@ -150,7 +146,8 @@ pub fn render(ms: &[DiskMatrix]) -> String {
     for m in ms.iter().filter(|m| m.unit == "MB/s") {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-        let mut header = vec![Cell::new(format!("{} ({}) ↑\nfile ↓ record →", m.metric, m.unit))];
+        let mut header =
+            vec![Cell::new(format!("{} ({}) {}\nfile ↓ record →", m.metric, m.unit, super::arrow(m.better)))];
         header.extend(m.record_sizes.iter().map(|r| Cell::new(size_text(*r))));
         t.set_header(header);
         for e in &m.environments {

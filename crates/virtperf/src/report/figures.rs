@@ -63,6 +63,15 @@ fn short_num(x: f64) -> String {
     format!("{x:.d$}")
 }
 
+/// Where segment `i` of `n` ends (the next one's start; the axis end for the last).
+fn seg_end(i: usize, n: usize) -> SegmentValue<i32> {
+    if i + 1 < n {
+        SegmentValue::Exact(i as i32 + 1)
+    } else {
+        SegmentValue::Last
+    }
+}
+
 /// The (low, high) of a set of values with a little room on both sides; never empty.
 fn span(vals: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -188,7 +197,7 @@ pub fn strip(id: &str, title: &str, unit: &str, groups: &[(String, Vec<(f64, boo
                 let hi_w = vals.iter().rev().copied().find(|v| *v <= q3 + 1.5 * iqr).unwrap_or(q3);
                 let seg = (W as i32 - 90) / n as i32;
                 let m = ((seg - 40) / 2).max(0) as u32;
-                let right = if i + 1 < n { SegmentValue::Exact(i as i32 + 1) } else { SegmentValue::Last };
+                let right = seg_end(i, n);
                 let c = color(i);
                 let mut bx = Rectangle::new(
                     [(SegmentValue::Exact(i as i32), q1), (right.clone(), q3)],
@@ -322,7 +331,7 @@ pub fn bars(
             let mut bar = Rectangle::new([(l, 0.0), (r(), *v)], c.mix(0.85).filled());
             bar.set_margin(0, 0, 6, 0);
             chart.draw_series(std::iter::once(bar)).map_err(e)?;
-            let right = if i + 1 < n { SegmentValue::Exact(i as i32 + 1) } else { SegmentValue::Last };
+            let right = seg_end(i, n);
             let mut bar2 = Rectangle::new([(r(), 0.0), (right, *v)], c.mix(0.85).filled());
             bar2.set_margin(0, 0, 0, 6);
             chart.draw_series(std::iter::once(bar2)).map_err(e)?;
@@ -378,17 +387,10 @@ pub fn heatmap(
             .disable_mesh()
             .draw()
             .map_err(e)?;
-        let next = |i: usize, n: usize| {
-            if i + 1 < n {
-                SegmentValue::Exact(i as i32 + 1)
-            } else {
-                SegmentValue::Last
-            }
-        };
         for (r, row) in cells.iter().enumerate() {
             for (c, cell) in row.iter().enumerate() {
                 let corner0 = (SegmentValue::Exact(c as i32), SegmentValue::Exact(r as i32));
-                let corner1 = (next(c, nc), next(r, nr));
+                let corner1 = (seg_end(c, nc), seg_end(r, nr));
                 let (fill, text) = match cell {
                     Some((v, t)) => {
                         let k = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };

@@ -99,6 +99,76 @@ pub struct ResultRow {
     pub clock_disagrees: bool,
 }
 
+impl ResultRow {
+    /// `s`'s statistics as the row of `environment` × `case` × `metric`: no peer, instance,
+    /// ratio or second clock (the callers add those that apply).
+    fn of(
+        s: &Summary,
+        environment: &str,
+        case: &crate::store::CaseRow,
+        metric: &str,
+        unit: &str,
+    ) -> ResultRow {
+        ResultRow {
+            environment: environment.to_string(),
+            peer: None,
+            instance: None,
+            workload: case.label.clone(),
+            params: case.params.clone(),
+            metric: metric.to_string(),
+            unit: unit.to_string(),
+            better: better_str(better_of(metric)),
+            n: s.n,
+            mean: s.mean,
+            median: s.median,
+            stdev: s.stdev,
+            min: s.min,
+            max: s.max,
+            cv: s.cv.is_finite().then_some(s.cv),
+            ci95: s.ci95.map(|(l, h)| [l, h]),
+            no_ci: s.no_ci_reason(),
+            outliers: s.outliers.len(),
+            overhead: None,
+            clock: None,
+            other_clock: None,
+            clock_disagrees: false,
+        }
+    }
+}
+
+/// A metric's direction as reports and JSON spell it.
+pub fn better_str(b: Better) -> &'static str {
+    match b {
+        Better::Higher => "higher",
+        Better::Lower => "lower",
+        Better::Neither => "neither",
+    }
+}
+
+/// The arrow tables put after a metric: ↑ higher is better, ↓ lower, · neither.
+pub fn arrow(better: &str) -> &'static str {
+    match better {
+        "higher" => "↑",
+        "lower" => "↓",
+        _ => "·",
+    }
+}
+
+/// The first line of every terminal report: the run, its status and its trial counts.
+fn run_line(r: &Report) -> String {
+    format!(
+        "run {} \"{}\" — {} — {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted)\n",
+        r.run_id,
+        r.name,
+        r.status,
+        r.trials.ok,
+        r.trials.failed,
+        r.trials.skipped,
+        r.trials.pending,
+        r.trials.warmup
+    )
+}
+
 #[derive(Debug, Serialize)]
 pub struct OtherClock {
     pub clock: &'static str,
@@ -468,32 +538,12 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                     _ => None,
                 };
                 results.push(ResultRow {
-                    environment: env.name.clone(),
-                    instance: None,
                     peer: peer.map(|p| envs[p].name.clone()),
-                    workload: case.label.clone(),
-                    params: case.params.clone(),
-                    metric: m.clone(),
-                    unit: unit.clone(),
-                    better: match better_of(m) {
-                        Better::Higher => "higher",
-                        Better::Lower => "lower",
-                        Better::Neither => "neither",
-                    },
-                    n: s.n,
-                    mean: s.mean,
-                    median: s.median,
-                    stdev: s.stdev,
-                    min: s.min,
-                    max: s.max,
-                    cv: s.cv.is_finite().then_some(s.cv),
-                    ci95: s.ci95.map(|(l, h)| [l, h]),
-                    no_ci: s.no_ci_reason(),
-                    outliers: s.outliers.len(),
                     overhead,
                     clock: dual.then_some(if on_host { "host" } else { "guest" }),
                     other_clock,
                     clock_disagrees: peer.is_none() && disagrees.contains(&(case.idx, ei)),
+                    ..ResultRow::of(&s, &env.name, case, m, unit)
                 });
             }
         }
@@ -543,32 +593,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             .map(|(_, x)| x.unit.clone())
             .unwrap_or_default();
         results.push(ResultRow {
-            environment: envs[*e].name.clone(),
             instance: Some(*k),
-            peer: None,
-            workload: cases[*c].label.clone(),
-            params: cases[*c].params.clone(),
-            metric: m.clone(),
-            unit,
-            better: match better_of(m) {
-                Better::Higher => "higher",
-                Better::Lower => "lower",
-                Better::Neither => "neither",
-            },
-            n: s.n,
-            mean: s.mean,
-            median: s.median,
-            stdev: s.stdev,
-            min: s.min,
-            max: s.max,
-            cv: s.cv.is_finite().then_some(s.cv),
-            ci95: s.ci95.map(|(l, h)| [l, h]),
-            no_ci: s.no_ci_reason(),
-            outliers: s.outliers.len(),
-            overhead: None,
-            clock: None,
-            other_clock: None,
-            clock_disagrees: false,
+            ..ResultRow::of(&s, &envs[*e].name, &cases[*c], m, &unit)
         });
     }
     let instance_tables = instance_tables(&envs, &cases, &values, &inst_values);
@@ -933,11 +959,7 @@ pub fn render_table(r: &Report) -> String {
     }
     let mut last_w = "";
     for (w, m, unit, better) in keys {
-        let arrow = match better {
-            "higher" => "↑",
-            "lower" => "↓",
-            _ => "·",
-        };
+        let arrow = arrow(better);
         if w != last_w {
             let mut head = vec![Cell::new(w)];
             head.extend(envs.iter().map(|_| Cell::new("")));
@@ -973,17 +995,7 @@ pub fn render_table(r: &Report) -> String {
         }
         t.add_row(cells);
     }
-    let mut out = format!(
-        "run {} \"{}\" — {} — {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted)\n",
-        r.run_id,
-        r.name,
-        r.status,
-        r.trials.ok,
-        r.trials.failed,
-        r.trials.skipped,
-        r.trials.pending,
-        r.trials.warmup
-    );
+    let mut out = run_line(r);
     if !keys_empty(&t) {
         out += &t.to_string();
     }

@@ -4,7 +4,7 @@
 
 use comfy_table::{presets::UTF8_HORIZONTAL_ONLY, Cell, ContentArrangement, Table};
 
-use super::{fmt_num, mean_text, overhead_text, Report, GUEST_CPU, TESTER_CPU};
+use super::{arrow, fmt_num, mean_text, overhead_text, Report, GUEST_CPU, TESTER_CPU};
 
 /// Terminal width the summary is laid out for.
 pub const WIDTH: u16 = 100;
@@ -27,11 +27,7 @@ pub fn summary_rows(r: &Report) -> Vec<(String, Vec<String>)> {
     }
     keys.into_iter()
         .map(|(w, m, unit, better)| {
-            let arrow = match better {
-                "higher" => "↑",
-                "lower" => "↓",
-                _ => "·",
-            };
+            let arrow = arrow(better);
             let cells = envs
                 .iter()
                 .map(|e| {
@@ -93,7 +89,7 @@ pub fn disk_rows(r: &Report) -> Vec<(String, Vec<String>)> {
                     format!("×{g:.3} geomean, cells ×{lo:.2}–×{hi:.2}")
                 })
                 .collect();
-            let arrow = if d.better == "higher" { "↑" } else { "↓" };
+            let arrow = arrow(d.better);
             (
                 format!(
                     "{} ({}×{} matrix)\n  {} ({}) {arrow}",
@@ -112,17 +108,7 @@ pub fn disk_rows(r: &Report) -> Vec<(String, Vec<String>)> {
 /// The compact report: the summary table, the seed-style tables that are summaries themselves
 /// (all pairs, instances, RFC 2544), a pointer to the disk matrices, and the notes.
 pub fn render_summary(r: &Report) -> String {
-    let mut out = format!(
-        "run {} \"{}\" — {} — {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted)\n",
-        r.run_id,
-        r.name,
-        r.status,
-        r.trials.ok,
-        r.trials.failed,
-        r.trials.skipped,
-        r.trials.pending,
-        r.trials.warmup
-    );
+    let mut out = super::run_line(r);
     let mut rows = summary_rows(r);
     rows.extend(disk_rows(r));
     if !rows.is_empty() {
