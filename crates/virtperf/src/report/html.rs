@@ -696,12 +696,10 @@ fn workload_table(r: &Report, case: &str) -> String {
                     }
                     if let Some(o) = &x.overhead {
                         let text = overhead_text(o, better);
-                        let class = if text.ends_with("worse") {
-                            "worse"
-                        } else if text.ends_with("better") {
-                            "better"
-                        } else {
-                            "same"
+                        let class = match super::verdict(o, better) {
+                            Some("worse") => "worse",
+                            Some("better") => "better",
+                            _ => "same",
                         };
                         let _ = write!(cell, "<br><span class=\"{class}\">{}</span>", esc(&text));
                     }

@@ -909,20 +909,22 @@ pub fn mean_text(mean: f64, ci95: Option<[f64; 2]>, n: usize) -> String {
     }
 }
 
-fn overhead_text(o: &Overhead, better: &str) -> String {
-    let verdict = match o.ci95 {
+/// The verdict on a ratio: `worse` or `better` when its CI excludes 1 (by the metric's
+/// direction), `~same` when it holds 1, none without a CI.
+fn verdict(o: &Overhead, better: &str) -> Option<&'static str> {
+    match o.ci95 {
         Some([l, h]) if l > 1.0 || h < 1.0 => {
             let bigger = l > 1.0;
             let worse = (bigger && better == "lower") || (!bigger && better == "higher");
-            if worse {
-                " worse"
-            } else {
-                " better"
-            }
+            Some(if worse { "worse" } else { "better" })
         }
-        Some(_) => " ~same",
-        None => "",
-    };
+        Some(_) => Some("~same"),
+        None => None,
+    }
+}
+
+fn overhead_text(o: &Overhead, better: &str) -> String {
+    let verdict = verdict(o, better).map(|v| format!(" {v}")).unwrap_or_default();
     match (o.ci95, o.no_ci) {
         (Some([l, h]), _) => format!("×{:.3} [{:.3}, {:.3}]{verdict}", o.ratio, l, h),
         (None, Some(why)) if why == virtperf_stats::NO_CI_UNBOUNDED => format!("×{:.3} [unbounded]", o.ratio),
