@@ -1941,7 +1941,7 @@ fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
             "--workload",
             "tcp_stream:duration=1s",
             "--workload",
-            "memcpy:size=4MiB,copies=4",
+            "memcpy:size=4MiB,copies=16",
             "--reps",
             "2",
             "--warmup",
