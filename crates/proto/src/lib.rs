@@ -67,6 +67,12 @@ pub struct NetRole {
     /// Distinguishes the flows of one trial (direction = both): stamped into datagrams.
     #[serde(default)]
     pub flow: u32,
+    /// This side is the lab's tester — the measuring instrument — not an environment under test.
+    /// The instrument may take what no application in an environment is given (socket buffers
+    /// beyond the kernel's defaults), so that it never sets the figure; a side under test gets
+    /// exactly the same in every environment.
+    #[serde(default)]
+    pub instrument: bool,
 }
 
 /// One measured value. `metric` names carry no unit; `unit` does (`ms`, `ops/s`, `GB/s`, `ns/op`, `s`).
@@ -379,6 +385,7 @@ mod tests {
                         peer: "198.18.0.1".into(),
                         port: 5201,
                         flow: 1,
+                        instrument: false,
                     }),
                     scratch: Some("/scratch".into()),
                 },

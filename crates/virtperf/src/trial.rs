@@ -674,6 +674,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
                 peer: addr_of(peer),
                 port: f.port,
                 flow: i as u32 + 1,
+                instrument: me == Who::Tester,
             }),
             ..spec.clone()
         }

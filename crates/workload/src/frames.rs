@@ -35,7 +35,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use virtperf_proto::{NetRole, Sample, Side};
 
-use crate::net::{addr, new_histogram, recv_batch, send_batch, set_big_buffers, UDP_FRAME_OVERHEAD};
+use crate::net::{addr, new_histogram, recv_batch, send_batch, size_buffers, UDP_FRAME_OVERHEAD};
 use crate::params::{ParamKind, ParamSpec, Params};
 use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
@@ -439,7 +439,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
     let tag = p.u64("tag")? as u16;
     let peer = peer_ip(role)?;
     let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(|e| format!("bind: {e}"))?;
-    set_big_buffers(&s);
+    size_buffers(&s, role);
     s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
     ctx.ready();
     let (dur, learning, drain) = (p.u64("duration")?, p.u64("learning")?, p.u64("drain")?);
@@ -542,7 +542,7 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
         return Err(format!("a {payload}-byte payload cannot hold the {FRAME_HDR}-byte frame header"));
     }
     let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
-    set_big_buffers(&s);
+    size_buffers(&s, role);
     let to: SocketAddr = addr(&role.peer, role.port)?;
     s.connect(to).map_err(|e| format!("connect: {e}"))?;
     let rx = s.try_clone().map_err(|e| e.to_string())?;

@@ -1157,19 +1157,34 @@ fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
             }
             _ => continue,
         };
-        if m == "udp_recv_rate" {
-            // A receiver that dropped datagrams limited the trial, not the wire: say so.
-            let drops = rows
-                .iter()
-                .find(|x| x["environment"] == r["environment"] && x["metric"] == "udp_rx_socket_drops")
-                .and_then(|x| x["mean"].as_f64())
-                .unwrap_or(0.0);
-            println!("    {who}: the receiving socket dropped {drops} datagrams per trial");
-        }
-        // The wire's fidelity is its best trial (what the shaped link lets through: within 2 % of
-        // the analytic ceiling, never above it); the mean over trials also carries this noisy
-        // 2-core host's hiccups (a CI run saw one trial at ~97 %), so it gets a wider margin.
-        let (share, best) = (mean / ceiling, r["max"].as_f64().unwrap_or(0.0) / ceiling);
+        // The wire's fidelity is what it delivered. For UDP that is what reached the receiving
+        // socket: the datagrams received plus those the socket dropped because its buffer was
+        // full (the receiver — on a busy 2-core host, the tester — fell behind, after the wire;
+        // the report says "receiver-limited" then). A CI run saw the tester's socket drop ~100 000
+        // datagrams a trial: 55.6 % received, 97.8 % delivered.
+        let (mean, best) = if m == "udp_recv_rate" {
+            let name = r["environment"].as_str().unwrap();
+            let delivered = udp_delivered_kpps(&db, name);
+            assert_eq!(delivered.len(), 3, "{who}: one figure per trial");
+            if delivered.iter().any(|(_, d)| *d > 0.0) {
+                let note = format!("receiver-limited: in {name} / udp_stream");
+                assert!(stdout.contains(&note), "{who}: drops at the socket, yet no `{note}` in {stdout}");
+            }
+            let received: Vec<String> =
+                delivered.iter().map(|(r, d)| format!("{r:.2} (+{d:.2} dropped)")).collect();
+            println!(
+                "    {who}: per trial, kpps received (+ dropped at the socket): {}",
+                received.join(", ")
+            );
+            let sums: Vec<f64> = delivered.iter().map(|(r, d)| r + d).collect();
+            (sums.iter().sum::<f64>() / sums.len() as f64, sums.iter().cloned().fold(0.0, f64::max))
+        } else {
+            (mean, r["max"].as_f64().unwrap_or(0.0))
+        };
+        // Within 2 % of the analytic ceiling at best, never above it; the mean over trials also
+        // carries this noisy 2-core host's hiccups (a CI run saw one trial at ~97 %), so it gets a
+        // wider margin.
+        let (share, best) = (mean / ceiling, best / ceiling);
         println!(
             "    {who}: mean {mean:.4} = {:.2} %, best trial {:.2} % of the ceiling",
             share * 100.0,
@@ -1191,6 +1206,34 @@ fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
     assert_eq!(seen, 6, "tcp out/in and udp, native and container: {rows:#?}");
     assert_no_leftovers(&state);
     Outcome::Pass
+}
+
+/// Per trial of environment `env` in `db`: (received, dropped at the receiving socket) in kpps,
+/// both over the receiver's window.
+fn udp_delivered_kpps(db: &std::path::Path, env: &str) -> Vec<(f64, f64)> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut q = c
+        .prepare(
+            "SELECT t.extra, (SELECT value FROM samples WHERE trial_id = t.id AND metric = 'udp_rx_socket_drops')
+             FROM trials t JOIN environments e ON e.run_id = t.run_id AND e.idx = t.env_idx
+             JOIN cases c ON c.run_id = t.run_id AND c.idx = t.case_idx
+             WHERE e.name = ?1 AND c.kind = 'udp_stream' AND t.status = 'ok' AND t.warmup = 0 ORDER BY t.seq",
+        )
+        .unwrap();
+    let rows = q
+        .query_map([env], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<f64>>(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect::<Vec<_>>();
+    rows.into_iter()
+        .map(|(extra, drops)| {
+            let x: serde_json::Value = serde_json::from_str(&extra).unwrap();
+            let server = &x["flows"][0]["server"];
+            let secs = server["seconds"].as_f64().unwrap();
+            let received = server["received"].as_f64().unwrap();
+            (received / secs / 1e3, drops.unwrap_or(0.0) / secs / 1e3)
+        })
+        .collect()
 }
 
 /// Delay and loss need netem: where the kernel has it, a 1 ms one-way delay shows in every round
