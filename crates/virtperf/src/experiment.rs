@@ -177,9 +177,6 @@ impl Experiment {
     }
 }
 
-/// Environment kinds that can put their agent into a lab namespace.
-pub const NETWORKED_KINDS: &[&str] = &["native", "container", "gvisor", "uml", "qemu"];
-
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_REPS: i64 = 10_000_000;
 /// Most sweep points of one workload (the product of its lists' lengths).
@@ -439,7 +436,7 @@ fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw)>), InputE
             }
             "tester_cpu" => {
                 let t = s.value.to_string();
-                env::check_cpuset(&t).map_err(bad)?;
+                crate::host::check_cpuset(&t).map_err(bad)?;
                 spec.tester_cpuset = Some(t);
             }
             other => {
@@ -908,14 +905,16 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
     }
     if cases.iter().any(|c| c.network) {
         for e in &envs {
-            if !NETWORKED_KINDS.contains(&e.kind.as_str()) {
+            if !crate::env::find(&e.kind).is_some_and(|k| k.joins_lab()) {
+                let can: Vec<&str> =
+                    crate::env::REGISTRY.iter().filter(|k| k.joins_lab()).map(|k| k.kind()).collect();
                 return Err(err(
                     whole,
                     Some("env"),
                     format!(
                         "environment kind `{}` cannot join the lab yet; network workloads run on: {}",
                         e.kind,
-                        NETWORKED_KINDS.join(", ")
+                        can.join(", ")
                     ),
                 ));
             }

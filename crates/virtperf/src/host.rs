@@ -2,6 +2,7 @@
 //! other module and using none of them.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Creates `dir` (and its parents) for virtperf's own files, readable by its owner only, or checks
 /// that an existing one is safe: owned by this user and writable by nobody else. Everything
@@ -184,9 +185,170 @@ pub fn llc_bytes() -> Option<u64> {
     best.map(|b| b.1)
 }
 
+/// Looks a program up in PATH.
+pub fn which(prog: &str) -> Option<PathBuf> {
+    if prog.contains('/') {
+        return Path::new(prog).is_file().then(|| PathBuf::from(prog));
+    }
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).map(|d| d.join(prog)).find(|p| p.is_file())
+}
+
+/// First line of `prog --version`.
+pub fn version_of(prog: &str) -> Option<String> {
+    let out = Command::new(prog).arg("--version").stdin(Stdio::null()).output().ok()?;
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.lines().next().map(|l| l.trim().to_string())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Number of CPUs the host has online.
+pub fn host_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Parses a cpuset list like `0`, `0-1`, `0,2-3` and checks every CPU exists here.
+pub fn check_cpuset(s: &str) -> Result<Vec<usize>, String> {
+    let online = host_cpus();
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let (a, b): (usize, usize) = match (a.parse(), b.parse()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => return Err(format!("`{s}` is not a CPU list like 0, 0-1 or 0,2")),
+        };
+        if b >= online {
+            return Err(format!("CPU {b} does not exist: this host has CPUs 0-{}", online - 1));
+        }
+        cpus.extend(a..=b);
+    }
+    Ok(cpus)
+}
+
+/// Start time (clock ticks since boot) of a live process, or None when it does not exist.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Mount points of cgroup hierarchies (v1 controllers and the v2 unified tree).
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    let Ok(s) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    s.lines()
+        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
+        .filter_map(|l| l.split_whitespace().nth(4).map(PathBuf::from))
+        .collect()
+}
+
+/// Resumes a cgroup that a run paused (v1 freezer, v2 `cgroup.freeze`): a frozen process does not
+/// die of SIGKILL until it is thawed, so every teardown thaws first.
+pub fn thaw(dir: &Path) {
+    if dir.join("freezer.state").exists() {
+        let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+    }
+    if dir.join("cgroup.freeze").exists() {
+        let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+    }
+}
+
+pub fn netns_path(name: &str) -> PathBuf {
+    PathBuf::from("/run/netns").join(name)
+}
+
+/// Deletes a namespace this tool made (names start with `vp` and a digit). Idempotent.
+pub fn delete_netns(name: &str) {
+    let ours = name.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    if ours && !name.contains('/') && netns_path(name).exists() {
+        let _ = sh("ip", &["netns", "delete", name]);
+    }
+}
+
+/// Runs `cmd` to completion with no input and returns its stdout; the error names `what` and
+/// carries the command's stderr. The tool's one runner of external commands.
+pub fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{what}: cannot start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// [`run`] of `prog args…` when only success matters.
+pub fn sh(prog: &str, args: &[&str]) -> Result<(), String> {
+    run(Command::new(prog).args(args), &format!("`{prog} {}`", args.join(" "))).map(drop)
+}
+
+/// Stops every process in cgroup `rel` (relative to each cgroup mount), thawing it first (a frozen
+/// process does not die of SIGKILL), and removes the cgroup; tries up to `attempts` times, 20 ms
+/// apart, while processes remain. Only cgroups this tool makes are touched: `virtperf` itself
+/// (removed when empty; its own processes are never killed) and those below it. Everything inside
+/// an instance's cgroup was started by that instance (a guest's host helpers outlive their parent).
+pub fn remove_cgroup(rel: &str, attempts: u32) {
+    if !(rel == "virtperf" || rel.starts_with("virtperf/")) || rel.contains("..") {
+        return;
+    }
+    for attempt in 1..=attempts.max(1) {
+        let mut busy = false;
+        for m in cgroup_mounts() {
+            let dir = m.join(rel);
+            thaw(&dir);
+            if rel != "virtperf" {
+                if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+                    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        busy = true;
+                        // SAFETY: kill(2) of a process in a cgroup this tool created; no memory involved.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir(&dir);
+        }
+        let gone = rel == "virtperf" || !cgroup_mounts().iter().any(|m| m.join(rel).exists());
+        if (!busy && gone) || attempt == attempts {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The host's XSAVE area size for the features the OS enabled (CPUID leaf 0xD, sub-leaf 0, EBX):
+/// what `PTRACE_SETREGSET(NT_X86_XSTATE)` demands. None when the CPU has no such leaf.
+pub fn host_xsave_size() -> Option<u32> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        // SAFETY: CPUID exists on every x86_64 CPU; leaf 0 says whether leaf 0xD does.
+        #[allow(unused_unsafe)]
+        let (max, xsave) = unsafe { (__cpuid(0).eax, __cpuid_count(0xd, 0).ebx) };
+        (max >= 0xd && xsave > 0).then_some(xsave)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpusets() {
+        assert_eq!(check_cpuset("0").unwrap(), vec![0]);
+        assert!(check_cpuset("9999").unwrap_err().contains("does not exist"));
+        assert!(check_cpuset("1-0").is_err());
+        assert!(check_cpuset("x").is_err());
+    }
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

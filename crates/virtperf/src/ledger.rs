@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
+use crate::host::process_start;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Entry {
@@ -51,29 +53,12 @@ pub fn state_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("VIRTPERF_STATE_DIR") {
         return PathBuf::from(d);
     }
-    if crate::env::is_root() {
+    if crate::host::is_root() {
         PathBuf::from("/run/virtperf")
     } else {
         // SAFETY: getuid has no preconditions and cannot fail.
         std::env::temp_dir().join(format!("virtperf-{}", unsafe { libc::getuid() }))
     }
-}
-
-/// Start time (clock ticks since boot) of a live process, or None when it does not exist.
-pub fn process_start(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &s[s.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Mount points of cgroup hierarchies (v1 controllers and the v2 unified tree).
-pub fn cgroup_mounts() -> Vec<PathBuf> {
-    let Ok(s) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
-    s.lines()
-        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
-        .filter_map(|l| l.split_whitespace().nth(4).map(PathBuf::from))
-        .collect()
 }
 
 impl Ledger {
@@ -226,45 +211,8 @@ pub fn undo(e: &Entry, state_dir: &Path) {
                 }
             }
         }
-        Entry::Netns { name } => crate::lab::delete_netns(name),
-        Entry::Cgroup { rel } => {
-            if (rel == "virtperf" || rel.starts_with("virtperf/")) && !rel.contains("..") {
-                // Everything inside one of our instance cgroups was started by that instance
-                // (a guest's host helpers survive their parent): stop it, then remove the cgroup.
-                for attempt in 0..50 {
-                    let mut busy = false;
-                    for m in cgroup_mounts() {
-                        let dir = m.join(rel);
-                        thaw(&dir);
-                        if rel != "virtperf" {
-                            if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-                                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                                    busy = true;
-                                    // SAFETY: kill(2) of a process in a cgroup this tool created.
-                                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                                }
-                            }
-                        }
-                        let _ = std::fs::remove_dir(&dir);
-                    }
-                    if !busy || attempt == 49 {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-            }
-        }
-    }
-}
-
-/// Resumes a cgroup that a run paused (v1 freezer, v2 `cgroup.freeze`): a frozen process does not
-/// die of SIGKILL until it is thawed, so every teardown thaws first.
-pub fn thaw(dir: &Path) {
-    if dir.join("freezer.state").exists() {
-        let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
-    }
-    if dir.join("cgroup.freeze").exists() {
-        let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+        Entry::Netns { name } => crate::host::delete_netns(name),
+        Entry::Cgroup { rel } => crate::host::remove_cgroup(rel, 50),
     }
 }
 

@@ -7,7 +7,9 @@ mod agent;
 mod compare;
 mod doctor;
 mod env;
+mod exit;
 mod experiment;
+mod export;
 mod host;
 mod image;
 mod lab;
@@ -26,22 +28,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use exit::ExitStatus;
 use experiment::{Origin, RawExperiment, RawSetting};
 use virtperf_workload::Raw;
-
-/// Process exit codes (documented in `virtperf --help`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
-    Success = 0,
-    /// Something failed (I/O, database), or every trial failed.
-    Failure = 1,
-    /// Bad input: experiment, flags, run id. Nothing was created.
-    BadInput = 2,
-    /// An environment of the experiment cannot run on this host. Nothing was created.
-    Unavailable = 3,
-    /// Ctrl-C or SIGTERM: completed trials are saved; `run --resume` finishes the rest.
-    Interrupted = 130,
-}
 
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 1 failure (or every trial failed); 2 bad input (nothing created);
@@ -353,16 +342,14 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
 
 fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    if let Some(p) = &a.html {
-        if let Err(e) = report::html::check_writable(p) {
-            return Ok(input_error(format!("--html: {e}")));
-        }
-    }
+    let outputs = match export::choose(a.json, a.full, a.html.as_deref(), None, false) {
+        Ok(t) => t,
+        Err(e) => return Ok(input_error(e)),
+    };
     let opts = run::RunOpts {
         db: a.db.clone(),
-        json: a.json,
-        full: a.full,
-        html: a.html.clone(),
+        progress: !a.json,
+        outputs,
         boot_timeout: a.boot_timeout,
         command_line,
     };
@@ -419,28 +406,12 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Ok(input_error(e)),
     };
-    if let Some(p) = &a.html {
-        if let Err(e) = report::html::check_writable(p) {
-            return Ok(input_error(format!("--html: {e}")));
-        }
-    }
-    if let Some(d) = &a.svg {
-        if d.exists() && !d.is_dir() {
-            return Ok(input_error(format!("--svg: {} exists and is not a directory", d.display())));
-        }
-        if !d.exists() && !d.parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir()) {
-            return Ok(input_error(format!("--svg: the parent of {} does not exist", d.display())));
-        }
-    }
+    let outputs = match export::choose(a.json, a.full, a.html.as_deref(), a.svg.as_deref(), true) {
+        Ok(t) => t,
+        Err(e) => return Ok(input_error(e)),
+    };
     let rep = report::build(&store, id)?;
-    if a.json {
-        out(&format!("{}\n", serde_json::to_string_pretty(&rep)?))?;
-    } else if a.full {
-        out(&report::render_table(&rep))?;
-    } else if a.html.is_none() && a.svg.is_none() {
-        out(&report::render_summary(&rep))?;
-    }
-    report::html::write_outputs(&store, id, &rep, a.html.as_deref(), a.svg.as_deref())?;
+    export::write(&outputs, &export::RunData::new(&store, id, &rep))?;
     Ok(ExitStatus::Success)
 }
 
@@ -491,23 +462,17 @@ fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Ok(input_error(e)),
     };
-    let mut buf: Vec<u8> = Vec::new();
-    match a.format {
-        Format::Csv => report::export_csv(&store, id, &mut buf)?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut buf, &report::export_json(&store, id)?)?;
-            buf.push(b'\n');
-        }
+    let format = match a.format {
+        Format::Csv => export::Format::Csv,
+        Format::Json => export::Format::Samples,
+    };
+    let target =
+        export::Target::new(format, a.output.map(export::Dest::File).unwrap_or(export::Dest::Stdout));
+    if let Err(e) = target.check() {
+        return Ok(input_error(format!("-o: {e}")));
     }
-    match a.output {
-        Some(p) => {
-            std::fs::write(&p, &buf).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?
-        }
-        None => match std::io::stdout().lock().write_all(&buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            r => r?,
-        },
-    }
+    let rep = report::build(&store, id)?;
+    export::write(&[target], &export::RunData::new(&store, id, &rep))?;
     Ok(ExitStatus::Success)
 }
 
@@ -526,7 +491,7 @@ fn cmd_doctor(a: DoctorArgs) -> anyhow::Result<ExitStatus> {
 }
 
 fn cmd_image_build_uml(json: bool) -> anyhow::Result<ExitStatus> {
-    let k = match image::uml::ensure(&image::cache_dir(), env::host_cpus()) {
+    let k = match image::uml::ensure(&image::cache_dir(), host::host_cpus()) {
         Ok(k) => k,
         Err(image::ImageError::Missing(m)) => {
             eprintln!("error: {m}");
@@ -538,7 +503,7 @@ fn cmd_image_build_uml(json: bool) -> anyhow::Result<ExitStatus> {
     if json {
         let mut v = serde_json::to_value(&k)?;
         v["boots_here"] = serde_json::Value::from(probe.ok);
-        v["host_xsave_bytes"] = serde_json::json!(env::uml::host_xsave_size());
+        v["host_xsave_bytes"] = serde_json::json!(host::host_xsave_size());
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
@@ -624,5 +589,5 @@ fn main() -> ExitCode {
             }
         },
     };
-    ExitCode::from(status as u8)
+    ExitCode::from(status)
 }

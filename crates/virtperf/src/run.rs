@@ -18,12 +18,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use virtperf_proto::WorkloadSpec;
 
 use crate::env::{self, Instance, LaunchCtx};
+use crate::exit::ExitStatus;
 use crate::experiment::Experiment;
 use crate::lab::Lab;
 use crate::ledger::Ledger;
 use crate::store::{InstanceRecord, PlannedTrial, Store, TrialOutcome};
 use crate::trial::{self, Dut, Fail, Tester};
-use crate::{plan, report, ExitStatus};
+use crate::{plan, report};
 
 /// Set by SIGINT/SIGTERM; every wait checks it.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
@@ -33,11 +34,10 @@ const MAX_LAUNCH_FAILURES: u32 = 3;
 
 pub struct RunOpts {
     pub db: PathBuf,
-    pub json: bool,
-    /// Every figure with its interval (the long table and the matrices), not the summary.
-    pub full: bool,
-    /// Also write the HTML report here (checked writable before the run starts).
-    pub html: Option<PathBuf>,
+    /// A progress bar on stderr (not when stdout carries JSON for a program).
+    pub progress: bool,
+    /// What the run writes when it ends (checked before it starts; see crate::export::choose).
+    pub outputs: Vec<crate::export::Target>,
     pub boot_timeout: Duration,
     pub command_line: String,
 }
@@ -85,7 +85,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "host_kernel": read("/proc/sys/kernel/osrelease"),
         "host_name": read("/proc/sys/kernel/hostname"),
         "host_cpu_model": cpu_model,
-        "host_cpus": env::host_cpus(),
+        "host_cpus": crate::host::host_cpus(),
         // Working sets are sized against it (STREAM: 4 × per array); microvm guests get the TSC's.
         "host_llc_bytes": crate::host::llc_bytes(),
         "host_tsc_khz": crate::host::tsc_khz(),
@@ -433,8 +433,8 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(total: u64, json: bool) -> Progress {
-        let bar = (std::io::stderr().is_terminal() && !json).then(|| {
+    fn new(total: u64, show: bool) -> Progress {
+        let bar = (std::io::stderr().is_terminal() && show).then(|| {
             let b = ProgressBar::new(total);
             if let Ok(style) = ProgressStyle::with_template(
                 "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} ETA {eta} {msg}",
@@ -550,7 +550,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             }
         }
     }
-    let mut progress = Progress::new(pending.len() as u64, opts.json);
+    let mut progress = Progress::new(pending.len() as u64, opts.progress);
     let mut freeze_warned = false;
     let mut interrupted = false;
     let result: Result<()> = {
@@ -695,9 +695,10 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                             if relaunched {
                                 // Not stored: the first trial after a launch runs slower (cold
                                 // caches, a guest still settling), as the run's own warm-ups showed.
-                                let _ = trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout);
+                                let _ =
+                                    trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout, &CANCEL);
                             }
-                            trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout)
+                            trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout, &CANCEL)
                         };
                         match result {
                             Ok(o) => o,
@@ -760,19 +761,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     let status = if interrupted || CANCEL.load(Ordering::SeqCst) { "interrupted" } else { "completed" };
     store.set_run_status(run_id, status)?;
     let rep = report::build(store, run_id)?;
-    let text = if opts.json {
-        format!("{}\n", serde_json::to_string_pretty(&rep)?)
-    } else if opts.full {
-        report::render_table(&rep)
-    } else {
-        report::render_summary(&rep)
-    };
-    // A reader that went away (`virtperf run … | head`) is not a failure of the run.
-    match std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        r => r?,
-    }
-    report::html::write_outputs(store, run_id, &rep, opts.html.as_deref(), None)?;
+    crate::export::write(&opts.outputs, &crate::export::RunData::new(store, run_id, &rep))?;
     Ok(match status {
         "interrupted" => ExitStatus::Interrupted,
         _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,

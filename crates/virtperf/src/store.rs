@@ -12,6 +12,12 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use virtperf_proto::Sample;
 
 /// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
+/// Metrics the orchestrator itself adds to a trial's samples (a workload's own are named by its
+/// `MetricSpec`s): host CPU per Gbit received, of stream workloads…
+pub const CPU_PER_GBIT: &str = "cpu_per_gbit";
+/// …and, in an N-instance trial, how far apart the instances started (ms).
+pub const START_SKEW: &str = "start_skew";
+
 const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE runs (

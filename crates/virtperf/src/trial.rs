@@ -21,8 +21,6 @@ use crate::store::TrialOutcome;
 
 /// Host CPU samples per second during a trial (seed 000 plotted CPU over time; ≥ 10 Hz).
 pub const CPU_SAMPLE_HZ: u64 = 20;
-/// Host CPU per Gbit received, a per-trial sample of stream workloads.
-pub const CPU_PER_GBIT: &str = "cpu_per_gbit";
 /// First port of a trial's flows (iperf3's default); flow `i` uses BASE_PORT + i.
 const BASE_PORT: u16 = 5201;
 
@@ -85,6 +83,8 @@ struct Parties<'a, 'b> {
     tester: Option<&'a mut Tester<'b>>,
     /// Requests in flight, to stop when the trial fails.
     in_flight: Vec<(Who, u64)>,
+    /// Set when the run is being interrupted (Ctrl-C): waits end, the trial fails as interrupted.
+    cancel: &'a AtomicBool,
 }
 
 impl Parties<'_, '_> {
@@ -144,7 +144,8 @@ impl Parties<'_, '_> {
     }
 
     fn wait(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(Reply, Instant), Fail> {
-        let r = self.inst(who)?.conn.wait(tag, deadline, &crate::run::CANCEL).map_err(|e| fail(who, what, e));
+        let cancel = self.cancel;
+        let r = self.inst(who)?.conn.wait(tag, deadline, cancel).map_err(|e| fail(who, what, e));
         if !matches!(r, Ok((Reply::Started | Reply::Armed, _))) {
             self.in_flight.retain(|x| *x != (who, tag));
         }
@@ -287,6 +288,7 @@ pub fn run<'b>(
     case: &Case,
     spec: &WorkloadSpec,
     timeout: Duration,
+    cancel: &AtomicBool,
 ) -> Result<TrialOutcome, Fail> {
     let dut_probes: Option<Vec<CpuProbe>> = duts.iter().map(|d| d.inst.cpu.clone()).collect();
     let tester_probe: Option<Vec<CpuProbe>> =
@@ -300,7 +302,7 @@ pub fn run<'b>(
     if let (Some(p), Some(b)) = (&tester_probe, tcpu0) {
         probes.push(("tester", p.clone(), b));
     }
-    let mut parties = Parties { duts, tester, in_flight: Vec::new() };
+    let mut parties = Parties { duts, tester, in_flight: Vec::new(), cancel };
     let stop_sampling = AtomicBool::new(false);
     let t0 = Instant::now();
     let (body, series) = std::thread::scope(|s| {
@@ -341,7 +343,11 @@ pub fn run<'b>(
         let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1e3;
         let w = (ms(w0), ms(w1));
         if let Some(c) = cpu_per_gbit(&series, bytes, w) {
-            body.samples.push(Sample { metric: CPU_PER_GBIT.into(), value: c, unit: "CPU-s/Gbit".into() });
+            body.samples.push(Sample {
+                metric: crate::store::CPU_PER_GBIT.into(),
+                value: c,
+                unit: "CPU-s/Gbit".into(),
+            });
         }
         let extra = body.extra.get_or_insert_with(|| json!({}));
         extra["transfer"] = json!({ "bytes": bytes, "window_ms": [w.0, w.1] });
@@ -426,7 +432,7 @@ fn combine(mut per: Vec<Vec<Sample>>, skew_ms: f64) -> (Vec<Sample>, Vec<(u32, S
         return (per.pop().unwrap_or_default(), Vec::new());
     }
     let mut agg = aggregate(&per);
-    agg.push(Sample { metric: START_SKEW.into(), value: skew_ms, unit: "ms".into() });
+    agg.push(Sample { metric: crate::store::START_SKEW.into(), value: skew_ms, unit: "ms".into() });
     let each =
         per.into_iter().enumerate().flat_map(|(k, v)| v.into_iter().map(move |x| (k as u32, x))).collect();
     (agg, each)
@@ -442,9 +448,6 @@ fn start_skew_ms(gos: &[Instant], starts: Option<Vec<u64>>) -> f64 {
     let (Some(lo), Some(hi)) = (gos.iter().min(), gos.iter().max()) else { return 0.0 };
     hi.duration_since(*lo).as_secs_f64() * 1e3
 }
-
-/// Metric of an N-instance trial: how far apart the instances started, ms.
-pub const START_SKEW: &str = "start_skew";
 
 /// Cumulative CPU of `role` at `t_ms`, interpolated linearly in its series.
 pub fn cpu_at(series: &[(&str, f64, u64)], role: &str, t_ms: f64) -> Option<f64> {
@@ -789,7 +792,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
     let t0 = Instant::now();
     let (mut tag, mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u16, 0u64, 0u64, 0u64);
     let mut step = |sp: &crate::rfc2544::StepSpec| -> Result<crate::rfc2544::Measured, Fail> {
-        if crate::run::CANCEL.load(Ordering::Relaxed) {
+        if p.cancel.load(Ordering::Relaxed) {
             return Err(Fail::Interrupted);
         }
         if tag > 0 {
@@ -899,7 +902,7 @@ mod tests {
         assert!(a.iter().all(|x| x.metric != "tcp_rr_latency_jain"), "no fairness of a time");
         let (agg, each) = combine(per, 1.5);
         assert_eq!(each.len(), 8);
-        assert!(agg.iter().any(|x| x.metric == START_SKEW && x.value == 1.5));
+        assert!(agg.iter().any(|x| x.metric == crate::store::START_SKEW && x.value == 1.5));
         let (one, none) = combine(vec![vec![s("cpu_rate", 1.0, "Mops/s")]], 0.0);
         assert_eq!((one.len(), none.len()), (1, 0), "one instance keeps its own samples");
     }

@@ -15,10 +15,11 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{
-    scratch, spawn_piped, Availability, Conn, Environment, Instance, LaunchCtx, LaunchError, Teardown,
-};
-use crate::ledger::{cgroup_mounts, Entry, Ledger};
+use super::conn::Conn;
+use super::launch::{spawn_piped, Availability, Environment, Instance, LaunchCtx, LaunchError, Teardown};
+use super::scratch;
+use crate::host::cgroup_mounts;
+use crate::ledger::{Entry, Ledger};
 
 pub struct Container;
 
@@ -281,10 +282,10 @@ impl Environment for Container {
     }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
-            super::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
+            crate::host::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
         }
         if let Some(c) = params.get("cpus").and_then(Value::as_f64) {
-            let n = super::host_cpus();
+            let n = crate::host::host_cpus();
             if c > n as f64 {
                 return Err(("cpus".into(), format!("{c} CPUs asked but this host has {n}")));
             }
@@ -293,13 +294,13 @@ impl Environment for Container {
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
         let rt = runtime_of(params);
-        if super::which(rt).is_none() {
+        if crate::host::which(rt).is_none() {
             return Availability::no(
                 format!("{rt} is not installed"),
                 format!("apt-get install -y {rt}   (or: make deps)"),
             );
         }
-        if !super::is_root() {
+        if !crate::host::is_root() {
             return Availability::no(
                 "containers need root here (cgroups, namespaces)",
                 "run virtperf as root",
@@ -311,10 +312,10 @@ impl Environment for Container {
                 "use runtime=runc (the default), or boot the host with cgroup v2 only (systemd.unified_cgroup_hierarchy=1)",
             );
         }
-        Availability::yes(format!("{} found", super::version_of(rt).unwrap_or_else(|| rt.to_string())))
+        Availability::yes(format!("{} found", crate::host::version_of(rt).unwrap_or_else(|| rt.to_string())))
     }
     fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
-        super::version_of(runtime_of(params))
+        crate::host::version_of(runtime_of(params))
     }
     fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
         Ok(scratch_what(runtime_of(params), params, &crate::host::scratch_root()))
@@ -406,7 +407,7 @@ pub(super) fn launch_oci(
                 return Err(e);
             }
         };
-        let scratch = ctx.scratch_dir.as_deref().map(|d| super::Scratch {
+        let scratch = ctx.scratch_dir.as_deref().map(|d| super::launch::Scratch {
             dir: scratch::GUEST_DIR.into(),
             what: scratch_what(&runtime, params, d),
         });
@@ -414,7 +415,7 @@ pub(super) fn launch_oci(
             scratch,
             cleanup: Vec::new(),
             conn: Conn::new(stdout, Box::new(stdin), tail),
-            cpu: super::cgroup_probe(&id),
+            cpu: super::cgroup::cgroup_probe(&id),
             start_time: Default::default(),
             rtt: Default::default(),
             rtt_jitter: Default::default(),

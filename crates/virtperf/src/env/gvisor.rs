@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{Availability, Environment, Instance, LaunchCtx, LaunchError};
+use super::launch::{Availability, Environment, Instance, LaunchCtx, LaunchError};
 
 pub struct Gvisor;
 
@@ -80,10 +80,10 @@ impl Environment for Gvisor {
         super::container::Container.check(params)
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
-        if super::which("runsc").is_none() {
+        if crate::host::which("runsc").is_none() {
             return Availability::no("runsc is not installed", "apt-get install -y runsc   (or: make deps)");
         }
-        if !super::is_root() {
+        if !crate::host::is_root() {
             return Availability::no(
                 "gVisor sandboxes need root here (namespaces, cgroups)",
                 "run virtperf as root",
@@ -113,11 +113,11 @@ impl Environment for Gvisor {
         }
         Availability::yes(format!(
             "{} found, platform {platform}",
-            super::version_of("runsc").unwrap_or_else(|| "runsc".to_string())
+            crate::host::version_of("runsc").unwrap_or_else(|| "runsc".to_string())
         ))
     }
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
-        super::version_of("runsc")
+        crate::host::version_of("runsc")
     }
     fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
         Ok(super::container::scratch_what("runsc", params, &crate::host::scratch_root()))

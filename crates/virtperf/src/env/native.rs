@@ -7,9 +7,9 @@ use std::time::Instant;
 use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{
-    spawn_piped, Availability, Conn, CpuProbe, Environment, Instance, LaunchCtx, LaunchError, Teardown,
-};
+use super::cgroup::CpuProbe;
+use super::conn::Conn;
+use super::launch::{spawn_piped, Availability, Environment, Instance, LaunchCtx, LaunchError, Teardown};
 use crate::ledger::Ledger;
 
 pub struct Native;
@@ -32,7 +32,7 @@ impl Teardown for NativeTeardown {
             // The process must have left the cgroup before it can be removed.
             for _ in 0..50 {
                 crate::ledger::undo(&e, ledger.state_dir());
-                if !crate::ledger::cgroup_mounts().iter().any(|m| m.join(ledger_rel(&e)).exists()) {
+                if !crate::host::cgroup_mounts().iter().any(|m| m.join(ledger_rel(&e)).exists()) {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -61,7 +61,7 @@ impl Environment for Native {
     }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
-            super::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
+            crate::host::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
         }
         Ok(())
     }
@@ -75,7 +75,7 @@ impl Environment for Native {
         let mut cmd = Command::new(ctx.exe);
         cmd.arg("agent");
         if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
-            let cpus = super::check_cpuset(set).map_err(LaunchError::Prepare)?;
+            let cpus = crate::host::check_cpuset(set).map_err(LaunchError::Prepare)?;
             use std::os::unix::process::CommandExt;
             // SAFETY: sched_setaffinity on the calling (child) thread with a stack cpu_set_t;
             // nothing is allocated between fork and exec.
@@ -92,14 +92,14 @@ impl Environment for Native {
                 });
             }
         }
-        let netns = super::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref())?;
+        let netns = super::launch::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref())?;
         let started = Instant::now();
         let spawned = spawn_piped(&mut cmd, "native agent", ctx.ledger, true);
         drop(netns);
         let (child, stdin, stdout, tail) = spawned?;
         let conn = Conn::new(stdout, Box::new(stdin), tail);
-        let cg = super::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
-        let scratch = ctx.scratch_dir.as_ref().map(|d| super::Scratch {
+        let cg = super::cgroup::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
+        let scratch = ctx.scratch_dir.as_ref().map(|d| super::launch::Scratch {
             dir: d.to_string_lossy().into_owned(),
             what: format!("a directory of the host's {} ({})", super::scratch::host_fs(d), d.display()),
         });

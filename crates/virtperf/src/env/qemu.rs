@@ -24,7 +24,9 @@ use std::sync::Mutex;
 use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown};
+use super::launch::{
+    Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
+};
 use crate::image::{self, Image, ImageSpec, KernelSource};
 
 pub struct Qemu;
@@ -523,7 +525,7 @@ impl Environment for Qemu {
             }
         }
         if let Some(p) = text(params, "pin") {
-            super::check_cpuset(p).map_err(|e| ("pin".to_string(), e))?;
+            crate::host::check_cpuset(p).map_err(|e| ("pin".to_string(), e))?;
         }
         if let Some(q) = text(params, "qemu_args") {
             if shlex::split(q).is_none() {
@@ -533,7 +535,7 @@ impl Environment for Qemu {
         Ok(())
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
-        if super::which(BINARY).is_none() {
+        if crate::host::which(BINARY).is_none() {
             return Availability::no(
                 format!("{BINARY} is not installed"),
                 "apt-get install -y qemu-system-x86   (or: make deps)",
@@ -546,7 +548,7 @@ impl Environment for Qemu {
                     "apt-get install -y busybox-static   (or: make deps)",
                 );
             }
-            if text(params, "kernel").is_none() && super::which("apt-get").is_none() {
+            if text(params, "kernel").is_none() && crate::host::which("apt-get").is_none() {
                 return Availability::no(
                     "the guest kernel comes from Debian's linux-image package, and apt-get is not here",
                     "give kernel=PATH (and initrd=PATH)",
@@ -602,7 +604,8 @@ impl Environment for Qemu {
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
         self.availability(params).require()?;
         // Parsed before anything is created, so that an error here leaves nothing behind.
-        let pin = text(params, "pin").map(super::check_cpuset).transpose().map_err(LaunchError::Prepare)?;
+        let pin =
+            text(params, "pin").map(crate::host::check_cpuset).transpose().map_err(LaunchError::Prepare)?;
         let own_kernel = text(params, "kernel").is_some();
         let (accel, _) =
             decide_accel(text(params, "accel").unwrap_or("auto"), &KvmFacts::probe(), own_kernel)
@@ -660,7 +663,7 @@ impl Environment for Qemu {
             let what = disk_what(&machine, &disk_model, &cache, &image);
             (
                 Some(Disk { model: disk_model.clone(), cache: cache.clone(), path }),
-                Some(super::Scratch { dir: super::scratch::GUEST_DIR.into(), what }),
+                Some(super::launch::Scratch { dir: super::scratch::GUEST_DIR.into(), what }),
             )
         };
         let cfg = Config {
@@ -686,8 +689,9 @@ impl Environment for Qemu {
         cmd.args(command_line(&cfg)).current_dir(&dir);
         // The console log lives in the instance's directory while it runs (bounded: rotated).
         let log = Some(dir.join("console.log"));
-        let limits = super::Limits { memory_bytes: Some((cfg.memory_mib << 20) + QEMU_MEMORY_OVERHEAD) };
-        let mut inst = super::launch_guest(ctx, cmd, "qemu", log, limits, teardown)?;
+        let limits =
+            super::cgroup::Limits { memory_bytes: Some((cfg.memory_mib << 20) + QEMU_MEMORY_OVERHEAD) };
+        let mut inst = super::launch::launch_guest(ctx, cmd, "qemu", log, limits, teardown)?;
         inst.scratch = scratch;
         if let Some(cpus) = pin {
             let qemu_pid = inst.child.as_ref().map_or(0, |c| c.id());
@@ -701,7 +705,7 @@ impl Environment for Qemu {
 }
 
 fn runtime_version() -> Option<String> {
-    super::version_of(BINARY).map(|v| v.replace(" emulator", ""))
+    crate::host::version_of(BINARY).map(|v| v.replace(" emulator", ""))
 }
 
 #[cfg(test)]

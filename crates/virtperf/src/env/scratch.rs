@@ -18,7 +18,7 @@ pub const IMAGE_FS: &str = "ext4";
 
 /// `mke2fs`, the host's (e2fsprogs, in every Debian): None when missing.
 pub fn mke2fs() -> Option<std::path::PathBuf> {
-    super::which("mke2fs").or_else(|| {
+    crate::host::which("mke2fs").or_else(|| {
         ["/sbin/mke2fs", "/usr/sbin/mke2fs"].iter().map(std::path::PathBuf::from).find(|p| p.is_file())
     })
 }

@@ -14,7 +14,9 @@ use std::process::Command;
 use serde_json::Value;
 use virtperf_workload::{ParamKind, ParamSpec};
 
-use super::{Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown};
+use super::launch::{
+    Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
+};
 
 pub struct Uml;
 
@@ -24,8 +26,8 @@ const BINARY: &str = "linux.uml";
 /// stand-in for a host whose CPU the packaged kernel cannot run on), else `linux.uml` on PATH.
 fn packaged_binary() -> Option<std::path::PathBuf> {
     match std::env::var_os("VIRTPERF_LINUX_UML").filter(|v| !v.is_empty()) {
-        Some(p) => super::which(&p.to_string_lossy()),
-        None => super::which(BINARY),
+        Some(p) => crate::host::which(&p.to_string_lossy()),
+        None => crate::host::which(BINARY),
     }
 }
 
@@ -139,23 +141,6 @@ pub fn kernel_args(mem: u64, init: &Path, net: Option<&GuestNet>, ubd: Option<&P
     a
 }
 
-/// The host's XSAVE area size for the features the OS enabled (CPUID leaf 0xD, sub-leaf 0, EBX):
-/// what `PTRACE_SETREGSET(NT_X86_XSTATE)` demands. None when the CPU has no such leaf.
-pub fn host_xsave_size() -> Option<u32> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__cpuid, __cpuid_count};
-        // SAFETY: CPUID exists on every x86_64 CPU; leaf 0 says whether leaf 0xD does.
-        #[allow(unused_unsafe)]
-        let (max, xsave) = unsafe { (__cpuid(0).eax, __cpuid_count(0xd, 0).ebx) };
-        (max >= 0xd && xsave > 0).then_some(xsave)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
-}
-
 /// What a probe boot of a UML kernel showed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Probe {
@@ -207,7 +192,7 @@ pub fn probe(kernel: &Path, label: &str) -> Probe {
         meta.as_ref().map(|m| m.len()).unwrap_or(0),
         meta.and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
-        host_xsave_size()
+        crate::host::host_xsave_size()
     );
     let memo = cache.join("uml-probe.json");
     let mut known: BTreeMap<String, Probe> =
@@ -320,7 +305,7 @@ fn probe_uncached(kernel: &Path, label: &str, cache: &Path) -> Probe {
     if ok {
         return Probe { ok: true, reason: String::new(), xstate: false };
     }
-    classify_failure(label, &console, host_xsave_size())
+    classify_failure(label, &console, crate::host::host_xsave_size())
 }
 
 /// Which kernel a `kernel` parameter stands for, and what to tell about it.
@@ -490,9 +475,11 @@ impl Environment for Uml {
     }
     fn prepare(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
         match choose(params) {
-            Choice::Build { .. } => crate::image::uml::ensure(&crate::image::cache_dir(), super::host_cpus())
-                .map(|_| ())
-                .map_err(|e| format!("cannot build virtperf's UML kernel: {e}")),
+            Choice::Build { .. } => {
+                crate::image::uml::ensure(&crate::image::cache_dir(), crate::host::host_cpus())
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot build virtperf's UML kernel: {e}"))
+            }
             _ => Ok(()),
         }
     }
@@ -538,7 +525,7 @@ impl Environment for Uml {
                             super::scratch::host_fs(&sdir)
                         );
                         let dir = guest_scratch_dir(ctx.exe).to_string();
-                        (Some(img), Some(super::Scratch { dir, what }))
+                        (Some(img), Some(super::launch::Scratch { dir, what }))
                     }
                     Err(e) => {
                         teardown.teardown(ctx.ledger);
@@ -561,8 +548,8 @@ impl Environment for Uml {
         cmd.args(kernel_args(mem, &init, ctx.guest_net.as_ref(), ubd.as_deref()))
             // UML backs guest memory with a file in TMPDIR: keep it in the run's scratch.
             .env("TMPDIR", &dir);
-        let limits = super::Limits { memory_bytes: Some(mem + UML_MEMORY_OVERHEAD) };
-        let mut inst = super::launch_guest(ctx, cmd, "linux.uml", None, limits, teardown)?;
+        let limits = super::cgroup::Limits { memory_bytes: Some(mem + UML_MEMORY_OVERHEAD) };
+        let mut inst = super::launch::launch_guest(ctx, cmd, "linux.uml", None, limits, teardown)?;
         inst.scratch = scratch;
         Ok(inst)
     }
@@ -619,7 +606,7 @@ mod tests {
 
     #[test]
     fn host_xsave_size_is_at_least_the_legacy_area() {
-        if let Some(b) = host_xsave_size() {
+        if let Some(b) = crate::host::host_xsave_size() {
             // x87/SSE legacy area (512) + XSAVE header (64).
             assert!(b >= 576 && b % 8 == 0, "{b}");
         }

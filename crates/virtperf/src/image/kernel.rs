@@ -55,15 +55,7 @@ impl Package {
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<String, ImageError> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| ImageError::Tool(format!("{what}: cannot start: {e}")))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(ImageError::Tool(format!("{what} failed: {}", err.trim())));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::host::run(cmd, what).map_err(ImageError::Tool)
 }
 
 /// The concrete package a meta package depends on (`Depends: linux-image-6.1.0-56-amd64`).
@@ -113,7 +105,7 @@ pub fn resolve(name: Option<&str>, cache: &Path) -> Result<Package, ImageError> 
 /// Resolves `name` (default: the meta package) to a concrete kernel package and version with
 /// apt's lists, updating them once if they are empty (as root).
 pub fn resolve_uncached(name: Option<&str>) -> Result<Package, ImageError> {
-    if super::super::env::which("apt-cache").is_none() {
+    if crate::host::which("apt-cache").is_none() {
         return Err(ImageError::Missing(
             "apt-cache is not here: the guest kernel comes from Debian's packages; give kernel=PATH and initrd=PATH instead".into(),
         ));
@@ -140,7 +132,7 @@ pub fn resolve_uncached(name: Option<&str>) -> Result<Package, ImageError> {
                     .ok_or_else(|| ImageError::Tool(format!("apt-cache show {name}: no Version line")))?;
                 return Ok(Package { name, version });
             }
-            _ if !updated && super::super::env::is_root() => {
+            _ if !updated && crate::host::is_root() => {
                 eprintln!("virtperf: apt has no entry for {name}; running apt-get update once");
                 run(Command::new("apt-get").args(["update", "-qq"]), "apt-get update")?;
                 updated = true;

@@ -274,7 +274,7 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
         .extra
         .iter()
         .map(|e| {
-            crate::env::which(e).ok_or_else(|| {
+            crate::host::which(e).ok_or_else(|| {
                 ImageError::Missing(format!(
                     "extra program {e} is not installed on the host (apt-get install {e})"
                 ))

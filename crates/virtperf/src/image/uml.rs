@@ -68,7 +68,7 @@ pub fn recipe() -> String {
 /// The tools a build needs that this host lacks, as Debian packages.
 pub fn missing_tools() -> Vec<&'static str> {
     let mut out: Vec<&str> =
-        BUILD_TOOLS.iter().filter(|(cmd, _)| crate::env::which(cmd).is_none()).map(|(_, p)| *p).collect();
+        BUILD_TOOLS.iter().filter(|(cmd, _)| crate::host::which(cmd).is_none()).map(|(_, p)| *p).collect();
     out.dedup();
     out
 }
@@ -210,7 +210,7 @@ pub fn ensure(cache: &Path, jobs: usize) -> Result<UmlKernel, ImageError> {
     let result = build(&pkg, cache, &tmp, jobs).and_then(|linux| {
         let meta = serde_json::json!({
             "source": source, "recipe": recipe(), "seconds": t0.elapsed().as_secs_f64(),
-            "host_xsave_bytes": crate::env::uml::host_xsave_size(),
+            "host_xsave_bytes": crate::host::host_xsave_size(),
         });
         let fin = tmp.join("final");
         create_private_dir(&fin)?;

@@ -23,6 +23,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use crate::host::{delete_netns, netns_path, sh};
 use crate::ledger::{Entry, Ledger};
 
 /// On-the-wire bytes a frame costs beyond what the qdisc sees (`skb->len` = L2 header + IP packet):
@@ -115,14 +116,14 @@ fn read_kernel_config(release: &str) -> Option<String> {
 
 /// Whether the lab can be built here; the reason and fix when not.
 pub fn availability(spec: &LabSpec) -> Result<(), String> {
-    if !crate::env::is_root() {
+    if !crate::host::is_root() {
         return Err(
             "network workloads build a private lab of network namespaces, which needs root; run as root (sudo)"
                 .into(),
         );
     }
     for prog in ["ip", "tc"] {
-        if crate::env::which(prog).is_none() {
+        if crate::host::which(prog).is_none() {
             return Err(format!("`{prog}` is not installed; install iproute2 (`make deps` does)"));
         }
     }
@@ -152,10 +153,6 @@ impl Endpoint {
     pub fn netns_path(&self) -> PathBuf {
         netns_path(&self.netns)
     }
-}
-
-pub fn netns_path(name: &str) -> PathBuf {
-    PathBuf::from("/run/netns").join(name)
 }
 
 /// The `tc` arguments that put `spec`'s link emulation on the egress of `dev` in `ns`; None when
@@ -221,20 +218,6 @@ pub fn endpoint_addr(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, 10 + i as u8)
 }
 
-/// Runs a command, returning its stderr as the error.
-fn sh(prog: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run `{prog}`: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{prog} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
 /// The `rps_cpus` mask of every online CPU (comma-separated 32-bit groups, as sysfs writes it).
 pub fn all_cpus_mask(n: usize) -> String {
     let n = n.max(1);
@@ -250,17 +233,9 @@ pub fn all_cpus_mask(n: usize) -> String {
 
 /// Turns on receive packet steering over every CPU for `dev`'s receive queue in `ns`.
 fn steer_flows(ns: &str, dev: &str) -> Result<(), String> {
-    let mask = all_cpus_mask(crate::env::host_cpus());
+    let mask = all_cpus_mask(crate::host::host_cpus());
     let script = format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
     sh("ip", &["netns", "exec", ns, "sh", "-c", &script])
-}
-
-/// Deletes a namespace this tool made (names start with `vp` and a digit). Idempotent.
-pub fn delete_netns(name: &str) {
-    let ours = name.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
-    if ours && !name.contains('/') && netns_path(name).exists() {
-        let _ = sh("ip", &["netns", "delete", name]);
-    }
 }
 
 impl Lab {

@@ -133,7 +133,7 @@ pub fn sample_groups(store: &Store, run_id: i64) -> Result<Vec<(SampleKey, Sampl
 
 /// RFC 2544: per environment and direction, (frame size, value) for the throughput (frames/s,
 /// and % of the theoretical maximum) and the mean latency.
-pub fn rfc2544_series(rows: &[crate::rfc2544::Row]) -> [Series; 3] {
+pub fn rfc2544_series(rows: &[super::rfc2544::Row]) -> [Series; 3] {
     let mut fps: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut pct: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut lat: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
@@ -365,7 +365,7 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
     let cpg: Vec<(String, usize, f64, Option<[f64; 2]>)> = r
         .results
         .iter()
-        .filter(|x| x.metric == crate::trial::CPU_PER_GBIT && x.peer.is_none() && x.instance.is_none())
+        .filter(|x| x.metric == crate::store::CPU_PER_GBIT && x.peer.is_none() && x.instance.is_none())
         .enumerate()
         .map(|(i, x)| (format!("{} · {}", x.environment, short(&x.workload, 24)), i, x.mean, x.ci95))
         .collect();
@@ -591,79 +591,6 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
     Ok(Page { html, figures: figs.all })
 }
 
-/// Refuses a path the page (or a figure) could not be written to, before anything runs: its
-/// directory must exist and take a new file.
-pub fn check_writable(path: &std::path::Path) -> Result<(), String> {
-    if path.is_dir() {
-        return Err(format!(
-            "{} is a directory; give a file name (e.g. {}/report.html)",
-            path.display(),
-            path.display()
-        ));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    if !dir.is_dir() {
-        return Err(format!(
-            "cannot write {}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        ));
-    }
-    let probe = dir.join(format!(".virtperf-probe-{}", std::process::id()));
-    match std::fs::File::create(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => Err(format!("cannot write {}: {e}", path.display())),
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename: a
-/// reader never sees half a page, a failure leaves nothing behind.
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let res = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
-}
-
-/// `--html FILE` and `--svg DIR` of `run` and `report`: the page, and every figure as its own
-/// SVG file (`DIR/<figure id>.svg`, made if missing). Prints where they went on stderr.
-pub fn write_outputs(
-    store: &Store,
-    run_id: i64,
-    r: &Report,
-    html: Option<&std::path::Path>,
-    svg: Option<&std::path::Path>,
-) -> Result<()> {
-    if html.is_none() && svg.is_none() {
-        return Ok(());
-    }
-    let page = render(store, run_id, r)?;
-    if let Some(p) = html {
-        write_atomic(p, page.html.as_bytes())
-            .map_err(|e| anyhow::anyhow!("cannot write the HTML report {}: {e}", p.display()))?;
-        eprintln!("virtperf: HTML report → {}", p.display());
-    }
-    if let Some(d) = svg {
-        std::fs::create_dir_all(d).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", d.display()))?;
-        for f in &page.figures {
-            let p = d.join(format!("{}.svg", f.id));
-            write_atomic(&p, f.svg.as_bytes())
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
-        }
-        eprintln!("virtperf: {} figures (SVG) → {}", page.figures.len(), d.display());
-    }
-    Ok(())
-}
-
 /// The table of one workload case: metric rows, environment columns, mean ± CI and ratio.
 fn workload_table(r: &Report, case: &str) -> String {
     let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
@@ -761,7 +688,7 @@ mod tests {
 
     #[test]
     fn rfc2544_series_average_repeated_sizes_and_give_percent_of_line() {
-        let row = |env: &str, size, ndr: f64| crate::rfc2544::Row {
+        let row = |env: &str, size, ndr: f64| crate::report::rfc2544::Row {
             environment: env.into(),
             direction: "out".into(),
             frame_size: size,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 pub mod disk;
 pub mod figures;
 pub mod html;
+pub mod rfc2544;
 mod summary;
 pub mod timer;
 
@@ -27,7 +28,7 @@ pub const HOST_CPU: &str = "host_cpu_time";
 /// service demand; seed 000's "CPU cost").
 pub const TESTER_CPU: &str = "tester_cpu_time";
 pub const GUEST_CPU: &str = "guest_cpu_time";
-pub use crate::trial::CPU_PER_GBIT;
+pub use crate::store::CPU_PER_GBIT;
 const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
 
 /// The clock check, per armed trial: the host's span of the timed region (`go` → `result`, less
@@ -304,7 +305,7 @@ pub struct Report {
     /// The analytic ceilings of the lab's emulated link (empty when unshaped).
     pub ceilings: Vec<Ceiling>,
     /// RFC 2544 procedures, one row per measured trial.
-    pub rfc2544: Vec<crate::rfc2544::Row>,
+    pub rfc2544: Vec<rfc2544::Row>,
     /// Background loads: the target and what was reached over the workloads' windows.
     pub loads: Vec<LoadReached>,
     /// Environments run as several instances at once (seed 000's table): per instance count, each
@@ -323,7 +324,7 @@ fn better_of(metric: &str) -> Better {
         return Better::Lower;
     }
     // Descriptions of N instances together (fairness, shares, skew): reported, never a ratio.
-    if metric == crate::trial::START_SKEW
+    if metric == crate::store::START_SKEW
         || ["_jain", "_share_min", "_share_max"].iter().any(|s| metric.ends_with(s))
     {
         return Better::Neither;
@@ -648,15 +649,12 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         ceilings: ceilings(&info.manifest, &cases),
         timers: timer::build(store, &envs, &cases, &trials),
         rfc2544: {
-            let mut rows: Vec<(usize, crate::rfc2544::Row)> = trials
+            let mut rows: Vec<(usize, rfc2544::Row)> = trials
                 .iter()
                 .filter(|t| t.status == "ok" && !t.warmup && cases[t.case_idx].kind == "rfc2544")
                 .filter_map(|t| {
                     let (extra, _) = store.trial_detail(t.id).ok()?;
-                    Some((
-                        t.env_idx,
-                        crate::rfc2544::Row::from_detail(&envs[t.env_idx].name, extra.as_ref()?)?,
-                    ))
+                    Some((t.env_idx, rfc2544::Row::from_detail(&envs[t.env_idx].name, extra.as_ref()?)?))
                 })
                 .collect();
             rows.sort_by(|a, b| {
@@ -722,7 +720,7 @@ fn instance_tables(
                     jain: mean_of(format!("{metric}_jain")),
                     share_min_pct: mean_of(format!("{metric}_share_min")),
                     share_max_pct: mean_of(format!("{metric}_share_max")),
-                    start_skew_ms: mean_of(crate::trial::START_SKEW.to_string()),
+                    start_skew_ms: mean_of(crate::store::START_SKEW.to_string()),
                 });
             }
             if rows.iter().any(|r| r.instances > 1) {
@@ -1004,7 +1002,7 @@ pub fn render_table(r: &Report) -> String {
     out += &render_matrices(r, &envs);
     out += &render_instances(r);
     out += &disk::render(&r.disk);
-    out += &crate::rfc2544::render(&r.rfc2544);
+    out += &rfc2544::render(&r.rfc2544);
     out += &timer::render(&r.timers);
     out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
     out += &render_notes(r, !dual.is_empty());
@@ -1084,75 +1082,6 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
         );
     }
     out
-}
-
-/// Every raw sample of a run (and every failed trial) as CSV.
-pub fn export_csv(store: &Store, run_id: i64, w: &mut dyn std::io::Write) -> Result<()> {
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
-    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns,peer,tester_cpu_ns")?;
-    let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-    let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_default();
-    for t in store.trials(run_id)? {
-        let prefix = format!(
-            "{},{},{},{},{},{},{},{},{},{}",
-            run_id,
-            t.id,
-            t.seq,
-            q(&envs[t.env_idx].name),
-            q(&cases[t.case_idx].label),
-            q(&cases[t.case_idx].params.to_string()),
-            t.rep,
-            t.warmup as u8,
-            t.status,
-            q(t.reason.as_deref().unwrap_or(""))
-        );
-        let peer = t.peer_idx.map(|p| q(&envs[p].name)).unwrap_or_default();
-        let suffix = format!(
-            "{},{},{},{},{peer},{}",
-            o(t.host_ns),
-            o(t.guest_ns),
-            o(t.host_cpu_ns),
-            o(t.guest_cpu_ns),
-            o(t.tester_cpu_ns)
-        );
-        if t.samples.is_empty() {
-            writeln!(w, "{prefix},,,,{suffix}")?;
-        }
-        for s in &t.samples {
-            writeln!(w, "{prefix},{},{},{},{suffix}", q(&s.metric), s.value, q(&s.unit))?;
-        }
-    }
-    Ok(())
-}
-
-/// Every trial of a run with its raw samples as one JSON document.
-pub fn export_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
-    let info = store.run(run_id)?;
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
-    let trials: Vec<serde_json::Value> = store
-        .trials(run_id)?
-        .into_iter()
-        .map(|t| {
-            let (extra, series) = store.trial_detail(t.id).unwrap_or_default();
-            let series: Vec<serde_json::Value> =
-                series.into_iter().map(|(role, ms, ns)| serde_json::json!([role, ms, ns])).collect();
-            serde_json::json!({
-                "peer": t.peer_idx.map(|p| envs[p].name.clone()), "tester_cpu_ns": t.tester_cpu_ns,
-                "extra": extra, "cpu_series": series,
-                "trial_id": t.id, "seq": t.seq, "environment": envs[t.env_idx].name, "workload": cases[t.case_idx].label,
-                "workload_name": cases[t.case_idx].workload, "workload_kind": cases[t.case_idx].kind,
-                "params": cases[t.case_idx].params, "rep": t.rep, "warmup": t.warmup, "status": t.status, "reason": t.reason,
-                "host_ns": t.host_ns, "guest_ns": t.guest_ns, "host_cpu_ns": t.host_cpu_ns, "guest_cpu_ns": t.guest_cpu_ns,
-                "samples": t.samples,
-            })
-        })
-        .collect();
-    Ok(serde_json::json!({
-        "run_id": run_id, "name": info.name, "status": info.status, "started_at": info.started_at,
-        "finished_at": info.finished_at, "manifest": info.manifest, "experiment": info.experiment, "trials": trials,
-    }))
 }
 
 /// A report with three environments and no rows, for unit tests of what renders reports.

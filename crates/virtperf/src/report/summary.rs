@@ -136,7 +136,7 @@ pub fn render_summary(r: &Report) -> String {
     let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
     out += &super::render_matrices(r, &envs);
     out += &super::render_instances(r);
-    out += &crate::rfc2544::render(&r.rfc2544);
+    out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);
     if !r.disk.is_empty() {
         out += &format!(

@@ -1,0 +1,264 @@
+//! Cgroups of instances: the accounting cgroup whose CPU time is an instance's host CPU, limits
+//! (cpus, memory), freezing, and removal with everything inside.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::ledger::Ledger;
+/// Reads the host-side CPU time of an instance, in nanoseconds.
+#[derive(Debug, Clone)]
+pub enum CpuProbe {
+    /// The process's CPU clock (`clock_getcpuclockid`): every thread, exited ones included, in
+    /// ns. One process only: not its children.
+    Proc(u32),
+    /// A cgroup v1 `cpuacct.usage` file (ns).
+    CgroupV1(PathBuf),
+    /// A cgroup v2 `cpu.stat` file (`usage_usec`).
+    CgroupV2(PathBuf),
+}
+
+impl CpuProbe {
+    pub fn read_ns(&self) -> Option<u64> {
+        match self {
+            CpuProbe::Proc(pid) => {
+                let mut clock: libc::clockid_t = 0;
+                // SAFETY: clock_getcpuclockid writes one clockid_t we own; a gone pid is an error.
+                if unsafe { libc::clock_getcpuclockid(*pid as libc::pid_t, &mut clock) } != 0 {
+                    return None;
+                }
+                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: clock_gettime writes into the timespec we own.
+                if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+                    return None;
+                }
+                Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+            }
+            CpuProbe::CgroupV1(p) => std::fs::read_to_string(p).ok()?.trim().parse().ok(),
+            CpuProbe::CgroupV2(p) => {
+                let s = std::fs::read_to_string(p).ok()?;
+                let usec: u64 = s.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse().ok()?;
+                Some(usec * 1000)
+            }
+        }
+    }
+}
+
+/// The cgroup v1 `cpuacct` mount, or the v2 unified root (`/sys/fs/cgroup` with `cgroup.controllers`).
+pub fn cpu_cgroup_root() -> Option<(PathBuf, bool)> {
+    for m in crate::host::cgroup_mounts() {
+        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.split(',').any(|c| c == "cpuacct") {
+            return Some((m, false));
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    root.join("cgroup.controllers").exists().then(|| (root.to_path_buf(), true))
+}
+
+/// The probe of cgroup `virtperf/ID` (which may not exist yet: a runtime creates it).
+pub fn cgroup_probe(id: &str) -> Option<CpuProbe> {
+    let (root, v2) = cpu_cgroup_root()?;
+    let dir = root.join("virtperf").join(id);
+    Some(if v2 {
+        CpuProbe::CgroupV2(dir.join("cpu.stat"))
+    } else {
+        CpuProbe::CgroupV1(dir.join("cpuacct.usage"))
+    })
+}
+
+/// Creates cgroup `virtperf/ID` for CPU accounting (ledger first) and moves `pid` into it.
+/// Covers every thread and child of the process, exited ones included, in ns. `None` when
+/// cgroups are not writable here (not root): the caller falls back to [`CpuProbe::Proc`].
+pub fn join_accounting_cgroup(ledger: &mut Ledger, id: &str, pid: u32) -> Option<CpuProbe> {
+    let (root, _) = cpu_cgroup_root()?;
+    ledger.record_once(crate::ledger::Entry::Cgroup { rel: "virtperf".into() });
+    ledger.record(crate::ledger::Entry::Cgroup { rel: format!("virtperf/{id}") });
+    let dir = root.join("virtperf").join(id);
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).ok()?;
+    // The freezer hierarchy too (v1: a mount of its own), so the run can pause it.
+    if let Some((froot, false)) = controller_dir("freezer") {
+        let fdir = froot.join("virtperf").join(id);
+        if fdir != dir && std::fs::create_dir_all(&fdir).is_ok() {
+            let _ = std::fs::write(fdir.join("cgroup.procs"), pid.to_string());
+        }
+    }
+    cgroup_probe(id)
+}
+
+/// Pauses (`frozen`) or resumes every process of instance `id` through its cgroup's freezer
+/// (v1 `freezer.state`, v2 `cgroup.freeze`), waiting up to a second for the state to settle.
+/// An environment not under test must not run beside one that is: an idle TCG guest still burns
+/// host CPU on its timers, UML's and gVisor's host processes wake.
+pub fn freeze(id: &str, frozen: bool) -> Result<(), String> {
+    let (root, v2) = controller_dir("freezer")
+        .or_else(|| {
+            let r = Path::new("/sys/fs/cgroup");
+            r.join("cgroup.controllers").exists().then(|| (r.to_path_buf(), true))
+        })
+        .ok_or("no cgroup freezer on this host")?;
+    let dir = root.join("virtperf").join(id);
+    let (file, value, done_file, done) = if v2 {
+        (
+            "cgroup.freeze",
+            if frozen { "1" } else { "0" },
+            "cgroup.events",
+            if frozen { "frozen 1" } else { "frozen 0" },
+        )
+    } else {
+        (
+            "freezer.state",
+            if frozen { "FROZEN" } else { "THAWED" },
+            "freezer.state",
+            if frozen { "FROZEN" } else { "THAWED" },
+        )
+    };
+    std::fs::write(dir.join(file), value).map_err(|e| format!("{}: {e}", dir.join(file).display()))?;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut pause = Duration::from_micros(20);
+    loop {
+        let state = std::fs::read_to_string(dir.join(done_file)).unwrap_or_default();
+        if state.lines().any(|l| l.trim() == done) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            if frozen {
+                // Half-frozen helps nobody: resume, and say so.
+                let _ = std::fs::write(dir.join(file), if v2 { "0" } else { "THAWED" });
+            }
+            return Err(format!("{} did not reach {done} within 1 s", dir.display()));
+        }
+        // Idle processes freeze within microseconds: poll fast first, then back off.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(2));
+    }
+}
+
+/// The v1 mount of `controller`, or the v2 unified root when it offers that controller.
+fn controller_dir(controller: &str) -> Option<(PathBuf, bool)> {
+    for m in crate::host::cgroup_mounts() {
+        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.split(',').any(|c| c == controller) {
+            return Some((m, false));
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let offered = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+    offered.split_whitespace().any(|c| c == controller).then(|| (root.to_path_buf(), true))
+}
+
+/// Limits put on a guest's host processes through its cgroup.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Memory of all its host processes together (`memory.limit_in_bytes` / `memory.max`):
+    /// a guest that runs away is killed by the kernel's OOM killer, not the host.
+    pub memory_bytes: Option<u64>,
+}
+
+/// Creates cgroup `virtperf/ID` (ledger first) in the CPU-accounting hierarchy and, with a memory
+/// limit, in the memory one, and makes `cmd`'s child enter them before exec, so that every process
+/// it ever forks is accounted and limited (UML forks host helpers as it boots). Returns the CPU
+/// probe, the open `cgroup.procs` files (kept until the spawn), the relative path and whether the
+/// memory limit is in force; None when cgroups are not writable here (not root).
+pub fn instance_cgroup_on_spawn(
+    cmd: &mut Command,
+    ledger: &mut Ledger,
+    id: &str,
+    limits: Limits,
+) -> Option<(CpuProbe, Vec<std::fs::File>, String, bool)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (root, _) = cpu_cgroup_root()?;
+    ledger.record_once(crate::ledger::Entry::Cgroup { rel: "virtperf".into() });
+    let rel = format!("virtperf/{id}");
+    ledger.record(crate::ledger::Entry::Cgroup { rel: rel.clone() });
+    let mut dirs = vec![root.join(&rel)];
+    let mut limited = false;
+    if let (Some(bytes), Some((mroot, mv2))) = (limits.memory_bytes, controller_dir("memory")) {
+        if mv2 {
+            // v2: the controller must be enabled for the children of each ancestor.
+            let _ = std::fs::write(mroot.join("cgroup.subtree_control"), "+memory");
+            let _ = std::fs::create_dir_all(mroot.join("virtperf"));
+            let _ = std::fs::write(mroot.join("virtperf/cgroup.subtree_control"), "+memory");
+        }
+        let dir = mroot.join(&rel);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let file = if mv2 { "memory.max" } else { "memory.limit_in_bytes" };
+            limited = std::fs::write(dir.join(file), bytes.to_string()).is_ok();
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    if let Some((froot, false)) = controller_dir("freezer") {
+        let fdir = froot.join(&rel);
+        if !dirs.contains(&fdir) {
+            dirs.push(fdir);
+        }
+    }
+    let mut files = Vec::new();
+    for d in &dirs {
+        std::fs::create_dir_all(d).ok()?;
+        files.push(std::fs::OpenOptions::new().write(true).open(d.join("cgroup.procs")).ok()?);
+    }
+    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    // SAFETY: write(2) of a static buffer to descriptors the parent keeps open until the spawn;
+    // "0" moves the calling (child) process. Async-signal-safe; `fds` was allocated before the
+    // fork and is only read.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    Some((cgroup_probe(id)?, files, rel, limited))
+}
+
+/// Kills every process in cgroup `rel` (below a cgroup mount), waits until it is empty, removes
+/// it and forgets its ledger entry.
+pub fn kill_cgroup(ledger: &mut Ledger, rel: &str) {
+    crate::host::remove_cgroup(rel, 100);
+    ledger.forget(&crate::ledger::Entry::Cgroup { rel: rel.to_string() });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_probe_counts_threads_that_exited() {
+        // A thread burns ~100 ms and exits: the process's clock keeps it (schedstat of the live
+        // tasks did not).
+        let me = CpuProbe::Proc(std::process::id());
+        let before = me.read_ns().unwrap();
+        std::thread::spawn(|| {
+            let t = Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(100) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        })
+        .join()
+        .unwrap();
+        let after = me.read_ns().unwrap();
+        assert!(after - before >= 80_000_000, "an exited thread's CPU is kept: {} ns", after - before);
+    }
+
+    #[test]
+    fn proc_probe_reads_a_busy_process() {
+        let mut child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let p = CpuProbe::Proc(child.id());
+        std::thread::sleep(Duration::from_millis(50));
+        let a = p.read_ns().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let b = p.read_ns().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(b - a > 50_000_000, "a busy loop used {} ns of CPU in 200 ms", b - a);
+    }
+}

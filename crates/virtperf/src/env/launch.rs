@@ -1,0 +1,448 @@
+//! The interface of an environment kind ([`Environment`]): what a launch gets ([`LaunchCtx`]) and
+//! gives ([`Instance`]: an agent over a byte stream, its host CPU probe, its teardown), and the
+//! launching helpers the kinds share (piped spawns, joining a namespace, guests in a cgroup).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use virtperf_proto::Reply;
+use virtperf_workload::ParamSpec;
+
+use super::cgroup::{instance_cgroup_on_spawn, kill_cgroup, CpuProbe, Limits};
+use super::conn::{CallError, Conn, Tail};
+use crate::ledger::Ledger;
+/// Whether a kind can run here; when it cannot, why and what to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Availability {
+    pub usable: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+    /// Usable once [`Environment::prepare`] has done its one-time work (a kernel build), which
+    /// `doctor` does not start.
+    pub needs_prepare: bool,
+}
+
+impl Availability {
+    pub fn yes(detail: impl Into<String>) -> Self {
+        Availability { usable: true, detail: detail.into(), fix: None, needs_prepare: false }
+    }
+    pub fn no(detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Availability { usable: false, detail: detail.into(), fix: Some(fix.into()), needs_prepare: false }
+    }
+    /// Usable after `prepare()`, which is what `detail` describes.
+    pub fn after_prepare(detail: impl Into<String>) -> Self {
+        Availability { needs_prepare: true, ..Availability::yes(detail) }
+    }
+    /// The launch-time form: an unusable kind is a [`LaunchError::Unavailable`] naming the fix.
+    pub fn require(self) -> Result<(), LaunchError> {
+        if self.usable {
+            return Ok(());
+        }
+        Err(LaunchError::Unavailable(format!("{}; fix: {}", self.detail, self.fix.unwrap_or_default())))
+    }
+}
+
+/// What a launch needs from the run.
+pub struct LaunchCtx<'a> {
+    /// The `virtperf` binary to run as the agent.
+    pub exe: &'a Path,
+    /// A private directory of this run for bundles, sockets, logs.
+    pub run_dir: &'a Path,
+    /// Unique within the host, e.g. `vp12345-0-1` (pid of the orchestrator, env index, launch number).
+    pub instance_id: String,
+    pub ledger: &'a mut Ledger,
+    /// How long the agent may take to say hello.
+    pub boot_timeout: Duration,
+    pub cancel: &'a AtomicBool,
+    /// The lab namespace the instance's network lives in (`/run/netns/NAME`); None = its own
+    /// unconnected namespace (container) or the host's (native) when the run has no lab.
+    pub netns: Option<PathBuf>,
+    /// For guests ([`Environment::wants_tap`]) in a lab: the tap to attach the NIC to, the
+    /// address to give it (/24) and the MTU.
+    pub guest_net: Option<GuestNet>,
+    /// This instance's directory on the host's scratch disk (created and recorded by the run,
+    /// removed with the instance), when the run has workloads that write files or guests with
+    /// a disk: where a bind mount's, an overlay's or a disk image's bytes land.
+    pub scratch_dir: Option<PathBuf>,
+}
+
+/// Where a disk workload's files land in an instance: the directory it sees, and what is
+/// underneath (stored with every trial that writes there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scratch {
+    /// The directory inside the environment.
+    pub dir: String,
+    /// What backs it, e.g. "ext4 on virtio-blk /dev/vda: raw image on the host's ext4 (cache=none)".
+    pub what: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct GuestNet {
+    pub tap: String,
+    pub addr: std::net::Ipv4Addr,
+    pub mtu: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// the environment cannot run here
+    #[error("{0}")]
+    Unavailable(String),
+    /// starting a process failed
+    #[error("cannot start {what}: {source}")]
+    Spawn { what: String, source: std::io::Error },
+    /// the agent did not say hello
+    #[error("the agent did not become ready: {source}")]
+    NoHello { source: CallError, console: Vec<String> },
+    /// the agent stayed silent until the boot deadline
+    #[error("the agent did not become ready: {why}")]
+    Silent { why: String, console: Vec<String> },
+    /// preparing files for the instance failed
+    #[error("cannot prepare the instance: {0}")]
+    Prepare(String),
+}
+
+pub trait Environment: Sync {
+    fn kind(&self) -> &'static str;
+    fn summary(&self) -> &'static str;
+    fn params(&self) -> &'static [ParamSpec];
+    /// Checks that need the host (a CPU that exists) or several parameters together.
+    fn check(&self, _params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+        Ok(())
+    }
+    /// Whether this kind, with these parameters, can run here (no side effects).
+    fn availability(&self, params: &BTreeMap<String, Value>) -> Availability;
+    /// True for guests with their own kernel: the lab gives them a tap (bridged to the lab)
+    /// instead of an address, and the guest configures the address on its own NIC.
+    fn wants_tap(&self) -> bool {
+        false
+    }
+    /// Whether an instance can put its agent into a lab namespace (network workloads run only
+    /// on kinds that can). Every kind this build knows can; a new one says `false` until it can.
+    fn joins_lab(&self) -> bool {
+        true
+    }
+    /// Work done once before a run creates anything (e.g. building a guest image); an error
+    /// stops the run before it starts, like an unavailable kind.
+    fn prepare(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
+        Ok(())
+    }
+    /// The memory a workload inside may use, and the parameter that sets it (`mem`, `memory`).
+    fn memory_bytes(&self, _params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
+        None
+    }
+    /// True when the environment keeps time with a clock of its own (a guest kernel's, gVisor's
+    /// Sentry): its figures are headlined on the host's clock, which the guest cannot skew (seed
+    /// 002's lesson). False when it reads the host kernel's clock itself (native, containers).
+    fn own_clock(&self) -> bool {
+        false
+    }
+    /// Where a disk workload's bytes land with these parameters (checked before a run starts):
+    /// a description, or the key and message saying how to give the environment a disk.
+    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+        Err(("disk".into(), format!("environment kind `{}` has no scratch disk", self.kind())))
+    }
+    /// The disk image a launch writes on the host's scratch disk, and the key that sizes it.
+    fn disk_bytes(&self, _params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
+        None
+    }
+    /// Version of the runtime underneath (for the manifest).
+    fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
+        None
+    }
+    fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError>;
+}
+
+/// Teardown of a guest whose host processes all run in one accounting cgroup (UML, QEMU): kill
+/// everything in it, then remove the instance's directory.
+pub struct GuestTeardown {
+    pub cgroup: Option<String>,
+    pub dir: PathBuf,
+}
+
+impl Teardown for GuestTeardown {
+    fn teardown(&mut self, ledger: &mut Ledger) {
+        // Helpers may outlive the main process (UML's do): the cgroup holds them all.
+        if let Some(rel) = self.cgroup.take() {
+            kill_cgroup(ledger, &rel);
+        }
+        ledger.remove_dir(&self.dir);
+    }
+}
+
+/// Starts a guest's host process: inside the lab namespace (`ctx.netns`) and, from its first
+/// instruction, inside the cgroup `virtperf/ID`, with the agent's line on its stdin/stdout and its
+/// stderr (console, runtime messages) as the tail and, with `log`, a bounded file; then waits for
+/// the hello. Every failure tears down what `teardown` covers.
+pub fn launch_guest(
+    ctx: &mut LaunchCtx,
+    mut cmd: Command,
+    what: &str,
+    log: Option<PathBuf>,
+    limits: Limits,
+    mut teardown: GuestTeardown,
+) -> Result<Instance, LaunchError> {
+    // Without a cgroup, one process's CPU clock is all there is: right for QEMU (one process, its
+    // threads), wrong for UML (a host process per guest process): no figure rather than a wrong one.
+    let single_process = what == "qemu";
+    let netns = match join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            teardown.teardown(ctx.ledger);
+            return Err(e);
+        }
+    };
+    let cg = instance_cgroup_on_spawn(&mut cmd, ctx.ledger, &ctx.instance_id, limits);
+    let probe = cg.as_ref().map(|c| c.0.clone());
+    teardown.cgroup = cg.as_ref().map(|c| c.2.clone());
+    let started = Instant::now();
+    let spawned = spawn_piped_logged(&mut cmd, what, ctx.ledger, true, log);
+    drop(netns);
+    drop(cg);
+    let (child, stdin, stdout, tail) = match spawned {
+        Ok(x) => x,
+        Err(e) => {
+            teardown.teardown(ctx.ledger);
+            return Err(e);
+        }
+    };
+    let inst = Instance {
+        scratch: None,
+        cleanup: Vec::new(),
+        cpu: probe.or_else(|| single_process.then(|| CpuProbe::Proc(child.id()))),
+        agent_pid: 0,
+        child: Some(child),
+        start_time: Default::default(),
+        rtt: Default::default(),
+        rtt_jitter: Default::default(),
+        id: String::new(),
+        own_clock: false,
+        teardown: Box::new(teardown),
+        conn: Conn::new(stdout, Box::new(stdin), tail),
+    };
+    inst.await_hello(ctx, started)
+}
+
+/// How to stop an instance for good.
+pub trait Teardown: Send {
+    /// Stops everything the instance runs and removes what it created (ledger entries included).
+    fn teardown(&mut self, ledger: &mut Ledger);
+}
+
+/// A launched environment with a ready agent.
+pub struct Instance {
+    pub conn: Conn,
+    pub cpu: Option<CpuProbe>,
+    /// Launch to hello, on the host's monotonic clock.
+    pub start_time: Duration,
+    pub agent_pid: u32,
+    /// Median idle round trip to the agent, measured after launch ([`Instance::calibrate_rtt`]).
+    pub rtt: Duration,
+    /// Spread of those round trips (second-longest minus second-shortest of 9).
+    pub rtt_jitter: Duration,
+    /// The instance's id (`vpPID-ENV-LAUNCH`), also its cgroup's name below `virtperf/`.
+    pub id: String,
+    /// Its environment keeps time with a clock of its own ([`Environment::own_clock`]).
+    pub own_clock: bool,
+    pub teardown: Box<dyn Teardown>,
+    /// The process we spawned (agent or runtime), reaped at teardown.
+    pub child: Option<Child>,
+    /// Its scratch disk, as the agent sees it (None: it has none).
+    pub scratch: Option<Scratch>,
+    /// More of what the instance leaves on the host (its scratch directory, files a workload
+    /// writes into a directory the user named), undone after its teardown; each is in the ledger.
+    pub cleanup: Vec<crate::ledger::Entry>,
+}
+
+impl Instance {
+    /// The end of every launch: waits for the agent's hello (its pid, when the launcher could not
+    /// know it — `agent_pid` 0 — and the host-clock time since `started`); an instance that never
+    /// says hello is killed and its resources released.
+    pub fn await_hello(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
+        match await_hello(&mut self.conn, ctx, started) {
+            Ok((pid, t)) => {
+                if self.agent_pid == 0 {
+                    self.agent_pid = pid;
+                }
+                self.id = ctx.instance_id.clone();
+                self.start_time = t;
+                Ok(self)
+            }
+            Err(e) => {
+                self.kill(ctx.ledger);
+                Err(e)
+            }
+        }
+    }
+
+    /// Measures the idle round trip (median of 9 pings) that host-clock durations subtract.
+    pub fn calibrate_rtt(&mut self, cancel: &AtomicBool) {
+        let mut rtts = Vec::new();
+        for _ in 0..9 {
+            let t0 = Instant::now();
+            if self.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), cancel).is_err() {
+                return;
+            }
+            rtts.push(t0.elapsed());
+        }
+        rtts.sort();
+        self.rtt = rtts[rtts.len() / 2];
+        self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
+    }
+
+    /// Resumes the instance if a run paused it (a frozen process neither answers nor dies).
+    fn thaw(&self) {
+        if self.id.is_empty() {
+            return;
+        }
+        for m in crate::host::cgroup_mounts() {
+            crate::host::thaw(&m.join("virtperf").join(&self.id));
+        }
+    }
+
+    /// Asks the agent to exit, waits briefly, then tears everything down.
+    pub fn shutdown(mut self, ledger: &mut Ledger) {
+        self.thaw();
+        let never = AtomicBool::new(false);
+        let _ = self.conn.call(virtperf_proto::Request::Shutdown, Duration::from_secs(2), &never);
+        if let Some(child) = self.child.as_mut() {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.kill(ledger);
+    }
+
+    /// Tears down without asking (the agent is hung or dead).
+    pub fn kill(mut self, ledger: &mut Ledger) {
+        self.thaw();
+        // The process first (its cgroup can only be removed once it is empty), then the rest.
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            ledger.forget_process(child.id());
+        }
+        self.teardown.teardown(ledger);
+        for e in self.cleanup.drain(..).rev() {
+            crate::ledger::undo(&e, ledger.state_dir());
+            ledger.forget(&e);
+        }
+    }
+}
+
+/// Spawns a process with piped stdin/stdout/stderr, in its own process group (so a terminal's
+/// Ctrl-C reaches only the orchestrator, which then stops it in order), dying with its parent
+/// where `die_with_parent` is set. The pid is written to the ledger before anything else happens.
+pub fn spawn_piped(
+    cmd: &mut Command,
+    what: &str,
+    ledger: &mut Ledger,
+    die_with_parent: bool,
+) -> Result<(Child, ChildStdin, ChildStdout, Tail), LaunchError> {
+    spawn_piped_logged(cmd, what, ledger, die_with_parent, None)
+}
+
+/// [`spawn_piped`], with stderr (a guest's console) also kept in a bounded log file.
+pub fn spawn_piped_logged(
+    cmd: &mut Command,
+    what: &str,
+    ledger: &mut Ledger,
+    die_with_parent: bool,
+    log: Option<PathBuf>,
+) -> Result<(Child, ChildStdin, ChildStdout, Tail), LaunchError> {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    if die_with_parent {
+        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and only affects the child being
+        // created; the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { what: what.to_string(), source })?;
+    ledger.record_process(child.id(), what);
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(LaunchError::Prepare("the child's pipes were not created".into()));
+    };
+    let tail = Tail::default();
+    tail.follow_logged(stderr, log);
+    Ok((child, stdin, stdout, tail))
+}
+
+/// Makes `cmd`'s child join the network namespace at `path` (between fork and exec). The
+/// returned descriptor must stay open until the spawn.
+pub fn join_netns_on_spawn(
+    cmd: &mut Command,
+    path: Option<&Path>,
+) -> Result<Option<std::fs::File>, LaunchError> {
+    let Some(p) = path else { return Ok(None) };
+    let f = std::fs::File::open(p).map_err(|e| LaunchError::Prepare(format!("{}: {e}", p.display())))?;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = f.as_raw_fd();
+    // SAFETY: setns(2) on the forked child with a descriptor the parent keeps open until spawn
+    // returns; async-signal-safe, allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(Some(f))
+}
+
+impl LaunchError {
+    /// The console (or stderr) lines of an instance that never became ready, for the database;
+    /// the message itself quotes only the most telling one.
+    pub fn console(&self) -> Option<String> {
+        match self {
+            LaunchError::NoHello { console, .. } | LaunchError::Silent { console, .. }
+                if !console.is_empty() =>
+            {
+                Some(console.join("\n"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Waits for the agent's hello; returns its pid and the host-clock time it arrived.
+fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u32, Duration), LaunchError> {
+    let (reply, at) = match conn.hello(started + ctx.boot_timeout, ctx.cancel) {
+        Ok(x) => x,
+        // A silent guest: what its console said last is the best clue.
+        Err(CallError::Timeout(d)) => {
+            return Err(LaunchError::Silent {
+                why: format!("no hello within {:.1} s{}", d.as_secs_f64(), conn.tail().render()),
+                console: conn.tail().lines(),
+            })
+        }
+        Err(source) => return Err(LaunchError::NoHello { source, console: conn.tail().lines() }),
+    };
+    match reply {
+        Reply::Hello { pid, .. } => Ok((pid, at.duration_since(started))),
+        other => Err(LaunchError::NoHello {
+            source: CallError::Protocol(format!("expected hello, got {other:?}")),
+            console: conn.tail().lines(),
+        }),
+    }
+}

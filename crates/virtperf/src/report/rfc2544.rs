@@ -1,0 +1,197 @@
+//! The report of RFC 2544 procedures: one row per measured trial, read from the detail the
+//! procedure stored with it (crate::rfc2544 runs them), and the table of NDR, PDR, latency, frame
+//! loss and back-to-back answers.
+
+use serde_json::Value;
+
+/// One procedure's answers, for the report (one row per measured trial).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub environment: String,
+    pub direction: String,
+    pub frame_size: u64,
+    pub quick: bool,
+    pub line_max_fps: f64,
+    pub ndr_fps: Option<f64>,
+    pub pdr_fps: Option<f64>,
+    pub ndr_confirmed: bool,
+    /// The DUT passed everything the generator could send: its throughput is at least the NDR.
+    pub gen_limited: bool,
+    pub dut_cpu_pct: Option<f64>,
+    pub guest_cpu_pct: Option<f64>,
+    pub latency: Value,
+    /// (% of the highest rate, offered fps, loss %).
+    pub loss_curve: Vec<(u64, f64, f64)>,
+    pub b2b_mean: Option<f64>,
+    pub b2b_capped: bool,
+    pub steps: usize,
+}
+
+impl Row {
+    /// Reads a stored trial's detail (`extra.rfc2544`).
+    pub fn from_detail(environment: &str, d: &Value) -> Option<Row> {
+        let d = d.get("rfc2544")?;
+        let t = &d["throughput"];
+        let f = |v: &Value| v.as_f64();
+        Some(Row {
+            environment: environment.to_string(),
+            direction: d["direction"].as_str().unwrap_or("?").to_string(),
+            frame_size: d["frame_size"].as_u64()?,
+            quick: d["quick"] == true,
+            line_max_fps: f(&d["line_max_fps"]).unwrap_or(0.0),
+            ndr_fps: f(&t["ndr_fps"]),
+            pdr_fps: f(&t["pdr_fps"]),
+            ndr_confirmed: t["ndr_confirmed"] == true,
+            gen_limited: t["gen_limited"] == true,
+            dut_cpu_pct: f(&t["ndr_cpu"]["dut_host_pct"]),
+            guest_cpu_pct: f(&t["ndr_cpu"]["guest_pct"]),
+            latency: {
+                let mut l = d["latency"]["summary"].clone();
+                if let Some(o) = l.as_object_mut() {
+                    o.remove("histogram_us");
+                }
+                l
+            },
+            loss_curve: d["frame_loss"]["curve"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .map(|p| {
+                            (
+                                p["pct_of_top"].as_u64().unwrap_or(0),
+                                f(&p["offered_fps"]).unwrap_or(0.0),
+                                f(&p["loss_pct"]).unwrap_or(0.0),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            b2b_mean: f(&d["back_to_back"]["mean"]),
+            b2b_capped: d["back_to_back"]["capped"].as_u64().unwrap_or(0) > 0,
+            steps: d["steps"].as_array().map_or(0, Vec::len),
+        })
+    }
+}
+
+fn num(x: Option<f64>) -> String {
+    x.map(super::fmt_num).unwrap_or_else(|| "—".into())
+}
+
+/// The RFC 2544 section of the text report: throughput against frame size per environment and
+/// direction with the theoretical maximum, then latency, CPU, loss curves and back-to-back.
+pub fn render(rows: &[Row]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nRFC 2544");
+    if rows.iter().any(|r| r.quick) {
+        out += " — QUICK profile: shortened trials and coarse searches, not the RFC's 60 s trials";
+    }
+    out += "\n";
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.frame_size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut head = vec!["throughput, NDR frames/s (% of line)".to_string()];
+    head.extend(sizes.iter().map(|s| format!("{s} B")));
+    t.set_header(head);
+    let mut theory = vec!["theoretical maximum".to_string()];
+    for s in &sizes {
+        theory.push(num(rows.iter().find(|r| r.frame_size == *s).map(|r| r.line_max_fps)));
+    }
+    t.add_row(theory);
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.environment.clone(), r.direction.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (env, dir) in &keys {
+        let mut cells = vec![format!("{env} · {dir}")];
+        for s in &sizes {
+            let cell = rows
+                .iter()
+                .find(|r| &r.environment == env && &r.direction == dir && r.frame_size == *s)
+                .map(|r| match r.ndr_fps {
+                    Some(n) => format!(
+                        "{}{}{} ({:.1} %)",
+                        if r.gen_limited { "≥" } else { "" },
+                        super::fmt_num(n),
+                        if r.ndr_confirmed { "" } else { "?" },
+                        n / r.line_max_fps * 100.0
+                    ),
+                    None => "—".into(),
+                })
+                .unwrap_or_default();
+            cells.push(cell);
+        }
+        t.add_row(cells);
+    }
+    out += &t.to_string();
+    out += "\n≥ the generator's limit, not the DUT's (it lost nothing at the highest rate the generator reached); ? not confirmed by the final full-length trial\n";
+
+    let mut d = comfy_table::Table::new();
+    d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    d.set_header(vec![
+        "environment · direction · frame",
+        "NDR / PDR fps",
+        "NDR Mbit/s L2 / wire",
+        "DUT CPU host / guest %",
+        "latency µs mean / min / p99 / max (n)",
+        "loss % by offered % of top",
+        "back-to-back frames",
+    ]);
+    for r in rows {
+        let l = &r.latency;
+        let lat = if l["count"].as_u64().unwrap_or(0) > 0 {
+            format!(
+                "{} / {} / {} / {} ({})",
+                num(l["mean_us"].as_f64()),
+                num(l["min_us"].as_f64()),
+                num(l["p99_us"].as_f64()),
+                num(l["max_us"].as_f64()),
+                l["count"]
+            )
+        } else {
+            "—".into()
+        };
+        let curve: Vec<String> =
+            r.loss_curve.iter().map(|(p, _, loss)| format!("{p}:{}", super::fmt_num(*loss))).collect();
+        let l2 = r.ndr_fps.map(|n| n * r.frame_size as f64 * 8.0 / 1e6);
+        let wire = r.ndr_fps.map(|n| n * (r.frame_size as f64 + 20.0) * 8.0 / 1e6);
+        d.add_row(vec![
+            format!("{} · {} · {} B", r.environment, r.direction, r.frame_size),
+            format!("{} / {}", num(r.ndr_fps), num(r.pdr_fps)),
+            format!("{} / {}", num(l2), num(wire)),
+            format!("{} / {}", num(r.dut_cpu_pct), num(r.guest_cpu_pct)),
+            lat,
+            if curve.is_empty() { "—".into() } else { curve.join(" ") },
+            match r.b2b_mean {
+                Some(b) => format!("{}{}", if r.b2b_capped { "≥" } else { "" }, super::fmt_num(b)),
+                None => "—".into(),
+            },
+        ]);
+    }
+    out += &d.to_string();
+    out += "\nlatency: round trip of tagged frames at the NDR rate, on the generator's clock (in/out: the receiver echoes the tags; reflect: the DUT returns every frame)\n";
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trial's detail comes from the agent, which runs inside an untrusted guest: reading any
+    /// JSON it could send never panics.
+    #[test]
+    fn fuzz_detail_from_the_agent() {
+        use virtperf_proto::fuzzing::{fuzz, json_value};
+        fuzz("rfc2544 detail", json_value(), |v| {
+            let _ = Row::from_detail("dut", &v);
+            let _ = Row::from_detail("dut", &serde_json::json!({ "rfc2544": v }));
+            Ok(())
+        });
+    }
+}
