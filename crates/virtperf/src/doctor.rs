@@ -71,11 +71,11 @@ pub fn check(probe: bool) -> Vec<Row> {
         let Some(k) = env::find(kind) else { continue };
         let params: BTreeMap<String, Value> = match params::resolve(k.params(), &raw) {
             Ok(p) => p,
-            Err((key, e)) => {
+            Err(e) => {
                 rows.push(Row {
                     environment: label,
                     usable: false,
-                    detail: format!("{key}: {e}"),
+                    detail: e.to_string(),
                     fix: Some("a bug in virtperf's default parameters: please report it".into()),
                     probe_ms: None,
                     needs_prepare: false,

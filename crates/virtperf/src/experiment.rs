@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde_json::Value;
 use toml_edit::{ImDocument, Table};
-use virtperf_workload::{params, Raw};
+use virtperf_workload::{params, ParamError, Raw};
 
 use crate::env;
 use crate::lab::LabSpec;
@@ -700,11 +700,13 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             }
             rawv.push((k.clone(), vals[0].clone()));
         }
-        let params = params::resolve(kind.params(), &given).map_err(|(k, m)| {
-            let o = item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
-            err(&o, Some(&k), m)
-        })?;
-        kind.check(&params).map_err(|(k, m)| err(&item.origin, Some(&k), m))?;
+        let params =
+            params::resolve(kind.params(), &given).map_err(|ParamError { key: k, message: m }| {
+                let o =
+                    item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                err(&o, Some(&k), m)
+            })?;
+        kind.check(&params).map_err(|e| err(&item.origin, Some(&e.key), e.message))?;
         // Its name as written, less the instance count (which the sweep's names add back).
         let label = item.name.clone().unwrap_or_else(|| without_key(&item.written, "instances"));
         for &n in &counts {
@@ -839,11 +841,15 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                     "with pairs = \"all\" there is no tester to load",
                 ));
             }
-            let mut params = params::resolve(w.params(), &given).map_err(|(k, m)| {
-                let o =
-                    item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
-                err(&o, Some(&k), m)
-            })?;
+            let mut params =
+                params::resolve(w.params(), &given).map_err(|ParamError { key: k, message: m }| {
+                    let o = item_params
+                        .iter()
+                        .find(|p| p.0 == k)
+                        .map(|p| p.2.clone())
+                        .unwrap_or(item.origin.clone());
+                    err(&o, Some(&k), m)
+                })?;
             // Sizes that follow the host's cache (recorded in the run's manifest), where not given.
             if let Some(llc) = crate::host::llc_bytes() {
                 for (k, v) in w.sized_by_cache(llc) {
@@ -854,7 +860,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
             let case_label =
                 if suffix.is_empty() { label.clone() } else { format!("{label} [{}]", suffix.join(",")) };
-            w.check(&virtperf_workload::Params(&params)).map_err(|(k, m)| {
+            w.check(&virtperf_workload::Params(&params)).map_err(|ParamError { key: k, message: m }| {
                 let o =
                     item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
                 err(&o, Some(&k), m)
@@ -1014,7 +1020,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         for e in &envs {
             let Some(k) = env::find(&e.kind) else { continue };
             if c.params.contains_key("dir") {
-                if e.kind != "native" {
+                if !k.on_host_fs() {
                     return Err(err(
                         whole,
                         Some("dir"),
@@ -1026,7 +1032,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
                 }
                 continue;
             }
-            if let Err((key, why)) = k.scratch(&e.params) {
+            if let Err(ParamError { key, message: why }) = k.scratch(&e.params) {
                 return Err(err(
                     whole,
                     Some(&key),

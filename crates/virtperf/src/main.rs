@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use exit::ExitStatus;
 use experiment::{Origin, RawExperiment, RawSetting};
 use virtperf_workload::Raw;
@@ -46,7 +46,6 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run an experiment (a TOML file, or --env/--workload flags) and print its report
-    #[command(after_help = RUN_HELP)]
     Run(Box<RunArgs>),
     /// Re-render the report of a stored run (default: the latest)
     #[command(
@@ -114,21 +113,65 @@ struct AgentArgs {
     tty: Option<PathBuf>,
 }
 
-const RUN_HELP: &str = "\
-An experiment is environments × workloads × parameters × repetitions. Each --env/--workload value is
+/// `run --help`'s closing text: the environment kinds and workloads come from their registries,
+/// so a new kind shows up here without an edit.
+fn run_help() -> String {
+    let envs: Vec<String> = env::REGISTRY
+        .iter()
+        .map(|k| {
+            let keys: Vec<&str> = k.params().iter().map(|p| p.name).collect();
+            if keys.is_empty() {
+                k.kind().to_string()
+            } else {
+                format!("{} ({})", k.kind(), keys.join(", "))
+            }
+        })
+        .collect();
+    format!(
+        "An experiment is environments × workloads × parameters × repetitions. Each --env/--workload value is
 KIND[:key=value[,key=value]...]; `name=` sets the label shown in reports; a list `key=[a,b]` is swept.
 
-Environments: native, container (keys: runtime=runc|crun, cpus, memory, cpuset), gvisor (platform, cpus,
-memory, cpuset), uml (mem), qemu (accel=auto|kvm|tcg, machine, vcpus, memory, nic=virtio|e1000|rtl8139,
-disk=none|virtio-blk|ide, cache, pin, qemu_args, kernel, initrd); docs/environments/ has each.
-Workloads: cpu, pde, memcpy, stream, syscall, sleep, noop, tcp_stream, udp_stream, tcp_rr, udp_rr (docs/workloads.md lists their keys and metrics).
+{}
+{}
 
 Examples:
   virtperf run examples/default.toml
   virtperf run --env native --env container:cpus=1 --workload memcpy:size=10MiB,copies=10 --reps 1000
   virtperf run --env native --env container --workload pde:n=[128,256] --reps 20 --json
   virtperf run --env native --env qemu:nic=virtio --env qemu:nic=e1000 --workload tcp_stream --reps 3
-  virtperf run --resume 4";
+  virtperf run --resume 4",
+        wrap(
+            &format!("Environments, with their keys (docs/environments/ has each): {}.", envs.join("; ")),
+            100
+        ),
+        wrap(
+            &format!(
+                "Workloads (docs/workloads.md lists their keys and metrics): {}.",
+                virtperf_workload::kinds().join(", ")
+            ),
+            100
+        ),
+    )
+}
+
+/// `text` broken into lines of at most `width` columns, at spaces.
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split(' ') {
+        let line = lines
+            .last_mut()
+            .filter(|l| l.is_empty() || l.chars().count() + 1 + word.chars().count() <= width);
+        match line {
+            Some(l) if l.is_empty() => l.push_str(word),
+            Some(l) => {
+                l.push(' ');
+                l.push_str(word)
+            }
+            None => lines.push(word.to_string()),
+        }
+    }
+    lines.join("\n")
+}
 
 #[derive(Args)]
 struct RunArgs {
@@ -559,7 +602,9 @@ fn cmd_image_build(a: ImageBuildArgs) -> anyhow::Result<ExitStatus> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `run --help` lists what the registries hold (see run_help).
+    let matches = Cli::command().mut_subcommand("run", |c| c.after_help(run_help())).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let res = match cli.cmd {
         Cmd::Run(a) => cmd_run(*a),
         Cmd::Report(a) => cmd_report(a),
@@ -590,4 +635,22 @@ fn main() -> ExitCode {
         },
     };
     ExitCode::from(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_help_names_every_registered_kind_within_100_columns() {
+        let h = run_help();
+        for k in env::REGISTRY.iter().map(|k| k.kind()).chain(virtperf_workload::kinds()) {
+            assert!(h.contains(k), "`{k}` missing from run --help:\n{h}");
+        }
+        for l in h.lines() {
+            assert!(l.chars().count() <= 104, "a line of {} columns: {l}", l.chars().count());
+        }
+        assert_eq!(wrap("a bb ccc", 4), "a bb\nccc");
+        assert_eq!(wrap("", 4), "");
+    }
 }

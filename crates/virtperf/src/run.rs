@@ -22,7 +22,7 @@ use crate::exit::ExitStatus;
 use crate::experiment::Experiment;
 use crate::lab::Lab;
 use crate::ledger::Ledger;
-use crate::store::{InstanceRecord, PlannedTrial, Store, TrialOutcome};
+use crate::store::{InstanceRecord, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus};
 use crate::trial::{self, Dut, Fail, Tester};
 use crate::{plan, report};
 
@@ -178,7 +178,7 @@ pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
 pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
     let store = Store::open_existing(&opts.db)?;
     let info = store.run(run_id)?;
-    if info.status == "completed" {
+    if info.status == RunStatus::Completed {
         eprintln!("run {run_id} is already complete; nothing to resume");
         return Ok(ExitStatus::BadInput);
     }
@@ -188,7 +188,7 @@ pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
     }
-    store.set_run_status(run_id, "running")?;
+    store.set_run_status(run_id, RunStatus::Running)?;
     eprintln!("virtperf: resuming run {run_id} ({} trials left)", store.pending_trials(run_id)?.len());
     execute(&store, run_id, &exp, opts)
 }
@@ -353,7 +353,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             }
             // Native agents write into directories the user named (`dir=`): what a killed agent
             // leaves there goes with the instance (and with a sweep after a crash).
-            if kind.kind() == "native" && inst.agent_pid != 0 {
+            if kind.on_host_fs() && inst.agent_pid != 0 {
                 for dir in user_disk_dirs(exp) {
                     let prefix = format!("{}{}-", crate::ledger::DISK_FILE_PREFIX, inst.agent_pid);
                     let e = crate::ledger::Entry::ScratchFiles { dir, prefix };
@@ -488,7 +488,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             ledger.remove_scratch_dir(&d);
             ledger.remove_dir(&run_dir);
             ledger.close();
-            store.set_run_status(run_id, "failed")?;
+            store.set_run_status(run_id, RunStatus::Failed)?;
             eprintln!(
                 "error: cannot create the run's scratch directory {}: {e}; set VIRTPERF_SCRATCH to a directory on the disk to measure",
                 d.display()
@@ -544,7 +544,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 }
                 ledger.remove_dir(&run_dir);
                 ledger.close();
-                store.set_run_status(run_id, "failed")?;
+                store.set_run_status(run_id, RunStatus::Failed)?;
                 eprintln!("error: cannot build the lab network: {e}");
                 return Ok(ExitStatus::Unavailable);
             }
@@ -641,11 +641,13 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 let other_gave_up = other.as_ref().and_then(|o| o.gave_up.clone());
                 let slot_ready = slot.ready();
                 let outcome = match (slot_ready, &slot.gave_up) {
-                    (_, Some(why)) => {
-                        TrialOutcome { status: "skipped", reason: Some(why.clone()), ..Default::default() }
-                    }
+                    (_, Some(why)) => TrialOutcome {
+                        status: TrialStatus::Skipped,
+                        reason: Some(why.clone()),
+                        ..Default::default()
+                    },
                     _ if other_missing && other_gave_up.is_some() => TrialOutcome {
-                        status: "skipped",
+                        status: TrialStatus::Skipped,
                         reason: Some(format!("{other_name}: {}", other_gave_up.unwrap_or_default())),
                         ..Default::default()
                     },
@@ -655,7 +657,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                             break;
                         }
                         TrialOutcome {
-                            status: "failed",
+                            status: TrialStatus::Failed,
                             reason: Some(match &slot.last_failure {
                                 Some(m) => format!("the environment failed to start: {m}"),
                                 None => "the environment failed to start".into(),
@@ -669,7 +671,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                             break;
                         }
                         TrialOutcome {
-                            status: "failed",
+                            status: TrialStatus::Failed,
                             reason: Some(format!("{other_name} failed to start")),
                             ..Default::default()
                         }
@@ -716,7 +718,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                                         o.kill(0, &mut ledger);
                                     }
                                 }
-                                TrialOutcome { status: "failed", reason: Some(reason), ..Default::default() }
+                                TrialOutcome {
+                                    status: TrialStatus::Failed,
+                                    reason: Some(reason),
+                                    ..Default::default()
+                                }
                             }
                         }
                     }
@@ -758,12 +764,16 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     ledger.close();
     result?;
 
-    let status = if interrupted || CANCEL.load(Ordering::SeqCst) { "interrupted" } else { "completed" };
+    let status = if interrupted || CANCEL.load(Ordering::SeqCst) {
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Completed
+    };
     store.set_run_status(run_id, status)?;
     let rep = report::build(store, run_id)?;
     crate::export::write(&opts.outputs, &crate::export::RunData::new(store, run_id, &rep))?;
     Ok(match status {
-        "interrupted" => ExitStatus::Interrupted,
+        RunStatus::Interrupted => ExitStatus::Interrupted,
         _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,
         _ => ExitStatus::Success,
     })

@@ -137,12 +137,75 @@ pub struct PlannedTrial {
     pub peer_idx: Option<usize>,
 }
 
+/// Declares a status stored as lowercase text: its variants and their names, `as_str`, `Display`,
+/// and the SQLite conversions (an unknown name read back is an error, not a silent default).
+macro_rules! stored_status {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name { $($(#[$vdoc])* $v),+ }
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s),+ }
+            }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$v),)+ _ => None }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+        impl rusqlite::types::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(self.as_str().into())
+            }
+        }
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+                let s = v.as_str()?;
+                $name::parse(s).ok_or_else(|| {
+                    rusqlite::types::FromSqlError::Other(format!("unknown {} `{s}`", stringify!($name)).into())
+                })
+            }
+        }
+    };
+}
+
+stored_status! {
+    /// Where a trial is (`trials.status`).
+    TrialStatus {
+        /// Planned, not yet run (a resumed run runs these).
+        #[default]
+        Pending = "pending",
+        Ok = "ok",
+        Failed = "failed",
+        /// Not run: its environment could not be launched.
+        Skipped = "skipped",
+    }
+}
+
+stored_status! {
+    /// Where a run is (`runs.status`).
+    RunStatus {
+        #[default]
+        Running = "running",
+        Completed = "completed",
+        /// Stopped by Ctrl-C or SIGTERM: `run --resume` finishes it.
+        Interrupted = "interrupted",
+        /// Stopped before its trials (the lab or a preparation failed).
+        Failed = "failed",
+    }
+}
+
 /// Host CPU samples of a trial: (role, ms since the trial started, cumulative CPU ns).
 pub type CpuSeries = Vec<(String, f64, i64)>;
 
 #[derive(Debug, Clone, Default)]
 pub struct TrialOutcome {
-    pub status: &'static str,
+    pub status: TrialStatus,
     pub reason: Option<String>,
     pub host_ns: Option<u64>,
     pub guest_ns: Option<u64>,
@@ -183,7 +246,7 @@ pub struct InstanceRecord {
 pub struct RunInfo {
     pub id: i64,
     pub name: String,
-    pub status: String,
+    pub status: RunStatus,
     pub started_at: String,
     pub finished_at: Option<String>,
     pub experiment: String,
@@ -229,7 +292,7 @@ pub struct TrialRow {
     pub case_idx: usize,
     pub rep: i64,
     pub warmup: bool,
-    pub status: String,
+    pub status: TrialStatus,
     pub reason: Option<String>,
     pub host_ns: Option<i64>,
     pub guest_ns: Option<i64>,
@@ -376,8 +439,8 @@ impl Store {
         Ok(())
     }
 
-    pub fn set_run_status(&self, run: i64, status: &str) -> Result<()> {
-        let finished = if status == "running" { None } else { Some(now_rfc3339()) };
+    pub fn set_run_status(&self, run: i64, status: RunStatus) -> Result<()> {
+        let finished = if status == RunStatus::Running { None } else { Some(now_rfc3339()) };
         self.conn.execute(
             "UPDATE runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
             params![run, status, finished],
@@ -563,6 +626,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn statuses_are_stored_by_name_and_read_back_strictly() {
+        for t in [TrialStatus::Pending, TrialStatus::Ok, TrialStatus::Failed, TrialStatus::Skipped] {
+            assert_eq!(TrialStatus::parse(t.as_str()), Some(t));
+        }
+        for r in [RunStatus::Running, RunStatus::Completed, RunStatus::Interrupted, RunStatus::Failed] {
+            assert_eq!(RunStatus::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(TrialStatus::parse("OK"), None);
+        assert_eq!(format!("{:<12}|", RunStatus::Completed), "completed   |", "tables pad it");
+        assert_eq!(serde_json::to_value(RunStatus::Interrupted).unwrap(), "interrupted");
+        let c = Connection::open_in_memory().unwrap();
+        let read = |v: &str| c.query_row("SELECT ?1", [v], |r| r.get::<_, TrialStatus>(0));
+        assert_eq!(read("skipped").unwrap(), TrialStatus::Skipped);
+        assert!(read("done").unwrap_err().to_string().contains("unknown TrialStatus `done`"));
+    }
+
+    #[test]
     fn plan_trials_and_resume_view() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
@@ -598,7 +678,7 @@ mod tests {
         let pending = s.pending_trials(run).unwrap();
         assert_eq!(pending.len(), 4);
         let ok = TrialOutcome {
-            status: "ok",
+            status: TrialStatus::Ok,
             host_ns: Some(5),
             samples: vec![Sample { metric: "m".into(), value: 1.5, unit: "ms".into() }],
             ..Default::default()
@@ -606,7 +686,7 @@ mod tests {
         s.record_trial(pending[0].id, &ok).unwrap();
         s.record_trial(
             pending[1].id,
-            &TrialOutcome { status: "failed", reason: Some("boom".into()), ..Default::default() },
+            &TrialOutcome { status: TrialStatus::Failed, reason: Some("boom".into()), ..Default::default() },
         )
         .unwrap();
         drop(s);

@@ -353,7 +353,7 @@ pub fn run<'b>(
         extra["transfer"] = json!({ "bytes": bytes, "window_ms": [w.0, w.1] });
     }
     Ok(TrialOutcome {
-        status: "ok",
+        status: crate::store::TrialStatus::Ok,
         reason: None,
         host_ns: Some(body.host_ns),
         guest_ns: Some(body.guest_ns),
@@ -783,11 +783,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
 /// deadline (a procedure at the RFC's 60 s trials runs for hours, beyond any one trial timeout).
 fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Result<Body, Fail> {
     let st = virtperf_workload::rfc2544::Settings::from_params(&virtperf_workload::Params(&spec.params))
-        .map_err(|(k, m)| Fail::Failed {
-            reason: format!("{k}: {m}"),
-            dut_broken: Vec::new(),
-            tester_broken: false,
-        })?;
+        .map_err(|e| Fail::Failed { reason: e.to_string(), dut_broken: Vec::new(), tester_broken: false })?;
     let probe = p.duts.first().and_then(|d| d.inst.cpu.clone());
     let t0 = Instant::now();
     let (mut tag, mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u16, 0u64, 0u64, 0u64);

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::net::PageBuf;
-use crate::params::{ParamKind, ParamSpec, Params};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 /// The phases, in the order they run (each needs the file the one before left).
@@ -103,29 +103,29 @@ const METRICS: &[MetricSpec] = &[
 ];
 
 /// The phases named in `modes`, in run order; an unknown name is an error naming it.
-pub fn parse_modes(s: &str) -> Result<Vec<&'static str>, (String, String)> {
+pub fn parse_modes(s: &str) -> Result<Vec<&'static str>, ParamError> {
     let want: Vec<&str> = s.split([',', '+', ' ']).map(str::trim).filter(|t| !t.is_empty()).collect();
     if let Some(bad) = want.iter().find(|w| !MODES.contains(w)) {
-        return Err(("modes".into(), format!("unknown mode `{bad}` (known: {})", MODES.join(", "))));
+        return Err(ParamError::new("modes", format!("unknown mode `{bad}` (known: {})", MODES.join(", "))));
     }
     if want.is_empty() {
-        return Err(("modes".into(), format!("no mode named; give some of: {}", MODES.join(", "))));
+        return Err(ParamError::new("modes", format!("no mode named; give some of: {}", MODES.join(", "))));
     }
     Ok(MODES.iter().copied().filter(|m| want.contains(m)).collect())
 }
 
 /// The checks that need no environment: sizes that fit together, O_DIRECT alignment.
-pub fn check_sizes(file: u64, record: u64, direct: bool) -> Result<(), (String, String)> {
+pub fn check_sizes(file: u64, record: u64, direct: bool) -> Result<(), ParamError> {
     if record > file {
-        return Err((
-            "record_size".into(),
+        return Err(ParamError::new(
+            "record_size",
             format!("a record of {record} bytes is larger than the file ({file} bytes): lower record_size or raise file_size"),
         ));
     }
     if direct && (!record.is_multiple_of(DIRECT_ALIGN) || !file.is_multiple_of(DIRECT_ALIGN)) {
         let key = if !record.is_multiple_of(DIRECT_ALIGN) { "record_size" } else { "file_size" };
-        return Err((
-            key.into(),
+        return Err(ParamError::new(
+            key,
             format!("direct I/O needs records and a file in multiples of {DIRECT_ALIGN} bytes (the device's block): got record {record}, file {file}"),
         ));
     }
@@ -257,14 +257,14 @@ impl Workload for Disk {
     fn memory_needed(&self, p: &Params) -> Option<u64> {
         Some(p.u64("record_size").ok()? + 4096)
     }
-    fn check(&self, p: &Params) -> Result<(), (String, String)> {
-        parse_modes(p.str("modes").map_err(|e| ("modes".to_string(), e))?)?;
+    fn check(&self, p: &Params) -> Result<(), ParamError> {
+        parse_modes(p.str("modes").map_err(|e| ParamError::new("modes", e))?)?;
         let (file, record) = (p.u64("file_size").unwrap_or(0), p.u64("record_size").unwrap_or(0));
         check_sizes(file, record, p.bool("direct"))?;
         if let Some(d) = p.0.get("dir").and_then(|v| v.as_str()) {
             if !Path::new(d).is_dir() {
-                return Err((
-                    "dir".into(),
+                return Err(ParamError::new(
+                    "dir",
                     format!("`{d}` is not a directory here: give an existing directory (on the filesystem to measure), or leave dir out for the environment's scratch disk"),
                 ));
             }
@@ -272,10 +272,10 @@ impl Workload for Disk {
         Ok(())
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let modes = parse_modes(p.str("modes")?).map_err(|e| e.1)?;
+        let modes = parse_modes(p.str("modes")?).map_err(|e| e.message)?;
         let (file_size, record) = (p.u64("file_size")?, p.u64("record_size")? as usize);
         let (direct, fsync) = (p.bool("direct"), p.bool("fsync"));
-        check_sizes(file_size, record as u64, direct).map_err(|e| e.1)?;
+        check_sizes(file_size, record as u64, direct).map_err(|e| e.message)?;
         let dir = match p.0.get("dir").and_then(|v| v.as_str()) {
             Some(d) => PathBuf::from(d),
             None => PathBuf::from(ctx.scratch().ok_or(
@@ -477,13 +477,13 @@ mod tests {
     #[test]
     fn sizes_and_modes_are_checked() {
         assert!(check_sizes(1 << 20, 4096, true).is_ok());
-        assert_eq!(check_sizes(4096, 8192, false).unwrap_err().0, "record_size");
-        assert_eq!(check_sizes(1 << 20, 1000, true).unwrap_err().0, "record_size");
-        assert_eq!(check_sizes(1_000_000, 4096, true).unwrap_err().0, "file_size");
+        assert_eq!(check_sizes(4096, 8192, false).unwrap_err().key, "record_size");
+        assert_eq!(check_sizes(1 << 20, 1000, true).unwrap_err().key, "record_size");
+        assert_eq!(check_sizes(1_000_000, 4096, true).unwrap_err().key, "file_size");
         assert_eq!(parse_modes("reread,write").unwrap(), ["write", "reread"]);
-        assert_eq!(parse_modes("scribble").unwrap_err().0, "modes");
+        assert_eq!(parse_modes("scribble").unwrap_err().key, "modes");
         let p = params(&[("dir", "/nonexistent/x".into())]);
-        assert_eq!(Disk.check(&Params(&p)).unwrap_err().0, "dir");
+        assert_eq!(Disk.check(&Params(&p)).unwrap_err().key, "dir");
     }
 
     #[test]

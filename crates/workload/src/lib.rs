@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use serde_json::Value;
 use virtperf_proto::{ErrorCode, NetRole, Sample, WorkloadSpec};
 
-pub use params::{ParamKind, ParamSpec, Params, Raw};
+pub use params::{ParamError, ParamKind, ParamSpec, Params, Raw};
 
 /// Which direction of a metric is better: the report uses it to say "slower" or "faster".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +182,11 @@ pub trait Workload: Sync {
     fn memory_needed(&self, _p: &Params) -> Option<u64> {
         None
     }
+    /// The metric a shaped link bounds, and how, so that the report can print the link's
+    /// analytic ceiling next to the measurement (bulk TCP: goodput; UDP: datagrams per second).
+    fn link_bound(&self, _p: &Params) -> Option<(&'static str, LinkBound)> {
+        None
+    }
     /// True for workloads that write files: they need the environment's scratch disk
     /// ([`RunCtx::scratch`]), and the orchestrator stores what backs it with every trial.
     fn needs_scratch(&self) -> bool {
@@ -192,7 +197,7 @@ pub trait Workload: Sync {
         false
     }
     /// Checks that need the host (a socket buffer the kernel allows), before anything is created.
-    fn check(&self, _p: &Params) -> Result<(), (String, String)> {
+    fn check(&self, _p: &Params) -> Result<(), ParamError> {
         Ok(())
     }
     /// Combines the server's and the client's samples of one flow into the flow's samples (e.g.
@@ -224,6 +229,15 @@ pub trait Workload: Sync {
     }
     /// Runs once with parameters already resolved against [`Workload::params`].
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String>;
+}
+
+/// What a shaped link bounds in a workload (see [`Workload::link_bound`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkBound {
+    /// TCP goodput: payload bits per second through MSS-sized segments.
+    TcpGoodput,
+    /// UDP datagrams per second of this payload size.
+    UdpDatagrams { payload: u64 },
 }
 
 /// Every workload this build knows, in the order `--help` and docs list them.
@@ -295,7 +309,7 @@ pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
         )
     })?;
     let params = params::revalidate(workload.params(), &spec.params)
-        .map_err(|(k, e)| (ErrorCode::BadParams, format!("{k}: {e}")))?;
+        .map_err(|e| (ErrorCode::BadParams, e.to_string()))?;
     if workload.needs_peer() != spec.net.is_some() {
         let why = if workload.needs_peer() {
             "needs a `net` role (side, bind, peer, port)"
@@ -388,7 +402,7 @@ mod tests {
     fn every_default_is_valid() {
         for w in REGISTRY {
             params::resolve(w.params(), &BTreeMap::new())
-                .unwrap_or_else(|e| panic!("{}: default of {} invalid: {}", w.kind(), e.0, e.1));
+                .unwrap_or_else(|e| panic!("{}: default of {} invalid: {}", w.kind(), e.key, e.message));
         }
     }
 

@@ -713,7 +713,7 @@ mod tests {
 
     fn run(w: &Micro, params: serde_json::Value) -> Result<(f64, Value), String> {
         let raw: BTreeMap<String, Value> = serde_json::from_value(params).unwrap();
-        let p = crate::params::revalidate(w.params, &raw).map_err(|e| e.1)?;
+        let p = crate::params::revalidate(w.params, &raw).map_err(|e| e.message)?;
         let o = w.run(&Params(&p), &RunCtx::detached())?;
         Ok((o.samples[0].value, o.extra))
     }

@@ -160,6 +160,27 @@ pub fn parse_rate_bps(r: &Raw) -> Option<u64> {
     }
 }
 
+/// A parameter that is wrong: its key, and what is wrong with it and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ParamError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ParamError { key: key.into(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
 /// `500ms`, `2s`, `1m 30s` → milliseconds.
 pub fn parse_duration_ms(s: &str) -> Option<u64> {
     let d = humantime::parse_duration(s.trim()).ok()?;
@@ -171,12 +192,12 @@ pub fn parse_duration_ms(s: &str) -> Option<u64> {
 pub fn resolve(
     specs: &[ParamSpec],
     given: &BTreeMap<String, Raw>,
-) -> Result<BTreeMap<String, Value>, (String, String)> {
+) -> Result<BTreeMap<String, Value>, ParamError> {
     for key in given.keys() {
         if !specs.iter().any(|s| s.name == key) {
             let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
             let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-            return Err((key.clone(), format!("unknown key `{key}` (known keys: {known})")));
+            return Err(ParamError::new(key.clone(), format!("unknown key `{key}` (known keys: {known})")));
         }
     }
     let mut out = BTreeMap::new();
@@ -186,7 +207,7 @@ pub fn resolve(
             (None, Some(d)) => default_raw(spec, d),
             (None, None) => continue,
         };
-        let v = spec.normalize(&raw).map_err(|e| (spec.name.to_string(), e))?;
+        let v = spec.normalize(&raw).map_err(|e| ParamError::new(spec.name, e))?;
         out.insert(spec.name.to_string(), v);
     }
     Ok(out)
@@ -213,10 +234,11 @@ pub fn raw_from_json(v: &Value) -> Option<Raw> {
 pub fn revalidate(
     specs: &[ParamSpec],
     given: &BTreeMap<String, Value>,
-) -> Result<BTreeMap<String, Value>, (String, String)> {
+) -> Result<BTreeMap<String, Value>, ParamError> {
     let mut raw = BTreeMap::new();
     for (k, v) in given {
-        let r = raw_from_json(v).ok_or_else(|| (k.clone(), format!("`{k}` must be a scalar")))?;
+        let r =
+            raw_from_json(v).ok_or_else(|| ParamError::new(k.clone(), format!("`{k}` must be a scalar")))?;
         // Durations travel as integer milliseconds; give them back their unit.
         let r = match (specs.iter().find(|s| s.name == k).map(|s| s.kind), &r) {
             (Some(ParamKind::Duration { .. }), Raw::Int(ms)) => Raw::Str(format!("{ms}ms")),
@@ -303,13 +325,13 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let bad = |k: &str, v: Raw| resolve(SPECS, &[(k.to_string(), v)].into_iter().collect()).unwrap_err();
-        assert_eq!(bad("size", Raw::Str("-1".into())).0, "size");
-        assert_eq!(bad("size", Raw::Int(-5)).0, "size");
-        assert_eq!(bad("size", Raw::Str("2GiB".into())).0, "size");
-        assert_eq!(bad("copies", Raw::Int(0)).0, "copies");
-        assert_eq!(bad("copies", Raw::Float(1.5)).0, "copies");
-        assert_eq!(bad("mode", Raw::Str("c".into())).0, "mode");
-        let (k, msg) = bad("colour", Raw::Int(1));
+        assert_eq!(bad("size", Raw::Str("-1".into())).key, "size");
+        assert_eq!(bad("size", Raw::Int(-5)).key, "size");
+        assert_eq!(bad("size", Raw::Str("2GiB".into())).key, "size");
+        assert_eq!(bad("copies", Raw::Int(0)).key, "copies");
+        assert_eq!(bad("copies", Raw::Float(1.5)).key, "copies");
+        assert_eq!(bad("mode", Raw::Str("c".into())).key, "mode");
+        let ParamError { key: k, message: msg } = bad("colour", Raw::Int(1));
         assert_eq!(k, "colour");
         assert!(msg.contains("known keys: size, copies, t, mode"), "{msg}");
     }

@@ -2,7 +2,7 @@
 //! the orchestrator (`virtperf/src/rfc2544.rs`, the searches of RFC 2544 §26) runs it as steps of
 //! the [`crate::frames`] generator between the tester and the environment; an agent never runs it.
 
-use crate::params::{ParamKind, ParamSpec, Params};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::{Better, MetricSpec, Output, RunCtx, Workload};
 
 pub const TESTS: &[&str] = &["throughput", "latency", "frame_loss", "back_to_back"];
@@ -100,9 +100,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_params(p: &Params) -> Result<Settings, (String, String)> {
-        fn e(k: &'static str) -> impl Fn(String) -> (String, String) {
-            move |m| (k.to_string(), m)
+    pub fn from_params(p: &Params) -> Result<Settings, ParamError> {
+        fn e(k: &'static str) -> impl Fn(String) -> ParamError {
+            move |m| ParamError::new(k, m)
         }
         let quick = p.bool("quick");
         let q = |quick_v: u64, full: u64| if quick { quick_v } else { full };
@@ -131,16 +131,19 @@ impl Settings {
 }
 
 /// `throughput,latency` → the tests, in RFC order; an unknown name is an error naming it.
-pub fn parse_tests(s: &str) -> Result<Vec<String>, (String, String)> {
+pub fn parse_tests(s: &str) -> Result<Vec<String>, ParamError> {
     let mut out = Vec::new();
     for t in s.split([',', '+', ' ']).map(str::trim).filter(|t| !t.is_empty()) {
         if !TESTS.contains(&t) {
-            return Err(("tests".into(), format!("unknown test `{t}` (known: {})", TESTS.join(", "))));
+            return Err(ParamError::new(
+                "tests",
+                format!("unknown test `{t}` (known: {})", TESTS.join(", ")),
+            ));
         }
         out.push(t.to_string());
     }
     if out.is_empty() {
-        return Err(("tests".into(), format!("no test named; give some of: {}", TESTS.join(", "))));
+        return Err(ParamError::new("tests", format!("no test named; give some of: {}", TESTS.join(", "))));
     }
     Ok(TESTS.iter().filter(|t| out.iter().any(|o| o == *t)).map(|t| t.to_string()).collect())
 }
@@ -176,18 +179,18 @@ impl Workload for Rfc2544 {
     fn default_reps(&self) -> Option<(u32, u32)> {
         Some((1, 0))
     }
-    fn check(&self, p: &Params) -> Result<(), (String, String)> {
+    fn check(&self, p: &Params) -> Result<(), ParamError> {
         let s = Settings::from_params(p)?;
         if s.frame_size > MAX_STANDARD_FRAME && !p.bool("jumbo") {
-            return Err((
-                "frame_size".into(),
+            return Err(ParamError::new(
+                "frame_size",
                 format!("{} bytes is above Ethernet's 1518: set jumbo = true (and a lab mtu of at least frame − 18)", s.frame_size),
             ));
         }
         if s.search_ms > s.trial_ms {
-            return Err((
-                "search_duration".into(),
-                "a search step cannot be longer than trial_duration".into(),
+            return Err(ParamError::new(
+                "search_duration",
+                "a search step cannot be longer than trial_duration",
             ));
         }
         Ok(())
@@ -261,7 +264,7 @@ mod tests {
     #[test]
     fn tests_parse_in_rfc_order_and_unknowns_are_named() {
         assert_eq!(parse_tests("latency,throughput").unwrap(), vec!["throughput", "latency"]);
-        assert!(parse_tests("jitter").unwrap_err().1.contains("jitter"));
+        assert!(parse_tests("jitter").unwrap_err().message.contains("jitter"));
         assert!(parse_tests(" , ").is_err());
     }
 

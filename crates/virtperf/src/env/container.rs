@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use virtperf_workload::{ParamKind, ParamSpec};
+use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::conn::Conn;
 use super::launch::{spawn_piped, Availability, Environment, Instance, LaunchCtx, LaunchError, Teardown};
@@ -280,14 +280,14 @@ impl Environment for Container {
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
     }
-    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
-            crate::host::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
+            crate::host::check_cpuset(s).map_err(|e| ParamError::new("cpuset", e))?;
         }
         if let Some(c) = params.get("cpus").and_then(Value::as_f64) {
             let n = crate::host::host_cpus();
             if c > n as f64 {
-                return Err(("cpus".into(), format!("{c} CPUs asked but this host has {n}")));
+                return Err(ParamError::new("cpus", format!("{c} CPUs asked but this host has {n}")));
             }
         }
         Ok(())
@@ -317,7 +317,7 @@ impl Environment for Container {
     fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
         crate::host::version_of(runtime_of(params))
     }
-    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
         Ok(scratch_what(runtime_of(params), params, &crate::host::scratch_root()))
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {

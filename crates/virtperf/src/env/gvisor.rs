@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use virtperf_workload::{ParamKind, ParamSpec};
+use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::launch::{Availability, Environment, Instance, LaunchCtx, LaunchError};
 
@@ -76,7 +76,7 @@ impl Environment for Gvisor {
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
     }
-    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
         super::container::Container.check(params)
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
@@ -119,7 +119,7 @@ impl Environment for Gvisor {
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         crate::host::version_of("runsc")
     }
-    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
         Ok(super::container::scratch_what("runsc", params, &crate::host::scratch_root()))
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use virtperf_proto::Reply;
-use virtperf_workload::ParamSpec;
+use virtperf_workload::{ParamError, ParamSpec};
 
 use super::cgroup::{instance_cgroup_on_spawn, kill_cgroup, CpuProbe, Limits};
 use super::conn::{CallError, Conn, Tail};
@@ -111,7 +111,7 @@ pub trait Environment: Sync {
     fn summary(&self) -> &'static str;
     fn params(&self) -> &'static [ParamSpec];
     /// Checks that need the host (a CPU that exists) or several parameters together.
-    fn check(&self, _params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+    fn check(&self, _params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
         Ok(())
     }
     /// Whether this kind, with these parameters, can run here (no side effects).
@@ -141,10 +141,20 @@ pub trait Environment: Sync {
     fn own_clock(&self) -> bool {
         false
     }
+    /// True for the kind every other environment's overhead is measured against (its first
+    /// environment in a run is the report's baseline): the bare host.
+    fn is_baseline(&self) -> bool {
+        false
+    }
+    /// True when the agent's files are the host's own, so that a workload may write a directory
+    /// of the host (`dir=`); every other kind writes on its own scratch disk.
+    fn on_host_fs(&self) -> bool {
+        false
+    }
     /// Where a disk workload's bytes land with these parameters (checked before a run starts):
     /// a description, or the key and message saying how to give the environment a disk.
-    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
-        Err(("disk".into(), format!("environment kind `{}` has no scratch disk", self.kind())))
+    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
+        Err(ParamError::new("disk", format!("environment kind `{}` has no scratch disk", self.kind())))
     }
     /// The disk image a launch writes on the host's scratch disk, and the key that sizes it.
     fn disk_bytes(&self, _params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::Value;
-use virtperf_workload::{ParamKind, ParamSpec};
+use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::cgroup::CpuProbe;
 use super::conn::Conn;
@@ -50,6 +50,12 @@ fn ledger_rel(e: &crate::ledger::Entry) -> &str {
 }
 
 impl Environment for Native {
+    fn is_baseline(&self) -> bool {
+        true
+    }
+    fn on_host_fs(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         "native"
     }
@@ -59,16 +65,16 @@ impl Environment for Native {
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
     }
-    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
-            crate::host::check_cpuset(s).map_err(|e| ("cpuset".to_string(), e))?;
+            crate::host::check_cpuset(s).map_err(|e| ParamError::new("cpuset", e))?;
         }
         Ok(())
     }
     fn availability(&self, _params: &BTreeMap<String, Value>) -> Availability {
         Availability::yes("always available")
     }
-    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+    fn scratch(&self, _params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
         Ok(format!("a directory of {}", super::scratch::root_description()))
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use virtperf_workload::{ParamKind, ParamSpec};
+use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::launch::{
     Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
@@ -432,11 +432,11 @@ impl Environment for Uml {
     fn memory_bytes(&self, params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
         Some(("mem", params.get("mem").and_then(Value::as_u64).unwrap_or(256 << 20)))
     }
-    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
+    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
         match params.get("disk").and_then(Value::as_str).unwrap_or("none") {
-            "none" => Err((
-                "disk".into(),
-                "this UML guest has no scratch disk (disk = none): give it one, disk = ubd".into(),
+            "none" => Err(ParamError::new(
+                "disk",
+                "this UML guest has no scratch disk (disk = none): give it one, disk = ubd",
             )),
             _ => Ok(format!(
                 "ext4 on ubd {UBD_DEV}: an image file on {} (through the host's page cache)",
@@ -448,12 +448,12 @@ impl Environment for Uml {
         (params.get("disk").and_then(Value::as_str).unwrap_or("none") != "none")
             .then(|| ("disk_size", params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20)))
     }
-    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
         match params.get("kernel").and_then(Value::as_str).unwrap_or("auto") {
             "auto" | "packaged" | "virtperf" => Ok(()),
             p if std::path::Path::new(p).is_file() => Ok(()),
-            p => Err((
-                "kernel".into(),
+            p => Err(ParamError::new(
+                "kernel",
                 format!("`{p}` is neither auto, packaged, virtperf nor an existing file"),
             )),
         }

@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::figures::{self, Figure};
 use super::{fmt_num, mean_text, overhead_text, trial_values, Report};
-use crate::store::Store;
+use crate::store::{Store, TrialStatus};
 
 /// The page and its figures (for `--svg DIR`).
 pub struct Page {
@@ -104,7 +104,7 @@ pub fn sample_groups(store: &Store, run_id: i64) -> Result<Vec<(SampleKey, Sampl
     type PerEnv = BTreeMap<usize, Vec<f64>>;
     let mut by: BTreeMap<(usize, String), (String, PerEnv)> = BTreeMap::new();
     for t in store.trials(run_id)? {
-        if t.warmup || t.status != "ok" || t.peer_idx.is_some() {
+        if t.warmup || t.status != TrialStatus::Ok || t.peer_idx.is_some() {
             continue;
         }
         for (metric, unit, v) in trial_values(&t) {
@@ -259,7 +259,7 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
         "<h1>virtperf run {} — {}</h1>\n<p class=\"muted\">{} · started {} · finished {} · {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted) · baseline {}</p>\n",
         r.run_id,
         esc(&r.name),
-        esc(&r.status),
+        esc(r.status.as_str()),
         esc(&r.started_at),
         esc(r.finished_at.as_deref().unwrap_or("—")),
         r.trials.ok,
@@ -646,7 +646,7 @@ fn cpu_series(store: &Store, run_id: i64, figs: &mut Figs) -> Result<String> {
     let mut out = String::new();
     let mut seen: Vec<usize> = Vec::new();
     for t in store.trials(run_id)? {
-        if t.warmup || t.status != "ok" || seen.contains(&t.env_idx) || t.tester_cpu_ns.is_none() {
+        if t.warmup || t.status != TrialStatus::Ok || seen.contains(&t.env_idx) || t.tester_cpu_ns.is_none() {
             continue;
         }
         let (_, series) = store.trial_detail(t.id)?;

@@ -19,7 +19,8 @@ use serde::Serialize;
 use virtperf_stats::{ratio_ci, Summary};
 use virtperf_workload::Better;
 
-use crate::store::{Store, TrialRow};
+use crate::store::{RunStatus, Store, TrialRow, TrialStatus};
+use virtperf_workload::LinkBound;
 
 /// Derived per-trial metric: CPU time of the instance's host-side processes during the trial.
 pub const HOST_CPU: &str = "host_cpu_time";
@@ -292,7 +293,7 @@ pub struct Failure {
 pub struct Report {
     pub run_id: i64,
     pub name: String,
-    pub status: String,
+    pub status: RunStatus,
     pub started_at: String,
     pub finished_at: Option<String>,
     pub baseline: Option<String>,
@@ -374,33 +375,30 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
         let params: BTreeMap<String, serde_json::Value> =
             serde_json::from_value(c.params.clone()).unwrap_or_default();
         let p = virtperf_workload::Params(&params);
-        match c.kind.as_str() {
-            "tcp_stream" => {
-                if let Some(bps) = spec.tcp_ceiling_bps() {
-                    out.push(Ceiling {
-                        workload: c.label.clone(),
-                        metric: "tcp_goodput".into(),
-                        unit: "Gbit/s".into(),
-                        value: bps / 1e9,
-                        basis: format!("{basis}, MSS {} with TCP timestamps", mtu.saturating_sub(52)),
-                    });
-                }
-            }
-            "udp_stream" => {
-                if let Ok(payload) = virtperf_workload::net::udp_payload(&p) {
-                    if let Some(pps) = spec.udp_ceiling_pps(payload as u64) {
-                        out.push(Ceiling {
-                            workload: c.label.clone(),
-                            metric: "udp_recv_rate".into(),
-                            unit: "kpps".into(),
-                            value: pps / 1e3,
-                            basis: format!("{basis}, {payload}-byte payloads"),
-                        });
-                    }
-                }
-            }
-            _ => {}
-        }
+        let Some((metric, bound)) = virtperf_workload::find(&c.kind).and_then(|w| w.link_bound(&p)) else {
+            continue;
+        };
+        let (value, unit, basis) = match bound {
+            LinkBound::TcpGoodput => match spec.tcp_ceiling_bps() {
+                Some(bps) => (
+                    bps / 1e9,
+                    "Gbit/s",
+                    format!("{basis}, MSS {} with TCP timestamps", mtu.saturating_sub(52)),
+                ),
+                None => continue,
+            },
+            LinkBound::UdpDatagrams { payload } => match spec.udp_ceiling_pps(payload) {
+                Some(pps) => (pps / 1e3, "kpps", format!("{basis}, {payload}-byte payloads")),
+                None => continue,
+            },
+        };
+        out.push(Ceiling {
+            workload: c.label.clone(),
+            metric: metric.into(),
+            unit: unit.into(),
+            value,
+            basis,
+        });
     }
     out
 }
@@ -410,7 +408,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     let envs = store.environments(run_id)?;
     let cases = store.cases(run_id)?;
     let trials = store.trials(run_id)?;
-    let baseline = envs.iter().find(|e| e.kind == "native").map(|e| e.idx);
+    let baseline =
+        envs.iter().find(|e| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline())).map(|e| e.idx);
 
     let mut counts = Counts::default();
     // (case, metric) → unit, and per env the values
@@ -425,17 +424,17 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     // (case, metric, env, instance) → each instance's own values (several instances only).
     let mut inst_values: InstValues = BTreeMap::new();
     for t in &trials {
-        match t.status.as_str() {
-            "ok" if t.warmup => counts.warmup += 1,
-            "ok" => counts.ok += 1,
-            "failed" => counts.failed += 1,
-            "skipped" => counts.skipped += 1,
-            _ => counts.pending += 1,
+        match t.status {
+            TrialStatus::Ok if t.warmup => counts.warmup += 1,
+            TrialStatus::Ok => counts.ok += 1,
+            TrialStatus::Failed => counts.failed += 1,
+            TrialStatus::Skipped => counts.skipped += 1,
+            TrialStatus::Pending => counts.pending += 1,
         }
-        if t.status != "ok" && t.status != "pending" {
+        if t.status != TrialStatus::Ok && t.status != TrialStatus::Pending {
             *fails.entry((t.env_idx, t.case_idx, t.reason.clone().unwrap_or_default())).or_default() += 1;
         }
-        if t.status != "ok" || t.warmup {
+        if t.status != TrialStatus::Ok || t.warmup {
             continue;
         }
         for (k, smp) in &t.instance_samples {
@@ -609,7 +608,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         };
         let target = trials
             .iter()
-            .filter(|t| t.status == "ok" && t.env_idx == e.idx && t.case_idx == c.idx)
+            .filter(|t| t.status == TrialStatus::Ok && t.env_idx == e.idx && t.case_idx == c.idx)
             .find_map(|t| {
                 let d = store.trial_detail(t.id).ok()?.0?;
                 // One loader's result, or one per instance.
@@ -651,7 +650,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         rfc2544: {
             let mut rows: Vec<(usize, rfc2544::Row)> = trials
                 .iter()
-                .filter(|t| t.status == "ok" && !t.warmup && cases[t.case_idx].kind == "rfc2544")
+                .filter(|t| t.status == TrialStatus::Ok && !t.warmup && cases[t.case_idx].kind == "rfc2544")
                 .filter_map(|t| {
                     let (extra, _) = store.trial_detail(t.id).ok()?;
                     Some((t.env_idx, rfc2544::Row::from_detail(&envs[t.env_idx].name, extra.as_ref()?)?))
@@ -1075,7 +1074,7 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
             f.count, f.environment, f.workload, f.reason
         );
     }
-    if r.status == "interrupted" {
+    if r.status == RunStatus::Interrupted {
         out += &format!(
             "this run was interrupted: `virtperf run --resume {}` finishes the missing trials\n",
             r.run_id
@@ -1098,7 +1097,7 @@ pub fn summary_test_report() -> Report {
     Report {
         run_id: 1,
         name: "t".into(),
-        status: "completed".into(),
+        status: RunStatus::Completed,
         started_at: String::new(),
         finished_at: None,
         baseline: Some("native".into()),

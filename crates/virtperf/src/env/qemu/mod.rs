@@ -15,6 +15,12 @@
 //!
 //! docs/environments/qemu.md says what was exercised on which host.
 
+mod accel;
+mod cmdline;
+
+pub use accel::*;
+pub use cmdline::*;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,7 +28,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use serde_json::Value;
-use virtperf_workload::{ParamKind, ParamSpec};
+use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::launch::{
     Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
@@ -119,274 +125,63 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-/// The accelerator QEMU runs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Accel {
-    Kvm,
-    Tcg,
+/// A QEMU environment's parameters, read once from the resolved map. `resolve` fills PARAMS'
+/// defaults; the fallbacks here are the same values, for maps built by hand (tests, doctor).
+#[derive(Debug, Clone)]
+struct QemuParams {
+    accel: String,
+    machine: String,
+    vcpus: u32,
+    memory: u64,
+    nic: String,
+    /// The disk model; None for `none`.
+    disk: Option<String>,
+    cache: String,
+    disk_size: u64,
+    pin: Option<String>,
+    qemu_args: Option<String>,
+    kernel: Option<String>,
+    initrd: Option<String>,
+    kernel_package: Option<String>,
+    extra: Option<String>,
 }
 
-impl Accel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Accel::Kvm => "kvm",
-            Accel::Tcg => "tcg",
+impl QemuParams {
+    fn of(params: &BTreeMap<String, Value>) -> QemuParams {
+        let text =
+            |k: &str| params.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from);
+        let num = |k: &str, d: u64| params.get(k).and_then(Value::as_u64).unwrap_or(d);
+        QemuParams {
+            accel: text("accel").unwrap_or_else(|| "auto".into()),
+            machine: text("machine").unwrap_or_else(|| "q35".into()),
+            vcpus: num("vcpus", 1) as u32,
+            memory: num("memory", 512 << 20),
+            nic: text("nic").unwrap_or_else(|| "virtio".into()),
+            disk: text("disk").filter(|d| d != "none"),
+            cache: text("cache").unwrap_or_else(|| "writeback".into()),
+            disk_size: num("disk_size", 256 << 20),
+            pin: text("pin"),
+            qemu_args: text("qemu_args"),
+            kernel: text("kernel"),
+            initrd: text("initrd"),
+            kernel_package: text("kernel_package"),
+            extra: text("extra"),
         }
     }
-}
-
-/// What the host offers for KVM.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KvmFacts {
-    /// `/dev/kvm` opened read-write, or why not.
-    pub dev: Result<(), String>,
-    /// The `kvm_pvm` module: PVM, which runs only PVM-enabled guest kernels.
-    pub pvm: bool,
-    /// `vmx` or `svm` among the CPU flags.
-    pub hw: bool,
-}
-
-impl KvmFacts {
-    pub fn probe() -> KvmFacts {
-        let dev = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/kvm")
-            .map(|_| ())
-            .map_err(|e| format!("/dev/kvm: {e}"));
-        let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let hw = flags
-            .lines()
-            .filter(|l| l.starts_with("flags"))
-            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
-        KvmFacts { dev, pvm: Path::new("/sys/module/kvm_pvm").exists(), hw }
-    }
-}
-
-/// Picks the accelerator for `requested` (auto|kvm|tcg). `own_kernel`: the user gave a kernel,
-/// which may be PVM-enabled. Ok: the choice and why; Err: why `kvm` cannot be had, and the fix.
-pub fn decide_accel(
-    requested: &str,
-    f: &KvmFacts,
-    own_kernel: bool,
-) -> Result<(Accel, String), (String, String)> {
-    let kvm_ok = f.dev.is_ok() && f.hw && !f.pvm;
-    match requested {
-        "tcg" => Ok((Accel::Tcg, "TCG as requested".into())),
-        "kvm" if kvm_ok => Ok((Accel::Kvm, "KVM as requested".into())),
-        "kvm" if f.pvm && f.dev.is_ok() && own_kernel => {
-            Ok((Accel::Kvm, "KVM on PVM as requested, with your kernel (it must be PVM-enabled)".into()))
-        }
-        "kvm" if f.pvm => Err((
-            "/dev/kvm here is PVM (module kvm_pvm): only PVM-enabled guest kernels run; Debian's stock kernel hangs in early boot"
-                .into(),
-            "use accel=tcg (or auto), or give kernel=PATH of a PVM-enabled kernel".into(),
-        )),
-        "kvm" => Err((
-            match &f.dev {
-                Err(e) => format!("KVM is not usable: {e}"),
-                Ok(()) => "KVM is not usable: the CPU shows no vmx/svm flag".into(),
-            },
-            "use accel=tcg, or load kvm_intel/kvm_amd on a host with hardware virtualization".into(),
-        )),
-        _ => Ok(if kvm_ok {
-            (Accel::Kvm, "KVM: /dev/kvm with hardware virtualization".into())
-        } else if f.pvm {
-            (Accel::Tcg, "TCG: /dev/kvm is PVM (kvm_pvm), which cannot run a stock guest kernel".into())
-        } else if let Err(e) = &f.dev {
-            (Accel::Tcg, format!("TCG: no usable KVM ({e})"))
-        } else {
-            (Accel::Tcg, "TCG: the CPU shows no vmx/svm flag".into())
-        }),
-    }
-}
-
-/// A disk of the guest.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Disk {
-    pub model: String,
-    pub cache: String,
-    pub path: PathBuf,
-}
-
-/// Everything the QEMU command line depends on.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    pub name: String,
-    pub accel: Accel,
-    pub machine: String,
-    pub vcpus: u32,
-    pub memory_mib: u64,
-    pub kernel: PathBuf,
-    pub initrd: PathBuf,
-    pub append: String,
-    /// NIC model and the tap it is attached to, with its MAC.
-    pub nic: Option<(String, String, String)>,
-    pub disk: Option<Disk>,
-    pub sandbox: bool,
-    pub extra: Vec<String>,
-}
-
-fn is_mmio(machine: &str) -> bool {
-    machine == "microvm"
-}
-
-/// Kernel modules (driver names) the configuration's devices need, transport first.
-pub fn drivers(machine: &str, nic: Option<&str>, disk: Option<&str>) -> Vec<&'static str> {
-    let mut d = vec![if is_mmio(machine) { "virtio_mmio" } else { "virtio_pci" }, "virtio_console"];
-    match nic {
-        Some("virtio") => d.push("virtio_net"),
-        Some("e1000") => d.push("e1000"),
-        Some("rtl8139") => d.push("8139too"),
-        _ => {}
-    }
-    match disk {
-        Some("virtio-blk") => d.push("virtio_blk"),
-        Some("ide") => d.extend([if machine == "pc" { "ata_piix" } else { "ahci" }, "sd_mod"]),
-        Some("sata") => d.extend(["ahci", "sd_mod"]),
-        Some("nvme") => d.push("nvme"),
-        _ => {}
-    }
-    if disk.is_some() {
-        d.extend(["crc32c_generic", "ext4"]);
-    }
-    d
-}
-
-/// The scratch disk's device node in the guest.
-pub fn guest_disk_dev(model: &str) -> &'static str {
-    match model {
-        "virtio-blk" => "/dev/vda",
-        "nvme" => "/dev/nvme0n1",
-        _ => "/dev/sda",
-    }
-}
-
-/// What the guest's scratch disk is, for the trials' records.
-pub fn disk_what(machine: &str, model: &str, cache: &str, image: &str) -> String {
-    let dev = match (model, machine) {
-        ("virtio-blk", _) => "virtio-blk",
-        ("ide", "pc") => "IDE (PIIX)",
-        ("ide", _) => "SATA (the q35's ICH9 AHCI)",
-        ("sata", _) => "SATA (AHCI)",
-        ("nvme", _) => "NVMe",
-        _ => model,
-    };
-    format!("ext4 on {dev} {}: raw image {image}, host cache={cache}", guest_disk_dev(model))
-}
-
-/// The QEMU command line (without the program name).
-pub fn command_line(c: &Config) -> Vec<String> {
-    let mut a: Vec<String> = Vec::new();
-    let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
-    let mmio = is_mmio(&c.machine);
-    let virtio = |dev: &str| format!("{dev}-{}", if mmio { "device" } else { "pci" });
-    push(&["-name", &format!("{},debug-threads=on", c.name)]);
-    push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
-    if c.sandbox {
-        push(&["-sandbox", "on"]);
-    }
-    push(&["-machine", &c.machine]);
-    push(&["-accel", c.accel.as_str()]);
-    if c.accel == Accel::Kvm {
-        push(&["-cpu", "host"]);
-    }
-    push(&["-smp", &c.vcpus.to_string(), "-m", &format!("{}M", c.memory_mib)]);
-    push(&["-kernel", &c.kernel.to_string_lossy(), "-initrd", &c.initrd.to_string_lossy()]);
-    push(&["-append", &c.append]);
-    // Kernel console: the first serial port, written to QEMU's stderr.
-    push(&["-chardev", "file,id=con,path=/dev/stderr", "-serial", "chardev:con"]);
-    // The agent's line: a virtio console on QEMU's stdin/stdout.
-    push(&["-chardev", "stdio,id=ctl,signal=off"]);
-    push(&[
-        "-device",
-        &format!("{},id=vser", virtio("virtio-serial")),
-        "-device",
-        "virtconsole,chardev=ctl,bus=vser.0",
-    ]);
-    if let Some((model, tap, mac)) = &c.nic {
-        push(&["-netdev", &format!("tap,id=n0,ifname={tap},script=no,downscript=no")]);
-        let dev = match model.as_str() {
-            "virtio" => virtio("virtio-net"),
-            other => other.to_string(),
-        };
-        push(&["-device", &format!("{dev},netdev=n0,mac={mac}")]);
-    }
-    if let Some(d) = &c.disk {
-        push(&["-drive", &format!("if=none,id=d0,file={},format=raw,cache={}", d.path.display(), d.cache)]);
-        match d.model.as_str() {
-            "ide" => push(&["-device", "ide-hd,drive=d0"]),
-            "sata" => push(&["-device", "ahci,id=sata0", "-device", "ide-hd,drive=d0,bus=sata0.0"]),
-            "nvme" => push(&["-device", "nvme,drive=d0,serial=vpscratch"]),
-            _ => push(&["-device", &format!("{},drive=d0", virtio("virtio-blk"))]),
-        }
-    }
-    a.extend(c.extra.iter().cloned());
-    a
-}
-
-/// The host's TSC frequency in kHz (measured once per process): under TCG the guest reads the
-/// host's TSC, so this is the guest's too.
-pub fn host_tsc_khz() -> Option<u64> {
-    static KHZ: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *KHZ.get_or_init(crate::host::tsc_khz)
-}
-
-/// Kernel arguments a machine/accelerator pair needs. microvm has neither HPET nor ACPI PM
-/// timer, and under TCG the PIT calibration of the TSC fails on a busy host, after which this
-/// kernel waits forever for a timer it cannot calibrate: tell it the TSC's frequency instead.
-pub fn machine_append(machine: &str, accel: Accel, tsc_khz: Option<u64>) -> Option<String> {
-    let khz = tsc_khz.filter(|_| is_mmio(machine) && accel == Accel::Tcg)?;
-    Some(format!("tsc_early_khz={khz}"))
-}
-
-/// The guest kernel's command line: console, modules to load, the NIC's address.
-pub fn kernel_append(
-    mods: &[String],
-    net: Option<&GuestNet>,
-    extra: Option<&str>,
-    disk: Option<&str>,
-) -> String {
-    let mut s = String::from("console=ttyS0 quiet panic=-1 vp.ctl=/dev/hvc0");
-    if let Some(d) = disk {
-        let _ = write!(s, " vp.disk={d}");
-    }
-    if let Some(e) = extra {
-        let _ = write!(s, " {e}");
-    }
-    if !mods.is_empty() {
-        let _ = write!(s, " vp.mods={}", mods.join(","));
-    }
-    if let Some(n) = net {
-        let _ = write!(s, " vp.addr={}/24 vp.mtu={}", n.addr, n.mtu);
-    }
-    s
-}
-
-/// A locally administered MAC derived from the guest's address (unique within a lab).
-pub fn mac_for(addr: std::net::Ipv4Addr) -> String {
-    let o = addr.octets();
-    format!("52:54:00:{:02x}:{:02x}:{:02x}", o[1], o[2], o[3])
-}
-
-fn text<'a>(params: &'a BTreeMap<String, Value>, k: &str) -> Option<&'a str> {
-    params.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 fn image_spec(params: &BTreeMap<String, Value>) -> ImageSpec {
-    let disk = text(params, "disk").filter(|d| *d != "none");
+    let p = QemuParams::of(params);
     // The NIC's driver always: whether there is a lab is known only at launch.
-    let drivers = drivers(
-        text(params, "machine").unwrap_or("q35"),
-        Some(text(params, "nic").unwrap_or("virtio")),
-        disk,
-    );
+    let drivers = drivers(&p.machine, Some(&p.nic), p.disk.as_deref());
     ImageSpec {
-        kernel: match text(params, "kernel") {
+        kernel: match &p.kernel {
             Some(k) => KernelSource::File(PathBuf::from(k)),
-            None => KernelSource::Debian(text(params, "kernel_package").map(String::from)),
+            None => KernelSource::Debian(p.kernel_package.clone()),
         },
-        extra: text(params, "extra")
+        extra: p
+            .extra
+            .as_deref()
             .map(|e| e.split(['+', ' ', ',']).filter(|s| !s.is_empty()).map(String::from).collect())
             .unwrap_or_default(),
         drivers: drivers.into_iter().map(String::from).collect(),
@@ -472,64 +267,64 @@ impl Environment for Qemu {
         true
     }
     fn memory_bytes(&self, params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
-        Some(("memory", params.get("memory").and_then(Value::as_u64).unwrap_or(512 << 20)))
+        Some(("memory", QemuParams::of(params).memory))
     }
-    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, (String, String)> {
-        match text(params, "disk").unwrap_or("none") {
-            "none" => Err((
-                "disk".into(),
-                "this QEMU guest has no scratch disk (disk = none): give it one, disk = virtio-blk, ide, sata or nvme".into(),
+    fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
+        let p = QemuParams::of(params);
+        match &p.disk {
+            None => Err(ParamError::new(
+                "disk",
+                "this QEMU guest has no scratch disk (disk = none): give it one, disk = virtio-blk, ide, sata or nvme",
             )),
-            model => Ok(disk_what(
-                text(params, "machine").unwrap_or("q35"),
+            Some(model) => Ok(disk_what(
+                &p.machine,
                 model,
-                text(params, "cache").unwrap_or("writeback"),
+                &p.cache,
                 &format!("on {}", super::scratch::root_description()),
             )),
         }
     }
     fn disk_bytes(&self, params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
-        (text(params, "disk").unwrap_or("none") != "none")
-            .then(|| ("disk_size", params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20)))
+        let p = QemuParams::of(params);
+        p.disk.is_some().then_some(("disk_size", p.disk_size))
     }
-    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), (String, String)> {
-        let machine = text(params, "machine").unwrap_or("q35");
-        let nic = text(params, "nic").unwrap_or("virtio");
-        let disk = text(params, "disk").unwrap_or("none");
+    fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
+        let p = QemuParams::of(params);
+        let (machine, nic, disk) = (p.machine.as_str(), p.nic.as_str(), p.disk.as_deref().unwrap_or("none"));
         if is_mmio(machine) && nic != "virtio" {
-            return Err((
-                "nic".into(),
+            return Err(ParamError::new(
+                "nic",
                 format!("machine=microvm has no PCI bus, so no {nic}: use nic=virtio, or machine=q35"),
             ));
         }
         if is_mmio(machine) && !["none", "virtio-blk"].contains(&disk) {
-            return Err((
-                "disk".into(),
+            return Err(ParamError::new(
+                "disk",
                 format!("machine=microvm has no PCI bus, so no {disk} controller: use disk=virtio-blk, or machine=q35"),
             ));
         }
-        if text(params, "initrd").is_some() && text(params, "kernel").is_none() {
-            return Err((
-                "initrd".into(),
-                "initrd= needs kernel= too (your kernel and your initramfs)".into(),
+        if p.initrd.is_some() && p.kernel.is_none() {
+            return Err(ParamError::new(
+                "initrd",
+                "initrd= needs kernel= too (your kernel and your initramfs)",
             ));
         }
-        if text(params, "kernel").is_some() && text(params, "kernel_package").is_some() {
-            return Err(("kernel_package".into(), "give kernel= or kernel_package=, not both".into()));
+        if p.kernel.is_some() && p.kernel_package.is_some() {
+            return Err(ParamError::new("kernel_package", "give kernel= or kernel_package=, not both"));
         }
-        for k in ["kernel", "initrd"] {
-            if let Some(p) = text(params, k) {
-                if !Path::new(p).is_file() {
-                    return Err((k.into(), format!("{p} does not exist or is not a file")));
+        for (k, path) in [("kernel", &p.kernel), ("initrd", &p.initrd)] {
+            if let Some(path) = path {
+                if !Path::new(path).is_file() {
+                    return Err(ParamError::new(k, format!("{path} does not exist or is not a file")));
                 }
             }
         }
-        if let Some(p) = text(params, "pin") {
-            crate::host::check_cpuset(p).map_err(|e| ("pin".to_string(), e))?;
+        if let Some(pin) = &p.pin {
+            crate::host::check_cpuset(pin).map_err(|e| ParamError::new("pin", e))?;
         }
-        if let Some(q) = text(params, "qemu_args") {
+        if let Some(q) = &p.qemu_args {
             if shlex::split(q).is_none() {
-                return Err(("qemu_args".into(), format!("`{q}` has an unbalanced quote")));
+                return Err(ParamError::new("qemu_args", format!("`{q}` has an unbalanced quote")));
             }
         }
         Ok(())
@@ -541,29 +336,29 @@ impl Environment for Qemu {
                 "apt-get install -y qemu-system-x86   (or: make deps)",
             );
         }
-        if text(params, "initrd").is_none() {
+        let p = QemuParams::of(params);
+        if p.initrd.is_none() {
             if let Err(e) = image::find_busybox() {
                 return Availability::no(
                     format!("the guest image needs a static busybox: {e}"),
                     "apt-get install -y busybox-static   (or: make deps)",
                 );
             }
-            if text(params, "kernel").is_none() && crate::host::which("apt-get").is_none() {
+            if p.kernel.is_none() && crate::host::which("apt-get").is_none() {
                 return Availability::no(
                     "the guest kernel comes from Debian's linux-image package, and apt-get is not here",
                     "give kernel=PATH (and initrd=PATH)",
                 );
             }
         }
-        if text(params, "disk").unwrap_or("none") != "none" && super::scratch::mke2fs().is_none() {
+        if p.disk.is_some() && super::scratch::mke2fs().is_none() {
             return Availability::no(
                 "a scratch disk is formatted on the host with mke2fs, which is not installed",
                 "apt-get install -y e2fsprogs   (or: make deps)",
             );
         }
-        let requested = text(params, "accel").unwrap_or("auto");
-        match decide_accel(requested, &KvmFacts::probe(), text(params, "kernel").is_some()) {
-            Ok((accel, _)) if accel == Accel::Tcg && is_mmio(text(params, "machine").unwrap_or("q35")) && host_tsc_khz().is_none() => {
+        match decide_accel(&p.accel, &KvmFacts::probe(), p.kernel.is_some()) {
+            Ok((accel, _)) if accel == Accel::Tcg && is_mmio(&p.machine) && host_tsc_khz().is_none() => {
                 Availability::no(
                     "machine=microvm under TCG needs the host's TSC frequency (microvm has no HPET or PM timer to calibrate against), and this host's TSC is not invariant (no constant_tsc/nonstop_tsc): the guest's clock would be wrong",
                     "use machine=q35 (or pc)",
@@ -576,21 +371,18 @@ impl Environment for Qemu {
         }
     }
     fn prepare(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
-        if text(params, "initrd").is_some() {
+        if QemuParams::of(params).initrd.is_some() {
             return Ok(());
         }
         image_for(params).map(|_| ()).map_err(|e| format!("the guest image: {e}"))
     }
     fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
         let mut v = runtime_version()?;
-        if let Ok((accel, why)) = decide_accel(
-            text(params, "accel").unwrap_or("auto"),
-            &KvmFacts::probe(),
-            text(params, "kernel").is_some(),
-        ) {
+        let p = QemuParams::of(params);
+        if let Ok((accel, why)) = decide_accel(&p.accel, &KvmFacts::probe(), p.kernel.is_some()) {
             let _ = write!(v, "; accel {} ({why})", accel.as_str());
         }
-        if text(params, "initrd").is_none() {
+        if p.initrd.is_none() {
             if let Ok(img) = image_for(params) {
                 let _ = write!(
                     v,
@@ -604,19 +396,16 @@ impl Environment for Qemu {
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
         self.availability(params).require()?;
         // Parsed before anything is created, so that an error here leaves nothing behind.
+        let p = QemuParams::of(params);
         let pin =
-            text(params, "pin").map(crate::host::check_cpuset).transpose().map_err(LaunchError::Prepare)?;
-        let own_kernel = text(params, "kernel").is_some();
-        let (accel, _) =
-            decide_accel(text(params, "accel").unwrap_or("auto"), &KvmFacts::probe(), own_kernel)
-                .map_err(|(w, f)| LaunchError::Unavailable(format!("{w}; fix: {f}")))?;
-        let machine = text(params, "machine").unwrap_or("q35").to_string();
-        let nic_model = text(params, "nic").unwrap_or("virtio").to_string();
-        let disk_model = text(params, "disk").unwrap_or("none").to_string();
-        let (kernel, initrd, mods) = match text(params, "initrd") {
-            Some(i) => {
-                (PathBuf::from(text(params, "kernel").unwrap_or_default()), PathBuf::from(i), Vec::new())
-            }
+            p.pin.as_deref().map(crate::host::check_cpuset).transpose().map_err(LaunchError::Prepare)?;
+        let (accel, _) = decide_accel(&p.accel, &KvmFacts::probe(), p.kernel.is_some())
+            .map_err(|(w, f)| LaunchError::Unavailable(format!("{w}; fix: {f}")))?;
+        let machine = p.machine.clone();
+        let nic_model = p.nic.clone();
+        let disk_model = p.disk.clone().unwrap_or_else(|| "none".into());
+        let (kernel, initrd, mods) = match &p.initrd {
+            Some(i) => (PathBuf::from(p.kernel.clone().unwrap_or_default()), PathBuf::from(i), Vec::new()),
             None => {
                 let img =
                     image_for(params).map_err(|e| LaunchError::Prepare(format!("the guest image: {e}")))?;
@@ -632,7 +421,7 @@ impl Environment for Qemu {
         let dir = ctx.run_dir.join(format!("qemu-{}", ctx.instance_id));
         ctx.ledger.create_dir(&dir).map_err(|e| LaunchError::Prepare(format!("{}: {e}", dir.display())))?;
         let mut teardown = GuestTeardown { cgroup: None, dir: dir.clone() };
-        let cache = text(params, "cache").unwrap_or("writeback").to_string();
+        let cache = p.cache.clone();
         let (disk, scratch) = if disk_model == "none" {
             (None, None)
         } else {
@@ -646,7 +435,7 @@ impl Environment for Qemu {
                 ));
             };
             let path = sdir.join("scratch.img");
-            let size = params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20);
+            let size = p.disk_size;
             let how = match super::scratch::make_image(&path, size) {
                 Ok(h) => h,
                 Err(e) => {
@@ -670,8 +459,8 @@ impl Environment for Qemu {
             name: ctx.instance_id.clone(),
             accel,
             machine: machine.clone(),
-            vcpus: params.get("vcpus").and_then(Value::as_u64).unwrap_or(1) as u32,
-            memory_mib: params.get("memory").and_then(Value::as_u64).unwrap_or(512 << 20) >> 20,
+            vcpus: p.vcpus,
+            memory_mib: p.memory >> 20,
             kernel,
             initrd,
             append: kernel_append(
@@ -683,7 +472,7 @@ impl Environment for Qemu {
             nic: ctx.guest_net.as_ref().map(|n| (nic_model.clone(), n.tap.clone(), mac_for(n.addr))),
             disk,
             sandbox: sandbox_supported(),
-            extra: text(params, "qemu_args").and_then(shlex::split).unwrap_or_default(),
+            extra: p.qemu_args.as_deref().and_then(shlex::split).unwrap_or_default(),
         };
         let mut cmd = Command::new(BINARY);
         cmd.args(command_line(&cfg)).current_dir(&dir);
@@ -835,12 +624,12 @@ mod tests {
         let p = |kv: &[(&str, &str)]| -> BTreeMap<String, Value> {
             kv.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect()
         };
-        assert_eq!(Qemu.check(&p(&[("machine", "microvm"), ("nic", "e1000")])).unwrap_err().0, "nic");
-        assert_eq!(Qemu.check(&p(&[("machine", "microvm"), ("disk", "ide")])).unwrap_err().0, "disk");
-        assert_eq!(Qemu.check(&p(&[("initrd", "/x")])).unwrap_err().0, "initrd");
-        assert_eq!(Qemu.check(&p(&[("kernel", "/nonexistent/k")])).unwrap_err().0, "kernel");
-        assert_eq!(Qemu.check(&p(&[("pin", "99999")])).unwrap_err().0, "pin");
-        assert_eq!(Qemu.check(&p(&[("qemu_args", "-append 'x")])).unwrap_err().0, "qemu_args");
+        assert_eq!(Qemu.check(&p(&[("machine", "microvm"), ("nic", "e1000")])).unwrap_err().key, "nic");
+        assert_eq!(Qemu.check(&p(&[("machine", "microvm"), ("disk", "ide")])).unwrap_err().key, "disk");
+        assert_eq!(Qemu.check(&p(&[("initrd", "/x")])).unwrap_err().key, "initrd");
+        assert_eq!(Qemu.check(&p(&[("kernel", "/nonexistent/k")])).unwrap_err().key, "kernel");
+        assert_eq!(Qemu.check(&p(&[("pin", "99999")])).unwrap_err().key, "pin");
+        assert_eq!(Qemu.check(&p(&[("qemu_args", "-append 'x")])).unwrap_err().key, "qemu_args");
         assert!(Qemu.check(&p(&[("machine", "q35"), ("nic", "e1000"), ("disk", "ide")])).is_ok());
     }
 }

@@ -1,0 +1,267 @@
+//! `tcp_rr` and `udp_rr`: request/response round trips, latency histograms.
+
+use super::*;
+
+/// Latency histogram of request/response transactions (ns, 3 significant digits).
+pub(crate) fn rr_samples(
+    prefix: &str,
+    h: &hdrhistogram::Histogram<u64>,
+    secs: f64,
+    extra: serde_json::Value,
+) -> Output {
+    let us = |ns: u64| ns as f64 / 1e3;
+    let buckets: Vec<(f64, u64)> =
+        h.iter_recorded().map(|v| (us(v.value_iterated_to()), v.count_at_value())).collect();
+    let mut e = extra;
+    e["histogram_us"] = serde_json::json!(buckets);
+    Output {
+        samples: vec![
+            sample(&format!("{prefix}_rate"), h.len() as f64 / secs.max(1e-9), "trans/s"),
+            sample(&format!("{prefix}_latency"), h.mean() / 1e3, "us"),
+            sample(&format!("{prefix}_p50"), us(h.value_at_quantile(0.50)), "us"),
+            sample(&format!("{prefix}_p90"), us(h.value_at_quantile(0.90)), "us"),
+            sample(&format!("{prefix}_p99"), us(h.value_at_quantile(0.99)), "us"),
+            sample(&format!("{prefix}_p999"), us(h.value_at_quantile(0.999)), "us"),
+        ],
+        extra: e,
+    }
+}
+
+pub(crate) fn rr_metrics(prefix: &'static str) -> &'static [MetricSpec] {
+    // Static tables per prefix (metric names must be 'static).
+    match prefix {
+        "tcp_rr" => &[
+            MetricSpec {
+                name: "tcp_rr_rate",
+                unit: "trans/s",
+                better: Better::Higher,
+                help: "transactions per second",
+            },
+            MetricSpec { name: "tcp_rr_latency", unit: "us", better: Better::Lower, help: "mean round trip" },
+            MetricSpec { name: "tcp_rr_p50", unit: "us", better: Better::Lower, help: "median round trip" },
+            MetricSpec { name: "tcp_rr_p90", unit: "us", better: Better::Lower, help: "90th percentile" },
+            MetricSpec { name: "tcp_rr_p99", unit: "us", better: Better::Lower, help: "99th percentile" },
+            MetricSpec { name: "tcp_rr_p999", unit: "us", better: Better::Lower, help: "99.9th percentile" },
+        ],
+        _ => &[
+            MetricSpec {
+                name: "udp_rr_rate",
+                unit: "trans/s",
+                better: Better::Higher,
+                help: "transactions per second",
+            },
+            MetricSpec { name: "udp_rr_latency", unit: "us", better: Better::Lower, help: "mean round trip" },
+            MetricSpec { name: "udp_rr_p50", unit: "us", better: Better::Lower, help: "median round trip" },
+            MetricSpec { name: "udp_rr_p90", unit: "us", better: Better::Lower, help: "90th percentile" },
+            MetricSpec { name: "udp_rr_p99", unit: "us", better: Better::Lower, help: "99th percentile" },
+            MetricSpec { name: "udp_rr_p999", unit: "us", better: Better::Lower, help: "99.9th percentile" },
+            MetricSpec {
+                name: "udp_rr_timeouts",
+                unit: "trans",
+                better: Better::Lower,
+                help: "requests never answered (lost)",
+            },
+        ],
+    }
+}
+
+pub(crate) const RR_PARAMS: &[ParamSpec] = &[
+    DURATION,
+    DIRECTION,
+    ParamSpec {
+        name: "request",
+        kind: ParamKind::Size { min: 1, max: 65000 },
+        default: Some("1"),
+        help: "request bytes",
+    },
+    ParamSpec {
+        name: "response",
+        kind: ParamKind::Size { min: 1, max: 65000 },
+        default: Some("1"),
+        help: "response bytes",
+    },
+];
+
+/// TCP request/response (netperf TCP_RR): one connection, one transaction in flight.
+pub struct TcpRr;
+
+impl Workload for TcpRr {
+    fn kind(&self) -> &'static str {
+        "tcp_rr"
+    }
+    fn summary(&self) -> &'static str {
+        "TCP request/response on one connection (TCP_NODELAY): transactions/s and latency percentiles"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        RR_PARAMS
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        rr_metrics("tcp_rr")
+    }
+    fn announces_ready(&self) -> bool {
+        true
+    }
+    fn needs_peer(&self) -> bool {
+        true
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let role = ctx.net()?;
+        let dur = duration(p)?;
+        let (req, resp) = (p.u64("request")? as usize, p.u64("response")? as usize);
+        match role.side {
+            virtperf_proto::Side::Server => {
+                let l = tcp_listener(role, None)?;
+                ctx.ready();
+                let peer: IpAddr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                let mut foreign = 0;
+                let mut c = accept_from(&l, peer, Instant::now() + dur + GRACE, ctx, &mut foreign)?;
+                c.set_nodelay(true).map_err(|e| e.to_string())?;
+                c.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
+                let (mut inb, out) = (vec![0u8; req], vec![0x33u8; resp]);
+                let mut served = 0u64;
+                loop {
+                    match c.read_exact(&mut inb) {
+                        Ok(()) => {
+                            if c.write_all(&out).is_err() {
+                                break;
+                            }
+                            served += 1;
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            if ctx.stopped() {
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+                Ok(Output {
+                    samples: Vec::new(),
+                    extra: serde_json::json!({"served": served, "foreign_connections": foreign}),
+                })
+            }
+            virtperf_proto::Side::Client => {
+                let mut c = tcp_connect(role, None, true)?;
+                c.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+                let (out, mut inb) = (vec![0x11u8; req], vec![0u8; resp]);
+                let mut h = new_histogram()?;
+                let t0 = Instant::now();
+                while t0.elapsed() < dur && !ctx.stopped() {
+                    let t = Instant::now();
+                    c.write_all(&out).map_err(|e| format!("write: {e}"))?;
+                    c.read_exact(&mut inb).map_err(|e| format!("read: {e}"))?;
+                    let _ = h.record((t.elapsed().as_nanos() as u64).max(1));
+                }
+                let secs = t0.elapsed().as_secs_f64();
+                let _ = c.shutdown(std::net::Shutdown::Both);
+                Ok(rr_samples("tcp_rr", &h, secs, serde_json::json!({})))
+            }
+        }
+    }
+}
+
+/// UDP request/response: a lost request or response is a timeout, counted, not retried.
+pub struct UdpRr;
+
+pub(crate) const UDP_RR_TIMEOUT: Duration = Duration::from_millis(100);
+
+impl Workload for UdpRr {
+    fn kind(&self) -> &'static str {
+        "udp_rr"
+    }
+    fn summary(&self) -> &'static str {
+        "UDP request/response, one in flight; a lost transaction times out after 100 ms and is counted"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        RR_PARAMS
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        rr_metrics("udp_rr")
+    }
+    fn announces_ready(&self) -> bool {
+        true
+    }
+    fn needs_peer(&self) -> bool {
+        true
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let role = ctx.net()?;
+        let dur = duration(p)?;
+        let (req, resp) = ((p.u64("request")? as usize).max(HDR), (p.u64("response")? as usize).max(HDR));
+        match role.side {
+            virtperf_proto::Side::Server => {
+                let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(|e| format!("bind: {e}"))?;
+                s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
+                let peer: IpAddr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                ctx.ready();
+                let until = Instant::now() + dur + GRACE;
+                let (mut inb, mut out) = (vec![0u8; req + 64], vec![0x33u8; resp]);
+                let (mut served, mut foreign, mut last) = (0u64, 0u64, None::<Instant>);
+                loop {
+                    match s.recv_from(&mut inb) {
+                        Ok((n, from)) => match (from.ip() == peer, parse(&inb[..n], role.flow)) {
+                            (true, Some(FIN_SEQ)) => break,
+                            (true, Some(seq)) => {
+                                stamp(&mut out, role.flow, seq);
+                                let _ = s.send_to(&out, from);
+                                served += 1;
+                                last = Some(Instant::now());
+                            }
+                            _ => foreign += 1,
+                        },
+                        Err(_) => {
+                            let idle = last.is_some_and(|l| l.elapsed() > Duration::from_secs(2));
+                            if ctx.stopped() || Instant::now() > until || idle {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Ok(Output {
+                    samples: Vec::new(),
+                    extra: serde_json::json!({"served": served, "foreign": foreign}),
+                })
+            }
+            virtperf_proto::Side::Client => {
+                let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
+                s.connect(addr(&role.peer, role.port)?).map_err(|e| format!("connect: {e}"))?;
+                s.set_read_timeout(Some(UDP_RR_TIMEOUT)).map_err(|e| e.to_string())?;
+                let (mut out, mut inb) = (vec![0x11u8; req], vec![0u8; resp + 64]);
+                let mut h = new_histogram()?;
+                let (mut seq, mut timeouts) = (0u64, 0u64);
+                let t0 = Instant::now();
+                while t0.elapsed() < dur && !ctx.stopped() {
+                    seq += 1;
+                    stamp(&mut out, role.flow, seq);
+                    let t = Instant::now();
+                    s.send(&out).map_err(|e| format!("send: {e}"))?;
+                    loop {
+                        match s.recv(&mut inb) {
+                            Ok(n) if parse(&inb[..n], role.flow) == Some(seq) => {
+                                let _ = h.record((t.elapsed().as_nanos() as u64).max(1));
+                                break;
+                            }
+                            Ok(_) => continue, // a late answer to an earlier request, or foreign
+                            Err(_) => {
+                                timeouts += 1;
+                                break;
+                            }
+                        }
+                    }
+                }
+                let secs = t0.elapsed().as_secs_f64();
+                let mut fin = vec![0u8; HDR];
+                stamp(&mut fin, role.flow, FIN_SEQ);
+                let _ = s.send(&fin);
+                let mut o = rr_samples("udp_rr", &h, secs, serde_json::json!({}));
+                o.samples.push(sample("udp_rr_timeouts", timeouts as f64, "trans"));
+                Ok(o)
+            }
+        }
+    }
+}

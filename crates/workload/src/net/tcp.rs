@@ -1,0 +1,195 @@
+//! `tcp_stream`: bulk TCP over parallel connections, goodput at the receiver.
+
+use super::*;
+
+pub(crate) fn check_window(p: &Params) -> Result<(), ParamError> {
+    if let (Some(w), Some(max)) = (p.opt_u64("window"), max_socket_buffer()) {
+        if w > max {
+            return Err(ParamError::new(
+                "window",
+                format!(
+                    "{w} bytes is more than the kernel allows ({max}, net.core.rmem_max/wmem_max); raise them with sysctl or ask for less"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `f` on every connection at once: the first on the calling thread, the others on threads
+/// of their own (one stream, the default, needs no thread). Results come back in connection order.
+pub(crate) fn on_each<C: Send, R: Send>(ctx: &RunCtx, conns: Vec<C>, f: impl Fn(C) -> R + Sync) -> Vec<R> {
+    std::thread::scope(|s| {
+        let mut conns = conns.into_iter();
+        let first = conns.next();
+        let f = &f;
+        // Each extra thread's CPU time counts in the run's (the first stream's is the run thread's).
+        let others: Vec<_> = conns
+            .map(|c| {
+                s.spawn(move || {
+                    let _cpu = ctx.thread_cpu();
+                    f(c)
+                })
+            })
+            .collect();
+        let mut out: Vec<R> = first.map(f).into_iter().collect();
+        // A stream that panicked fails the run, whichever thread it ran on.
+        out.extend(others.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
+        out
+    })
+}
+
+/// Reads one stream to its end; returns (first byte, last byte, bytes), or None if nothing came.
+pub(crate) fn receive_stream(
+    mut c: StdTcpStream,
+    ctx: &RunCtx,
+    until: Instant,
+) -> Option<(Instant, Instant, u64)> {
+    let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut buf = PageBuf::new(128 * 1024, 0);
+    let buf = buf.as_mut();
+    let (mut first, mut last, mut bytes) = (None, Instant::now(), 0u64);
+    loop {
+        match c.read(buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let now = Instant::now();
+                first.get_or_insert(now);
+                last = now;
+                bytes += n as u64;
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                if ctx.stopped() || Instant::now() > until {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    first.map(|f| (f, last, bytes))
+}
+
+/// Writes `msg` over and over until `end`, then waits for the receiver to close so that every
+/// byte is acknowledged; returns (bytes sent, retransmitted segments).
+pub(crate) fn send_stream(mut c: StdTcpStream, msg: &[u8], end: Instant, ctx: &RunCtx) -> (u64, Option<u64>) {
+    let mut sent = 0u64;
+    while Instant::now() < end && !ctx.stopped() {
+        match c.write(msg) {
+            Ok(n) => sent += n as u64,
+            Err(_) => break,
+        }
+    }
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let mut b = [0u8; 64];
+    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+    while matches!(c.read(&mut b), Ok(n) if n > 0) {}
+    (sent, tcp_retransmits(&c))
+}
+
+/// Bulk TCP transfer, like iperf3/netperf TCP_STREAM; the window (socket buffer) is a parameter (seed 000, experiment 2).
+pub struct TcpStream;
+
+impl Workload for TcpStream {
+    fn kind(&self) -> &'static str {
+        "tcp_stream"
+    }
+    fn summary(&self) -> &'static str {
+        "bulk TCP transfer over N parallel connections; goodput measured at the receiver"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[
+            DURATION,
+            DIRECTION,
+            ParamSpec {
+                name: "streams",
+                kind: ParamKind::Int { min: 1, max: 128 },
+                default: Some("1"),
+                help: "parallel connections",
+            },
+            ParamSpec {
+                name: "message",
+                kind: ParamKind::Size { min: 1, max: 64 << 20 },
+                default: Some("128KiB"),
+                help: "bytes per write",
+            },
+            ParamSpec {
+                name: "window",
+                kind: ParamKind::Size { min: 2048, max: 1 << 31 },
+                default: None,
+                help: "socket buffer (SO_SNDBUF/SO_RCVBUF) on both sides; default: kernel autotuning",
+            },
+        ]
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        &[
+            MetricSpec {
+                name: "tcp_goodput",
+                unit: "Gbit/s",
+                better: Better::Higher,
+                help: "payload bits received per second",
+            },
+            MetricSpec {
+                name: "tcp_retransmits",
+                unit: "segments",
+                better: Better::Lower,
+                help: "retransmitted segments (sender)",
+            },
+        ]
+    }
+    fn announces_ready(&self) -> bool {
+        true
+    }
+    fn needs_peer(&self) -> bool {
+        true
+    }
+    fn link_bound(&self, _p: &Params) -> Option<(&'static str, crate::LinkBound)> {
+        Some(("tcp_goodput", crate::LinkBound::TcpGoodput))
+    }
+    fn check(&self, p: &Params) -> Result<(), ParamError> {
+        check_window(p)
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let role = ctx.net()?;
+        let dur = duration(p)?;
+        let streams = p.u64("streams")? as usize;
+        let window = p.opt_u64("window");
+        match role.side {
+            virtperf_proto::Side::Server => {
+                let l = tcp_listener(role, window)?;
+                ctx.ready();
+                let until = Instant::now() + dur + GRACE;
+                let peer: IpAddr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                let mut foreign = 0;
+                let mut conns = Vec::new();
+                for _ in 0..streams {
+                    conns.push(accept_from(&l, peer, until, ctx, &mut foreign)?);
+                }
+                let v: Vec<(Instant, Instant, u64)> =
+                    on_each(ctx, conns, |c| receive_stream(c, ctx, until)).into_iter().flatten().collect();
+                let first = v.iter().map(|x| x.0).min().ok_or("no data received")?;
+                let last = v.iter().map(|x| x.1).max().ok_or("no data received")?;
+                let bytes: u64 = v.iter().map(|x| x.2).sum();
+                let secs = last.duration_since(first).as_secs_f64().max(1e-6);
+                Ok(Output {
+                    samples: vec![sample("tcp_goodput", bytes as f64 * 8.0 / secs / 1e9, "Gbit/s")],
+                    extra: serde_json::json!({"bytes": bytes, "seconds": secs, "foreign_connections": foreign}),
+                })
+            }
+            virtperf_proto::Side::Client => {
+                let msg = PageBuf::new(p.u64("message")? as usize, 0x5a);
+                let mut conns = Vec::new();
+                for _ in 0..streams {
+                    conns.push(tcp_connect(role, window, false)?);
+                }
+                let t0 = Instant::now();
+                let r = on_each(ctx, conns, |c| send_stream(c, msg.as_ref(), t0 + dur, ctx));
+                let sent: u64 = r.iter().map(|x| x.0).sum();
+                let retrans: u64 = r.iter().filter_map(|x| x.1).sum();
+                Ok(Output {
+                    samples: vec![sample("tcp_retransmits", retrans as f64, "segments")],
+                    extra: serde_json::json!({"bytes_sent": sent}),
+                })
+            }
+        }
+    }
+}

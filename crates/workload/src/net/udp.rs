@@ -1,0 +1,215 @@
+//! `udp_stream`: UDP datagrams at a frame size, unlimited or paced; loss by sequence number.
+
+use super::*;
+
+/// Payload bytes of one datagram: `payload`, else `frame_size` − 46.
+pub fn udp_payload(p: &Params) -> Result<usize, String> {
+    let payload = match p.opt_u64("payload") {
+        Some(b) => b,
+        None => p.u64("frame_size")?.saturating_sub(UDP_FRAME_OVERHEAD),
+    };
+    if (payload as usize) < HDR {
+        return Err(format!("payload of {payload} bytes is below the {HDR}-byte sequence header"));
+    }
+    Ok(payload as usize)
+}
+
+pub(crate) fn stamp(buf: &mut [u8], flow: u32, seq: u64) {
+    buf[..4].copy_from_slice(MAGIC);
+    buf[4..8].copy_from_slice(&flow.to_be_bytes());
+    buf[8..16].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// Parses our header; `None` for anything else (foreign, short, wrong flow).
+pub(crate) fn parse(buf: &[u8], flow: u32) -> Option<u64> {
+    if buf.len() < HDR || &buf[..4] != MAGIC || buf[4..8] != flow.to_be_bytes() {
+        return None;
+    }
+    Some(u64::from_be_bytes(buf[8..16].try_into().ok()?))
+}
+
+/// UDP stream at a frame size, offered rate or unlimited (seed 003: nuttcp UDP; RFC 2544 frame sizes).
+pub struct UdpStream;
+
+impl Workload for UdpStream {
+    fn kind(&self) -> &'static str {
+        "udp_stream"
+    }
+    fn summary(&self) -> &'static str {
+        "UDP datagrams at a frame size, unlimited or at an offered rate; sent/received rates and loss"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[
+            DURATION,
+            DIRECTION,
+            ParamSpec {
+                name: "frame_size",
+                kind: ParamKind::Int { min: 64, max: 9018 },
+                default: Some("1518"),
+                help: "Ethernet frame size incl. FCS (RFC 2544: 64…1518); payload = frame − 46",
+            },
+            ParamSpec {
+                name: "payload",
+                kind: ParamKind::Int { min: 16, max: 65507 },
+                default: None,
+                help: "UDP payload bytes (overrides frame_size)",
+            },
+            ParamSpec {
+                name: "rate",
+                kind: ParamKind::Int { min: 0, max: 100_000_000 },
+                default: Some("0"),
+                help: "offered datagrams per second; 0 = as fast as possible",
+            },
+        ]
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        &[
+            MetricSpec {
+                name: "udp_sent_rate",
+                unit: "kpps",
+                better: Better::Higher,
+                help: "datagrams sent per second",
+            },
+            MetricSpec {
+                name: "udp_recv_rate",
+                unit: "kpps",
+                better: Better::Higher,
+                help: "datagrams received per second",
+            },
+            MetricSpec {
+                name: "udp_loss",
+                unit: "%",
+                better: Better::Lower,
+                help: "datagrams sent but not received",
+            },
+            MetricSpec {
+                name: "udp_goodput",
+                unit: "Gbit/s",
+                better: Better::Higher,
+                help: "payload bits received per second",
+            },
+            MetricSpec {
+                name: "udp_rx_socket_drops",
+                unit: "datagrams",
+                better: Better::Lower,
+                help: "dropped at the receiving socket, its buffer full: the receiver could not keep up",
+            },
+        ]
+    }
+    fn announces_ready(&self) -> bool {
+        true
+    }
+    fn needs_peer(&self) -> bool {
+        true
+    }
+    fn link_bound(&self, p: &Params) -> Option<(&'static str, crate::LinkBound)> {
+        let payload = udp_payload(p).ok()? as u64;
+        Some(("udp_recv_rate", crate::LinkBound::UdpDatagrams { payload }))
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let role = ctx.net()?;
+        let dur = duration(p)?;
+        let payload = udp_payload(p)?;
+        match role.side {
+            virtperf_proto::Side::Server => {
+                let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(|e| format!("bind: {e}"))?;
+                size_buffers(&s, role);
+                s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
+                let peer: Ipv4Addr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                ctx.ready();
+                let until = Instant::now() + dur + GRACE;
+                let mut bufs = vec![vec![0u8; payload.max(HDR) + 64]; BATCH];
+                let (mut received, mut foreign, mut bytes, mut max_seq) = (0u64, 0u64, 0u64, 0u64);
+                let (mut first, mut last) = (None::<Instant>, Instant::now());
+                'outer: loop {
+                    let got = recv_batch(&s, &mut bufs);
+                    let now = Instant::now();
+                    if got.is_empty() {
+                        let idle = first.is_some() && now.duration_since(last) > Duration::from_secs(2);
+                        if ctx.stopped() || now > until || idle {
+                            break;
+                        }
+                        continue;
+                    }
+                    for (i, (len, from)) in got.into_iter().enumerate() {
+                        match (from.map(|a| *a.ip()) == Some(peer), parse(&bufs[i][..len], role.flow)) {
+                            (true, Some(FIN_SEQ)) => break 'outer,
+                            (true, Some(seq)) => {
+                                received += 1;
+                                bytes += len as u64;
+                                max_seq = max_seq.max(seq);
+                                first.get_or_insert(now);
+                                last = now;
+                            }
+                            _ => foreign += 1,
+                        }
+                    }
+                }
+                let secs = first.map(|f| last.duration_since(f).as_secs_f64()).unwrap_or(0.0).max(1e-6);
+                let mut samples = vec![
+                    sample("udp_recv_rate", received as f64 / secs / 1e3, "kpps"),
+                    sample("udp_goodput", bytes as f64 * 8.0 / secs / 1e9, "Gbit/s"),
+                ];
+                if let Some(d) = socket_drops(role.port) {
+                    samples.push(sample("udp_rx_socket_drops", d as f64, "datagrams"));
+                }
+                Ok(Output {
+                    samples,
+                    extra: serde_json::json!({"received": received, "bytes": bytes, "foreign": foreign, "max_seq": max_seq, "seconds": secs}),
+                })
+            }
+            virtperf_proto::Side::Client => {
+                let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
+                size_buffers(&s, role);
+                s.connect(addr(&role.peer, role.port)?).map_err(|e| format!("connect: {e}"))?;
+                let rate = p.u64("rate")?;
+                let mut bufs = vec![vec![0u8; payload]; BATCH];
+                let lens = [payload; BATCH];
+                let t0 = Instant::now();
+                let mut seq = 0u64;
+                while !ctx.stopped() {
+                    let elapsed = t0.elapsed();
+                    if elapsed >= dur {
+                        break;
+                    }
+                    let mut n = BATCH;
+                    if rate > 0 {
+                        // Pace: never ahead of rate × elapsed; small batches keep bursts short.
+                        let due = (rate as f64 * elapsed.as_secs_f64()) as u64;
+                        if seq >= due {
+                            let wait = Duration::from_secs_f64((seq + 1 - due) as f64 / rate as f64);
+                            std::thread::sleep(wait.min(Duration::from_millis(1)));
+                            continue;
+                        }
+                        n = ((due - seq) as usize).min(BATCH);
+                    }
+                    for (i, b) in bufs.iter_mut().take(n).enumerate() {
+                        stamp(b, role.flow, seq + i as u64 + 1);
+                    }
+                    seq += send_batch(&s, &mut bufs[..n], &lens[..n]) as u64;
+                }
+                let secs = t0.elapsed().as_secs_f64();
+                let mut fin = vec![0u8; HDR];
+                stamp(&mut fin, role.flow, FIN_SEQ);
+                for _ in 0..5 {
+                    let _ = s.send(&fin);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Ok(Output {
+                    samples: vec![sample("udp_sent_rate", seq as f64 / secs / 1e3, "kpps")],
+                    extra: serde_json::json!({"sent": seq, "seconds": secs}),
+                })
+            }
+        }
+    }
+    fn merge(&self, server: &Output, client: &Output) -> Vec<Sample> {
+        let mut out: Vec<Sample> = server.samples.iter().chain(&client.samples).cloned().collect();
+        let sent = client.extra["sent"].as_u64();
+        let received = server.extra["received"].as_u64();
+        if let (Some(s), Some(r)) = (sent, received) {
+            let loss = if s == 0 { 0.0 } else { s.saturating_sub(r) as f64 / s as f64 * 100.0 };
+            out.push(sample("udp_loss", loss, "%"));
+        }
+        out
+    }
+}
