@@ -36,10 +36,14 @@ for pair in "${NEEDS[@]}"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
-# A dynamically linked busybox (Debian's `busybox`) cannot run in the guest image.
-if command -v busybox >/dev/null 2>&1 \
-   && ! ldd "$(command -v busybox)" 2>&1 | grep -q "not a dynamic"; then
-  missing+=("busybox-static")
+# A dynamically linked busybox (Debian's `busybox`) cannot run in the guest image. (ldd exits 1 on
+# a static binary: read its words first, or pipefail takes that for "dynamic" and reinstalls.)
+if command -v busybox >/dev/null 2>&1; then
+  linkage=$(ldd "$(command -v busybox)" 2>&1 || true)
+  case "$linkage" in
+    *"not a dynamic"*) ;;
+    *) missing+=("busybox-static") ;;
+  esac
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
