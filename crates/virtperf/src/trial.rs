@@ -796,21 +796,17 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         }
         // A fresh tag per step: a late frame of the step before is stale, never counted.
         tag = tag.checked_add(1).unwrap_or(1);
-        let mode = if st.direction == "reflect" { "reflect" } else { "stream" };
-        let params = [
-            ("frame_size", json!(st.frame_size)),
-            ("rate", json!(sp.rate_fps)),
-            ("duration", json!(sp.duration_ms)),
-            ("count", json!(sp.count)),
-            ("mode", json!(mode)),
-            ("latency", json!(true)),
-            ("learning", json!(st.learning_ms)),
-            ("drain", json!(st.drain_ms)),
-            ("tag", json!(tag)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        let params = virtperf_workload::frames::StepRequest {
+            frame_size: st.frame_size,
+            rate_fps: sp.rate_fps,
+            duration_ms: sp.duration_ms,
+            count: sp.count,
+            reflect: st.direction == "reflect",
+            learning_ms: st.learning_ms,
+            drain_ms: st.drain_ms,
+            tag,
+        }
+        .params();
         let fspec = WorkloadSpec { kind: "frames".into(), params, net: None, scratch: None };
         let send_ms =
             if sp.count > 0 { (sp.count as f64 / sp.rate_fps * 1e3) as u64 } else { sp.duration_ms };

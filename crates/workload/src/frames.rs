@@ -229,6 +229,9 @@ impl Workload for Frames {
     fn kind(&self) -> &'static str {
         "frames"
     }
+    fn largest_frame(&self, p: &Params) -> Option<u64> {
+        p.opt_u64("frame_size")
+    }
     fn summary(&self) -> &'static str {
         "RFC 2544 generator/receiver: paced, stamped frames; loss, reordering, duplicates, round-trip latency"
     }
@@ -331,6 +334,45 @@ impl Workload for Frames {
             out.push(sample("frame_rtt_p99_us", f(&lat["p99_us"]), "µs"));
         }
         out
+    }
+}
+
+/// One step of a procedure as the orchestrator asks it of the `frames` generator: the typed form
+/// of the workload's parameters (their names are the ones [`Frames::params`] declares; a unit test
+/// holds them together), so that a procedure never builds them as loose JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRequest {
+    pub frame_size: u64,
+    /// Offered frames per second.
+    pub rate_fps: f64,
+    pub duration_ms: u64,
+    /// Exactly this many frames (a back-to-back burst); 0 = for `duration_ms`.
+    pub count: u64,
+    /// The DUT sends every frame back (RFC 2544's own setup) instead of counting a stream.
+    pub reflect: bool,
+    pub learning_ms: u64,
+    pub drain_ms: u64,
+    /// A fresh tag per step: a late frame of the step before is stale, never counted.
+    pub tag: u16,
+}
+
+impl StepRequest {
+    /// The `frames` parameters of this step (tagged frames timed for latency, always).
+    pub fn params(&self) -> std::collections::BTreeMap<String, Value> {
+        [
+            ("frame_size", json!(self.frame_size)),
+            ("rate", json!(self.rate_fps)),
+            ("duration", json!(self.duration_ms)),
+            ("count", json!(self.count)),
+            ("mode", json!(if self.reflect { "reflect" } else { "stream" })),
+            ("latency", json!(true)),
+            ("learning", json!(self.learning_ms)),
+            ("drain", json!(self.drain_ms)),
+            ("tag", json!(self.tag)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 }
 
@@ -717,6 +759,25 @@ mod tests {
             prop_assert!(a.reordered <= a.received);
             Ok(())
         });
+    }
+
+    #[test]
+    fn a_step_request_is_valid_frames_parameters() {
+        let req = StepRequest {
+            frame_size: 512,
+            rate_fps: 1000.0,
+            duration_ms: 250,
+            count: 0,
+            reflect: true,
+            learning_ms: 20,
+            drain_ms: 100,
+            tag: 3,
+        };
+        let p = crate::params::revalidate(Frames.params(), &req.params()).unwrap();
+        assert_eq!(
+            (p["frame_size"].as_u64(), p["mode"].as_str(), p["tag"].as_u64()),
+            (Some(512), Some("reflect"), Some(3))
+        );
     }
 
     #[test]

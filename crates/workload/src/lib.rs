@@ -182,6 +182,11 @@ pub trait Workload: Sync {
     fn memory_needed(&self, _p: &Params) -> Option<u64> {
         None
     }
+    /// The largest Ethernet frame (FCS included) this workload puts on the wire, so that a run
+    /// is refused before it starts when the lab's MTU cannot carry it (frame − 18 ≤ MTU).
+    fn largest_frame(&self, _p: &Params) -> Option<u64> {
+        None
+    }
     /// The metric a shaped link bounds, and how, so that the report can print the link's
     /// analytic ceiling next to the measurement (bulk TCP: goodput; UDP: datagrams per second).
     fn link_bound(&self, _p: &Params) -> Option<(&'static str, LinkBound)> {

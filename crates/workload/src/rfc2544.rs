@@ -152,6 +152,9 @@ impl Workload for Rfc2544 {
     fn kind(&self) -> &'static str {
         "rfc2544"
     }
+    fn largest_frame(&self, p: &Params) -> Option<u64> {
+        p.opt_u64("frame_size")
+    }
     fn summary(&self) -> &'static str {
         "RFC 2544 throughput (NDR/PDR), latency, frame loss and back-to-back per frame size and direction"
     }

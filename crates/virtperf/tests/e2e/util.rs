@@ -1,15 +1,14 @@
 //! Helpers of the end-to-end tests.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+// The std items every test file uses, in one place (`use crate::util::*`).
+pub use std::io::Write;
+pub use std::path::{Path, PathBuf};
+pub use std::process::{Child, Command, Output, Stdio};
+pub use std::time::{Duration, Instant};
 
 pub enum Outcome {
     Pass,
     Skip(String),
-    #[allow(dead_code)]
-    Fail(String),
 }
 
 pub fn exe() -> &'static str {
@@ -309,4 +308,11 @@ pub fn assert_no_leftovers(state: &Path) {
     // Teardown is synchronous; allow a moment for the kernel to reap a SIGKILLed process.
     let left = wait_for(|| leftover_things(state).is_empty().then_some(()), 3.0);
     assert!(left.is_some(), "left behind: {:#?}", leftover_things(state));
+}
+
+pub fn need_qemu() -> Option<String> {
+    need_root_and_env("qemu").or_else(|| {
+        (!std::path::Path::new("/bin/busybox").exists())
+            .then(|| "needs busybox-static (apt-get install busybox-static, or make deps)".to_string())
+    })
 }

@@ -35,6 +35,10 @@ impl Workload for UdpStream {
     fn kind(&self) -> &'static str {
         "udp_stream"
     }
+    fn largest_frame(&self, p: &Params) -> Option<u64> {
+        // `payload` (which overrides it) may exceed the MTU on purpose: IP fragments it.
+        p.opt_u64("frame_size")
+    }
     fn summary(&self) -> &'static str {
         "UDP datagrams at a frame size, unlimited or at an offered rate; sent/received rates and loss"
     }

@@ -1,0 +1,648 @@
+//! Experiments: environments × workloads × parameters × repetitions.
+//!
+//! Two front ends, one validator: a TOML file (`examples/*.toml`) and `--env/--workload` flags.
+//! Both are read into [`RawItem`]s that remember where each value came from ([`Origin`]), then
+//! checked against the parameter schemas of each environment and workload kind. Every error names
+//! the file and line (or the flag) and the key, and says what is expected. Nothing is created
+//! before an experiment passes.
+
+mod file;
+mod flags;
+mod validate;
+
+pub use file::*;
+pub use flags::*;
+pub use validate::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::Value;
+use toml_edit::{ImDocument, Table};
+use virtperf_workload::{params, ParamError, Raw};
+
+use crate::env;
+use crate::lab::LabSpec;
+
+/// Where a value came from, for error messages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    File { path: String, line: usize },
+    Flag { flag: &'static str, value: String },
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, line } => write!(f, "{path}:{line}"),
+            Origin::Flag { flag, value } => write!(f, "{flag} {value}"),
+            Origin::Default => write!(f, "(default)"),
+        }
+    }
+}
+
+/// A bad experiment: where, which key, what is wrong and what is expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputError {
+    pub origin: Origin,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(k) => write!(f, "{}: key `{}`: {}", self.origin, k, self.message),
+            None => write!(f, "{}: {}", self.origin, self.message),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn err(origin: &Origin, key: Option<&str>, message: impl Into<String>) -> InputError {
+    InputError { origin: origin.clone(), key: key.map(str::to_string), message: message.into() }
+}
+
+/// In which order trials run. `random` (the default) shuffles every repetition's
+/// (environment, case) pairs with the seed; `interleaved` cycles through them in a fixed order;
+/// `sequential` runs all repetitions of one pair before the next (drift then biases results; the
+/// report says so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Random,
+    Interleaved,
+    Sequential,
+}
+
+impl Order {
+    pub const NAMES: &'static [&'static str] = &["random", "interleaved", "sequential"];
+    pub fn parse(s: &str) -> Option<Order> {
+        match s {
+            "random" => Some(Order::Random),
+            "interleaved" => Some(Order::Interleaved),
+            "sequential" => Some(Order::Sequential),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Random => "random",
+            Order::Interleaved => "interleaved",
+            Order::Sequential => "sequential",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvDef {
+    pub name: String,
+    pub kind: String,
+    /// Resolved parameters (defaults filled, normalised).
+    pub params: BTreeMap<String, Value>,
+    /// As written, for re-rendering the experiment.
+    pub raw: Vec<(String, Raw)>,
+    /// How many copies run at once, each a whole instance with its own lab address, all
+    /// measured together (seed 000: 1, 2 and 4 VMs sharing one host and one link).
+    pub instances: u32,
+    /// The environment as written before an `instances` sweep split it (its name without the
+    /// `[instances=N]` suffix): the seed-000 table groups by it.
+    pub group: String,
+}
+
+/// Most instances of one environment.
+pub const MAX_INSTANCES: i64 = 64;
+
+/// One workload line, possibly with swept parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadDef {
+    pub name: String,
+    pub kind: String,
+    /// As written; a key with several values is swept.
+    pub raw: Vec<(String, Vec<Raw>)>,
+}
+
+/// One point of a sweep: a workload with every parameter fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub workload: String,
+    pub kind: String,
+    /// `name` plus the swept values, e.g. `udp [frame_size=64]`.
+    pub label: String,
+    pub params: BTreeMap<String, Value>,
+    /// Background load during each trial (the `load*` keys), None at 0 %.
+    pub load: Option<LoadSpec>,
+    /// A network workload: runs between an environment and the lab's tester.
+    pub network: bool,
+    /// `pairs = "all"`: runs between every ordered pair of environments (the practicum's
+    /// all-pairs table) instead of each environment with the tester.
+    pub matrix: bool,
+}
+
+/// Where the softloader runs during a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadOn {
+    Dut,
+    Tester,
+}
+
+/// Seed 000's softloader beside a workload: `load = {percent = 90, on = "dut", cpus = 1}` in a
+/// file, `load=90,load_on=dut,load_cpus=1` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadSpec {
+    pub percent: f64,
+    pub on: LoadOn,
+    /// Loader threads (each one a busy/sleep cycle on whichever CPU the scheduler gives it).
+    pub cpus: u32,
+}
+
+/// Keys of the `[lab]` table / `--lab` flag.
+pub const LAB_KEYS: &[&str] = &["mtu", "rate", "delay", "loss", "tester_cpu"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    pub name: String,
+    pub reps: u32,
+    pub warmup: u32,
+    pub order: Order,
+    pub seed: u64,
+    pub timeout_ms: u64,
+    /// Pause (cgroup freezer) the environments not taking part in a trial while it runs.
+    pub freeze_idle: bool,
+    pub envs: Vec<EnvDef>,
+    pub workloads: Vec<WorkloadDef>,
+    pub cases: Vec<Case>,
+    /// The private network (used when a case is a network workload).
+    pub lab: LabSpec,
+    /// The `[lab]` keys as written, for re-rendering.
+    pub lab_raw: Vec<(String, Raw)>,
+}
+
+impl Experiment {
+    pub fn has_network(&self) -> bool {
+        self.cases.iter().any(|c| c.network)
+    }
+}
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+
+pub const MAX_REPS: i64 = 10_000_000;
+
+/// Most sweep points of one workload (the product of its lists' lengths).
+pub const MAX_CASES: usize = 10_000;
+
+/// Most trials of one run (each is a row in the database and an entry of the stored plan).
+pub const MAX_TRIALS: u64 = 10_000_000;
+
+/// A run setting or a list item before validation.
+#[derive(Debug, Clone)]
+pub struct RawSetting {
+    pub value: Raw,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+pub struct RawItem {
+    pub origin: Origin,
+    pub kind: String,
+    pub name: Option<String>,
+    pub params: Vec<(String, Vec<Raw>, Origin)>,
+    /// The text that a default label is made of (`memcpy:size=10MiB`).
+    pub written: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RawExperiment {
+    pub settings: BTreeMap<String, RawSetting>,
+    pub envs: Vec<RawItem>,
+    pub workloads: Vec<RawItem>,
+}
+
+fn toml_value(r: &Raw) -> String {
+    match r {
+        Raw::Str(s) => toml_edit::Value::from(s.as_str()).to_string().trim().to_string(),
+        Raw::Int(i) => i.to_string(),
+        Raw::Float(f) => format!("{f:?}"),
+        Raw::Bool(b) => b.to_string(),
+    }
+}
+
+impl Experiment {
+    /// Renders the experiment as TOML (stored in the run's manifest; `--resume` re-reads it).
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        s += &format!("name = {}\n", toml_value(&Raw::Str(self.name.clone())));
+        s += &format!(
+            "reps = {}\nwarmup = {}\norder = \"{}\"\nseed = {}\ntimeout = \"{}ms\"\nfreeze_idle = {}\n",
+            self.reps,
+            self.warmup,
+            self.order.as_str(),
+            self.seed,
+            self.timeout_ms,
+            self.freeze_idle
+        );
+        if !self.lab_raw.is_empty() {
+            s += "\n[lab]\n";
+            for (k, v) in &self.lab_raw {
+                s += &format!("{k} = {}\n", toml_value(v));
+            }
+        }
+        for e in &self.envs {
+            s += &format!(
+                "\n[[env]]\nkind = \"{}\"\nname = {}\n",
+                e.kind,
+                toml_value(&Raw::Str(e.name.clone()))
+            );
+            for (k, v) in &e.raw {
+                s += &format!("{k} = {}\n", toml_value(v));
+            }
+            if e.instances != 1 {
+                s += &format!("instances = {}\n", e.instances);
+            }
+        }
+        for w in &self.workloads {
+            s += &format!(
+                "\n[[workload]]\nkind = \"{}\"\nname = {}\n",
+                w.kind,
+                toml_value(&Raw::Str(w.name.clone()))
+            );
+            for (k, vs) in &w.raw {
+                if vs.len() == 1 {
+                    s += &format!("{k} = {}\n", toml_value(&vs[0]));
+                } else {
+                    s += &format!("{k} = [{}]\n", vs.iter().map(toml_value).collect::<Vec<_>>().join(", "));
+                }
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Experiment files and flags come from users: whatever they hold, the parser answers with an
+    /// experiment or an error that names where, never a panic (and never an exploding sweep).
+    #[test]
+    fn fuzz_experiment_files_and_flags() {
+        use proptest::prelude::*;
+        use virtperf_proto::fuzzing::{fuzz, mutated};
+        let seeds: Vec<Vec<u8>> = [
+            GOOD,
+            include_str!("../../../../examples/default.toml"),
+            include_str!("../../../../examples/all-pairs.toml"),
+            include_str!("../../../../examples/seed000-exp1-load.toml"),
+            include_str!("../../../../examples/seed003-kvm-nics.toml"),
+            include_str!("../../../../examples/rfc2544-kvm-seed.toml"),
+        ]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+        const TOKENS: &[&str] = &[
+            "\n",
+            "=",
+            "[",
+            "]",
+            "[[env]]\n",
+            "[[workload]]\n",
+            "[lab]\n",
+            "\"",
+            ",",
+            "kind = ",
+            "reps = ",
+            "-1",
+            "0",
+            "99999999999999999999",
+            "1e309",
+            "\"10MiB\"",
+            "\"1ms\"",
+            "[1,2,3,4,5,6,7,8]",
+            "true",
+            "{",
+            "}",
+            "#",
+            "\u{0}",
+            "é",
+            "name = \"x\"\n",
+        ];
+        fuzz("experiment toml", mutated(seeds, TOKENS), |bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            match read_toml("x.toml", &text).and_then(|raw| validate(&raw, &Origin::Default)) {
+                Ok(e) => prop_assert!(!e.envs.is_empty() && !e.cases.is_empty()),
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+            Ok(())
+        });
+        let flags =
+            prop_oneof!["[a-z_]{0,10}(:[a-z_]{0,8}=[a-zA-Z0-9\\[\\],.]{0,12}){0,4}", any::<String>(),];
+        fuzz("experiment flags", (flags.clone(), flags), |(env, workload)| {
+            let (Ok(e), Ok(w)) = (read_flag("--env", &env), read_flag("--workload", &workload)) else {
+                return Ok(());
+            };
+            let raw = RawExperiment { envs: vec![e], workloads: vec![w], ..Default::default() };
+            if let Err(err) = validate(&raw, &Origin::Default) {
+                prop_assert!(!err.to_string().is_empty());
+            }
+            let _ = read_lab_flag(&env);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn instances_sweep_into_environments_and_bad_counts_are_refused() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native:instances=[1,2,4]").unwrap());
+        raw.envs.push(read_flag("--env", "container:cpus=1,instances=2").unwrap());
+        raw.workloads.push(read_flag("--workload", "intmix").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let names: Vec<(&str, u32, &str)> =
+            e.envs.iter().map(|x| (x.name.as_str(), x.instances, x.group.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                ("native [instances=1]", 1, "native"),
+                ("native [instances=2]", 2, "native"),
+                ("native [instances=4]", 4, "native"),
+                ("container:cpus=1", 2, "container:cpus=1")
+            ]
+        );
+        assert!(e.to_toml().contains("instances = 4"));
+        for bad in ["native:instances=0", "native:instances=65", "native:instances=two"] {
+            let mut raw = RawExperiment::default();
+            raw.envs.push(read_flag("--env", bad).unwrap());
+            raw.workloads.push(read_flag("--workload", "noop").unwrap());
+            let err = validate(&raw, &Origin::Default).unwrap_err();
+            assert_eq!(err.key.as_deref(), Some("instances"), "{bad}: {err}");
+        }
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native:instances=2").unwrap());
+        raw.envs.push(read_flag("--env", "container").unwrap());
+        raw.workloads.push(read_flag("--workload", "tcp_rr:pairs=all").unwrap());
+        let err = validate(&raw, &Origin::Default).unwrap_err();
+        assert!(err.key.as_deref() == Some("instances") && err.to_string().contains("pairs"), "{err}");
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "qemu:memory=4GiB,instances=64").unwrap());
+        raw.workloads.push(read_flag("--workload", "noop").unwrap());
+        let err = validate(&raw, &Origin::Default).unwrap_err();
+        assert!(err.key.as_deref() == Some("instances") && err.to_string().contains("80 %"), "{err}");
+    }
+
+    #[test]
+    fn exploding_sweeps_and_plans_are_refused() {
+        let many: String = (16..117).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let text = format!(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"pde\"\nn = [{many}]\niterations = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65,66,67,68,69,70,71,72,73,74,75,76,77,78,79,80,81,82,83,84,85,86,87,88,89,90,91,92,93,94,95,96,97,98,99,100]\n"
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("combinations") && e.contains("10000"), "{e}");
+        let e = parse("reps = 10000000\n[[env]]\nkind = \"native\"\n[[env]]\nkind = \"native\"\nname = \"b\"\n[[workload]]\nkind = \"noop\"\n").unwrap_err().to_string();
+        assert!(e.contains("trials, more than") && e.contains("reps"), "{e}");
+    }
+
+    fn parse(text: &str) -> Result<Experiment, InputError> {
+        let raw = read_toml("x.toml", text)?;
+        validate(&raw, &Origin::File { path: "x.toml".into(), line: 1 })
+    }
+
+    const GOOD: &str = r#"
+name = "avionics"
+reps = 1000
+warmup = 2
+seed = 7
+timeout = "30s"
+
+[[env]]
+kind = "native"
+
+[[env]]
+kind = "container"
+name = "box"
+cpus = 1
+
+[[workload]]
+kind = "memcpy"
+size = "10MiB"
+copies = 10
+
+[[workload]]
+kind = "pde"
+n = [64, 128]
+iterations = [10, 20]
+"#;
+
+    #[test]
+    fn good_file_parses_and_sweeps() {
+        let e = parse(GOOD).unwrap();
+        assert_eq!((e.reps, e.warmup, e.seed, e.timeout_ms), (1000, 2, 7, 30_000));
+        assert_eq!(e.envs[1].name, "box");
+        assert_eq!(e.envs[0].name, "native");
+        assert_eq!(e.cases.len(), 5);
+        assert_eq!(e.cases[0].label, "memcpy");
+        assert_eq!(e.cases[1].label, "pde [n=64,iterations=10]");
+        assert_eq!(e.cases[0].params["size"], Value::from(10u64 << 20));
+    }
+
+    fn flag_exp(workload: &str, lab: Option<&str>) -> Result<Experiment, InputError> {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.workloads.push(read_flag("--workload", workload).unwrap());
+        if let Some(l) = lab {
+            for (k, v) in read_lab_flag(l).unwrap() {
+                raw.settings.insert(k, v);
+            }
+        }
+        validate(&raw, &Origin::Default)
+    }
+
+    #[test]
+    fn rfc2544_sweeps_every_frame_size_and_both_directions_once() {
+        let e = flag_exp("rfc2544:quick=true", None).unwrap();
+        assert_eq!(e.cases.len(), 14);
+        assert_eq!(e.cases[0].label, "rfc2544:quick=true [frame_size=64,direction=in]");
+        assert_eq!(e.cases[13].params["frame_size"], Value::from(1518));
+        assert_eq!(e.cases[13].params["direction"], Value::from("out"));
+        // A procedure is many trials: one repetition, no warm-up, unless asked.
+        assert_eq!((e.reps, e.warmup), (1, 0));
+        // `tests` is a set, not a sweep; `frame_sizes` names `frame_size`.
+        let e = flag_exp("rfc2544:tests=[latency,throughput],frame_sizes=[64,128],direction=reflect", None)
+            .unwrap();
+        assert_eq!(e.cases.len(), 2);
+        assert_eq!(e.cases[0].params["tests"], Value::from("latency,throughput"));
+        // Mixed with another workload, the usual repetitions apply.
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.workloads.push(read_flag("--workload", "rfc2544:frame_size=64,direction=in").unwrap());
+        raw.workloads.push(read_flag("--workload", "tcp_stream").unwrap());
+        assert_eq!(validate(&raw, &Origin::Default).unwrap().reps, 10);
+    }
+
+    #[test]
+    fn rfc2544_bad_input_names_the_key() {
+        let key = |w: &str, lab: Option<&str>| flag_exp(w, lab).unwrap_err().key;
+        assert_eq!(key("rfc2544:frame_size=63", None).as_deref(), Some("frame_size"));
+        assert_eq!(key("rfc2544:frame_size=1519", None).as_deref(), Some("frame_size"));
+        assert_eq!(key("rfc2544:frame_size=9000,jumbo=true", None).as_deref(), Some("frame_size"));
+        assert!(flag_exp("rfc2544:frame_size=9000,jumbo=true", Some("mtu=9000")).is_ok());
+        assert_eq!(key("rfc2544:resolution=0", None).as_deref(), Some("resolution"));
+        assert_eq!(key("rfc2544:resolution=-1", None).as_deref(), Some("resolution"));
+        assert_eq!(key("rfc2544:trial_duration=0s", None).as_deref(), Some("trial_duration"));
+        assert_eq!(key("rfc2544:line_rate=0", None).as_deref(), Some("line_rate"));
+        assert_eq!(key("rfc2544:line_rate=-1Gbit", None).as_deref(), Some("line_rate"));
+        assert_eq!(key("rfc2544:tests=jitter", None).as_deref(), Some("tests"));
+        assert_eq!(key("rfc2544:direction=both", None).as_deref(), Some("direction"));
+        assert_eq!(key("rfc2544:frame_size=64,frame_sizes=128", None).as_deref(), Some("frame_size"));
+        assert_eq!(key("frames:rate=-5", None).as_deref(), Some("rate"));
+        let e = flag_exp("rfc2544:frame_size=1518", Some("mtu=1000")).unwrap_err();
+        assert!(e.to_string().contains("MTU of 1000"), "{e}");
+    }
+
+    #[test]
+    fn rendered_toml_round_trips() {
+        let e = parse(GOOD).unwrap();
+        let again = parse(&e.to_toml()).unwrap();
+        assert_eq!(e, again);
+    }
+
+    fn expect_err(text: &str, line: usize, key: Option<&str>, needle: &str) {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.origin, Origin::File { path: "x.toml".into(), line }, "{e}");
+        assert_eq!(e.key.as_deref(), key, "{e}");
+        assert!(e.to_string().contains(needle), "`{e}` should mention `{needle}`");
+    }
+
+    #[test]
+    fn bad_files_name_line_and_key() {
+        let base = "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n";
+        expect_err("reps = 0\n", 1, Some("reps"), "from 1");
+        expect_err("reps = \"ten\"\n", 1, Some("reps"), "integer");
+        expect_err(&format!("{base}reps = = 3\n"), 5, None, "syntax");
+        expect_err(&format!("reps = 3\ncolour = 1\n{base}"), 2, Some("colour"), "unknown key");
+        expect_err(
+            "[[env]]\nkind = \"xen9\"\n[[workload]]\nkind = \"cpu\"\n",
+            1,
+            Some("kind"),
+            "known: native",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = \"-1MiB\"\n",
+            5,
+            Some("size"),
+            "expected a size",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = -3\n",
+            5,
+            Some("size"),
+            "expected a size",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nbogus = 3\n",
+            5,
+            Some("bogus"),
+            "known keys: size, copies",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n",
+            3,
+            Some("name"),
+            "distinct",
+        );
+        expect_err("[[env]]\nkind = \"native\"\n", 1, Some("workload"), "no workload");
+        expect_err("[[env]]\nname = \"x\"\n[[workload]]\nkind = \"cpu\"\n", 1, Some("kind"), "needs `kind");
+        expect_err(&format!("order = \"backwards\"\n{base}"), 1, Some("order"), "random, interleaved");
+        expect_err(&format!("timeout = \"soon\"\n{base}"), 1, Some("timeout"), "duration");
+        expect_err(
+            "[[env]]\nkind = \"container\"\ncpus = [1, 2]\n[[workload]]\nkind = \"cpu\"\n",
+            3,
+            Some("cpus"),
+            "cannot be swept",
+        );
+        expect_err(
+            "[[env]]\nkind = \"container\"\ncpus = 0\n[[workload]]\nkind = \"cpu\"\n",
+            3,
+            Some("cpus"),
+            "expected",
+        );
+    }
+
+    #[test]
+    fn flags_parse_like_files() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.envs.push(read_flag("--env", "container:cpus=1,name=c1").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy:size=10MiB,copies=10").unwrap());
+        raw.workloads.push(read_flag("--workload", "pde:n=[32,64]").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        assert_eq!(e.envs[1].name, "c1");
+        assert_eq!(e.cases.len(), 3);
+        assert_eq!(e.cases[0].label, "memcpy:size=10MiB,copies=10");
+        assert_eq!(e.cases[2].label, "pde:n=[32,64] [n=64]");
+        assert_eq!(parse(&e.to_toml()).unwrap().cases, e.cases);
+    }
+
+    #[test]
+    fn bad_flags_name_flag_and_key() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy:size=-1").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap_err();
+        assert_eq!(e.to_string(), "--workload memcpy:size=-1: key `size`: got `-1`, expected a size from 1 to 17179869184 bytes, e.g. 4KiB, 10MiB, 1GiB");
+        assert!(read_flag("--workload", "memcpy:size").is_err());
+        assert!(read_flag("--workload", ":x=1").is_err());
+    }
+
+    #[test]
+    fn rates_and_delays() {
+        assert_eq!(parse_rate_bps(&Raw::Str("1gbit".into())), Some(1_000_000_000));
+        assert_eq!(parse_rate_bps(&Raw::Str("100Mbit/s".into())), Some(100_000_000));
+        assert_eq!(parse_rate_bps(&Raw::Str("2.5gbps".into())), Some(2_500_000_000));
+        assert_eq!(parse_rate_bps(&Raw::Int(9600)), Some(9600));
+        for bad in ["-5mbit", "0", "fast", ""] {
+            assert_eq!(parse_rate_bps(&Raw::Str(bad.into())), None, "{bad}");
+        }
+        assert_eq!(parse_rate_bps(&Raw::Int(-1)), None);
+        assert_eq!(parse_delay_us(&Raw::Str("1.5ms".into())), Some(1500));
+        assert_eq!(parse_delay_us(&Raw::Str("100us".into())), Some(100));
+        assert_eq!(parse_delay_us(&Raw::Int(0)), Some(0));
+        assert_eq!(parse_delay_us(&Raw::Str("-1ms".into())), None);
+    }
+
+    #[test]
+    fn lab_table_and_load_keys_round_trip() {
+        let text = r#"
+[lab]
+mtu = 9000
+rate = "1gbit"
+loss = 0.5
+
+[[env]]
+kind = "native"
+
+[[workload]]
+kind = "tcp_stream"
+load = {percent = [0, 90], on = "tester", cpus = 1}
+"#;
+        let e = parse(text).unwrap();
+        assert_eq!((e.lab.mtu, e.lab.rate_bps, e.lab.loss_pct), (9000, Some(1_000_000_000), 0.5));
+        assert_eq!(e.cases.len(), 2);
+        assert_eq!(e.cases[0].load, None, "0 % is no load");
+        assert_eq!(e.cases[1].load, Some(LoadSpec { percent: 90.0, on: LoadOn::Tester, cpus: 1 }));
+        assert!(e.cases.iter().all(|c| c.network && !c.params.contains_key("load")));
+        let again = parse(&e.to_toml()).unwrap();
+        assert_eq!((again.lab, again.cases), (e.lab, e.cases));
+        expect_err(
+            "[lab]\nmtu = 60\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n",
+            2,
+            Some("lab.mtu"),
+            "68",
+        );
+        expect_err(
+            "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\nload = {percent = 50, where = 1}\n",
+            5,
+            Some("load.where"),
+            "unknown key",
+        );
+    }
+}

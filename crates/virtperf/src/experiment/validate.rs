@@ -1,0 +1,707 @@
+//! The one validator of both front ends: raw items checked against every kind's schema, then
+//! the experiment as a whole (lab, instances, memory, disks, size), in steps.
+
+use super::*;
+
+/// A delay in µs: `0`, `100us`, `1.5ms`, `1s`.
+pub fn parse_delay_us(r: &Raw) -> Option<u64> {
+    match r {
+        Raw::Int(0) => Some(0),
+        Raw::Str(s) => {
+            let s = s.trim();
+            let (num, mult) = if let Some(n) = s.strip_suffix("us") {
+                (n, 1.0)
+            } else if let Some(n) = s.strip_suffix("ms") {
+                (n, 1e3)
+            } else if let Some(n) = s.strip_suffix('s') {
+                (n, 1e6)
+            } else {
+                return None;
+            };
+            let v: f64 = num.trim().parse().ok()?;
+            (v >= 0.0 && v.is_finite() && v * mult <= 60e6).then(|| (v * mult).round() as u64)
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw)>), InputError> {
+    let mut spec = LabSpec::default();
+    let mut written = Vec::new();
+    for (k, s) in raw.settings.iter().filter(|(k, _)| k.starts_with("lab.")) {
+        let key = &k[4..];
+        let bad = |m: String| err(&s.origin, Some(k), m);
+        match key {
+            "mtu" => match &s.value {
+                Raw::Int(m) if (68..=65535).contains(m) => spec.mtu = *m as u32,
+                v => {
+                    return Err(bad(format!(
+                        "got `{v}`: an MTU is an integer from 68 (IPv4's minimum) to 65535"
+                    )))
+                }
+            },
+            "rate" => {
+                spec.rate_bps = Some(parse_rate_bps(&s.value).ok_or_else(|| {
+                    bad(format!(
+                        "got `{}`: expected a positive rate such as \"1gbit\", \"100mbit\" or bits/s",
+                        s.value
+                    ))
+                })?)
+            }
+            "delay" => {
+                spec.delay_us = parse_delay_us(&s.value).ok_or_else(|| {
+                    bad(format!(
+                        "got `{}`: expected a one-way delay from 0 to 60s, e.g. \"100us\" or \"1ms\"",
+                        s.value
+                    ))
+                })?
+            }
+            "loss" => {
+                let v = match &s.value {
+                    Raw::Int(i) => Some(*i as f64),
+                    Raw::Float(f) => Some(*f),
+                    Raw::Str(t) => t.trim().trim_end_matches('%').trim().parse().ok(),
+                    Raw::Bool(_) => None,
+                };
+                match v {
+                    Some(p) if (0.0..=100.0).contains(&p) => spec.loss_pct = p,
+                    _ => return Err(bad(format!("got `{}`: loss is a percentage from 0 to 100", s.value))),
+                }
+            }
+            "tester_cpu" => {
+                let t = s.value.to_string();
+                crate::host::check_cpuset(&t).map_err(bad)?;
+                spec.tester_cpuset = Some(t);
+            }
+            other => {
+                return Err(err(
+                    &s.origin,
+                    Some(k),
+                    format!("unknown lab key `{other}` (known: {})", LAB_KEYS.join(", ")),
+                ))
+            }
+        }
+        written.push((key.to_string(), s.value.clone()));
+    }
+    Ok((spec, written))
+}
+
+/// Takes the `load*` keys out of one sweep point.
+pub(crate) fn load_spec(
+    given: &mut BTreeMap<String, Raw>,
+    origin: &Origin,
+) -> Result<Option<LoadSpec>, InputError> {
+    let percent = match given.remove("load") {
+        None => 0.0,
+        Some(Raw::Int(i)) if (0..=100).contains(&i) => i as f64,
+        Some(Raw::Float(f)) if (0.0..=100.0).contains(&f) => f,
+        Some(v) => {
+            return Err(err(
+                origin,
+                Some("load"),
+                format!("got `{v}`: load is a CPU percentage from 0 to 100"),
+            ))
+        }
+    };
+    let on = match given.remove("load_on") {
+        None => LoadOn::Dut,
+        Some(Raw::Str(s)) if s == "dut" => LoadOn::Dut,
+        Some(Raw::Str(s)) if s == "tester" => LoadOn::Tester,
+        Some(v) => {
+            return Err(err(origin, Some("load_on"), format!("got `{v}`, expected \"dut\" or \"tester\"")))
+        }
+    };
+    let cpus = match given.remove("load_cpus") {
+        None => 1,
+        Some(Raw::Int(i)) if (1..=1024).contains(&i) => i as u32,
+        Some(v) => {
+            return Err(err(
+                origin,
+                Some("load_cpus"),
+                format!("got `{v}`, expected a number of loader threads from 1 to 1024"),
+            ))
+        }
+    };
+    Ok((percent > 0.0).then_some(LoadSpec { percent, on, cpus }))
+}
+
+/// `KIND:a=1,key=[1,2],b=2` without `key`: `KIND:a=1,b=2` (`KIND` alone when nothing is left).
+pub(crate) fn without_key(written: &str, key: &str) -> String {
+    let Some((kind, rest)) = written.split_once(':') else { return written.to_string() };
+    let kept: Vec<&str> = split_top(rest, ',')
+        .into_iter()
+        .filter(|p| p.split_once('=').is_none_or(|(k, _)| k.trim() != key))
+        .collect();
+    if kept.iter().all(|p| p.trim().is_empty()) {
+        kind.to_string()
+    } else {
+        format!("{kind}:{}", kept.join(","))
+    }
+}
+
+pub(crate) fn setting_int(s: &RawSetting, key: &str, min: i64, max: i64) -> Result<i64, InputError> {
+    match &s.value {
+        Raw::Int(i) if (min..=max).contains(i) => Ok(*i),
+        v => Err(err(&s.origin, Some(key), format!("got `{v}`, expected an integer from {min} to {max}"))),
+    }
+}
+
+/// Checks a raw experiment against every kind's schema and expands sweeps into cases.
+pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, InputError> {
+    let get = |k: &str| raw.settings.get(k);
+    let name = match get("name") {
+        Some(RawSetting { value: Raw::Str(s), .. }) if !s.trim().is_empty() => s.clone(),
+        Some(s) => return Err(err(&s.origin, Some("name"), "expected non-empty text")),
+        None => "experiment".to_string(),
+    };
+    let reps_given = get("reps").map(|s| setting_int(s, "reps", 1, MAX_REPS)).transpose()?;
+    let warmup_given = get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?;
+    let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
+    let freeze_idle = match get("freeze_idle") {
+        None => true,
+        Some(RawSetting { value: Raw::Bool(b), .. }) => *b,
+        Some(RawSetting { value: Raw::Str(v), .. }) if v == "true" || v == "false" => v == "true",
+        Some(s) => {
+            return Err(err(
+                &s.origin,
+                Some("freeze_idle"),
+                format!("got `{}`, expected true or false", s.value),
+            ))
+        }
+    };
+    let order = match get("order") {
+        None => Order::Random,
+        Some(s) => match &s.value {
+            Raw::Str(v) if Order::parse(v).is_some() => Order::parse(v).unwrap_or(Order::Random),
+            v => {
+                return Err(err(
+                    &s.origin,
+                    Some("order"),
+                    format!("got `{v}`, expected one of: {}", Order::NAMES.join(", ")),
+                ))
+            }
+        },
+    };
+    let timeout_ms = match get("timeout") {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(s) => match &s.value {
+            Raw::Str(v) => match params::parse_duration_ms(v) {
+                Some(ms) if ms >= 100 => ms,
+                _ => {
+                    return Err(err(
+                        &s.origin,
+                        Some("timeout"),
+                        format!("got `{v}`, expected a duration of at least 100ms, e.g. \"30s\""),
+                    ))
+                }
+            },
+            v => {
+                return Err(err(
+                    &s.origin,
+                    Some("timeout"),
+                    format!("got `{v}`, expected a duration in quotes, e.g. \"30s\""),
+                ))
+            }
+        },
+    };
+
+    if raw.envs.is_empty() {
+        return Err(err(
+            whole,
+            Some("env"),
+            "no environment: add [[env]] tables or --env KIND (e.g. --env native)",
+        ));
+    }
+    if raw.workloads.is_empty() {
+        return Err(err(
+            whole,
+            Some("workload"),
+            "no workload: add [[workload]] tables or --workload KIND (e.g. --workload memcpy)",
+        ));
+    }
+
+    let mut envs = Vec::new();
+    let mut names = BTreeSet::new();
+    for item in &raw.envs {
+        let kind = env::find(&item.kind).ok_or_else(|| {
+            err(
+                &item.origin,
+                Some("kind"),
+                format!("unknown environment kind `{}` (known: {})", item.kind, env::kinds().join(", ")),
+            )
+        })?;
+        let mut given = BTreeMap::new();
+        let mut rawv = Vec::new();
+        let mut counts: Vec<u32> = vec![1];
+        for (k, vals, o) in &item.params {
+            if k == "instances" {
+                // Any environment; a list is swept (one environment per count).
+                counts = vals
+                    .iter()
+                    .map(|v| match v {
+                        Raw::Int(i) if (1..=MAX_INSTANCES).contains(i) => Ok(*i as u32),
+                        v => Err(err(
+                            o,
+                            Some("instances"),
+                            format!("got `{v}`, expected a number of instances from 1 to {MAX_INSTANCES}, or a list of them to sweep"),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?;
+                continue;
+            }
+            if vals.len() != 1 {
+                return Err(err(o, Some(k), "environment parameters cannot be swept: declare one environment per value, each with its own name"));
+            }
+            if given.insert(k.clone(), vals[0].clone()).is_some() {
+                return Err(err(o, Some(k), "given twice"));
+            }
+            rawv.push((k.clone(), vals[0].clone()));
+        }
+        let params =
+            params::resolve(kind.params(), &given).map_err(|ParamError { key: k, message: m }| {
+                let o =
+                    item.params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                err(&o, Some(&k), m)
+            })?;
+        kind.check(&params).map_err(|e| err(&item.origin, Some(&e.key), e.message))?;
+        // Its name as written, less the instance count (which the sweep's names add back).
+        let label = item.name.clone().unwrap_or_else(|| without_key(&item.written, "instances"));
+        for &n in &counts {
+            let name = if counts.len() > 1 { format!("{label} [instances={n}]") } else { label.clone() };
+            if !names.insert(name.clone()) {
+                return Err(err(
+                    &item.origin,
+                    Some("name"),
+                    format!("two environments are named `{name}`: give each a distinct name="),
+                ));
+            }
+            envs.push(EnvDef {
+                name,
+                kind: item.kind.clone(),
+                params: params.clone(),
+                raw: rawv.clone(),
+                instances: n,
+                group: label.clone(),
+            });
+        }
+    }
+
+    let mut workloads = Vec::new();
+    let mut cases = Vec::new();
+    let mut wnames = BTreeSet::new();
+    for item in &raw.workloads {
+        let w = virtperf_workload::find(&item.kind).ok_or_else(|| {
+            err(
+                &item.origin,
+                Some("kind"),
+                format!(
+                    "unknown workload kind `{}` (known: {})",
+                    item.kind,
+                    virtperf_workload::kinds().join(", ")
+                ),
+            )
+        })?;
+        let mut seen = BTreeSet::new();
+        // As written, with the kind's aliases renamed, set-valued keys joined into one value
+        // (`tests = [throughput, latency]` is one set, not a sweep) and default sweeps added.
+        let mut given_params: Vec<(String, Vec<Raw>, Origin)> = Vec::new();
+        for (k, vals, o) in &item.params {
+            let k = w.aliases().iter().find(|a| a.0 == k).map(|a| a.1).unwrap_or(k);
+            if !seen.insert(k.to_string()) {
+                return Err(err(o, Some(k), "given twice"));
+            }
+            let vals = if w.set_params().contains(&k) && vals.len() > 1 {
+                vec![Raw::Str(vals.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))]
+            } else {
+                vals.clone()
+            };
+            given_params.push((k.to_string(), vals, o.clone()));
+        }
+        for (k, vals) in w.default_sweep() {
+            if !seen.contains(*k) {
+                let raw =
+                    vals.iter().map(|v| v.parse().map(Raw::Int).unwrap_or_else(|_| Raw::Str(v.to_string())));
+                given_params.push((k.to_string(), raw.collect(), item.origin.clone()));
+            }
+        }
+        let item_params = &given_params;
+        let label = item.name.clone().unwrap_or_else(|| item.written.clone());
+        if !wnames.insert(label.clone()) {
+            return Err(err(
+                &item.origin,
+                Some("name"),
+                format!("two workloads are named `{label}`: give each a distinct name="),
+            ));
+        }
+        // Cartesian product of the swept values, first key varying slowest.
+        let combos = item_params.iter().try_fold(1usize, |n, (_, vals, _)| n.checked_mul(vals.len()));
+        if !matches!(combos, Some(n) if n <= MAX_CASES) {
+            return Err(err(
+                &item.origin,
+                None,
+                format!(
+                    "the sweeps of this workload make {} combinations, more than {MAX_CASES}: sweep fewer values",
+                    combos.map_or("too many".to_string(), |n| n.to_string())
+                ),
+            ));
+        }
+        let mut points: Vec<Vec<(String, Raw)>> = vec![Vec::new()];
+        for (k, vals, _) in item_params {
+            points = points
+                .into_iter()
+                .flat_map(|p| {
+                    vals.iter().map(move |v| {
+                        let mut q = p.clone();
+                        q.push((k.clone(), v.clone()));
+                        q
+                    })
+                })
+                .collect();
+        }
+        let swept: Vec<&String> = item_params.iter().filter(|p| p.1.len() > 1).map(|p| &p.0).collect();
+        for point in points {
+            let mut given: BTreeMap<String, Raw> = point.iter().cloned().collect();
+            let load = load_spec(&mut given, &item.origin)?;
+            if load.is_some_and(|l| l.on == LoadOn::Tester) && !w.needs_peer() {
+                return Err(err(
+                    &item.origin,
+                    Some("load_on"),
+                    "the tester exists only for network workloads; put the load on the \"dut\"",
+                ));
+            }
+            let matrix = match given.remove("pairs") {
+                None => false,
+                Some(Raw::Str(s)) if s == "tester" => false,
+                Some(Raw::Str(s)) if s == "all" => true,
+                Some(v) => {
+                    return Err(err(
+                        &item.origin,
+                        Some("pairs"),
+                        format!("got `{v}`, expected \"tester\" (each environment with the tester) or \"all\" (every environment to every other)"),
+                    ))
+                }
+            };
+            if matrix && !w.needs_peer() {
+                return Err(err(&item.origin, Some("pairs"), "pairs = \"all\" is for network workloads"));
+            }
+            if matrix && given.contains_key("direction") {
+                return Err(err(
+                    &item.origin,
+                    Some("direction"),
+                    "with pairs = \"all\" every ordered pair is measured (both directions): leave direction out",
+                ));
+            }
+            if matrix && load.is_some_and(|l| l.on == LoadOn::Tester) {
+                return Err(err(
+                    &item.origin,
+                    Some("load_on"),
+                    "with pairs = \"all\" there is no tester to load",
+                ));
+            }
+            let mut params =
+                params::resolve(w.params(), &given).map_err(|ParamError { key: k, message: m }| {
+                    let o = item_params
+                        .iter()
+                        .find(|p| p.0 == k)
+                        .map(|p| p.2.clone())
+                        .unwrap_or(item.origin.clone());
+                    err(&o, Some(&k), m)
+                })?;
+            // Sizes that follow the host's cache (recorded in the run's manifest), where not given.
+            if let Some(llc) = crate::host::llc_bytes() {
+                for (k, v) in w.sized_by_cache(llc) {
+                    params.entry(k.to_string()).or_insert(v);
+                }
+            }
+            let suffix: Vec<String> =
+                point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
+            let case_label =
+                if suffix.is_empty() { label.clone() } else { format!("{label} [{}]", suffix.join(",")) };
+            w.check(&virtperf_workload::Params(&params)).map_err(|ParamError { key: k, message: m }| {
+                let o =
+                    item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone());
+                err(&o, Some(&k), m)
+            })?;
+            cases.push(Case {
+                workload: label.clone(),
+                kind: item.kind.clone(),
+                label: case_label,
+                params,
+                load,
+                network: w.needs_peer(),
+                matrix,
+            });
+        }
+        workloads.push(WorkloadDef {
+            name: label,
+            kind: item.kind.clone(),
+            raw: item.params.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect(),
+        });
+    }
+    let (lab, lab_raw) = lab_spec(raw)?;
+    // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
+    let procedure_reps: Option<(u32, u32)> = raw
+        .workloads
+        .iter()
+        .map(|i| virtperf_workload::find(&i.kind).and_then(|w| w.default_reps()))
+        .try_fold((u32::MAX, u32::MAX), |a, d| d.map(|d| (a.0.min(d.0), a.1.min(d.1))));
+    let reps = reps_given.map(|r| r as u32).or(procedure_reps.map(|p| p.0)).unwrap_or(10);
+    let warmup = warmup_given.map(|r| r as u32).or(procedure_reps.map(|p| p.1)).unwrap_or(1);
+    check_lab(raw, whole, &envs, &cases, &lab)?;
+    check_instances(whole, &envs, &cases)?;
+    check_memory(whole, &envs, &cases)?;
+    check_disks(whole, &envs, &cases)?;
+    let trials =
+        (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
+    if trials > MAX_TRIALS {
+        return Err(err(
+            whole,
+            Some("reps"),
+            format!(
+                "{} environments × {} cases × {} repetitions (warm-ups included) = {trials} trials, more than {MAX_TRIALS}: \
+                 split the experiment or lower reps",
+                envs.len(),
+                cases.len(),
+                reps + warmup
+            ),
+        ));
+    }
+    Ok(Experiment {
+        name,
+        reps,
+        warmup,
+        order,
+        seed,
+        timeout_ms,
+        freeze_idle,
+        envs,
+        workloads,
+        cases,
+        lab,
+        lab_raw,
+    })
+}
+
+/// The lab can carry every case: frames fit its MTU, every environment can join it, and each
+/// instance gets an address.
+pub(crate) fn check_lab(
+    raw: &RawExperiment,
+    whole: &Origin,
+    envs: &[EnvDef],
+    cases: &[Case],
+    lab: &LabSpec,
+) -> Result<(), InputError> {
+    for c in cases.iter().filter(|c| c.network) {
+        let largest = virtperf_workload::find(&c.kind)
+            .and_then(|w| w.largest_frame(&virtperf_workload::Params(&c.params)));
+        if let Some(fs) = largest {
+            // An Ethernet frame carries MTU + 18 bytes (header 14, FCS 4).
+            if fs > lab.mtu as u64 + 18 {
+                let wd = raw.workloads.iter().find(|i| i.name.as_deref().unwrap_or(&i.written) == c.workload);
+                return Err(err(
+                    wd.map(|i| &i.origin).unwrap_or(whole),
+                    Some("frame_size"),
+                    format!(
+                        "a {fs}-byte frame does not fit the lab's MTU of {} (frame − 18 ≤ MTU): lower frame_size or raise --lab mtu=",
+                        lab.mtu
+                    ),
+                ));
+            }
+        }
+    }
+    if cases.iter().any(|c| c.matrix) && envs.len() < 2 {
+        return Err(err(whole, Some("pairs"), "pairs = \"all\" needs at least two environments"));
+    }
+    if cases.iter().any(|c| c.network) {
+        for e in envs {
+            if !crate::env::find(&e.kind).is_some_and(|k| k.joins_lab()) {
+                let can: Vec<&str> =
+                    crate::env::REGISTRY.iter().filter(|k| k.joins_lab()).map(|k| k.kind()).collect();
+                return Err(err(
+                    whole,
+                    Some("env"),
+                    format!(
+                        "environment kind `{}` cannot join the lab yet; network workloads run on: {}",
+                        e.kind,
+                        can.join(", ")
+                    ),
+                ));
+            }
+        }
+        if envs.iter().map(|e| e.instances as usize).sum::<usize>() > crate::lab::MAX_ENDPOINTS {
+            return Err(err(
+                whole,
+                Some("env"),
+                format!(
+                    "at most {} environment instances per run with network workloads (each has a lab address)",
+                    crate::lab::MAX_ENDPOINTS
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Several instances of an environment: what each would need to be compared against.
+pub(crate) fn check_instances(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -> Result<(), InputError> {
+    // Several instances of an environment: what each would need to be compared against.
+    if let Some(e) = envs.iter().find(|e| e.instances > 1) {
+        if let Some(c) = cases.iter().find(|c| c.matrix) {
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!(
+                    "environment `{}` runs {} instances, and `{}` has pairs = \"all\": a pair of environments is two agents, not two groups; use instances with the lab's tester (pairs = \"tester\")",
+                    e.name, e.instances, c.label
+                ),
+            ));
+        }
+        if let Some(c) =
+            cases.iter().find(|c| virtperf_workload::find(&c.kind).is_some_and(|w| w.procedure()))
+        {
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!("`{}` is an RFC 2544 procedure, which measures one device under test: give environment `{}` instances = 1", c.label, e.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Memory: every instance together fits the host, and each workload fits every guest that runs it.
+pub(crate) fn check_memory(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -> Result<(), InputError> {
+    // Every instance of every environment stays up for the whole run: their memory together must
+    // fit the host's.
+    let host_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines().find_map(|l| {
+            l.strip_prefix("MemTotal:")
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+    });
+    if let Some(kib) = host_kib {
+        let host = kib * 1024;
+        let mut total = 0u64;
+        for e in envs {
+            if let Some((_, m)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) {
+                total = total.saturating_add(u64::from(e.instances).saturating_mul(m));
+            }
+        }
+        if total > host / 10 * 8 {
+            let e = envs.iter().max_by_key(|e| e.instances).map(|e| e.name.clone()).unwrap_or_default();
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!(
+                    "the guests of this run would hold {} MiB together (every instance stays up for the whole run), more than 80 % of this host's {} MiB: fewer instances (e.g. of `{e}`) or less memory each",
+                    total >> 20,
+                    host >> 20
+                ),
+            ));
+        }
+    }
+    // A workload's memory must fit every guest that runs it (with room for the guest's own).
+    for c in cases {
+        let Some(w) = virtperf_workload::find(&c.kind) else { continue };
+        let Some(need) = w.memory_needed(&virtperf_workload::Params(&c.params)) else { continue };
+        for e in envs {
+            let Some((key, has)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) else {
+                continue;
+            };
+            if need.saturating_mul(4) > has.saturating_mul(3) {
+                return Err(err(
+                    whole,
+                    Some(key),
+                    format!(
+                        "workload `{}` allocates {} MiB, more than 3/4 of environment `{}`'s {key} = {} MiB: raise that environment's {key}, or make the workload smaller",
+                        c.label,
+                        need >> 20,
+                        e.name,
+                        has >> 20
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Disks: a scratch disk, large enough, wherever a workload writes files; the guests' images fit
+/// the host's scratch disk.
+pub(crate) fn check_disks(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -> Result<(), InputError> {
+    // Workloads that write files need a scratch disk in every environment that runs them, large
+    // enough for their file; `dir` names a host directory, so it is for native only.
+    for c in cases {
+        if !virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch()) {
+            continue;
+        }
+        let file = c.params.get("file_size").and_then(Value::as_u64).unwrap_or(0);
+        for e in envs {
+            let Some(k) = env::find(&e.kind) else { continue };
+            if c.params.contains_key("dir") {
+                if !k.on_host_fs() {
+                    return Err(err(
+                        whole,
+                        Some("dir"),
+                        format!(
+                            "workload `{}` gives dir, a directory of the host, but environment `{}` ({}) writes on its own scratch disk: leave dir out (the environment's disk parameter chooses where its bytes land), or run that case natively only",
+                            c.label, e.name, e.kind
+                        ),
+                    ));
+                }
+                continue;
+            }
+            if let Err(ParamError { key, message: why }) = k.scratch(&e.params) {
+                return Err(err(
+                    whole,
+                    Some(&key),
+                    format!("workload `{}` writes files, and environment `{}`: {why}", c.label, e.name),
+                ));
+            }
+            if let Some((key, size)) = k.disk_bytes(&e.params) {
+                // ext4's journal and inode tables take about 5 % and at most a few tens of MiB.
+                let need = file + file / 20 + (32 << 20);
+                if need > size {
+                    return Err(err(
+                        whole,
+                        Some(key),
+                        format!(
+                            "workload `{}` writes a {} MiB file, and environment `{}`'s scratch disk of {key} = {} MiB holds about {} MiB once formatted: raise {key} (to {} MiB or more) or lower file_size",
+                            c.label,
+                            file >> 20,
+                            e.name,
+                            size >> 20,
+                            size.saturating_sub(size / 20 + (32 << 20)) >> 20,
+                            need.div_ceil(1 << 20)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    // Every guest's disk image lives on the host's scratch disk for the whole run.
+    let images: u64 = envs
+        .iter()
+        .filter_map(|e| {
+            env::find(&e.kind)?.disk_bytes(&e.params).map(|(_, b)| b.saturating_mul(u64::from(e.instances)))
+        })
+        .sum();
+    if images > 0 {
+        let root = crate::host::scratch_root();
+        if let Some(free) = crate::host::free_bytes(&root) {
+            if images > free {
+                return Err(err(
+                    whole,
+                    Some("disk_size"),
+                    format!(
+                        "the guests' disk images would take {} MiB on the host's scratch disk ({}), which has {} MiB free: a smaller disk_size, fewer instances, or VIRTPERF_SCRATCH on a larger file system",
+                        images >> 20,
+                        root.display(),
+                        free >> 20
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! e2e: the command line: the agent protocol, bad input, examples, run/report/export, doctor.
+
+use crate::util::*;
+
+pub(crate) fn agent_answers_every_frame_and_survives_garbage() -> Outcome {
+    let out = vp_with_stdin(
+        &["agent"],
+        "{\"v\":1,\"tag\":1,\"type\":\"ping\"}\n\u{1}\u{2}garbage\n{\"v\":1,\"tag\":2,\"type\":\"run\",\"workload\":{\"kind\":\"syscall\",\"params\":{\"iterations\":10}}}\n{\"v\":1,\"tag\":3,\"type\":\"shutdown\"}\n",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let types: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l.strip_prefix("@vp ").expect("prefix")).expect("json");
+            format!("{}:{}", v["tag"], v["type"].as_str().unwrap_or("?"))
+        })
+        .collect();
+    assert_eq!(types, ["0:hello", "1:pong", "0:error", "2:started", "2:result", "3:bye"], "{stdout}");
+    Outcome::Pass
+}
+
+pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("x.db");
+    let db_s = db.to_str().unwrap();
+    let bad_file = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_file,
+        "reps = 3\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = \"lots\"\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", "--env", "native", "--workload", "memcpy:size=-1"], "key `size`"),
+        (vec!["run", "--env", "xen9", "--workload", "cpu"], "unknown environment kind `xen9`"),
+        (vec!["run", "--env", "native", "--workload", "cpu", "--reps", "0"], "--reps 0: key `reps`"),
+        (vec!["run", "--env", "native", "--env", "native", "--workload", "cpu"], "distinct name"),
+        (vec!["run", "--env", "native", "--workload", "cpu:iterations"], "key=value"),
+        (vec!["run", "--env", "container:cpuset=99", "--workload", "cpu"], "CPU 99 does not exist"),
+        (vec!["run", bad_file.to_str().unwrap()], "bad.toml:6: key `size`"),
+        (vec!["run", "/nonexistent.toml"], "cannot read the experiment file"),
+        (vec!["run", "--env", "native"], "no workload"),
+        (vec!["run", "--env", "native", "--workload", "tcp_stream", "--lab", "mtu=60"], "key `lab.mtu`"),
+        (vec!["run", "--env", "native", "--workload", "tcp_stream", "--lab", "loss=101"], "key `lab.loss`"),
+        (
+            vec!["run", "--env", "native", "--workload", "tcp_stream", "--lab", "rate=-5mbit"],
+            "key `lab.rate`",
+        ),
+        (
+            vec!["run", "--env", "native", "--workload", "tcp_stream", "--lab", "tester_cpu=99"],
+            "CPU 99 does not exist",
+        ),
+        (
+            vec!["run", "--env", "native", "--workload", "tcp_stream", "--lab", "colour=red"],
+            "unknown lab key",
+        ),
+        (vec!["run", "--env", "native", "--workload", "tcp_stream:window=1TiB"], "key `window`"),
+        (vec!["run", "--env", "native", "--workload", "udp_stream:rate=-3"], "key `rate`"),
+        (vec!["run", "--env", "native", "--workload", "cpu:load=150"], "key `load`"),
+        (vec!["run", "--env", "native", "--workload", "cpu:load=50,load_on=tester"], "key `load_on`"),
+        (vec!["run", "--env", "qemu:machine=microvm,nic=e1000", "--workload", "cpu"], "key `nic`"),
+        (vec!["run", "--env", "qemu:nic=ne2000", "--workload", "cpu"], "key `nic`"),
+        (vec!["run", "--env", "native:instances=0", "--workload", "cpu"], "key `instances`"),
+        (vec!["run", "--env", "qemu:memory=8GiB,instances=[1,4]", "--workload", "cpu"], "key `instances`"),
+        (
+            vec![
+                "run",
+                "--env",
+                "native:instances=2",
+                "--env",
+                "container",
+                "--workload",
+                "tcp_rr:pairs=all",
+            ],
+            "key `instances`",
+        ),
+        (vec!["run", "--env", "uml:kernel=/nonexistent", "--workload", "cpu"], "key `kernel`"),
+        (vec!["run", "--env", "qemu:initrd=/etc/hostname", "--workload", "cpu"], "key `initrd`"),
+        (vec!["run", "--env", "qemu:vcpus=0", "--workload", "cpu"], "key `vcpus`"),
+        (vec!["run", "--env", "qemu:pin=77", "--workload", "cpu"], "CPU 77 does not exist"),
+    ];
+    for (args, needle) in cases {
+        let mut a = args.clone();
+        a.extend(["--db", db_s]);
+        let out = vp(&a, &[("VIRTPERF_STATE_DIR", dir.path().join("state").to_str().unwrap())]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: `{err}` lacks `{needle}`");
+        assert!(!db.exists(), "{args:?} created the database");
+        assert!(!dir.path().join("state").exists(), "{args:?} created the state directory");
+    }
+    Outcome::Pass
+}
+
+pub(crate) fn examples_validate() -> Outcome {
+    let root = repo_root();
+    let mut n = 0;
+    for ent in std::fs::read_dir(root.join("examples")).unwrap() {
+        let p = ent.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            let out = vp(&["run", p.to_str().unwrap(), "--dry-run"], &[]);
+            // 3 = valid but an environment cannot run on this host (e.g. not root).
+            assert!(
+                matches!(out.status.code(), Some(0) | Some(3)),
+                "{}: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
+            n += 1;
+        }
+    }
+    assert!(n >= 3, "expected the example experiments");
+    Outcome::Pass
+}
+
+pub(crate) fn native_run_report_export_agree() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("r.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "native:name=pinned,cpuset=0",
+            "--workload",
+            "cpu:iterations=200000",
+            "--workload",
+            "pde:n=[16,32],iterations=5",
+            "--reps",
+            "5",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let results = run["results"].as_array().unwrap();
+    // 3 cases × 2 envs × (metric + host_cpu_time)
+    assert_eq!(results.len(), 12, "{results:#?}");
+    for r in results {
+        assert_eq!(r["n"], 5);
+        match r["ci95"].as_array() {
+            Some(ci) => assert!(ci[0].as_f64().unwrap() <= r["mean"].as_f64().unwrap()),
+            None => {
+                assert!(r["no_ci"].as_str().is_some_and(|w| w.contains("equal")), "n = 5 without a CI: {r}")
+            }
+        }
+        let is_base = r["environment"] == "native";
+        assert_eq!(r["overhead"].is_null(), is_base, "{r}");
+    }
+    assert!(run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["workload"] == "pde:n=[16,32],iterations=5 [n=32]"));
+    assert!(run["manifest"]["host_kernel"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(run["manifest"]["git_revision"].is_string());
+    assert_eq!(run["trials"]["ok"], 30);
+    // report re-renders the same results from the database.
+    let rep = vp(&["report", "--json", "--db", db.to_str().unwrap()], &[]);
+    let again: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    assert_eq!(again["results"], run["results"]);
+    let table = vp(&["report", "--db", db.to_str().unwrap()], &[]);
+    let t = String::from_utf8_lossy(&table.stdout);
+    assert!(t.contains("native (baseline)") && t.contains("cpu_rate (Mops/s)") && t.contains("×"), "{t}");
+    // export: every sample, warm-ups included.
+    let csv = vp(&["export", "--format", "csv", "--db", db.to_str().unwrap()], &[]);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert!(csv.starts_with("run_id,trial_id,seq,environment,workload,params,rep,warmup,status"));
+    // Each trial: its metric and the same metric on the host clock (METRIC_host).
+    assert_eq!(csv.lines().count(), 1 + 2 * 3 * 6 * 2, "{csv}");
+    let json = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &[]);
+    let j: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(j["trials"].as_array().unwrap().len(), 36);
+    assert!(j["experiment"].as_str().unwrap().contains("[[workload]]"));
+    // Start time is a measurement: n, mean, CI, min and max per environment.
+    for e in run["environments"].as_array().unwrap() {
+        let st = &e["start_ms"];
+        assert!(st["n"].as_u64().is_some_and(|n| n >= 1) && st["min"].as_f64() <= st["max"].as_f64(), "{e}");
+        assert!(
+            st["mean"].as_f64() >= st["min"].as_f64() && st["mean"].as_f64() <= st["max"].as_f64(),
+            "{e}"
+        );
+    }
+    // A cell measured once claims no interval: no `± 0`, no ratio CI.
+    let db1 = dir.path().join("one.db");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "native:name=again",
+            "--workload",
+            "cpu:iterations=100000",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db1.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = row_or_fail(&one, "again", "cpu_rate");
+    assert_eq!(r["n"], 1);
+    assert!(r["ci95"].is_null() && r["no_ci"].as_str().is_some_and(|w| w.starts_with("n = 1")), "{r}");
+    assert!(r["overhead"]["ci95"].is_null() && r["overhead"]["no_ci"].is_string(), "{r}");
+    let t = vp(&["report", "--db", db1.to_str().unwrap()], &[]);
+    let t = String::from_utf8_lossy(&t.stdout);
+    assert!(t.contains("(n=1)") && !t.contains("± 0 ") && t.contains("no CI"), "{t}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+pub(crate) fn doctor_lists_every_kind_with_fixes() -> Outcome {
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let out = vp(&["doctor", "--json"], &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())]);
+    assert!(out.status.success());
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = d["environments"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["environment"].as_str().unwrap()).collect();
+    assert!(
+        names.contains(&"native")
+            && names.contains(&"container")
+            && names.contains(&"container:runtime=crun"),
+        "{names:?}"
+    );
+    for r in rows {
+        if r["usable"] == false {
+            assert!(
+                r["fix"].as_str().is_some_and(|f| !f.is_empty()),
+                "an unusable kind says what to do: {r}"
+            );
+        } else if r["needs_prepare"] == true {
+            // Usable after a one-time build doctor does not start (virtperf's UML kernel).
+            assert!(r["detail"].as_str().is_some_and(|d| d.contains("virtperf image build")), "{r}");
+        } else {
+            assert!(r["probe_ms"].is_number(), "a usable kind was really launched: {r}");
+        }
+        let detail = r["detail"].as_str().unwrap_or_default();
+        assert!(!detail.contains('\n') && detail.len() < 600, "one line, not a console dump: {r}");
+    }
+    assert_eq!(rows.iter().find(|r| r["environment"] == "native").unwrap()["usable"], true);
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}

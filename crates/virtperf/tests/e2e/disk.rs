@@ -1,0 +1,317 @@
+//! e2e: disk I/O: every mode, a full disk, bad input, the sweep of scratch files, QEMU's disk models.
+
+use crate::util::*;
+
+/// Every disk metric the workload lists for `modes`, in a `--json` report's rows for `env`.
+const DISK_METRICS: &[&str] = &[
+    "disk_write",
+    "disk_rewrite",
+    "disk_read",
+    "disk_reread",
+    "disk_randread",
+    "disk_randwrite",
+    "disk_randread_iops",
+    "disk_randwrite_iops",
+    "disk_randread_p50",
+    "disk_randread_p99",
+    "disk_randwrite_p50",
+    "disk_randwrite_p99",
+    "disk_syncwrite",
+    "disk_syncwrite_iops",
+    "disk_syncwrite_p50",
+    "disk_syncwrite_p99",
+];
+
+/// Every metric is there and plausible for `env`: throughputs and rates above zero, and p50 ≤ p99.
+fn check_disk_rows(doc: &serde_json::Value, env: &str) {
+    for m in DISK_METRICS {
+        let r = row_or_fail(doc, env, m);
+        let mean = r["mean"].as_f64().unwrap_or(0.0);
+        assert!(mean > 0.0 && mean.is_finite(), "{env} / {m}: {r}");
+    }
+    for op in ["randread", "randwrite", "syncwrite"] {
+        let p50 = row_or_fail(doc, env, &format!("disk_{op}_p50"))["mean"].as_f64().unwrap_or(0.0);
+        let p99 = row_or_fail(doc, env, &format!("disk_{op}_p99"))["mean"].as_f64().unwrap_or(0.0);
+        assert!(p50 <= p99, "{env} / {op}: p50 {p50} µs above p99 {p99} µs");
+    }
+}
+
+/// Files and directories left below a scratch root (the run's own directory included).
+fn scratch_leftovers(root: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(root).into_iter().flatten().flatten().map(|e| e.path().display().to_string()).collect()
+}
+
+/// The disk workload, every mode, on the host, in a container writing through a bind mount of the
+/// run's scratch directory and in one writing into an overlay's upper layer; the matrix is in the
+/// report; the scratch directory is empty afterwards.
+pub(crate) fn disk_every_mode_native_and_container() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("d.db");
+    let state = dir.path().join("state");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let env =
+        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
+    let mut args = vec!["run", "--env", "native"];
+    let container = need_root_and_env("container");
+    if container.is_none() {
+        args.extend(["--env", "container:disk=bind", "--env", "container:disk=overlay"]);
+    }
+    args.extend([
+        "--workload",
+        "disk:file_size=4MiB,record_size=[64KiB,1MiB]",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let out = vp(&args, &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_disk_rows(&doc, "native");
+    if container.is_none() {
+        check_disk_rows(&doc, "container:disk=bind");
+        check_disk_rows(&doc, "container:disk=overlay");
+    }
+    // The matrix: one row per environment and file size, one column per record size.
+    let m = doc["disk"].to_string();
+    assert!(m.contains("disk_write") && m.contains("64KiB") && m.contains("1MiB"), "{m}");
+    let text = vp(&["report", "--full", "--db", db.to_str().unwrap()], &env);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("disk_write") && text.contains("native · 4MiB"), "{text}");
+    let short = vp(&["report", "--db", db.to_str().unwrap()], &env);
+    let short = String::from_utf8_lossy(&short.stdout);
+    assert!(
+        short.contains("--full") && !short.contains("native · 4MiB"),
+        "the summary points to the matrices: {short}"
+    );
+    assert!(scratch_leftovers(&scratch).is_empty(), "{:?}", scratch_leftovers(&scratch));
+    assert_no_leftovers(&state);
+    match container {
+        Some(why) => Outcome::Skip(format!("native ran; containers: {why}")),
+        None => Outcome::Pass,
+    }
+}
+
+/// A disk that fills up fails the trials of the case that does not fit, with the reason, and the
+/// run goes on to the case that fits. The small disk is an 8 MiB tmpfs this test mounts.
+pub(crate) fn disk_full_fails_that_case_and_the_run_goes_on() -> Outcome {
+    if let Some(why) = need_root_and("mount") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("f.db");
+    let state = dir.path().join("state");
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mnt = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "vp-e2e-small", small.to_str().unwrap()])
+        .status()
+        .unwrap();
+    if !mnt.success() {
+        return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
+    }
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Umount(small.clone());
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let wl = format!("disk:file_size=[1MiB,32MiB],record_size=256KiB,modes=write,dir={}", small.display());
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            &wl,
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    // Some trials failed: the run says so in its exit code, and reports the rest.
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let fails = doc["failures"].to_string();
+    assert!(fails.contains("no space left"), "the reason is told: {fails}");
+    assert_eq!(count_trials(&db, "failed"), 2, "both trials of the 32MiB case: {fails}");
+    assert_eq!(count_trials(&db, "ok"), 2, "the 1MiB case ran");
+    let ok = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["metric"] == "disk_write")
+        .map(|r| r["params"]["file_size"].to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(ok[0].contains("1MiB") || ok[0].contains("1048576"), "{ok:?}");
+    // The files are gone, from the full disk too.
+    let left: Vec<_> = std::fs::read_dir(&small).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// Bad disk parameters are refused before anything is created, naming the key.
+pub(crate) fn disk_bad_input_exits_2_and_creates_nothing() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("x.db");
+    let state = dir.path().join("state");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let missing = dir.path().join("nowhere");
+    let missing_wl = format!("disk:dir={}", missing.display());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--env", "native", "--workload", "disk:file_size=1MiB,record_size=4MiB"], "record_size"),
+        (vec!["--env", "native", "--workload", "disk:file_size=0"], "file_size"),
+        (vec!["--env", "native", "--workload", "disk:direct=true,record_size=6000"], "record_size"),
+        (vec!["--env", "native", "--workload", "disk:modes=write+scribble"], "modes"),
+        (vec!["--env", "native", "--workload", &missing_wl], "dir"),
+        (vec!["--env", "qemu", "--workload", "disk"], "disk"),
+        (vec!["--env", "qemu:disk=floppy", "--workload", "disk"], "disk"),
+        (
+            vec!["--env", "qemu:disk=virtio-blk,disk_size=64MiB", "--workload", "disk:file_size=128MiB"],
+            "disk_size",
+        ),
+        (vec!["--env", "container:disk=bind", "--workload", "disk:dir=/tmp"], "dir"),
+    ];
+    let env =
+        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
+    for (extra, key) in cases {
+        let mut args = vec!["run", "--db", db.to_str().unwrap()];
+        args.extend(extra.iter());
+        let out = vp(&args, &env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&format!("`{key}`")), "{args:?} names `{key}`: {err}");
+        assert!(!db.exists(), "{args:?} created the database");
+        assert!(scratch_leftovers(&scratch).is_empty(), "{args:?}: {:?}", scratch_leftovers(&scratch));
+    }
+    assert!(!missing.exists());
+    Outcome::Pass
+}
+
+/// kill -9 of a run in the middle of a disk trial leaves its scratch directory and file; the next
+/// start sweeps them (the ledger recorded them before they were made).
+pub(crate) fn disk_kill9_scratch_is_swept() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("k.db");
+    let state = dir.path().join("state");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let env =
+        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
+    // syncwrite of 4 KiB records makes the trial long enough to be caught in flight.
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "disk:file_size=256MiB,record_size=4KiB,modes=syncwrite",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    let file = wait_for(
+        || {
+            walk(&scratch)
+                .into_iter()
+                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("virtperf-disk-")))
+        },
+        30.0,
+    );
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let Some(file) = file else {
+        panic!("no disk file appeared below {}: {:?}", scratch.display(), walk(&scratch));
+    };
+    // The agent was the run's child: it dies with it or is killed by the sweep; wait for it to go.
+    let _ = wait_for(|| (!file.exists() || !leftover_things(&state).is_empty()).then_some(()), 2.0);
+    assert!(!scratch_leftovers(&scratch).is_empty(), "kill -9 left the scratch for the sweep");
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = wait_for(|| scratch_leftovers(&scratch).is_empty().then_some(()), 5.0);
+    assert!(left.is_some(), "swept: {:?}", walk(&scratch));
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+fn walk(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// QEMU guests with an ext4 scratch disk on virtio-blk and on emulated IDE: every mode runs inside
+/// the guest, paravirtual beats emulated on sequential writes, and the images are removed.
+pub(crate) fn qemu_disks_virtio_blk_and_ide() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    if !has("mke2fs") {
+        return Outcome::Skip("needs mke2fs (apt-get install e2fsprogs, or make deps)".into());
+    }
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    let state = dir.path().join("state");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let env =
+        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "qemu:disk=virtio-blk,disk_size=64MiB",
+            "--env",
+            "qemu:disk=ide,disk_size=64MiB",
+            "--workload",
+            "disk:file_size=8MiB,record_size=256KiB",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, i) = ("qemu:disk=virtio-blk,disk_size=64MiB", "qemu:disk=ide,disk_size=64MiB");
+    check_disk_rows(&doc, v);
+    check_disk_rows(&doc, i);
+    let w = |e: &str| row_or_fail(&doc, e, "disk_write")["mean"].as_f64().unwrap_or(0.0);
+    println!("    disk_write: virtio-blk {:.1} MB/s, ide {:.1} MB/s", w(v), w(i));
+    assert!(scratch_leftovers(&scratch).is_empty(), "{:?}", walk(&scratch));
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}

@@ -1,0 +1,343 @@
+//! e2e: faults: hung and killed agents, signals, kill -9 and the sweep, silent peers.
+
+use crate::util::*;
+
+pub(crate) fn hung_agent_fails_trial_at_deadline_and_run_goes_on() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("h.db");
+    let state = dir.path().join("state");
+    let t0 = Instant::now();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "sleep:duration=30s",
+            "--workload",
+            "noop",
+            "--timeout",
+            "400ms",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--order",
+            "interleaved",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    assert!(t0.elapsed().as_secs() < 20, "the deadline was not enforced");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["trials"]["failed"], 2);
+    assert_eq!(run["trials"]["ok"], 2, "noop trials still ran after each hung one");
+    let reason = run["failures"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("no answer from the agent within"), "{reason}");
+    assert!(run["environments"][0]["launches"].as_u64().unwrap() >= 3, "the hung agent was replaced");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("k.db");
+    let state = dir.path().join("state");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "sleep:duration=3s",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    let agent = wait_for(|| children_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(agent, 9);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (run["trials"]["failed"].as_u64(), run["trials"]["ok"].as_u64()),
+        (Some(1), Some(1)),
+        "{run:#}"
+    );
+    let reason = run["failures"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("exited"), "{reason}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("i.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "native:name=b",
+            "--workload",
+            "sleep:duration=40ms",
+            "--reps",
+            "40",
+            "--warmup",
+            "1",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (count_trials(&db, "ok") >= 10).then_some(()), 20.0).expect("trials were being stored");
+    kill(pid, 15);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 1"));
+    let ok_before = count_trials(&db, "ok");
+    let pending = count_trials(&db, "pending");
+    assert!(ok_before >= 10 && pending > 0, "ok {ok_before}, pending {pending}");
+    assert_eq!(run_status(&db), "interrupted");
+    assert_no_leftovers(&state);
+    let out = vp(&["run", "--resume", "1", "--json", "--db", db.to_str().unwrap()], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count_trials(&db, "ok"), 2 * 41, "every planned trial exactly once");
+    assert_eq!(count_trials(&db, "pending"), 0);
+    assert_eq!(run_status(&db), "completed");
+    let again = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &env);
+    assert_eq!(again.status.code(), Some(2), "a completed run cannot be resumed");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+pub(crate) fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let use_container = is_root() && has("runc");
+    let kind = if use_container { "container" } else { "native" };
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            kind,
+            "--workload",
+            "sleep:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    // Wait until the trial is running: the agent said hello and a run request went out.
+    wait_for(
+        || {
+            ledger_files(&state)
+                .into_iter()
+                .find(|l| std::fs::read_to_string(l).is_ok_and(|s| s.contains("\"process\"")))
+        },
+        20.0,
+    )
+    .expect("a ledger with a process");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let ledger = std::fs::read_to_string(&ledger_files(&state)[0]).unwrap();
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let leftovers_before = leftover_things(&state);
+    assert!(!leftovers_before.is_empty(), "kill -9 left something for the sweep to find: {ledger}");
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("leftover"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_leftovers(&state);
+    if !use_container {
+        return Outcome::Skip("container part needs root and runc; the native part passed".into());
+    }
+    Outcome::Pass
+}
+
+pub(crate) fn kill9_during_network_trial_lab_is_swept() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("k.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "tcp_rr:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    assert!(!lab_namespaces().is_empty(), "kill -9 left the lab for the sweep to find");
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
+    Outcome::Pass
+}
+
+/// One instance killed (kill -9 of its agent) fails only the trial in flight; it is relaunched,
+/// the run goes on, and every instance is gone at the end.
+pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
+    let dir = tempdir();
+    let db = dir.path().join("d.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native:instances=3",
+            "--workload",
+            "sleep:duration=2s",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    // The run's agents are its children; kill one of them during the first trial.
+    let agents = wait_for(|| Some(children_of(pid)).filter(|c| c.len() >= 3), 10.0).expect("three agents");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    kill(agents[1], 9);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count_trials(&db, "failed"), 1, "only the trial in flight");
+    assert_eq!(count_trials(&db, "ok"), 2);
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// The network namespace a process is in, by `ip netns identify`.
+fn netns_of(pid: u32) -> String {
+    let out =
+        std::process::Command::new("ip").args(["netns", "identify", &pid.to_string()]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A tester that stops answering (SIGSTOP) ends the trial at its deadline with a reason, and the
+/// run goes on; then SIGTERM during a network trial removes the whole lab.
+pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("p.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let t0 = std::time::Instant::now();
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "tcp_stream:duration=3s",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--timeout",
+            "6s",
+            "--order",
+            "sequential",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    let tester = wait_for(|| children_of(pid).into_iter().find(|c| netns_of(*c).ends_with("-t")), 20.0)
+        .expect("the tester agent");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    kill(tester, libc::SIGSTOP);
+    let out = child.wait_with_output().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(secs < 30.0, "the run took {secs:.1}s: the deadline did not end the trial");
+    assert_eq!(count_trials(&db, "failed"), 1, "{stderr}");
+    assert_eq!(count_trials(&db, "ok"), 1, "the relaunched tester served the next trial: {stderr}");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let reason: String =
+        c.query_row("SELECT reason FROM trials WHERE status = 'failed'", [], |r| r.get(0)).unwrap();
+    assert!(reason.contains("no answer") && reason.contains("other side"), "{reason}");
+    assert_no_leftovers(&state);
+
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "tcp_stream:duration=30s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    kill(pid, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
+    Outcome::Pass
+}

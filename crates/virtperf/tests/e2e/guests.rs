@@ -1,0 +1,757 @@
+//! e2e: guests with their own kernel or sandbox: gVisor, User-Mode Linux, QEMU.
+
+use crate::util::*;
+
+/// gVisor: system calls go through the Sentry (so `syscall` is far slower than native: proof the
+/// workload really ran sandboxed), its network is on the lab, and nothing is left behind — also
+/// after a `kill -9` of the orchestrator mid-trial.
+pub(crate) fn gvisor_serves_syscalls_and_joins_the_lab() -> Outcome {
+    if let Some(why) = need_root_and_env("gvisor") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("g.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "gvisor",
+            "--workload",
+            "syscall:iterations=20000",
+            "--workload",
+            "tcp_rr:duration=500ms",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ratio = row_or_fail(&doc, "gvisor", "syscall_time")["overhead"]["ratio"].as_f64().unwrap_or(0.0);
+    assert!(ratio > 5.0, "a system call under gVisor costs only {ratio:.1}× native: not sandboxed?");
+    assert!(row_or_fail(&doc, "gvisor", "tcp_rr_rate")["mean"].as_f64().unwrap_or(0.0) > 100.0);
+    assert!(result_row(&doc, "gvisor", "host_cpu_time").is_ok(), "the sandbox's host CPU is accounted");
+    assert_no_leftovers(&state);
+    assert_eq!(before, root_netns_snapshot());
+
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "gvisor",
+            "--workload",
+            "tcp_rr:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    let runsc_left =
+        std::process::Command::new("pgrep").args(["-f", &format!("virtperf/vp{pid}-")]).output().unwrap();
+    assert!(
+        runsc_left.stdout.is_empty(),
+        "sandbox processes left: {}",
+        String::from_utf8_lossy(&runsc_left.stdout)
+    );
+    assert_eq!(before, root_netns_snapshot());
+    Outcome::Pass
+}
+
+/// Host processes whose command line mentions `needle` (a test's own state directory).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let out = std::process::Command::new("pgrep").args(["-a", "-f", needle]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// A host whose CPU the packaged UML kernel cannot run on (AMX: its first process dies with
+/// `ptrace set fp regs failed, errno = 14`), played by a stand-in for linux.uml that prints what
+/// UML 6.1 prints there: doctor names the cause in one line with a fix, `kernel=packaged` is
+/// refused before anything is created, and `auto` runs on virtperf's patched kernel instead.
+pub(crate) fn uml_where_the_packaged_kernel_cannot_run() -> Outcome {
+    if let Some(why) = need_root_and_env("uml:kernel=virtperf") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let fake = dir.path().join("linux.uml");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 6.1.176; exit 0; }\n\
+         echo 'Run /init as init process' >&2\n\
+         echo 'userspace - ptrace set fp regs failed, errno = 14' >&2\n\
+         echo 'Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b' >&2\n\
+         echo 'Stack:' >&2\necho ' 6022ef6b 00000000 00000000' >&2\nexec sleep 30\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod").arg("755").arg(&fake).status().unwrap();
+    let state = dir.path().join("state");
+    let env =
+        [("VIRTPERF_LINUX_UML", fake.to_str().unwrap()), ("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let out = vp(&["doctor", "--quick", "--json"], &env);
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row =
+        d["environments"].as_array().unwrap().iter().find(|r| r["environment"] == "uml").cloned().unwrap();
+    let detail = row["detail"].as_str().unwrap();
+    assert_eq!(row["usable"], true, "auto falls back to virtperf's kernel: {row}");
+    assert!(
+        detail.contains("cannot save this CPU's XSAVE state")
+            && detail.contains("errno = 14")
+            && !detail.contains('\n'),
+        "{detail}"
+    );
+    assert!(detail.contains("virtperf's UML kernel"), "{detail}");
+    // kernel=packaged: refused up front (exit 3), with the cause and a fix, nothing created.
+    let db = dir.path().join("u.db");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "uml:kernel=packaged",
+            "--workload",
+            "noop",
+            "--reps",
+            "1",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("XSAVE") && err.contains("fix: use uml:kernel=virtperf"), "{err}");
+    assert!(!db.exists(), "nothing created");
+    // kernel=auto runs, on the patched kernel.
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "uml",
+            "--workload",
+            "syscall:iterations=5000",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = row_or_fail(&doc, "uml", "syscall_time");
+    assert!(r["overhead"]["ratio"].as_f64().unwrap_or(0.0) > 5.0, "{r}");
+    let rt = doc["manifest"]["runtimes"]["uml"].as_str().unwrap_or_default();
+    assert!(rt.starts_with("uml kernel ") && rt.contains("/uml/"), "ran on virtperf's kernel: {rt}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// User-Mode Linux: a guest kernel serves the system calls (far slower than native), its NIC is a
+/// tap on the lab, the agent answers on tty1 while the kernel console goes elsewhere, and every
+/// host process of the guest is gone after the run — and after a `kill -9` of the orchestrator.
+pub(crate) fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
+    if let Some(why) = need_root_and_env("uml") {
+        return Outcome::Skip(why);
+    }
+    // virtperf's own kernel runs beside whatever `auto` picked (the packaged one where it works).
+    let patched = doctor_unusable("uml:kernel=virtperf").is_none();
+    let dir = tempdir();
+    let db = dir.path().join("u.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let mut args = vec![
+        "run",
+        "--env",
+        "native",
+        "--env",
+        "uml",
+        "--workload",
+        "syscall:iterations=20000",
+        "--workload",
+        "tcp_rr:duration=500ms,direction=[out,in]",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    if patched {
+        args.extend(["--env", "uml:kernel=virtperf,name=uml-patched"]);
+    }
+    let out = vp(&args, &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["results"].as_array().unwrap();
+    let umls: &[&str] = if patched { &["uml", "uml-patched"] } else { &["uml"] };
+    for &u in umls {
+        let ratio = row_or_fail(&doc, u, "syscall_time")["overhead"]["ratio"].as_f64().unwrap_or(0.0);
+        assert!(ratio > 5.0, "a system call in {u} costs only {ratio:.1}× native: not in the guest?");
+        let rr: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["environment"] == u && r["metric"] == "tcp_rr_rate")
+            .map(|r| r["mean"].as_f64().unwrap_or(0.0))
+            .collect();
+        assert!(
+            rr.len() == 2 && rr.iter().all(|&x| x > 100.0),
+            "{u}: both directions through the tap: {rr:?}"
+        );
+        let env_row = doc["environments"].as_array().and_then(|a| a.iter().find(|x| x["name"] == u));
+        let uml_start = env_row.map(|x| x["start_ms"]["mean"].as_f64().unwrap_or(0.0)).unwrap_or(0.0);
+        assert!(uml_start > 100.0, "{u}: a kernel booted in {uml_start} ms? {env_row:?}");
+    }
+    assert_no_leftovers(&state);
+    assert!(processes_mentioning(state.to_str().unwrap()).is_empty());
+    assert_eq!(before, root_netns_snapshot());
+
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "uml",
+            "--workload",
+            "tcp_rr:duration=60s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
+    std::thread::sleep(std::time::Duration::from_millis(4000));
+    assert!(!processes_mentioning(state.to_str().unwrap()).is_empty(), "the guest is running");
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    let left = wait_for(|| processes_mentioning(state.to_str().unwrap()).is_empty().then_some(()), 5.0);
+    assert!(left.is_some(), "guest processes left: {:?}", processes_mentioning(state.to_str().unwrap()));
+    assert_eq!(before, root_netns_snapshot());
+    Outcome::Pass
+}
+
+/// The XSAVE size the host's ptrace demands (CPUID leaf 0xD, sub-leaf 0, EBX).
+fn host_xsave_size() -> Option<u32> {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // SAFETY: CPUID exists on every x86_64 CPU; leaf 0 says whether leaf 0xD does.
+    #[allow(unused_unsafe)]
+    let (max, ebx) = unsafe { (__cpuid(0).eax, __cpuid_count(0xd, 0).ebx) };
+    (max >= 0xd && ebx > 0).then_some(ebx)
+}
+
+/// Boots `kernel` under `strace -e ptrace` to an init that forks a child, and returns the
+/// `iov_len` of every NT_X86_XSTATE GETREGSET and SETREGSET it made.
+fn xstate_sizes_of(kernel: &str, dir: &std::path::Path) -> (Vec<u64>, Vec<u64>) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let init = dir.join("init.sh");
+    std::fs::write(
+        &init,
+        "#!/bin/sh\nmount -t proc proc /proc\necho \"xstate-probe $(cat /proc/sys/kernel/osrelease)\"\nexec sleep 60\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod").arg("755").arg(&init).status().unwrap();
+    let trace = dir.join("ptrace.txt");
+    let mut child = std::process::Command::new("strace")
+        .arg("-o")
+        .arg(&trace)
+        .args([
+            "-e",
+            "trace=ptrace",
+            kernel,
+            "mem=64M",
+            "root=/dev/root",
+            "rootfstype=hostfs",
+            "hostfs=/",
+            "ro",
+        ])
+        .arg(format!("init={}", init.display()))
+        .args(["con=null", "con0=null,fd:2"])
+        .env("TMPDIR", dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut console = Vec::new();
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while Instant::now() < deadline {
+        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(l) => {
+                let done = l.contains("xstate-probe");
+                console.push(l);
+                if done {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(_) => break,
+        }
+    }
+    kill_group(child.id());
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+    let (mut get, mut set) = (Vec::new(), Vec::new());
+    for l in text.lines().filter(|l| l.contains("NT_X86_XSTATE")) {
+        let Some(n) = l
+            .split("iov_len=")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next().and_then(|d| d.parse::<u64>().ok()))
+        else {
+            continue;
+        };
+        if l.contains("PTRACE_SETREGSET") {
+            set.push(n);
+        } else if l.contains("PTRACE_GETREGSET") {
+            get.push(n);
+        }
+    }
+    assert!(
+        console.iter().any(|l| l.contains("xstate-probe")) || set.is_empty(),
+        "{kernel} booted without reaching its init: {console:?}"
+    );
+    (get, set)
+}
+
+fn kill_group(pid: u32) {
+    // SAFETY: kill(2) of the process group of a child this test started (pgid = its pid).
+    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+}
+
+/// The proof of image/uml/xstate.patch on any CPU: under strace, virtperf's UML kernel hands
+/// ptrace exactly the host's XSAVE size (CPUID 0xD) on every GETREGSET and SETREGSET after its
+/// one initial probe (made with its whole 12 KiB buffer). The packaged kernel's sizes are printed
+/// beside it: a compile-time 2696 bytes, which the host clips when its size is smaller and refuses
+/// (EFAULT) when it is larger, as with AMX's 11008.
+pub(crate) fn uml_patched_kernel_uses_the_hosts_xsave_size() -> Outcome {
+    if !is_root() {
+        return Outcome::Skip(
+            "needs root (apt-get download of linux-source-6.12 may update apt's lists)".into(),
+        );
+    }
+    if !has("strace") {
+        return Outcome::Skip("needs strace (apt-get install strace, or make deps)".into());
+    }
+    let Some(host) = host_xsave_size() else {
+        return Outcome::Skip("this CPU has no XSAVE (CPUID leaf 0xD): UML uses PTRACE_GETFPREGS".into());
+    };
+    let out = vp(&["image", "build", "--uml", "--json"], &[]);
+    if out.status.code() == Some(3) {
+        return Outcome::Skip(format!(
+            "cannot build virtperf's UML kernel here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    assert!(out.status.success(), "image build --uml: {}", String::from_utf8_lossy(&out.stderr));
+    let k: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kernel = k["path"].as_str().unwrap().to_string();
+    assert_eq!(k["boots_here"], true, "{k}");
+    let dir = tempdir();
+    let (get, set) = xstate_sizes_of(&kernel, dir.path());
+    assert!(set.len() >= 10, "too few SETREGSET calls traced ({}): did the guest run?", set.len());
+    assert!(set.iter().all(|&n| n == host as u64), "SETREGSET sizes {:?} vs host {host}", uniq(&set));
+    let other: Vec<u64> = get.iter().copied().filter(|&n| n != host as u64).collect();
+    assert_eq!(
+        other,
+        [12288],
+        "one initial probe with the whole buffer, then the host's size: {:?}",
+        uniq(&get)
+    );
+    let mut note = format!("host XSAVE {host} bytes; patched kernel: {} SETREGSET all {host}", set.len());
+    if has("linux.uml") {
+        let d2 = tempdir();
+        let (pg, ps) = xstate_sizes_of("/usr/bin/linux.uml", d2.path());
+        note += &format!("; packaged linux.uml asks GETREGSET {:?} SETREGSET {:?}", uniq(&pg), uniq(&ps));
+    }
+    println!("    {note}");
+    Outcome::Pass
+}
+
+fn uniq(v: &[u64]) -> Vec<u64> {
+    let mut u = v.to_vec();
+    u.sort();
+    u.dedup();
+    u
+}
+
+/// microvm under TCG has no timer to calibrate the TSC against; virtperf tells the guest the
+/// host's TSC frequency (CPUID or measured, not `cpu MHz`), and the guest's clock then keeps time
+/// with the host's trial by trial.
+pub(crate) fn qemu_microvm_guest_clock_agrees_with_the_host() -> Outcome {
+    if let Some(why) = need_qemu().or_else(|| doctor_unusable("qemu")) {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("c.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "qemu:machine=microvm,name=microvm",
+            "--workload",
+            // ~0.4 s under TCG: a constant offset of a busy host's few ms stays well below the
+            // 1 % a TSC frequency error would show as.
+            "memcpy:size=8MiB,copies=50",
+            "--workload",
+            "intmix:iterations=20000000",
+            "--reps",
+            "4",
+            "--warmup",
+            "1",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    if out.status.code() == Some(3) {
+        return Outcome::Skip(format!(
+            "microvm cannot run here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks: Vec<&serde_json::Value> =
+        doc["clock_checks"].as_array().unwrap().iter().filter(|c| c["environment"] == "microvm").collect();
+    assert_eq!(checks.len(), 2, "{:#?}", doc["clock_checks"]);
+    for c in checks {
+        assert!(c["agree"] == true, "microvm's clock vs the host's: {c}");
+        // A TSC frequency off by 1 % would show as ≥ 1 % here on every trial.
+        let pct = c["median_offset_pct"].as_f64().unwrap();
+        assert!(pct.abs() < 1.0, "median host − guest {pct:.2} % of the span: {c}");
+    }
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// Two QEMU guests at once: each boots with its own tap and address, both stream to the tester
+/// together, each gets its figure, and both are gone after the run.
+pub(crate) fn qemu_two_instances_stream_together() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("q2.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = qemu_processes();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "qemu:nic=virtio,instances=2,name=vm",
+            "--workload",
+            "tcp_stream:duration=1s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let each: Vec<f64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["metric"] == "tcp_goodput" && r["instance"].is_number())
+        .map(|r| r["mean"].as_f64().unwrap_or(0.0))
+        .collect();
+    assert!(each.len() == 2 && each.iter().all(|&g| g > 0.01), "both guests streamed: {each:?}");
+    let agg = row_or_fail(&doc, "vm", "tcp_goodput")["mean"].as_f64().unwrap_or(0.0);
+    assert!((agg - each.iter().sum::<f64>()).abs() < 1e-9, "{agg} vs {each:?}");
+    assert_no_leftovers(&state);
+    assert_eq!(qemu_processes(), before, "both guests are gone");
+    Outcome::Pass
+}
+
+/// QEMU processes of virtperf (named `vpPID-...` with debug-threads).
+fn qemu_processes() -> Vec<String> {
+    processes_mentioning("debug-threads=on")
+        .into_iter()
+        .filter(|l| l.contains("qemu-system") && l.contains("-name vp"))
+        .collect()
+}
+
+/// The issue's done-when command, smaller: native, QEMU with virtio-net and with e1000 (TCG on
+/// hosts without usable KVM), TCP through the guest's NIC and memcpy inside it; the image is
+/// found in the cache the second time; nothing is left behind.
+pub(crate) fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let qemus_before = qemu_processes();
+    let before = root_netns_snapshot();
+    let b1 = vp(&["image", "build", "--json"], &env);
+    assert!(b1.status.success(), "{}", String::from_utf8_lossy(&b1.stderr));
+    let b2 = vp(&["image", "build", "--json"], &env);
+    let j1: serde_json::Value = serde_json::from_slice(&b1.stdout).unwrap();
+    let j2: serde_json::Value = serde_json::from_slice(&b2.stdout).unwrap();
+    assert_eq!(j1["hash"], j2["hash"]);
+    assert_eq!(j2["built"], false, "an unchanged image is found in the cache");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "qemu:nic=virtio",
+            "--env",
+            "qemu:nic=e1000",
+            "--workload",
+            "tcp_stream:duration=1s",
+            "--workload",
+            "memcpy:size=4MiB,copies=16",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mean =
+        |env: &str, metric: &str| -> f64 { row_or_fail(&doc, env, metric)["mean"].as_f64().unwrap_or(0.0) };
+    let (v, e) = (mean("qemu:nic=virtio", "tcp_goodput"), mean("qemu:nic=e1000", "tcp_goodput"));
+    assert!(v > 0.05 && e > 0.01, "goodput through the guests' NICs: virtio {v}, e1000 {e} Gbit/s");
+    assert!(v > e, "paravirtual beats emulated (the seeds' result): virtio {v} vs e1000 {e} Gbit/s");
+    assert!(mean("qemu:nic=virtio", "memcpy_time") > mean("native", "memcpy_time"));
+    // A guest's compute figures are headlined on the host's clock, and its own clock agrees.
+    let r = row_or_fail(&doc, "qemu:nic=virtio", "memcpy_time");
+    assert_eq!(r["clock"], "host", "{r}");
+    let q = doc["clock_checks"].as_array().unwrap();
+    assert!(
+        q.iter()
+            .filter(|c| c["environment"].as_str().is_some_and(|e| e.starts_with("qemu")))
+            .all(|c| c["agree"] == true),
+        "{q:#?}"
+    );
+    for name in ["qemu:nic=virtio", "qemu:nic=e1000"] {
+        let s = doc["environments"].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap()
+            ["start_ms_mean"]
+            .as_f64()
+            .unwrap();
+        assert!(s > 200.0, "{name} booted in {s} ms?");
+    }
+    let manifest = vp(&["report", "--json", "--db", db.to_str().unwrap()], &env);
+    assert!(
+        String::from_utf8_lossy(&manifest.stdout).contains("linux-image"),
+        "kernel package in the manifest"
+    );
+    assert_no_leftovers(&state);
+    let left = wait_for(|| (qemu_processes() == qemus_before).then_some(()), 5.0);
+    assert!(left.is_some(), "QEMU left running: {:?}", qemu_processes());
+    assert_eq!(before, root_netns_snapshot());
+    Outcome::Pass
+}
+
+/// A guest that never says hello fails its trial at the boot deadline with the reason; a
+/// kernel QEMU cannot boot fails with QEMU's own words; QEMU killed in the middle of a trial
+/// fails that trial only, and the next trial gets a fresh guest; virtperf killed takes QEMU
+/// with it and the next start sweeps the rest.
+pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let reasons = |db: &std::path::Path| -> Vec<(String, String)> {
+        let c = rusqlite::Connection::open(db).unwrap();
+        let mut st = c.prepare("SELECT status, coalesce(reason,'') FROM trials ORDER BY id").unwrap();
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    // Silent: the machine is created stopped (-S).
+    let db = dir.path().join("silent.db");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "qemu:qemu_args=-S",
+            "--workload",
+            "noop",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--boot-timeout",
+            "3s",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1), "every trial failed: {}", String::from_utf8_lossy(&out.stderr));
+    let r = reasons(&db);
+    assert!(r[0].0 == "failed" && r[0].1.contains("no hello within"), "{r:?}");
+    // Unbootable: QEMU refuses an ELF without the PVH note and says so.
+    let db = dir.path().join("bad.db");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "qemu:kernel=/bin/true",
+            "--workload",
+            "noop",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let r = reasons(&db);
+    assert!(r[0].0 == "failed" && r[0].1.to_lowercase().contains("pvh"), "QEMU's own message: {r:?}");
+    // Killed mid-trial.
+    let db = dir.path().join("kill.db");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "qemu",
+            "--workload",
+            "sleep:duration=3s",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--order",
+            "sequential",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let run_pid = child.id();
+    let needle = format!("name vp{run_pid}-");
+    let qpid = wait_for(
+        || {
+            processes_mentioning(&needle)
+                .first()
+                .and_then(|l| l.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+        },
+        30.0,
+    )
+    .expect("QEMU started");
+    // Into the first trial (boot ≈ 3 s under TCG), then kill QEMU.
+    let ready = || -> i64 {
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| {
+                c.query_row("SELECT count(*) FROM instances WHERE status = 'ready'", [], |r| r.get(0))
+            })
+            .unwrap_or(0)
+    };
+    wait_for(|| (ready() > 0).then_some(()), 60.0).expect("the guest became ready");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    kill(qpid, 9);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = reasons(&db);
+    assert_eq!(r.iter().filter(|x| x.0 == "failed").count(), 1, "{r:?}");
+    assert_eq!(r.iter().filter(|x| x.0 == "ok").count(), 2, "a fresh guest for the rest: {r:?}");
+    assert_no_leftovers(&state);
+    assert!(processes_mentioning(&needle).is_empty());
+    // virtperf itself killed: QEMU dies with it, the next start sweeps its cgroup and directory.
+    let db = dir.path().join("kill9.db");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "qemu",
+            "--workload",
+            "sleep:duration=30s",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let needle = format!("name vp{}-", child.id());
+    wait_for(|| (!processes_mentioning(&needle).is_empty()).then_some(()), 30.0).expect("QEMU started");
+    kill(child.id(), 9);
+    let _ = child.wait_with_output();
+    let gone = wait_for(|| processes_mentioning(&needle).is_empty().then_some(()), 10.0);
+    assert!(gone.is_some(), "QEMU outlived a kill -9 of virtperf: {:?}", processes_mentioning(&needle));
+    assert!(!leftover_things(&state).is_empty(), "the ledger and cgroup are there for the sweep");
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("leftover"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
