@@ -146,8 +146,86 @@ pub(crate) fn setting_int(s: &RawSetting, key: &str, min: i64, max: i64) -> Resu
     }
 }
 
-/// Checks a raw experiment against every kind's schema and expands sweeps into cases.
+/// Checks a raw experiment against every kind's schema and expands sweeps into cases, in steps:
+/// settings, environments, workloads, the lab, then the experiment as a whole (what the lab can
+/// carry, instances, memory, disks, its size).
 pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, InputError> {
+    let Settings { name, reps_given, warmup_given, seed, freeze_idle, order, timeout_ms } = settings(raw)?;
+
+    if raw.envs.is_empty() {
+        return Err(err(
+            whole,
+            Some("env"),
+            "no environment: add [[env]] tables or --env KIND (e.g. --env native)",
+        ));
+    }
+    if raw.workloads.is_empty() {
+        return Err(err(
+            whole,
+            Some("workload"),
+            "no workload: add [[workload]] tables or --workload KIND (e.g. --workload memcpy)",
+        ));
+    }
+
+    let envs = environments(raw)?;
+    let (workloads, cases) = workloads(raw)?;
+    let (lab, lab_raw) = lab_spec(raw)?;
+    // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
+    let procedure_reps: Option<(u32, u32)> = raw
+        .workloads
+        .iter()
+        .map(|i| virtperf_workload::find(&i.kind).and_then(|w| w.default_reps()))
+        .try_fold((u32::MAX, u32::MAX), |a, d| d.map(|d| (a.0.min(d.0), a.1.min(d.1))));
+    let reps = reps_given.map(|r| r as u32).or(procedure_reps.map(|p| p.0)).unwrap_or(10);
+    let warmup = warmup_given.map(|r| r as u32).or(procedure_reps.map(|p| p.1)).unwrap_or(1);
+    check_lab(raw, whole, &envs, &cases, &lab)?;
+    check_instances(whole, &envs, &cases)?;
+    check_memory(whole, &envs, &cases)?;
+    check_disks(whole, &envs, &cases)?;
+    let trials =
+        (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
+    if trials > MAX_TRIALS {
+        return Err(err(
+            whole,
+            Some("reps"),
+            format!(
+                "{} environments × {} cases × {} repetitions (warm-ups included) = {trials} trials, more than {MAX_TRIALS}: \
+                 split the experiment or lower reps",
+                envs.len(),
+                cases.len(),
+                reps + warmup
+            ),
+        ));
+    }
+    Ok(Experiment {
+        name,
+        reps,
+        warmup,
+        order,
+        seed,
+        timeout_ms,
+        freeze_idle,
+        envs,
+        workloads,
+        cases,
+        lab,
+        lab_raw,
+    })
+}
+
+/// The experiment's own settings (name, repetitions, order, seed, timeout…), as given.
+struct Settings {
+    name: String,
+    reps_given: Option<i64>,
+    warmup_given: Option<i64>,
+    seed: u64,
+    freeze_idle: bool,
+    order: Order,
+    timeout_ms: u64,
+}
+
+/// Step 1: the settings.
+fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
     let get = |k: &str| raw.settings.get(k);
     let name = match get("name") {
         Some(RawSetting { value: Raw::Str(s), .. }) if !s.trim().is_empty() => s.clone(),
@@ -204,22 +282,11 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             }
         },
     };
+    Ok(Settings { name, reps_given, warmup_given, seed, freeze_idle, order, timeout_ms })
+}
 
-    if raw.envs.is_empty() {
-        return Err(err(
-            whole,
-            Some("env"),
-            "no environment: add [[env]] tables or --env KIND (e.g. --env native)",
-        ));
-    }
-    if raw.workloads.is_empty() {
-        return Err(err(
-            whole,
-            Some("workload"),
-            "no workload: add [[workload]] tables or --workload KIND (e.g. --workload memcpy)",
-        ));
-    }
-
+/// Step 2: each environment against its kind's schema (names unique; `instances` swept).
+fn environments(raw: &RawExperiment) -> Result<Vec<EnvDef>, InputError> {
     let mut envs = Vec::new();
     let mut names = BTreeSet::new();
     for item in &raw.envs {
@@ -285,7 +352,11 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             });
         }
     }
+    Ok(envs)
+}
 
+/// Step 3: each workload against its kind's schema, its sweeps expanded into cases.
+fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), InputError> {
     let mut workloads = Vec::new();
     let mut cases = Vec::new();
     let mut wnames = BTreeSet::new();
@@ -438,48 +509,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
             raw: item.params.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect(),
         });
     }
-    let (lab, lab_raw) = lab_spec(raw)?;
-    // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
-    let procedure_reps: Option<(u32, u32)> = raw
-        .workloads
-        .iter()
-        .map(|i| virtperf_workload::find(&i.kind).and_then(|w| w.default_reps()))
-        .try_fold((u32::MAX, u32::MAX), |a, d| d.map(|d| (a.0.min(d.0), a.1.min(d.1))));
-    let reps = reps_given.map(|r| r as u32).or(procedure_reps.map(|p| p.0)).unwrap_or(10);
-    let warmup = warmup_given.map(|r| r as u32).or(procedure_reps.map(|p| p.1)).unwrap_or(1);
-    check_lab(raw, whole, &envs, &cases, &lab)?;
-    check_instances(whole, &envs, &cases)?;
-    check_memory(whole, &envs, &cases)?;
-    check_disks(whole, &envs, &cases)?;
-    let trials =
-        (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
-    if trials > MAX_TRIALS {
-        return Err(err(
-            whole,
-            Some("reps"),
-            format!(
-                "{} environments × {} cases × {} repetitions (warm-ups included) = {trials} trials, more than {MAX_TRIALS}: \
-                 split the experiment or lower reps",
-                envs.len(),
-                cases.len(),
-                reps + warmup
-            ),
-        ));
-    }
-    Ok(Experiment {
-        name,
-        reps,
-        warmup,
-        order,
-        seed,
-        timeout_ms,
-        freeze_idle,
-        envs,
-        workloads,
-        cases,
-        lab,
-        lab_raw,
-    })
+    Ok((workloads, cases))
 }
 
 /// The lab can carry every case: frames fit its MTU, every environment can join it, and each
