@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use exit::ExitStatus;
+use exit::{bad_input, ExitStatus, ExitStatusOf};
 use experiment::{Origin, RawExperiment, RawSetting};
 use virtperf_workload::Raw;
 
@@ -320,11 +320,6 @@ fn out(text: &str) -> std::io::Result<()> {
     }
 }
 
-fn input_error(e: impl std::fmt::Display) -> ExitStatus {
-    eprintln!("error: {e}");
-    ExitStatus::BadInput
-}
-
 fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experiment::InputError> {
     let (mut raw, whole) = match &a.experiment {
         Some(path) => {
@@ -387,7 +382,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let outputs = match export::choose(a.json, a.full, a.html.as_deref(), None, false) {
         Ok(t) => t,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     let opts = run::RunOpts {
         db: a.db.clone(),
@@ -402,7 +397,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     }
     let exp = match experiment_from_args(&a) {
         Ok(e) => e,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     if a.dry_run {
         let plan = plan::make(&exp);
@@ -437,7 +432,7 @@ fn pick_run(store: &store::Store, run: Option<i64>) -> anyhow::Result<i64> {
 fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
     let store = match store::Store::open_existing(&a.db) {
         Ok(s) => s,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     if a.list {
         for r in store.runs()? {
@@ -447,11 +442,11 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
     }
     let id = match pick_run(&store, a.run) {
         Ok(i) => i,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     let outputs = match export::choose(a.json, a.full, a.html.as_deref(), a.svg.as_deref(), true) {
         Ok(t) => t,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     let rep = report::build(&store, id)?;
     export::write(&outputs, &export::RunData::new(&store, id, &rep))?;
@@ -460,21 +455,21 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
 
 fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
-        return Ok(input_error(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
+        return Err(bad_input(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
     }
     let mut reports = Vec::new();
     for s in [&a.a, &a.b] {
         let r = match compare::parse_ref(s, &a.db) {
             Ok(r) => r,
-            Err(e) => return Ok(input_error(e)),
+            Err(e) => return Err(bad_input(e)),
         };
         let store = match store::Store::open_existing(&r.db) {
             Ok(st) => st,
-            Err(e) => return Ok(input_error(format!("{s}: {e:#}"))),
+            Err(e) => return Err(bad_input(format!("{s}: {e:#}"))),
         };
         let id = match pick_run(&store, r.run) {
             Ok(i) => i,
-            Err(e) => return Ok(input_error(format!("{s}: {e:#}"))),
+            Err(e) => return Err(bad_input(format!("{s}: {e:#}"))),
         };
         let rep = report::build(&store, id)?;
         reports.push((format!("run {id} \"{}\" of {} ({})", rep.name, r.db.display(), rep.started_at), rep));
@@ -482,7 +477,7 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
     let ((an, ar), (bn, br)) = (&reports[0], &reports[1]);
     let c = compare::compare(ar, an, br, bn, a.threshold, a.raw);
     if c.changes.is_empty() {
-        return Ok(input_error(format!(
+        return Err(bad_input(format!(
             "nothing to compare: no environment / workload / metric of {an} is in {bn} (A has {}; B has {})",
             c.only_in_a.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
             c.only_in_b.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
@@ -499,11 +494,11 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
 fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
     let store = match store::Store::open_existing(&a.db) {
         Ok(s) => s,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     let id = match pick_run(&store, a.run) {
         Ok(i) => i,
-        Err(e) => return Ok(input_error(e)),
+        Err(e) => return Err(bad_input(e)),
     };
     let format = match a.format {
         Format::Csv => export::Format::Csv,
@@ -512,7 +507,7 @@ fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
     let target =
         export::Target::new(format, a.output.map(export::Dest::File).unwrap_or(export::Dest::Stdout));
     if let Err(e) = target.check() {
-        return Ok(input_error(format!("-o: {e}")));
+        return Err(bad_input(format!("-o: {e}")));
     }
     let rep = report::build(&store, id)?;
     export::write(&[target], &export::RunData::new(&store, id, &rep))?;
@@ -626,13 +621,10 @@ fn main() -> ExitCode {
     };
     let status = match res {
         Ok(s) => s,
-        Err(e) => match e.downcast_ref::<experiment::InputError>() {
-            Some(ie) => input_error(ie),
-            None => {
-                eprintln!("error: {e:#}");
-                ExitStatus::Failure
-            }
-        },
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            e.exit_status()
+        }
     };
     ExitCode::from(status)
 }

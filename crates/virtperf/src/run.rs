@@ -22,7 +22,7 @@ use crate::exit::ExitStatus;
 use crate::experiment::Experiment;
 use crate::lab::Lab;
 use crate::ledger::Ledger;
-use crate::store::{InstanceRecord, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus};
+use crate::store::{InstanceRecord, LaunchStatus, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus};
 use crate::trial::{self, Dut, Fail, Tester};
 use crate::{plan, report};
 
@@ -182,8 +182,10 @@ pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
         eprintln!("run {run_id} is already complete; nothing to resume");
         return Ok(ExitStatus::BadInput);
     }
-    let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)?;
-    let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)?;
+    let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)
+        .map_err(crate::exit::bad_input)?;
+    let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)
+        .map_err(crate::exit::bad_input)?;
     if let Err(why) = preflight(&exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
@@ -370,7 +372,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
                     start_ms: Some(inst.start_time.as_secs_f64() * 1e3),
                     rtt_us: Some(inst.rtt.as_secs_f64() * 1e6),
                     rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
-                    status: "ready",
+                    status: LaunchStatus::Ready,
                     ..Default::default()
                 },
             );
@@ -383,7 +385,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
                 run_id,
                 &InstanceRecord {
                     env_idx: e,
-                    status: "failed",
+                    status: LaunchStatus::Failed,
                     detail: Some(msg.clone()),
                     console: err.console(),
                     ..Default::default()

@@ -188,6 +188,16 @@ stored_status! {
 }
 
 stored_status! {
+    /// How a launch of an environment ended (`instances.status`).
+    LaunchStatus {
+        /// Its agent said hello.
+        #[default]
+        Ready = "ready",
+        Failed = "failed",
+    }
+}
+
+stored_status! {
     /// Where a run is (`runs.status`).
     RunStatus {
         #[default]
@@ -234,8 +244,7 @@ pub struct InstanceRecord {
     pub start_ms: Option<f64>,
     pub rtt_us: Option<f64>,
     pub rtt_jitter_us: Option<f64>,
-    /// ready | failed
-    pub status: &'static str,
+    pub status: LaunchStatus,
     /// Why a launch failed, one line.
     pub detail: Option<String>,
     /// The console tail of a failed launch.
