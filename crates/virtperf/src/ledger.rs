@@ -80,9 +80,7 @@ impl Ledger {
     }
 
     fn save(&self) -> std::io::Result<()> {
-        let tmp = self.path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&self.file)?)?;
-        std::fs::rename(&tmp, &self.path)
+        crate::host::write_atomic(&self.path, &serde_json::to_vec_pretty(&self.file)?)
     }
 
     fn push(&mut self, e: Entry) {

@@ -13,11 +13,11 @@ mod samples;
 mod text;
 
 use std::cell::OnceCell;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use crate::host::{write_atomic, write_stdout};
 use crate::report::html::Page;
 use crate::report::Report;
 use crate::store::Store;
@@ -170,13 +170,8 @@ pub fn write(targets: &[Target], run: &RunData) -> Result<()> {
         let parts = ex.serialize(run)?;
         match &t.dest {
             Dest::Stdout => {
-                let mut out = std::io::stdout().lock();
                 for p in &parts {
-                    match out.write_all(&p.bytes) {
-                        // A reader that went away (`virtperf report | head`) is not a failure.
-                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-                        r => r?,
-                    }
+                    write_stdout(&p.bytes)?;
                 }
             }
             Dest::File(path) => {
@@ -229,18 +224,6 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
         }
         Err(e) => Err(format!("cannot write {}: {e}", path.display())),
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename: a
-/// reader never sees half a file, a failure leaves nothing behind.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let res = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
 }
 
 #[cfg(test)]
