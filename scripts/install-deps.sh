@@ -29,11 +29,17 @@ NEEDS=(
   "cyclictest:rt-tests"  # bench/timer.sh: the reference for the timer workload
   "stress-ng:stress-ng"  # bench/mechanisms.sh: references for syscall, fork and ctxswitch
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
+  "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh
+  "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)
+  "virt-xml-validate:libvirt-clients"  #   unit test: the domain XML against libvirt's schema
+  "xmllint:libxml2-utils"              #   (virt-xml-validate runs xmllint)
+  "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so:libvirt-daemon-driver-qemu"
 )
 
 missing=()
 for pair in "${NEEDS[@]}"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
+  if [ "${cmd#/}" != "$cmd" ]; then [ -e "$cmd" ] || missing+=("$pkg"); continue; fi
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
 # A dynamically linked busybox (Debian's `busybox`) cannot run in the guest image. (ldd exits 1 on
@@ -51,16 +57,61 @@ if ! command -v cargo >/dev/null 2>&1; then
   missing+=("cargo")
 fi
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
 if [ "$(id -u)" != 0 ]; then
-  echo "install-deps: missing packages: ${missing[*]}; run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}; run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+  fi
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # No package starts a service while it installs (openssh-server would listen on every
+  # address, libvirt would start its default network): policy-rc.d says no, and is removed after.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"; own_policy=1
+  fi
+  trap '[ "$own_policy" = 1 ] && rm -f "$policy"' EXIT
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# /dev/kvm with Debian's udev permissions (root:kvm 0660) where no udev ran: libvirt's QEMU runs
+# as root here, but libvirt probes /dev/kvm as its `libvirt-qemu` user, and with a root-only node
+# it finds its cached capabilities stale on every start (68 s per domain instead of 0.6 s).
+if [ -c /dev/kvm ] && getent group kvm >/dev/null && [ "$(stat -c %G /dev/kvm)" != kvm ]; then
+  chgrp kvm /dev/kvm && chmod 0660 /dev/kvm || true
+fi
+
+# The libvirt environment needs the system daemon answering. QEMU's output goes to a file of
+# libvirt's own instead of through virtlogd (stdio_handler = "file"): one daemon less that must be
+# up for a domain to start. Where an init system runs, it starts the daemon; elsewhere (containers,
+# CI machines without systemd), this does. Failures here are not fatal: doctor says why.
+if command -v libvirtd >/dev/null 2>&1; then
+  conf=/etc/libvirt/qemu.conf
+  if [ -f "$conf" ] && ! grep -Eq '^[[:space:]]*stdio_handler[[:space:]]*=' "$conf"; then
+    printf '\n# set by virtperf scripts/install-deps.sh: QEMU writes its log itself (no virtlogd needed)\nstdio_handler = "file"\n' >> "$conf"
+    restart_libvirtd=1
+  fi
+  if ! virsh -c qemu:///system version --daemon >/dev/null 2>&1 || [ "${restart_libvirtd:-0}" = 1 ]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl restart virtlogd.socket libvirtd.service >/dev/null 2>&1 || true
+    else
+      if [ -f /run/libvirtd.pid ] && kill -0 "$(cat /run/libvirtd.pid)" 2>/dev/null; then
+        kill "$(cat /run/libvirtd.pid)" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$(cat /run/libvirtd.pid 2>/dev/null)" 2>/dev/null || break; sleep 0.1; done
+      fi
+      virtlogd -d >/dev/null 2>&1 || true
+      libvirtd -d >/dev/null 2>&1 || true
+    fi
+    for _ in $(seq 100); do
+      virsh -c qemu:///system version --daemon >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+    virsh -c qemu:///system version --daemon >/dev/null 2>&1 \
+      || echo "install-deps: libvirtd does not answer; the libvirt environment will be refused (see: virtperf doctor)" >&2
+  fi
+fi

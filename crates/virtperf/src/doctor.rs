@@ -125,7 +125,10 @@ pub fn check(probe: bool) -> Vec<Row> {
                     }
                     Err(e) => {
                         row.usable = false;
-                        row.detail = format!("installed, but a test launch failed: {e}");
+                        row.detail = format!(
+                            "installed, but a test launch failed: {}",
+                            env::libvirt::one_line(&e.to_string())
+                        );
                         row.console = e.console();
                         row.fix = Some(if label.contains("crun") {
                             "use runtime=runc (the default)".into()

@@ -32,6 +32,12 @@ pub enum Entry {
     /// A network namespace of the lab (`/run/netns/NAME`), removed with `ip netns delete`, which
     /// also destroys the links and qdiscs inside it.
     Netns { name: String },
+    /// A libvirt domain virtperf started (its own transient guest, or an existing domain it
+    /// powered on), powered off with `virsh -c URI destroy NAME`.
+    Domain { uri: String, name: String },
+    /// A lab tap lent to a libvirt daemon's network namespace while a domain starts (named
+    /// `vpl…`), deleted there if a run died before taking it back.
+    DaemonTap { name: String },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -211,6 +217,8 @@ pub fn undo(e: &Entry, state_dir: &Path) {
         }
         Entry::Netns { name } => crate::host::delete_netns(name),
         Entry::Cgroup { rel } => crate::host::remove_cgroup(rel, 50),
+        Entry::Domain { uri, name } => crate::env::libvirt::destroy_domain(uri, name),
+        Entry::DaemonTap { name } => crate::env::libvirt::sweep_lent_tap(name),
     }
 }
 

@@ -84,6 +84,24 @@ enum ImageCmd {
         after_help = "Examples:\n  virtperf image build\n  virtperf image build --extra iperf3 --json\n  virtperf image build --kernel-package linux-image-6.1.0-56-amd64\n  virtperf image build --kernel /boot/vmlinuz-custom   # modules built in\n  virtperf image build --uml      # the UML kernel (uml:kernel=virtperf)\n\nThe cache is $VIRTPERF_CACHE, else $XDG_CACHE_HOME/virtperf, else ~/.cache/virtperf."
     )]
     Build(ImageBuildArgs),
+    /// Print a libvirt domain of virtperf's own guest whose agent answers on a unix socket, to
+    /// define once and use as an existing domain (`libvirt:domain=NAME`)
+    #[command(
+        after_help = "Examples:\n  virtperf image domain-xml vp-guest --socket-dir /var/lib/virtperf/vp-guest > vp-guest.xml\n  virsh define vp-guest.xml\n  virtperf run --env libvirt:domain=vp-guest --workload memcpy\n\nThe sockets are made by QEMU when the domain starts; the directory must exist."
+    )]
+    DomainXml(DomainXmlArgs),
+}
+
+#[derive(Args)]
+struct DomainXmlArgs {
+    /// The domain's name
+    name: String,
+    /// Where QEMU makes the agent's socket (agent.sock) and the console's (console.sock)
+    #[arg(long, value_name = "DIR")]
+    socket_dir: PathBuf,
+    /// A libvirt environment parameter (domain_type, vcpus, memory, uri), repeatable
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
 }
 
 #[derive(Args)]
@@ -562,6 +580,30 @@ fn cmd_image_build(a: ImageBuildArgs) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
+fn cmd_domain_xml(a: DomainXmlArgs) -> anyhow::Result<ExitStatus> {
+    let kind = &env::libvirt::Libvirt as &dyn env::Environment;
+    let mut raw = BTreeMap::new();
+    for kv in &a.set {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(bad_input(format!("--set {kv}: expected KEY=VALUE, e.g. --set vcpus=2")));
+        };
+        raw.insert(k.trim().to_string(), Raw::Str(v.trim().to_string()));
+    }
+    let params = virtperf_workload::params::resolve(kind.params(), &raw)
+        .map_err(|e| bad_input(format!("--set: {e}")))?;
+    kind.check(&params).map_err(|e| bad_input(format!("--set {}: {}", e.key, e.message)))?;
+    if !a.socket_dir.is_absolute() {
+        return Err(bad_input(format!(
+            "--socket-dir {}: give an absolute path (QEMU makes the sockets there)",
+            a.socket_dir.display()
+        )));
+    }
+    let xml =
+        env::libvirt::example_domain_xml(&params, &a.name, &a.socket_dir).map_err(anyhow::Error::msg)?;
+    host::write_stdout(xml.as_bytes())?;
+    Ok(ExitStatus::Success)
+}
+
 fn main() -> ExitCode {
     // `run --help` lists what the registries hold (see run_help).
     let matches = Cli::command().mut_subcommand("run", |c| c.after_help(run_help())).get_matches();
@@ -573,6 +615,7 @@ fn main() -> ExitCode {
         Cmd::Export(a) => cmd_export(a),
         Cmd::Doctor(a) => cmd_doctor(a),
         Cmd::Image(ImageCmd::Build(a)) => cmd_image_build(a),
+        Cmd::Image(ImageCmd::DomainXml(a)) => cmd_domain_xml(a),
         Cmd::Agent(a) => {
             return match agent::main(a.tty.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -587,16 +587,18 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, .. } = *t;
                 let case = &exp.cases[c];
                 // The environments not in this trial are paused while it runs.
-                let frozen: Vec<String> = if exp.freeze_idle {
-                    let others: Vec<String> = slots
+                let frozen: Vec<(String, Option<env::Pauser>)> = if exp.freeze_idle {
+                    let others: Vec<(String, Option<env::Pauser>)> = slots
                         .iter()
                         .enumerate()
                         .filter(|(i, _)| *i != e && Some(*i) != peer_idx)
-                        .flat_map(|(_, s)| s.instances.iter().flatten().map(|i| i.id.clone()))
+                        .flat_map(|(_, s)| {
+                            s.instances.iter().flatten().map(|i| (i.id.clone(), i.pauser.clone()))
+                        })
                         .collect();
                     others
                         .into_iter()
-                        .filter(|id| match env::freeze(id, true) {
+                        .filter(|(id, p)| match env::pause(id, p.as_ref(), true) {
                             Ok(()) => true,
                             Err(why) => {
                                 if !freeze_warned {
@@ -729,8 +731,8 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                         }
                     }
                 };
-                for fid in &frozen {
-                    if let Err(why) = env::freeze(fid, false) {
+                for (fid, p) in &frozen {
+                    if let Err(why) = env::pause(fid, p.as_ref(), false) {
                         eprintln!("virtperf: cannot resume {fid}: {why}");
                     }
                 }

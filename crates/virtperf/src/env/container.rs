@@ -424,6 +424,7 @@ pub(super) fn launch_oci(
             agent_pid: 0,
             teardown: Box::new(teardown),
             child: Some(child),
+            pauser: None,
         };
         inst.await_hello(ctx, started)
     }

@@ -233,6 +233,7 @@ pub fn launch_guest(
         own_clock: false,
         teardown: Box::new(teardown),
         conn: Conn::new(stdout, Box::new(stdin), tail),
+        pauser: None,
     };
     inst.await_hello(ctx, started)
 }
@@ -266,6 +267,20 @@ pub struct Instance {
     /// More of what the instance leaves on the host (its scratch directory, files a workload
     /// writes into a directory the user named), undone after its teardown; each is in the ledger.
     pub cleanup: Vec<crate::ledger::Entry>,
+    /// Pauses (true) or resumes (false) an instance whose processes are not in virtperf's cgroup
+    /// (a libvirt domain: `virsh suspend`/`resume`); None: the cgroup freezer does it.
+    pub pauser: Option<Pauser>,
+}
+
+/// How an instance outside virtperf's cgroups is paused and resumed.
+pub type Pauser = std::sync::Arc<dyn Fn(bool) -> Result<(), String> + Send + Sync>;
+
+/// Pauses or resumes instance `id`: through its own pauser, else its cgroup's freezer.
+pub fn pause(id: &str, pauser: Option<&Pauser>, frozen: bool) -> Result<(), String> {
+    match pauser {
+        Some(p) => p(frozen),
+        None => super::cgroup::freeze(id, frozen),
+    }
 }
 
 impl Instance {
@@ -307,6 +322,10 @@ impl Instance {
     /// Resumes the instance if a run paused it (a frozen process neither answers nor dies).
     fn thaw(&self) {
         if self.id.is_empty() {
+            return;
+        }
+        if let Some(p) = &self.pauser {
+            let _ = p(false);
             return;
         }
         for m in crate::host::cgroup_mounts() {

@@ -8,6 +8,7 @@
 pub mod conn;
 pub mod container;
 pub mod gvisor;
+pub mod libvirt;
 pub mod native;
 pub mod qemu;
 pub mod scratch;
@@ -22,7 +23,7 @@ pub use launch::*;
 
 /// Every environment kind this build knows.
 pub static REGISTRY: &[&dyn Environment] =
-    &[&native::Native, &container::Container, &gvisor::Gvisor, &uml::Uml, &qemu::Qemu];
+    &[&native::Native, &container::Container, &gvisor::Gvisor, &uml::Uml, &qemu::Qemu, &libvirt::Libvirt];
 
 pub fn find(kind: &str) -> Option<&'static dyn Environment> {
     REGISTRY.iter().copied().find(|e| e.kind() == kind)

@@ -124,6 +124,7 @@ impl Environment for Native {
                 cgroup: cg.map(|_| format!("virtperf/{}", ctx.instance_id)),
             }),
             conn,
+            pauser: None,
         };
         inst.await_hello(ctx, started)
     }

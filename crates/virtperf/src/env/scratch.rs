@@ -78,6 +78,26 @@ pub fn make_image(path: &Path, size: u64) -> Result<&'static str, String> {
     Ok(allocation)
 }
 
+/// A guest's scratch image in the instance's scratch directory: `scratch.img` of `size` bytes,
+/// made with [`make_image`]; its path and a description for the trials' records. The image lives
+/// on the host's scratch disk, not in the state directory (a tmpfs on most hosts, where it would
+/// be memory and refuse cache=none's O_DIRECT).
+pub fn guest_image(
+    ctx: &super::launch::LaunchCtx,
+    size: u64,
+) -> Result<(std::path::PathBuf, String), super::launch::LaunchError> {
+    use super::launch::LaunchError;
+    let Some(sdir) = ctx.scratch_dir.clone() else {
+        return Err(LaunchError::Prepare(
+            "disk= needs the run's scratch directory, which could not be made (see VIRTPERF_SCRATCH)".into(),
+        ));
+    };
+    let path = sdir.join("scratch.img");
+    let how = make_image(&path, size).map_err(LaunchError::Prepare)?;
+    let image = format!("{} ({} MiB, {how}, on the host's {})", path.display(), size >> 20, host_fs(&sdir));
+    Ok((path, image))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -232,7 +232,7 @@ pub fn all_cpus_mask(n: usize) -> String {
 }
 
 /// Turns on receive packet steering over every CPU for `dev`'s receive queue in `ns`.
-fn steer_flows(ns: &str, dev: &str) -> Result<(), String> {
+pub(crate) fn steer_flows(ns: &str, dev: &str) -> Result<(), String> {
     let mask = all_cpus_mask(crate::host::host_cpus());
     let script = format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
     sh("ip", &["netns", "exec", ns, "sh", "-c", &script])

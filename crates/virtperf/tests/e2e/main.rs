@@ -13,6 +13,7 @@ mod containers;
 mod disk;
 mod faults;
 mod guests;
+mod libvirt;
 mod mechanisms;
 mod network;
 mod report;
@@ -65,6 +66,9 @@ fn main() {
         guests::qemu_microvm_guest_clock_agrees_with_the_host,
         guests::qemu_two_instances_stream_together,
         guests::qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on,
+        libvirt::libvirt_refusals_name_the_fix,
+        libvirt::libvirt_tcg_domain_runs_memcpy_and_tcp_stream,
+        libvirt::libvirt_existing_domain_is_started_and_powered_off,
         disk::disk_every_mode_native_and_container,
         disk::disk_full_fails_that_case_and_the_run_goes_on,
         disk::disk_bad_input_exits_2_and_creates_nothing,

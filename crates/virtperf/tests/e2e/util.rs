@@ -255,6 +255,32 @@ fn host_things_unfiltered() -> Vec<String> {
     let mut out = live_agents();
     out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
     out.extend(all_lab_namespaces().into_iter().map(|n| format!("netns {n}")));
+    out.extend(libvirt_things());
+    out
+}
+
+/// Running libvirt domains of virtperf's own guests (`virtperf-vpPID-…`) and lab taps lent to the
+/// root namespace (`vpl…`).
+fn libvirt_things() -> Vec<String> {
+    let mut out = Vec::new();
+    if has("virsh") {
+        if let Ok(o) = Command::new("virsh").args(["-q", "list", "--name"]).stderr(Stdio::null()).output() {
+            for n in String::from_utf8_lossy(&o.stdout).lines().map(str::trim) {
+                if let Some(id) = n.strip_prefix("virtperf-") {
+                    out.push(format!("domain {id}"));
+                }
+            }
+        }
+    }
+    if let Ok(o) = Command::new("ip").args(["-o", "link", "show"]).output() {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            if let Some(name) = l.split(": ").nth(1).map(|n| n.split('@').next().unwrap_or(n)) {
+                if name.starts_with("vpl") {
+                    out.push(format!("lent tap {name}"));
+                }
+            }
+        }
+    }
     out
 }
 

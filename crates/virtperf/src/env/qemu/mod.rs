@@ -191,7 +191,7 @@ fn image_spec(params: &BTreeMap<String, Value>) -> ImageSpec {
 /// Images built by this process, by spec (building means hashing the agent: once per run).
 static IMAGES: Mutex<Vec<(ImageSpec, Image)>> = Mutex::new(Vec::new());
 
-fn image_for(params: &BTreeMap<String, Value>) -> Result<Image, image::ImageError> {
+pub(crate) fn image_for(params: &BTreeMap<String, Value>) -> Result<Image, image::ImageError> {
     let spec = image_spec(params);
     if let Ok(cache) = IMAGES.lock() {
         if let Some((_, i)) = cache.iter().find(|(s, _)| *s == spec) {
@@ -425,30 +425,13 @@ impl Environment for Qemu {
         let (disk, scratch) = if disk_model == "none" {
             (None, None)
         } else {
-            // The image lives on the host's scratch disk, not in the state directory (a tmpfs on
-            // most hosts, where it would be memory and refuse cache=none's O_DIRECT).
-            let Some(sdir) = ctx.scratch_dir.clone() else {
-                teardown.teardown(ctx.ledger);
-                return Err(LaunchError::Prepare(
-                    "disk= needs the run's scratch directory, which could not be made (see VIRTPERF_SCRATCH)"
-                        .into(),
-                ));
-            };
-            let path = sdir.join("scratch.img");
-            let size = p.disk_size;
-            let how = match super::scratch::make_image(&path, size) {
-                Ok(h) => h,
+            let (path, image) = match super::scratch::guest_image(ctx, p.disk_size) {
+                Ok(x) => x,
                 Err(e) => {
                     teardown.teardown(ctx.ledger);
-                    return Err(LaunchError::Prepare(e));
+                    return Err(e);
                 }
             };
-            let image = format!(
-                "{} ({} MiB, {how}, on the host's {})",
-                path.display(),
-                size >> 20,
-                super::scratch::host_fs(&sdir)
-            );
             let what = disk_what(&machine, &disk_model, &cache, &image);
             (
                 Some(Disk { model: disk_model.clone(), cache: cache.clone(), path }),

@@ -1,0 +1,203 @@
+//! The libvirt environment under the Debian libvirt daemon `make deps` sets up (QEMU, TCG here).
+
+use crate::util::*;
+
+fn need_libvirt() -> Option<String> {
+    need_root_and_env("libvirt").or_else(|| {
+        (!has("virsh")).then(|| "needs virsh (apt-get install libvirt-clients, or make deps)".to_string())
+    })
+}
+
+fn virsh(args: &[&str]) -> Output {
+    Command::new("virsh").arg("-q").args(args).output().unwrap()
+}
+
+/// virtperf's own guest as a transient TCG domain: memcpy on the host's clock and TCP through
+/// the lab's tap (lent to libvirt's namespace for the start, then back on the bridge); afterwards
+/// no domain, no lent tap, the root namespace as it was.
+pub(crate) fn libvirt_tcg_domain_runs_memcpy_and_tcp_stream() -> Outcome {
+    if let Some(why) = need_libvirt() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("l.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let before = root_netns_snapshot();
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "libvirt:domain_type=qemu,name=lv",
+            "--workload",
+            "memcpy:size=8MiB,copies=10",
+            "--workload",
+            "tcp_stream:duration=1s",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mean =
+        |env: &str, metric: &str| -> f64 { row_or_fail(&doc, env, metric)["mean"].as_f64().unwrap_or(0.0) };
+    let goodput = mean("lv", "tcp_goodput");
+    // TCG here carries about 1.7–1.9 Gbit/s through virtio-net (MACHINE-NOTES: iperf3 1.9).
+    assert!(goodput > 0.1, "TCP through the domain's virtio-net: {goodput} Gbit/s");
+    assert!(mean("lv", "tcp_goodput") < mean("native", "tcp_goodput"));
+    let m = row_or_fail(&doc, "lv", "memcpy_time");
+    assert_eq!(m["clock"], "host", "a guest's figure is headlined on the host's clock: {m}");
+    assert!(mean("lv", "memcpy_time") > mean("native", "memcpy_time"), "TCG is slower than the host");
+    assert!(mean("lv", "host_cpu_time") > 0.0, "the domain's QEMU process is accounted");
+    let e = doc["environments"].as_array().unwrap().iter().find(|x| x["name"] == "lv").unwrap().clone();
+    println!(
+        "    lv: tcp {goodput:.3} Gbit/s (native {:.2}), memcpy ×{:.2} native, start {:.0} ms",
+        mean("native", "tcp_goodput"),
+        mean("lv", "memcpy_time") / mean("native", "memcpy_time"),
+        e["start_ms_mean"].as_f64().unwrap_or(0.0)
+    );
+    assert_no_leftovers(&state);
+    assert_eq!(root_netns_snapshot(), before, "the root namespace is as it was (the lent tap went back)");
+    Outcome::Pass
+}
+
+/// An existing domain (defined from `virtperf image domain-xml`) is started for each launch,
+/// measured, powered off after and stays defined; a running one is refused.
+pub(crate) fn libvirt_existing_domain_is_started_and_powered_off() -> Outcome {
+    if let Some(why) = need_libvirt() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let socks = dir.path().join("socks");
+    std::fs::create_dir_all(&socks).unwrap();
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let name = format!("vptest-existing-{}", std::process::id());
+    let xml = vp(
+        &["image", "domain-xml", &name, "--socket-dir", socks.to_str().unwrap(), "--set", "domain_type=qemu"],
+        &env,
+    );
+    assert!(xml.status.success(), "{}", String::from_utf8_lossy(&xml.stderr));
+    let xml_path = dir.path().join("d.xml");
+    std::fs::write(&xml_path, &xml.stdout).unwrap();
+    let def = virsh(&["define", xml_path.to_str().unwrap()]);
+    assert!(def.status.success(), "{}", String::from_utf8_lossy(&def.stderr));
+    // Undefined at the end whatever happens.
+    struct Undefine(String);
+    impl Drop for Undefine {
+        fn drop(&mut self) {
+            let _ = virsh(&["destroy", &self.0]);
+            let _ = virsh(&["undefine", &self.0]);
+        }
+    }
+    let _guard = Undefine(name.clone());
+    let db = dir.path().join("e.db");
+    let spec = format!("libvirt:domain={name},name=existing");
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            &spec,
+            "--workload",
+            "memcpy:size=8MiB,copies=10",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = row_or_fail(&doc, "existing", "memcpy_time");
+    assert!(r["mean"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    let st = virsh(&["domstate", &name]);
+    assert_eq!(String::from_utf8_lossy(&st.stdout).trim(), "shut off", "powered off after, still defined");
+    assert_no_leftovers(&state);
+
+    // A running domain is refused before anything is made, with the fix.
+    let start = virsh(&["start", &name]);
+    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    let db2 = dir.path().join("r.db");
+    let out = vp(
+        &["run", "--env", &spec, "--workload", "memcpy", "--reps", "1", "--db", db2.to_str().unwrap()],
+        &env,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("running") && err.contains("shutdown"), "{err}");
+    let st = virsh(&["domstate", &name]);
+    assert_eq!(String::from_utf8_lossy(&st.stdout).trim(), "running", "a refused run touches nothing");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// Refusals before anything is created: libvirt not answering, a domain that does not exist,
+/// `domain_type = "kvm"` where KVM cannot run a stock guest, bad parameters (exit 2).
+pub(crate) fn libvirt_refusals_name_the_fix() -> Outcome {
+    if !is_root() {
+        return Outcome::Skip("needs root".into());
+    }
+    if !has("virsh") {
+        return Outcome::Skip("needs virsh (apt-get install libvirt-clients, or make deps)".into());
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let run = |spec: &str| -> (Option<i32>, String, f64) {
+        let db = dir.path().join("x.db");
+        let _ = std::fs::remove_file(&db);
+        let t0 = Instant::now();
+        let out = vp(
+            &["run", "--env", spec, "--workload", "memcpy", "--reps", "1", "--db", db.to_str().unwrap()],
+            &env,
+        );
+        let secs = t0.elapsed().as_secs_f64();
+        assert!(!db.exists() || count_trials(&db, "ok") == 0, "{spec}: nothing measured");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), secs)
+    };
+    let (code, err, s) = run("libvirt:uri=qemu:///system?socket=/nonexistent/libvirt-sock");
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("does not answer") && err.contains("libvirtd"), "{err}");
+    println!("    libvirt not answering: exit 3 in {s:.1} s");
+    let (code, err, _) = run("libvirt:domain=vp-no-such-domain-here");
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("vp-no-such-domain-here") && err.contains("virsh list --all"), "{err}");
+    // kvm: refused exactly where doctor says QEMU's KVM cannot run a stock guest.
+    let kvm_unusable = doctor_unusable("qemu:accel=kvm");
+    let (code, err, _) = run("libvirt:domain_type=kvm");
+    match kvm_unusable {
+        Some(why) => {
+            assert_eq!(code, Some(3), "{err}");
+            assert!(err.contains("domain_type = \"qemu\""), "the fix names TCG: {err}");
+            println!("    domain_type=kvm refused here ({})", why.chars().take(80).collect::<String>());
+        }
+        None => println!("    domain_type=kvm runs here (real KVM): exit {code:?}"),
+    }
+    let (code, err, _) = run("libvirt:domain_type=xen");
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("xen:///system"), "{err}");
+    for (spec, key) in [
+        ("libvirt:snapshot=s1", "snapshot"),
+        ("libvirt:uri=nope", "uri"),
+        ("libvirt:domain_type=hyperv", "domain_type"),
+        ("libvirt:pin=99999", "pin"),
+    ] {
+        let (code, err, _) = run(spec);
+        assert_eq!(code, Some(2), "{spec}: {err}");
+        assert!(err.contains(key), "{spec}: the message names `{key}`: {err}");
+    }
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
