@@ -49,6 +49,7 @@ bench: build
 	bench/disk.sh
 	bench/timer.sh
 	bench/mechanisms.sh
+	bench/libvirt.sh
 
 clean:
 	$(CARGO) clean
