@@ -15,6 +15,7 @@ mod image;
 mod lab;
 mod ledger;
 mod plan;
+mod remote;
 mod report;
 mod rfc2544;
 mod run;
@@ -74,6 +75,13 @@ enum Cmd {
         after_help = "The protocol is documented in docs/protocol.md. Example:\n  echo '{\"v\":1,\"tag\":1,\"type\":\"ping\"}' | virtperf agent\n  virtperf agent --tty /dev/tty1   # inside a UML or QEMU guest: a console kept free of kernel messages"
     )]
     Agent(AgentArgs),
+    /// On a remote host, for an orchestrator's SSH session: check environments (docs/remote.md)
+    #[command(hide = true)]
+    RemoteCheck,
+    /// On a remote host, for an orchestrator's SSH session: launch one environment and relay its
+    /// agent's line (docs/remote.md)
+    #[command(hide = true)]
+    RemoteLaunch,
 }
 
 #[derive(Subcommand)]
@@ -616,6 +624,12 @@ fn main() -> ExitCode {
         Cmd::Doctor(a) => cmd_doctor(a),
         Cmd::Image(ImageCmd::Build(a)) => cmd_image_build(a),
         Cmd::Image(ImageCmd::DomainXml(a)) => cmd_domain_xml(a),
+        Cmd::RemoteCheck => {
+            remote::serve::check_main().map(|()| ExitStatus::Success).map_err(anyhow::Error::from)
+        }
+        Cmd::RemoteLaunch => {
+            remote::serve::launch_main().map(|()| ExitStatus::Success).map_err(anyhow::Error::from)
+        }
         Cmd::Agent(a) => {
             return match agent::main(a.tty.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -66,7 +66,23 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
     let runtimes: BTreeMap<String, Option<String>> = exp
         .envs
         .iter()
-        .map(|e| (e.name.clone(), env::find(&e.kind).and_then(|k| k.runtime_version(&e.params))))
+        .map(|e| {
+            let rt = match &e.host {
+                Some(h) => crate::remote::runtime_of(h, &e.name),
+                None => env::find(&e.kind).and_then(|k| k.runtime_version(&e.params)),
+            };
+            (e.name.clone(), rt)
+        })
+        .collect();
+    // Each remote host's facts, as its preflight found them.
+    let hosts: BTreeMap<String, serde_json::Value> = exp
+        .hosts
+        .iter()
+        .map(|h| {
+            let facts =
+                crate::remote::info(&h.name).map(|i| serde_json::to_value(i.facts).unwrap_or_default());
+            (h.name.clone(), serde_json::json!({"ssh": h.ssh, "facts": facts}))
+        })
         .collect();
     let lab = exp.has_network().then(|| {
         serde_json::json!({
@@ -93,6 +109,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "kvm": Path::new("/dev/kvm").exists(),
         "kvm_pvm": Path::new("/sys/module/kvm_pvm").exists(),
         "runtimes": runtimes,
+        "hosts": hosts,
         "command_line": command_line,
         "date": crate::store::now_rfc3339(),
     })
@@ -102,8 +119,25 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
 /// also does each environment's one-time work (guest images), which a dry run skips.
 pub fn preflight(exp: &Experiment, prepare: bool) -> Result<(), String> {
     let mut problems = Vec::new();
+    // Environments on other hosts are checked there (a dry run does not connect).
+    if prepare {
+        for h in &exp.hosts {
+            let envs: Vec<_> = exp
+                .envs
+                .iter()
+                .filter(|e| e.host.as_deref() == Some(h.name.as_str()))
+                .map(|e| (e.name.clone(), e.kind.clone(), e.params.clone()))
+                .collect();
+            if !envs.is_empty() {
+                problems.extend(crate::remote::preflight(h, &envs));
+            }
+        }
+    }
     for e in &exp.envs {
         let Some(kind) = env::find(&e.kind) else { continue };
+        if e.host.is_some() {
+            continue;
+        }
         let a = kind.availability(&e.params);
         if !a.usable {
             problems.push(format!(
@@ -146,7 +180,10 @@ pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
             name: e.name.clone(),
             kind: e.kind.clone(),
             params: serde_json::to_value(&e.params).unwrap_or_default(),
-            runtime: env::find(&e.kind).and_then(|k| k.runtime_version(&e.params)),
+            runtime: match &e.host {
+                Some(h) => crate::remote::runtime_of(h, &e.name),
+                None => env::find(&e.kind).and_then(|k| k.runtime_version(&e.params)),
+            },
             instances: e.instances,
             group: e.group.clone(),
         })
@@ -344,7 +381,14 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     };
     slot.launches += 1;
     let def_name = name;
-    let launched = kind.launch(&mut ctx, params);
+    let remote_host = match role {
+        Role::Env(e) => exp.envs[e].host.as_ref().and_then(|h| exp.hosts.iter().find(|x| &x.name == h)),
+        Role::Tester => None,
+    };
+    let launched = match remote_host {
+        Some(h) => crate::remote::launch(h, kind.kind(), params, &mut ctx),
+        None => kind.launch(&mut ctx, params),
+    };
     if let (Err(_), Some(sd)) = (&launched, &sdir) {
         ledger.remove_scratch_dir(sd);
     }

@@ -276,6 +276,29 @@ impl Conn {
         }
     }
 
+    /// Hands the line to the agent over to the caller (a relay: `virtperf remote-launch` copies
+    /// request lines through it as they come); this Conn can no longer send.
+    pub fn take_writer(&mut self) -> Box<dyn Write + Send> {
+        std::mem::replace(&mut self.writer, Box::new(std::io::sink()))
+    }
+
+    /// The next frame the agent sends, whatever its tag (a relay's half of [`Conn::wait`]): None
+    /// after `timeout` without one; an error when the agent's line ended or carried garbage.
+    pub fn next_frame(&mut self, timeout: Duration) -> Result<Option<Frame<Reply>>, CallError> {
+        if !self.stash.is_empty() {
+            return Ok(Some(self.stash.remove(0).0));
+        }
+        match self.events.recv_timeout(timeout) {
+            Ok(Event::Frame(f, _)) => Ok(Some(f)),
+            Ok(Event::Garbage(g)) => Err(CallError::Protocol(g)),
+            Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
+                self.closed = true;
+                Err(CallError::Exited(self.tail.render()))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+        }
+    }
+
     /// The tail of the instance's stderr (runtime messages, a guest's console).
     pub fn tail(&self) -> &Tail {
         &self.tail

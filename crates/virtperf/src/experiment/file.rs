@@ -3,7 +3,7 @@
 use super::*;
 
 pub(crate) const TOP_KEYS: &[&str] =
-    &["name", "reps", "warmup", "order", "seed", "timeout", "freeze_idle", "lab", "env", "workload"];
+    &["name", "reps", "warmup", "order", "seed", "timeout", "freeze_idle", "lab", "env", "workload", "host"];
 
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
@@ -47,6 +47,34 @@ pub fn read_toml(path: &str, text: &str) -> Result<RawExperiment, InputError> {
                     } else {
                         out.workloads.push(raw);
                     }
+                }
+            }
+            "host" => {
+                let tables = item.as_array_of_tables().ok_or_else(|| {
+                    err(
+                        &origin,
+                        Some(key),
+                        "expected a list of tables written [[host]] (keys: name, ssh, ssh_config)",
+                    )
+                })?;
+                for t in tables.iter() {
+                    let mut keys = Vec::new();
+                    for (k, v) in t.iter() {
+                        let o = at(t.key(k).and_then(|kk| kk.span()).or_else(|| v.span()));
+                        if !HOST_KEYS.contains(&k) {
+                            return Err(err(
+                                &o,
+                                Some(&format!("host.{k}")),
+                                format!("unknown key (known: {})", HOST_KEYS.join(", ")),
+                            ));
+                        }
+                        let v = v
+                            .as_value()
+                            .and_then(raw_of)
+                            .ok_or_else(|| err(&o, Some(&format!("host.{k}")), "expected text"))?;
+                        keys.push((k.to_string(), v, o));
+                    }
+                    out.hosts.push((at(t.span()), keys));
                 }
             }
             "lab" => {

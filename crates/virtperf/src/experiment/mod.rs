@@ -109,6 +109,8 @@ pub struct EnvDef {
     /// The environment as written before an `instances` sweep split it (its name without the
     /// `[instances=N]` suffix): the seed-000 table groups by it.
     pub group: String,
+    /// The `[[host]]` it runs on; None: this machine.
+    pub host: Option<String>,
 }
 
 /// Most instances of one environment.
@@ -177,6 +179,8 @@ pub struct Experiment {
     pub lab: LabSpec,
     /// The `[lab]` keys as written, for re-rendering.
     pub lab_raw: Vec<(String, Raw)>,
+    /// Other machines reached over SSH (`[[host]]`).
+    pub hosts: Vec<HostDef>,
 }
 
 impl Experiment {
@@ -217,7 +221,29 @@ pub struct RawExperiment {
     pub settings: BTreeMap<String, RawSetting>,
     pub envs: Vec<RawItem>,
     pub workloads: Vec<RawItem>,
+    /// `[[host]]` tables: where each was written, and its keys.
+    pub hosts: Vec<(Origin, Vec<RawKey>)>,
 }
+
+/// A key of a table as written: its name, its value, where.
+pub type RawKey = (String, Raw, Origin);
+
+/// Another machine, reached over SSH, where environments may run (`host = "NAME"` on an
+/// environment; docs/remote.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostDef {
+    pub name: String,
+    /// The ssh destination (`root@hostB`, or a `Host` of `ssh_config`).
+    pub ssh: String,
+    /// An ssh configuration file to use instead of the user's (`ssh -F`).
+    pub ssh_config: Option<String>,
+}
+
+/// The keys of a `[[host]]` table.
+pub const HOST_KEYS: &[&str] = &["name", "ssh", "ssh_config"];
+
+/// The name that means this machine in `host = …`.
+pub const LOCAL_HOST: &str = "local";
 
 fn toml_value(r: &Raw) -> String {
     match r {
@@ -248,12 +274,25 @@ impl Experiment {
                 s += &format!("{k} = {}\n", toml_value(v));
             }
         }
+        for h in &self.hosts {
+            s += &format!(
+                "\n[[host]]\nname = {}\nssh = {}\n",
+                toml_value(&Raw::Str(h.name.clone())),
+                toml_value(&Raw::Str(h.ssh.clone()))
+            );
+            if let Some(c) = &h.ssh_config {
+                s += &format!("ssh_config = {}\n", toml_value(&Raw::Str(c.clone())));
+            }
+        }
         for e in &self.envs {
             s += &format!(
                 "\n[[env]]\nkind = \"{}\"\nname = {}\n",
                 e.kind,
                 toml_value(&Raw::Str(e.name.clone()))
             );
+            if let Some(h) = &e.host {
+                s += &format!("host = {}\n", toml_value(&Raw::Str(h.clone())));
+            }
             for (k, v) in &e.raw {
                 s += &format!("{k} = {}\n", toml_value(v));
             }
@@ -644,5 +683,55 @@ load = {percent = [0, 90], on = "tester", cpus = 1}
             Some("load.where"),
             "unknown key",
         );
+    }
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Experiment, InputError> {
+        validate(&read_toml("h.toml", text)?, &Origin::Default)
+    }
+
+    const W: &str = "[[workload]]\nkind = \"memcpy\"\n";
+
+    #[test]
+    fn hosts_are_declared_named_and_rendered_back() {
+        let text = format!(
+            "[[host]]\nname = \"b\"\nssh = \"root@198.18.7.2\"\n\n[[env]]\nkind = \"native\"\nname = \"n@b\"\nhost = \"b\"\n\n[[env]]\nkind = \"native\"\nhost = \"local\"\n{W}"
+        );
+        let e = parse(&text).unwrap();
+        assert_eq!(
+            e.hosts,
+            vec![HostDef { name: "b".into(), ssh: "root@198.18.7.2".into(), ssh_config: None }]
+        );
+        assert_eq!(e.envs[0].host.as_deref(), Some("b"));
+        assert_eq!(e.envs[1].host, None, "local is this machine");
+        let again = parse(&e.to_toml()).unwrap();
+        assert_eq!(again.hosts, e.hosts);
+        assert_eq!(again.envs[0].host, e.envs[0].host, "a stored experiment resumes on the same host");
+    }
+
+    #[test]
+    fn bad_hosts_name_the_line_and_the_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("[[env]]\nkind = \"native\"\nhost = \"c\"\n", "host", "unknown host `c`"),
+            ("[[host]]\nname = \"b\"\n\n[[env]]\nkind = \"native\"\n", "host.ssh", "needs ssh"),
+            ("[[host]]\nname = \"b\"\nssh = \"-oProxyCommand=x\"\n\n[[env]]\nkind = \"native\"\n", "host.ssh", "not an ssh destination"),
+            ("[[host]]\nname = \"local\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\n", "host.name", "this machine"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n[[host]]\nname = \"b\"\nssh = \"a@c\"\n\n[[env]]\nkind = \"native\"\n", "host.name", "two hosts"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nport = 22\n\n[[env]]\nkind = \"native\"\n", "host.port", "unknown key"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nssh_config = \"/nonexistent/cfg\"\n\n[[env]]\nkind = \"native\"\n", "host.ssh_config", "does not exist"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"uml\"\nhost = \"b\"\n", "host", "native and container"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host", "network and disk"),
+        ];
+        for (text, key, words) in cases {
+            let text = if text.contains("[[workload]]") { text.to_string() } else { format!("{text}{W}") };
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(*key), "{text}: {e}");
+            assert!(e.message.contains(words), "{text}: {e}");
+            assert!(e.to_string().contains("h.toml:"), "names the file and line: {e}");
+        }
     }
 }

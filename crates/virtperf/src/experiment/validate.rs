@@ -167,7 +167,8 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         ));
     }
 
-    let envs = environments(raw)?;
+    let hosts = hosts(raw)?;
+    let envs = environments(raw, &hosts)?;
     let (workloads, cases) = workloads(raw)?;
     let (lab, lab_raw) = lab_spec(raw)?;
     // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
@@ -182,6 +183,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
     check_instances(whole, &envs, &cases)?;
     check_memory(whole, &envs, &cases)?;
     check_disks(whole, &envs, &cases)?;
+    check_remote(raw, &envs, &cases)?;
     let trials =
         (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
     if trials > MAX_TRIALS {
@@ -210,7 +212,117 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         cases,
         lab,
         lab_raw,
+        hosts,
     })
+}
+
+/// Step 1b: the `[[host]]` tables (names unique, not `local`; an ssh destination that is not an
+/// option; an ssh_config that exists).
+fn hosts(raw: &RawExperiment) -> Result<Vec<HostDef>, InputError> {
+    let mut out: Vec<HostDef> = Vec::new();
+    for (origin, keys) in &raw.hosts {
+        let get = |k: &str| keys.iter().find(|(n, _, _)| n == k);
+        let text = |k: &str| -> Result<Option<String>, InputError> {
+            match get(k) {
+                None => Ok(None),
+                Some((_, Raw::Str(s), _)) => Ok(Some(s.clone())),
+                Some((_, v, o)) => {
+                    Err(err(o, Some(&format!("host.{k}")), format!("got `{v}`, expected text")))
+                }
+            }
+        };
+        let name = text("name")?.ok_or_else(|| {
+            err(
+                origin,
+                Some("host.name"),
+                "every [[host]] needs name = \"...\" (environments say host = NAME)",
+            )
+        })?;
+        let at = |k: &str| get(k).map(|x| x.2.clone()).unwrap_or_else(|| origin.clone());
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(err(
+                &at("name"),
+                Some("host.name"),
+                format!("`{name}`: a host's name is letters, digits, - and _"),
+            ));
+        }
+        if name == LOCAL_HOST {
+            return Err(err(
+                &at("name"),
+                Some("host.name"),
+                "`local` means this machine: name the host otherwise",
+            ));
+        }
+        if out.iter().any(|h| h.name == name) {
+            return Err(err(&at("name"), Some("host.name"), format!("two hosts are named `{name}`")));
+        }
+        let ssh = text("ssh")?.ok_or_else(|| {
+            err(
+                origin,
+                Some("host.ssh"),
+                format!("host `{name}` needs ssh = \"user@address\" (or a Host of your ssh config)"),
+            )
+        })?;
+        if ssh.is_empty() || ssh.starts_with('-') || ssh.contains(char::is_whitespace) {
+            return Err(err(
+                &at("ssh"),
+                Some("host.ssh"),
+                format!("`{ssh}` is not an ssh destination (user@address, or a Host of your ssh config)"),
+            ));
+        }
+        let ssh_config = text("ssh_config")?;
+        if let Some(c) = &ssh_config {
+            if !std::path::Path::new(c).is_file() {
+                return Err(err(
+                    &at("ssh_config"),
+                    Some("host.ssh_config"),
+                    format!("{c} does not exist or is not a file"),
+                ));
+            }
+        }
+        out.push(HostDef { name, ssh, ssh_config });
+    }
+    Ok(out)
+}
+
+/// What an environment on another host can run today: CPU, memory and system-call workloads in
+/// native and container environments, one instance each (docs/remote.md says what is next).
+fn check_remote(raw: &RawExperiment, envs: &[EnvDef], cases: &[Case]) -> Result<(), InputError> {
+    for e in envs.iter().filter(|e| e.host.is_some()) {
+        let item = raw
+            .envs
+            .iter()
+            .find(|i| e.group == i.name.clone().unwrap_or_else(|| without_key(&i.written, "instances")));
+        let o = item
+            .and_then(|i| i.params.iter().find(|p| p.0 == "host").map(|p| p.2.clone()))
+            .unwrap_or_else(|| Origin::File { path: "experiment".into(), line: 1 });
+        let host = e.host.clone().unwrap_or_default();
+        if !["native", "container"].contains(&e.kind.as_str()) {
+            return Err(err(&o, Some("host"), format!(
+                "environment `{}` ({}) on host `{host}`: only native and container environments run on another host so far (a guest's figures are timed on the host's clock, which needs the relay of docs/remote.md); run it here", e.name, e.kind)));
+        }
+        if e.instances != 1 {
+            return Err(err(
+                &o,
+                Some("host"),
+                format!(
+                    "environment `{}` on host `{host}`: one instance per remote environment so far",
+                    e.name
+                ),
+            ));
+        }
+        let here_only = |c: &&Case| {
+            c.network
+                || c.matrix
+                || c.load.is_some_and(|l| l.on == LoadOn::Tester)
+                || virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch())
+        };
+        if let Some(c) = cases.iter().find(here_only) {
+            return Err(err(&o, Some("host"), format!(
+                "environment `{}` on host `{host}` and workload `{}`: network and disk workloads run only here so far (CPU, memory and system-call workloads run on other hosts)", e.name, c.label)));
+        }
+    }
+    Ok(())
 }
 
 /// The experiment's own settings (name, repetitions, order, seed, timeout…), as given.
@@ -285,8 +397,9 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
     Ok(Settings { name, reps_given, warmup_given, seed, freeze_idle, order, timeout_ms })
 }
 
-/// Step 2: each environment against its kind's schema (names unique; `instances` swept).
-fn environments(raw: &RawExperiment) -> Result<Vec<EnvDef>, InputError> {
+/// Step 2: each environment against its kind's schema (names unique; `instances` swept; `host`
+/// one of the `[[host]]`s).
+fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, InputError> {
     let mut envs = Vec::new();
     let mut names = BTreeSet::new();
     for item in &raw.envs {
@@ -300,7 +413,26 @@ fn environments(raw: &RawExperiment) -> Result<Vec<EnvDef>, InputError> {
         let mut given = BTreeMap::new();
         let mut rawv = Vec::new();
         let mut counts: Vec<u32> = vec![1];
+        let mut host = None;
         for (k, vals, o) in &item.params {
+            if k == "host" {
+                let name = match vals.as_slice() {
+                    [Raw::Str(s)] => s.clone(),
+                    _ => {
+                        return Err(err(o, Some("host"), "expected the name of one [[host]] (or \"local\")"))
+                    }
+                };
+                if name != LOCAL_HOST {
+                    if !hosts.iter().any(|h| h.name == name) {
+                        let known: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+                        return Err(err(o, Some("host"), format!(
+                            "unknown host `{name}` (declared: {}): add a [[host]] table with name = \"{name}\" and ssh = \"user@address\"",
+                            if known.is_empty() { "none".to_string() } else { known.join(", ") })));
+                    }
+                    host = Some(name);
+                }
+                continue;
+            }
             if k == "instances" {
                 // Any environment; a list is swept (one environment per count).
                 counts = vals
@@ -349,6 +481,7 @@ fn environments(raw: &RawExperiment) -> Result<Vec<EnvDef>, InputError> {
                 raw: rawv.clone(),
                 instances: n,
                 group: label.clone(),
+                host: host.clone(),
             });
         }
     }

@@ -16,6 +16,7 @@ mod guests;
 mod libvirt;
 mod mechanisms;
 mod network;
+mod remote;
 mod report;
 mod util;
 
@@ -69,6 +70,9 @@ fn main() {
         libvirt::libvirt_refusals_name_the_fix,
         libvirt::libvirt_tcg_domain_runs_memcpy_and_tcp_stream,
         libvirt::libvirt_existing_domain_is_started_and_powered_off,
+        remote::remote_bad_inputs_are_refused_with_the_fix,
+        remote::remote_host_runs_native_and_container,
+        remote::remote_ssh_killed_mid_trial_fails_that_trial,
         disk::disk_every_mode_native_and_container,
         disk::disk_full_fails_that_case_and_the_run_goes_on,
         disk::disk_bad_input_exits_2_and_creates_nothing,

@@ -1,0 +1,457 @@
+//! Remote hosts over SSH, this machine's side (docs/remote.md).
+//!
+//! An environment with `host = "b"` runs on the `[[host]]` named b:
+//! 1. **the binary**: virtperf copies itself to `$VIRTPERF_CACHE/bin` on the host (default
+//!    `~/.cache/virtperf/bin`) as `virtperf-<sha256[..16]>`, written under a temporary name,
+//!    checked against its full SHA-256 there and renamed; a later run finds it by its checksum.
+//!    The copies of the last 3 builds are kept.
+//! 2. **preflight** (`virtperf remote-check` on the host): each of its environments' availability
+//!    and one-time work, and the host's facts (name, kernel, CPU), before anything is created.
+//! 3. **each launch** is one SSH session running `virtperf remote-launch` ([`serve`]): it opens the
+//!    host's own ledger (sweeping what a killed one left there), launches the environment with the
+//!    same launcher code as a local run, says `ready` with the instance's start time on the host's
+//!    clock, then relays the agent's line both ways. Killing the session (or the orchestrator)
+//!    ends it: the host tears its instance down.
+//!
+//! ssh always runs with `BatchMode=yes`: keys come from the user's agent or configuration, there
+//! is never a prompt, and virtperf stores no password.
+
+pub mod serve;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::env::{Instance, LaunchCtx, LaunchError, Teardown};
+use crate::experiment::HostDef;
+use crate::ledger::Ledger;
+
+/// What `remote-launch` reads first: which environment to launch, and how.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    pub kind: String,
+    pub params: BTreeMap<String, Value>,
+    pub instance_id: String,
+    pub boot_timeout_ms: u64,
+}
+
+/// `remote-launch`'s first line (after `@vpctl ready `): the instance's start on the host's clock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ready {
+    pub start_ns: u64,
+    pub agent_pid: u32,
+}
+
+/// What `remote-check` reads: the environments to run on the host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckRequest {
+    pub envs: Vec<(String, String, BTreeMap<String, Value>)>,
+}
+
+/// What `remote-check` answers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CheckReply {
+    pub facts: Facts,
+    /// Per environment, in order: usable, detail, fix, runtime version.
+    pub envs: Vec<EnvCheck>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EnvCheck {
+    pub usable: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+    pub runtime: Option<String>,
+}
+
+/// A host's facts, stored with each of its environments.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Facts {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu: String,
+    pub cpus: usize,
+}
+
+impl Facts {
+    pub fn here() -> Facts {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default().trim().to_string();
+        let cpu = read("/proc/cpuinfo")
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)).map(|s| s.trim().to_string())
+            })
+            .unwrap_or_default();
+        Facts {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu,
+            cpus: crate::host::host_cpus(),
+        }
+    }
+}
+
+/// The prefix of `remote-launch`'s and `remote-check`'s own lines on the session.
+pub const CTL: &str = "@vpctl ";
+
+/// The ssh command for `host`: BatchMode (never a prompt), a connect timeout, server keepalives
+/// (a host that vanishes ends the session within 15 s).
+pub fn ssh(host: &HostDef) -> Command {
+    let mut c = Command::new("ssh");
+    if let Some(cfg) = &host.ssh_config {
+        c.arg("-F").arg(cfg);
+    }
+    c.args([
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=5",
+        "-o",
+        "ServerAliveInterval=5",
+        "-o",
+        "ServerAliveCountMax=3",
+        "-T",
+        "--",
+        &host.ssh,
+    ]);
+    c
+}
+
+/// What to do about an ssh failure, from its message.
+fn ssh_fix(host: &HostDef, stderr: &str) -> String {
+    let dest = &host.ssh;
+    if stderr.contains("Permission denied") || stderr.contains("publickey") {
+        format!("install your public key in the host's authorized_keys (ssh-copy-id {dest}) or load it into ssh-agent; check with: ssh {dest} true")
+    } else if stderr.contains("Could not resolve") {
+        format!("`{dest}`: the name does not resolve; give an address or a Host of your ssh config")
+    } else {
+        format!("check that host `{}` is up and its sshd answers: ssh {dest} true", host.name)
+    }
+}
+
+/// Runs `cmd` on `host` (a shell command line), with `input` on its stdin; its stdout.
+fn run_on(host: &HostDef, cmd: &str, input: &[u8]) -> Result<String, (String, String)> {
+    let mut c = ssh(host);
+    c.arg(cmd).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child =
+        c.spawn().map_err(|e| (format!("ssh: {e}"), "apt-get install -y openssh-client".to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A host that refuses stops reading: the error is in ssh's status and stderr.
+        let _ = stdin.write_all(input);
+    }
+    let out = child.wait_with_output().map_err(|e| (format!("ssh: {e}"), String::new()))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let err = crate::env::libvirt::one_line(&String::from_utf8_lossy(&out.stderr));
+    let why = if out.status.code() == Some(255) {
+        format!("cannot reach host `{}` over SSH ({}): {err}", host.name, host.ssh)
+    } else {
+        format!("on host `{}`: `{cmd}` failed: {err}", host.name)
+    };
+    let fix = ssh_fix(host, &err);
+    Err((why, fix))
+}
+
+/// This binary's SHA-256 (hex), computed once.
+fn exe_sha() -> Result<(&'static str, &'static [u8]), String> {
+    static SHA: OnceLock<Result<(String, Vec<u8>), String>> = OnceLock::new();
+    let r = SHA.get_or_init(|| {
+        use sha2::Digest;
+        let exe = std::env::current_exe().map_err(|e| format!("/proc/self/exe: {e}"))?;
+        let bytes = std::fs::read(&exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+        let sum = sha2::Sha256::digest(&bytes);
+        let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+        Ok((hex, bytes))
+    });
+    match r {
+        Ok((h, b)) => Ok((h.as_str(), b.as_slice())),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// Makes sure this build is on `host`; returns its path there (absolute).
+pub fn ensure_binary(host: &HostDef) -> Result<String, (String, String)> {
+    let (sha, bytes) = exe_sha().map_err(|e| (e, "report this".to_string()))?;
+    let short = &sha[..16];
+    // Present already (found by its checksum in the name)?
+    let probe = format!(
+        "d=\"${{VIRTPERF_CACHE:-$HOME/.cache/virtperf}}/bin\"; f=\"$d/virtperf-{short}\"; if [ -x \"$f\" ]; then echo \"present $f\"; else echo \"missing $f\"; fi"
+    );
+    let out = run_on(host, &probe, b"")?;
+    let line = out.lines().last().unwrap_or("").trim().to_string();
+    if let Some(p) = line.strip_prefix("present ") {
+        return Ok(p.to_string());
+    }
+    let Some(path) = line.strip_prefix("missing ") else {
+        return Err((
+            format!("host `{}` answered `{line}` to the binary check", host.name),
+            "check the host's shell".into(),
+        ));
+    };
+    // Copied under a temporary name, checked there, renamed; older builds beyond 3 removed.
+    let copy = format!(
+        "set -e; f='{path}'; d=$(dirname \"$f\"); mkdir -p \"$d\"; t=\"$f.tmp.$$\"; cat > \"$t\"; \
+         s=$(sha256sum \"$t\" | cut -d' ' -f1); \
+         if [ \"$s\" != '{sha}' ]; then rm -f \"$t\"; echo \"checksum mismatch: $s\" >&2; exit 1; fi; \
+         chmod 755 \"$t\"; mv \"$t\" \"$f\"; \
+         ls -1t \"$d\"/virtperf-* 2>/dev/null | grep -v '\\.tmp\\.' | tail -n +4 | while read -r old; do rm -f \"$old\"; done; \
+         echo copied"
+    );
+    run_on(host, &copy, bytes)?;
+    Ok(path.to_string())
+}
+
+/// What the preflight learnt about each host: where its binary is, its facts, each environment's
+/// runtime. Kept for the run (launches, the manifest).
+#[derive(Debug, Clone, Default)]
+pub struct HostInfo {
+    pub bin: String,
+    pub facts: Facts,
+    pub runtimes: BTreeMap<String, Option<String>>,
+}
+
+static HOSTS: Mutex<Vec<(String, HostInfo)>> = Mutex::new(Vec::new());
+
+pub fn info(host: &str) -> Option<HostInfo> {
+    HOSTS.lock().ok()?.iter().find(|(n, _)| n == host).map(|(_, i)| i.clone())
+}
+
+/// Preflight of one host: the binary, then each of `envs` (name, kind, params) checked there.
+/// Problems are returned as lines for the run's refusal (with the fix).
+pub fn preflight(host: &HostDef, envs: &[(String, String, BTreeMap<String, Value>)]) -> Vec<String> {
+    let bin = match ensure_binary(host) {
+        Ok(b) => b,
+        Err((why, fix)) => return vec![format!("{why}; fix: {fix}")],
+    };
+    let req = CheckRequest { envs: envs.to_vec() };
+    let input = serde_json::to_vec(&req).unwrap_or_default();
+    let out = match run_on(host, &format!("{} remote-check", quote(&bin)), &input) {
+        Ok(o) => o,
+        Err((why, fix)) => return vec![format!("{why}; fix: {fix}")],
+    };
+    let reply: CheckReply = match out.lines().find_map(|l| l.strip_prefix(CTL)).map(serde_json::from_str) {
+        Some(Ok(r)) => r,
+        _ => {
+            return vec![format!(
+                "host `{}` answered the environment check with `{}`; fix: check that virtperf runs there (ssh {} {} doctor)",
+                host.name,
+                out.trim(),
+                host.ssh,
+                bin
+            )]
+        }
+    };
+    let mut problems = Vec::new();
+    let mut runtimes = BTreeMap::new();
+    for ((name, kind, _), c) in envs.iter().zip(reply.envs.iter()) {
+        if !c.usable {
+            problems.push(format!(
+                "environment `{name}` ({kind}) on host `{}`: {}; fix: {}",
+                host.name,
+                c.detail,
+                c.fix.clone().unwrap_or_default()
+            ));
+        }
+        runtimes.insert(name.clone(), c.runtime.clone());
+    }
+    if let Ok(mut h) = HOSTS.lock() {
+        h.retain(|(n, _)| *n != host.name);
+        h.push((host.name.clone(), HostInfo { bin, facts: reply.facts, runtimes }));
+    }
+    problems
+}
+
+/// A shell word.
+fn quote(s: &str) -> String {
+    shlex::try_quote(s).map(|c| c.into_owned()).unwrap_or_else(|_| format!("'{s}'"))
+}
+
+/// The runtime description of environment `env` on `host`, for the run's records: the host's
+/// facts, then what the host said about the environment.
+pub fn runtime_of(host: &str, env: &str) -> Option<String> {
+    let i = info(host)?;
+    let f = &i.facts;
+    let rt = i.runtimes.get(env).cloned().flatten().unwrap_or_default();
+    Some(format!("on host {host} ({}, kernel {}, {} × {}): {rt}", f.hostname, f.kernel, f.cpus, f.cpu))
+}
+
+/// Nothing of a remote instance lives here but the ssh process, which [`Instance::kill`] stops;
+/// its host tears the instance down when the session ends.
+struct RemoteTeardown;
+
+impl Teardown for RemoteTeardown {
+    fn teardown(&mut self, _ledger: &mut Ledger) {}
+}
+
+/// Launches environment `kind` with `params` on `host` (one SSH session running
+/// `remote-launch`) and returns an Instance whose agent line is relayed through that session.
+pub fn launch(
+    host: &HostDef,
+    kind: &str,
+    params: &BTreeMap<String, Value>,
+    ctx: &mut LaunchCtx,
+) -> Result<Instance, LaunchError> {
+    let bin = info(&host.name).map(|i| i.bin).ok_or_else(|| {
+        LaunchError::Unavailable(format!("host `{}` was not checked before the run", host.name))
+    })?;
+    let req = LaunchRequest {
+        kind: kind.to_string(),
+        params: params.clone(),
+        instance_id: ctx.instance_id.clone(),
+        boot_timeout_ms: ctx.boot_timeout.as_millis() as u64,
+    };
+    let mut cmd = ssh(host);
+    cmd.arg(format!("{} remote-launch", quote(&bin)));
+    let (child, mut stdin, stdout, tail) = spawn_session(&mut cmd, host, ctx.ledger)?;
+    let mut inst_child = Some(child);
+    let fail = |ctx: &mut LaunchCtx, child: &mut Option<std::process::Child>, e: LaunchError| {
+        if let Some(mut c) = child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            ctx.ledger.forget_process(c.id());
+        }
+        e
+    };
+    let line = serde_json::to_string(&req).unwrap_or_default();
+    if let Err(e) = writeln!(stdin, "{line}").and_then(|_| stdin.flush()) {
+        return Err(fail(
+            ctx,
+            &mut inst_child,
+            LaunchError::Prepare(format!("the SSH session to host `{}`: {e}", host.name)),
+        ));
+    }
+    // The first line: ready (with the start on the host's clock) or why not. Read on a thread so
+    // that the boot deadline holds whatever the session does.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut first = String::new();
+        let res = r.read_line(&mut first).map(|_| first);
+        let _ = tx.send((res, r));
+    });
+    let deadline = ctx.boot_timeout + Duration::from_secs(10);
+    let (first, reader) = match rx.recv_timeout(deadline) {
+        Ok((Ok(l), r)) => (l, r),
+        Ok((Err(e), _)) => {
+            return Err(fail(
+                ctx,
+                &mut inst_child,
+                LaunchError::Prepare(format!("the SSH session to host `{}`: {e}", host.name)),
+            ))
+        }
+        Err(_) => {
+            return Err(fail(
+                ctx,
+                &mut inst_child,
+                LaunchError::Silent {
+                    why: format!(
+                        "host `{}` said nothing within {:.0} s{}",
+                        host.name,
+                        deadline.as_secs_f64(),
+                        tail.render()
+                    ),
+                    console: tail.lines(),
+                },
+            ))
+        }
+    };
+    let first = first.trim_end();
+    let ready: Ready = match first.strip_prefix(CTL) {
+        Some(rest) if rest.starts_with("ready ") => match serde_json::from_str(&rest["ready ".len()..]) {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(fail(
+                    ctx,
+                    &mut inst_child,
+                    LaunchError::Prepare(format!("host `{}`: a bad ready line ({e})", host.name)),
+                ))
+            }
+        },
+        Some(rest) if rest.starts_with("error ") => {
+            return Err(fail(
+                ctx,
+                &mut inst_child,
+                LaunchError::Prepare(format!("on host `{}`: {}", host.name, &rest["error ".len()..])),
+            ))
+        }
+        _ => {
+            // The session ended (ssh failed) or printed something else: its stderr says why.
+            std::thread::sleep(Duration::from_millis(50));
+            let why = if first.is_empty() { tail.render() } else { format!("; it printed `{first}`") };
+            return Err(fail(
+                ctx,
+                &mut inst_child,
+                LaunchError::Prepare(format!(
+                    "the SSH session to host `{}` ended before the environment was ready{why}",
+                    host.name
+                )),
+            ));
+        }
+    };
+    let conn = crate::env::conn::Conn::new(reader, Box::new(stdin), tail);
+    let mut inst = Instance {
+        scratch: None,
+        cleanup: Vec::new(),
+        // Its host CPU is the host's to read: not accounted here yet (docs/remote.md).
+        cpu: None,
+        agent_pid: ready.agent_pid,
+        child: inst_child,
+        start_time: Default::default(),
+        rtt: Default::default(),
+        rtt_jitter: Default::default(),
+        id: String::new(),
+        own_clock: false,
+        teardown: Box::new(RemoteTeardown),
+        conn,
+        // A remote instance shares no CPU with this machine's trials: nothing to pause here.
+        pauser: Some(Arc::new(|_| Ok(()))),
+    };
+    inst = inst.await_hello(ctx, Instant::now())?;
+    // The start as the host measured it, on its own clock (the SSH set-up is not the
+    // environment's).
+    inst.start_time = Duration::from_nanos(ready.start_ns);
+    Ok(inst)
+}
+
+/// Spawns the ssh session (recorded in the ledger); its stderr feeds a tail that ends with the
+/// line saying the session closed, so that a trial cut by a lost connection says so.
+fn spawn_session(
+    cmd: &mut Command,
+    host: &HostDef,
+    ledger: &mut Ledger,
+) -> Result<
+    (std::process::Child, std::process::ChildStdin, std::process::ChildStdout, crate::env::conn::Tail),
+    LaunchError,
+> {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and only affects the child being
+    // created; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { what: "ssh".into(), source })?;
+    ledger.record_process(child.id(), "ssh");
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(LaunchError::Prepare("the ssh pipes were not created".into()));
+    };
+    let tail = crate::env::conn::Tail::default();
+    let closed = format!("the SSH connection to host `{}` closed\n", host.name);
+    tail.follow_logged(stderr.chain(std::io::Cursor::new(closed.into_bytes())), None);
+    Ok((child, stdin, stdout, tail))
+}

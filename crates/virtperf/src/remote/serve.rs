@@ -1,0 +1,153 @@
+//! Remote hosts over SSH, the host's side: `virtperf remote-check` and `virtperf remote-launch`,
+//! run by the orchestrator's SSH sessions (see the module above). Both speak on stdin/stdout; their
+//! own lines start with `@vpctl `, the agent's frames with `@vp `.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use virtperf_proto::{self as proto, Frame, Reply};
+
+use super::{CheckReply, CheckRequest, EnvCheck, Facts, LaunchRequest, Ready, CTL};
+use crate::env::{self, LaunchCtx};
+use crate::ledger::Ledger;
+
+/// `virtperf remote-check`: each environment's availability (and one-time work) on this host,
+/// and the host's facts, as one `@vpctl {json}` line.
+pub fn check_main() -> std::io::Result<()> {
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let req: CheckRequest = serde_json::from_str(&input).map_err(|e| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("the check request: {e}"))
+    })?;
+    let mut reply = CheckReply { facts: Facts::here(), envs: Vec::new() };
+    for (_, kind, params) in &req.envs {
+        let c = match env::find(kind) {
+            None => EnvCheck {
+                usable: false,
+                detail: format!("this host's virtperf has no environment kind `{kind}`"),
+                fix: Some("the same build runs on both ends: let virtperf copy itself again".into()),
+                runtime: None,
+            },
+            Some(k) => {
+                let a = k.availability(params);
+                let prepared = if a.usable { k.prepare(params) } else { Ok(()) };
+                match prepared {
+                    Err(why) => EnvCheck { usable: false, detail: why, fix: a.fix, runtime: None },
+                    Ok(()) => EnvCheck {
+                        usable: a.usable,
+                        detail: a.detail,
+                        fix: a.fix,
+                        runtime: k.runtime_version(params),
+                    },
+                }
+            }
+        };
+        reply.envs.push(c);
+    }
+    let mut out = std::io::stdout();
+    writeln!(out, "{CTL}{}", serde_json::to_string(&reply).unwrap_or_default())?;
+    out.flush()
+}
+
+/// `virtperf remote-launch`: reads a [`LaunchRequest`], launches the environment here with this
+/// host's own ledger, says `ready` (or `error`), then relays the agent's line until either end
+/// closes; tears the instance down on every path (the session's end, a signal, the agent's exit).
+pub fn launch_main() -> std::io::Result<()> {
+    let mut input = BufReader::new(std::io::stdin());
+    let mut first = String::new();
+    input.read_line(&mut first)?;
+    let mut out = std::io::stdout();
+    let say = |out: &mut std::io::Stdout, what: &str| -> std::io::Result<()> {
+        writeln!(out, "{CTL}{what}")?;
+        out.flush()
+    };
+    let req: LaunchRequest = match serde_json::from_str(first.trim()) {
+        Ok(r) => r,
+        Err(e) => return say(&mut out, &format!("error a bad launch request: {e}")),
+    };
+    let Some(kind) = env::find(&req.kind) else {
+        return say(&mut out, &format!("error this host's virtperf has no environment kind `{}`", req.kind));
+    };
+    // The session's end, or a signal, stops the relay and tears down.
+    let gone = Arc::new(AtomicBool::new(false));
+    {
+        let g = gone.clone();
+        let _ = ctrlc::set_handler(move || g.store(true, Ordering::SeqCst));
+    }
+    let (mut ledger, _swept) = Ledger::open()?;
+    let run_dir = ledger.state_dir().join(format!("remote-{}", std::process::id()));
+    if let Err(e) = ledger.create_dir(&run_dir) {
+        ledger.close();
+        return say(&mut out, &format!("error {}: {e}", run_dir.display()));
+    }
+    let exe = std::env::current_exe()?;
+    let cancel = AtomicBool::new(false);
+    let launched = {
+        let mut ctx = LaunchCtx {
+            exe: &exe,
+            run_dir: &run_dir,
+            instance_id: req.instance_id.clone(),
+            ledger: &mut ledger,
+            boot_timeout: Duration::from_millis(req.boot_timeout_ms),
+            cancel: &cancel,
+            netns: None,
+            guest_net: None,
+            scratch_dir: None,
+        };
+        kind.launch(&mut ctx, &req.params)
+    };
+    let mut inst = match launched {
+        Ok(i) => i,
+        Err(e) => {
+            ledger.remove_dir(&run_dir);
+            ledger.close();
+            return say(&mut out, &format!("error {}", crate::env::libvirt::one_line(&e.to_string())));
+        }
+    };
+    let ready = Ready { start_ns: inst.start_time.as_nanos() as u64, agent_pid: inst.agent_pid };
+    let hello = Frame::new(
+        0,
+        Reply::Hello { agent_version: env!("CARGO_PKG_VERSION").into(), pid: inst.agent_pid, clock_ns: 0 }, // unused by the orchestrator
+    );
+    let greeted = say(&mut out, &format!("ready {}", serde_json::to_string(&ready).unwrap_or_default()))
+        .and_then(|_| proto::write_frame(&mut out, proto::FRAME_PREFIX, &hello));
+    if greeted.is_ok() {
+        // The orchestrator's requests go straight to the agent, as they come.
+        let mut to_agent = inst.conn.take_writer();
+        let g = gone.clone();
+        std::thread::spawn(move || {
+            loop {
+                match proto::read_line(&mut input) {
+                    Ok(line) => {
+                        let mut l = line;
+                        l.push(b'\n');
+                        if to_agent.write_all(&l).and_then(|_| to_agent.flush()).is_err() {
+                            break;
+                        }
+                    }
+                    Err(proto::FrameError::TooLong) => continue,
+                    Err(_) => break,
+                }
+            }
+            g.store(true, Ordering::SeqCst);
+        });
+        // The agent's frames go back, as they come.
+        while !gone.load(Ordering::SeqCst) {
+            match inst.conn.next_frame(Duration::from_millis(100)) {
+                Ok(Some(f)) => {
+                    if proto::write_frame(&mut out, proto::FRAME_PREFIX, &f).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    inst.kill(&mut ledger);
+    ledger.remove_dir(&run_dir);
+    ledger.close();
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! Remote hosts over SSH. The "remote host" is a network namespace running its own sshd (Debian's
+//! openssh-server, host keys made for the test) on 198.18.7.2; the orchestrator runs in another
+//! namespace (198.18.7.1) joined with `nsenter --net`, so that nothing touches the root namespace.
+//! The host's state and cache directories are the test's, passed by ssh's `SetEnv`.
+
+use crate::util::*;
+
+pub struct RemoteHost {
+    pub dir: tempfile::TempDir,
+    server_ns: String,
+    client_ns: String,
+    sshd: Option<Child>,
+    made_run_sshd: bool,
+    /// The client configuration: Host `b` with the right key, Host `wrongkey`, Host `nowhere`.
+    pub config: PathBuf,
+    pub remote_state: PathBuf,
+    pub remote_cache: PathBuf,
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl RemoteHost {
+    /// None with the reason when the host lacks what it takes (root, sshd, ssh).
+    pub fn start() -> Result<RemoteHost, String> {
+        if !is_root() {
+            return Err("needs root (network namespaces, sshd)".into());
+        }
+        for p in ["ssh", "ssh-keygen", "nsenter"] {
+            if !has(p) {
+                return Err(format!("needs {p} (make deps installs openssh-client)"));
+            }
+        }
+        if !Path::new("/usr/sbin/sshd").exists() {
+            return Err("needs /usr/sbin/sshd (make deps installs openssh-server)".into());
+        }
+        let dir = tempdir();
+        let d = dir.path();
+        let id = std::process::id();
+        let (server_ns, client_ns) = (format!("vptest-sshd-{id}"), format!("vptest-orch-{id}"));
+        sh(&["ip", "netns", "add", &server_ns]);
+        sh(&["ip", "netns", "add", &client_ns]);
+        sh(&[
+            "ip", "-n", &client_ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
+            &server_ns,
+        ]);
+        for (ns, addr) in [(&client_ns, "198.18.7.1/24"), (&server_ns, "198.18.7.2/24")] {
+            sh(&["ip", "-n", ns, "addr", "add", addr, "dev", "eth0"]);
+            sh(&["ip", "-n", ns, "link", "set", "eth0", "up"]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        for k in ["hostkey", "clientkey", "wrongkey"] {
+            sh(&["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d.join(k).to_str().unwrap()]);
+        }
+        std::fs::copy(d.join("clientkey.pub"), d.join("authorized_keys")).unwrap();
+        let p = |n: &str| d.join(n).to_string_lossy().into_owned();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port 22\nListenAddress 198.18.7.2\nHostKey {}\nPidFile {}\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAcceptEnv VIRTPERF_*\n",
+                p("hostkey"),
+                p("sshd.pid"),
+                p("authorized_keys")
+            ),
+        )
+        .unwrap();
+        let remote_state = d.join("remote-state");
+        let remote_cache = d.join("remote-cache");
+        let host = |name: &str, addr: &str, key: &str| {
+            format!(
+                "Host {name}\n  HostName {addr}\n  User root\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n  SetEnv VIRTPERF_STATE_DIR={} VIRTPERF_CACHE={}\n",
+                p(key),
+                remote_state.display(),
+                remote_cache.display()
+            )
+        };
+        let config = d.join("ssh_config");
+        std::fs::write(
+            &config,
+            host("b", "198.18.7.2", "clientkey")
+                + &host("wrongkey", "198.18.7.2", "wrongkey")
+                + &host("nowhere", "198.18.7.9", "clientkey"),
+        )
+        .unwrap();
+        // sshd's privilege separation directory, made (and removed after) only if missing.
+        let made_run_sshd = !Path::new("/run/sshd").exists();
+        if made_run_sshd {
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        let sshd = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{server_ns}"))
+            .args(["/usr/sbin/sshd", "-D", "-e", "-f", &p("sshd_config")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut h = RemoteHost {
+            dir,
+            server_ns,
+            client_ns,
+            sshd: Some(sshd),
+            made_run_sshd,
+            config,
+            remote_state,
+            remote_cache,
+        };
+        let up = wait_for(|| h.ssh_ok().then_some(()), 10.0);
+        if up.is_none() {
+            h.stop();
+            return Err("the test's sshd did not answer within 10 s".into());
+        }
+        Ok(h)
+    }
+
+    fn ssh_ok(&self) -> bool {
+        self.in_client(&["ssh", "-F", self.config.to_str().unwrap(), "-o", "BatchMode=yes", "b", "true"])
+            .status
+            .success()
+    }
+
+    /// Runs a command in the orchestrator's namespace.
+    pub fn in_client(&self, args: &[&str]) -> Output {
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.client_ns))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs virtperf in the orchestrator's namespace.
+    pub fn vp(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", self.client_ns)).arg(exe()).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    pub fn vp_spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", self.client_ns)).arg(exe()).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    /// An experiment file with host `b` (or `dest`) and these environment tables.
+    pub fn experiment(&self, name: &str, dest: &str, envs: &str, workloads: &str) -> PathBuf {
+        let f = self.dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &f,
+            format!(
+                "name = \"{name}\"\n\n[[host]]\nname = \"b\"\nssh = \"{dest}\"\nssh_config = \"{}\"\n\n{envs}\n{workloads}",
+                self.config.display()
+            ),
+        )
+        .unwrap();
+        f
+    }
+
+    /// `remote-launch` processes and agents of the host's cached binary still running.
+    pub fn remote_processes(&self) -> Vec<String> {
+        let cache = self.remote_cache.to_string_lossy().into_owned();
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+                continue;
+            }
+            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+            let args: Vec<String> =
+                cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            if args.first().is_some_and(|a| a.starts_with(&cache)) {
+                out.push(format!("pid {} {:?}", e.file_name().to_string_lossy(), args));
+            }
+        }
+        out
+    }
+
+    /// Nothing left on the host: no ledger, no run directory, no process of its binary.
+    pub fn assert_clean(&self) {
+        let left = wait_for(
+            || {
+                let state: Vec<_> =
+                    std::fs::read_dir(&self.remote_state).into_iter().flatten().flatten().collect();
+                (state.is_empty() && self.remote_processes().is_empty()).then_some(())
+            },
+            5.0,
+        );
+        assert!(
+            left.is_some(),
+            "left on the host: {:?} {:?}",
+            std::fs::read_dir(&self.remote_state)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .collect::<Vec<_>>(),
+            self.remote_processes()
+        );
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut s) = self.sshd.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        for ns in [&self.client_ns, &self.server_ns] {
+            let _ = Command::new("ip").args(["netns", "delete", ns]).output();
+        }
+        if self.made_run_sshd {
+            let _ = std::fs::remove_dir("/run/sshd");
+        }
+    }
+}
+
+impl Drop for RemoteHost {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn doc_of(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Native and container environments on host b, measured from here: results stored here with the
+/// host's facts, the binary copied once and found by its checksum the second time, nothing left on
+/// either side.
+pub(crate) fn remote_host_runs_native_and_container() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let container = need_root_and("runc").is_none();
+    let mut envs = String::from("[[env]]\nkind = \"native\"\nname = \"here\"\n\n[[env]]\nkind = \"native\"\nname = \"native@b\"\nhost = \"b\"\n");
+    if container {
+        envs += "\n[[env]]\nkind = \"container\"\nname = \"container@b\"\nhost = \"b\"\n";
+    }
+    let f = h.experiment(
+        "r",
+        "b",
+        &envs,
+        "[[workload]]\nkind = \"memcpy\"\nsize = \"4MiB\"\ncopies = 4\n\n[[workload]]\nkind = \"syscall\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("r.db");
+    let args =
+        ["run", f.to_str().unwrap(), "--reps", "2", "--warmup", "0", "--json", "--db", db.to_str().unwrap()];
+    let doc = doc_of(&h.vp(&args, &env));
+    for e in ["here", "native@b"].into_iter().chain(container.then_some("container@b")) {
+        let r = row_or_fail(&doc, e, "memcpy_time");
+        assert!(r["mean"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+        row_or_fail(&doc, e, "syscall_time");
+    }
+    // The host's facts are stored with its environments.
+    let store =
+        Command::new(exe()).args(["report", "--json", "--db", db.to_str().unwrap()]).output().unwrap();
+    let rep: serde_json::Value = serde_json::from_slice(&store.stdout).unwrap_or_default();
+    let text = rep.to_string();
+    assert!(
+        text.contains("on host b ("),
+        "the remote environments' runtime names the host and its facts: {}",
+        &text[..text.len().min(400)]
+    );
+    // The binary: one copy, named by its checksum.
+    let bins: Vec<PathBuf> =
+        std::fs::read_dir(h.remote_cache.join("bin")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(bins.len(), 1, "{bins:?}");
+    let mtime = std::fs::metadata(&bins[0]).unwrap().modified().unwrap();
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    // A second run finds it by its checksum: not copied again.
+    let db2 = h.dir.path().join("r2.db");
+    let args2 =
+        ["run", f.to_str().unwrap(), "--reps", "1", "--warmup", "0", "--json", "--db", db2.to_str().unwrap()];
+    doc_of(&h.vp(&args2, &env));
+    let bins2: Vec<PathBuf> =
+        std::fs::read_dir(h.remote_cache.join("bin")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(bins2, bins);
+    assert_eq!(
+        std::fs::metadata(&bins[0]).unwrap().modified().unwrap(),
+        mtime,
+        "found by its checksum, not copied again"
+    );
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    {} remote environments measured; binary {}", 1 + usize::from(container), bins[0].display());
+    Outcome::Pass
+}
+
+/// Killing the SSH session mid-trial fails that trial with the reason; the run goes on (the next
+/// trial opens a new session) and nothing is left on either side.
+pub(crate) fn remote_ssh_killed_mid_trial_fails_that_trial() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let f = h.experiment(
+        "k",
+        "b",
+        "[[env]]\nkind = \"native\"\nname = \"native@b\"\nhost = \"b\"\n",
+        "[[workload]]\nkind = \"sleep\"\nduration = \"3s\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("k.db");
+    let child = h.vp_spawn(
+        &[
+            "run",
+            f.to_str().unwrap(),
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--order",
+            "sequential",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    // The session: an ssh process running remote-launch, child of our virtperf (nsenter execs it).
+    let session = wait_for(
+        || {
+            let vps = children_of(child.id());
+            vps.iter().copied().chain(vps.iter().flat_map(|v| children_of(*v))).find(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .map(|c| {
+                        let s = String::from_utf8_lossy(&c).into_owned();
+                        s.starts_with("ssh\0") && s.contains("remote-launch")
+                    })
+                    .unwrap_or(false)
+            })
+        },
+        30.0,
+    );
+    let Some(ssh_pid) = session else {
+        let out = child.wait_with_output().unwrap();
+        panic!("no ssh session appeared: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    // Mid-trial: the agent is working (the host's native agent is a child of remote-launch).
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(ssh_pid, libc::SIGKILL);
+    let out = child.wait_with_output().unwrap();
+    let doc = doc_of(&out);
+    let failures = doc["failures"].to_string();
+    assert!(
+        failures.contains("SSH connection to host `b` closed"),
+        "the trial fails with the reason: {failures}"
+    );
+    let ok = count_trials(&db, "ok");
+    assert!(ok >= 1, "the run went on: {ok} trials ok; {failures}");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    killed ssh {ssh_pid}: 1 trial failed with the reason, {ok} ok after");
+    Outcome::Pass
+}
+
+/// Bad input: an unknown host (exit 2, file and line), an unreachable host and a wrong key (exit 3
+/// with the fix), an environment kind not yet run remotely (exit 2); nothing created.
+pub(crate) fn remote_bad_inputs_are_refused_with_the_fix() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let w = "[[workload]]\nkind = \"memcpy\"\n";
+    let run = |f: &Path| -> (Option<i32>, String, f64) {
+        let db = h.dir.path().join("bad.db");
+        let t0 = Instant::now();
+        let out = h.vp(&["run", f.to_str().unwrap(), "--reps", "1", "--db", db.to_str().unwrap()], &env);
+        let secs = t0.elapsed().as_secs_f64();
+        assert!(!db.exists() || count_trials(&db, "ok") == 0, "nothing measured");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), secs)
+    };
+    let f = h.experiment("u", "b", "[[env]]\nkind = \"native\"\nhost = \"c\"\n", w);
+    let (code, err, _) = run(&f);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("u.toml:") && err.contains("unknown host `c`"), "{err}");
+    let f = h.experiment("g", "b", "[[env]]\nkind = \"qemu\"\nhost = \"b\"\n", w);
+    let (code, err, _) = run(&f);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("host") && err.contains("native and container"), "{err}");
+    let f = h.experiment("n", "nowhere", "[[env]]\nkind = \"native\"\nhost = \"b\"\n", w);
+    let (code, err, secs) = run(&f);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("cannot reach host `b`") && err.contains("ssh nowhere true"), "{err}");
+    println!("    unreachable host: exit 3 in {secs:.1} s");
+    let f = h.experiment("k", "wrongkey", "[[env]]\nkind = \"native\"\nhost = \"b\"\n", w);
+    let (code, err, secs) = run(&f);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("authorized_keys"), "{err}");
+    println!("    wrong key: exit 3 in {secs:.1} s");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    Outcome::Pass
+}
