@@ -290,6 +290,12 @@ enum Role {
     Tester,
 }
 
+/// The `[[host]]` environment `e` runs on; None: this machine.
+fn remote_host_of(exp: &Experiment, e: usize) -> Option<&crate::experiment::HostDef> {
+    let name = exp.envs.get(e)?.host.as_ref()?;
+    exp.hosts.iter().find(|h| &h.name == name)
+}
+
 /// Two distinct slots at once (an all-pairs trial uses both environments).
 fn pair_mut(slots: &mut [Slot], a: usize, b: usize) -> (&mut Slot, &mut Slot) {
     debug_assert_ne!(a, b);
@@ -382,11 +388,11 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     slot.launches += 1;
     let def_name = name;
     let remote_host = match role {
-        Role::Env(e) => exp.envs[e].host.as_ref().and_then(|h| exp.hosts.iter().find(|x| &x.name == h)),
+        Role::Env(e) => remote_host_of(exp, e),
         Role::Tester => None,
     };
     let launched = match remote_host {
-        Some(h) => crate::remote::launch(h, kind.kind(), params, &mut ctx),
+        Some(h) => crate::remote::launch(h, kind.kind(), params, exp.has_network(), &mut ctx),
         None => kind.launch(&mut ctx, params),
     };
     if let (Err(_), Some(sd)) = (&launched, &sdir) {
@@ -565,7 +571,9 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             Some(first)
         })
         .collect();
-    let needs_lab = pending.iter().any(|t| exp.cases[t.case_idx].network);
+    // Environments on other hosts meet the tester over the hosts' own network, not in a lab.
+    let needs_lab =
+        pending.iter().any(|t| exp.cases[t.case_idx].network) && exp.envs.iter().all(|e| e.host.is_none());
     let needs_tester = pending.iter().any(|t| {
         let c = &exp.cases[t.case_idx];
         t.peer_idx.is_none()
@@ -669,7 +677,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                         (a, Some(b), Role::Env(p), addr, format!("environment `{}`", exp.envs[p].name))
                     }
                     None => {
-                        let addr = lab.as_ref().map(|l| l.tester.addr.to_string()).unwrap_or_default();
+                        let addr = match (&lab, remote_host_of(exp, e)) {
+                            (Some(l), _) => l.tester.addr.to_string(),
+                            (None, Some(h)) => h.local_addr.map(|a| a.to_string()).unwrap_or_default(),
+                            (None, None) => String::new(),
+                        };
                         let t = wants_tester.then_some(&mut tester_slot);
                         (&mut slots[e], t, Role::Tester, addr, "the lab's tester".to_string())
                     }
@@ -733,9 +745,13 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                                 .enumerate()
                                 .map(|(k, inst)| Dut {
                                     inst,
-                                    addr: lab
-                                        .as_ref()
-                                        .map(|l| l.endpoints[first_endpoint[e] + k].addr.to_string()),
+                                    addr: match (&lab, remote_host_of(exp, e)) {
+                                        (Some(l), _) => {
+                                            Some(l.endpoints[first_endpoint[e] + k].addr.to_string())
+                                        }
+                                        (None, Some(h)) => h.addr.map(|a| a.to_string()),
+                                        (None, None) => None,
+                                    },
                                 })
                                 .collect();
                             let mut tester = other

@@ -16,6 +16,8 @@ pub enum CpuProbe {
     CgroupV1(PathBuf),
     /// A cgroup v2 `cpu.stat` file (`usage_usec`).
     CgroupV2(PathBuf),
+    /// An instance on another host: read there, over its SSH session (`crate::remote`).
+    Remote(crate::remote::RemoteCpu),
 }
 
 impl CpuProbe {
@@ -40,6 +42,7 @@ impl CpuProbe {
                 let usec: u64 = s.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse().ok()?;
                 Some(usec * 1000)
             }
+            CpuProbe::Remote(r) => r.read_ns(),
         }
     }
 }

@@ -237,10 +237,14 @@ pub struct HostDef {
     pub ssh: String,
     /// An ssh configuration file to use instead of the user's (`ssh -F`).
     pub ssh_config: Option<String>,
+    /// For network workloads: the host's address on the path under test (its agents bind it).
+    pub addr: Option<std::net::IpAddr>,
+    /// For network workloads: this machine's address on that path (the tester binds it).
+    pub local_addr: Option<std::net::IpAddr>,
 }
 
 /// The keys of a `[[host]]` table.
-pub const HOST_KEYS: &[&str] = &["name", "ssh", "ssh_config"];
+pub const HOST_KEYS: &[&str] = &["name", "ssh", "ssh_config", "addr", "local_addr"];
 
 /// The name that means this machine in `host = …`.
 pub const LOCAL_HOST: &str = "local";
@@ -282,6 +286,11 @@ impl Experiment {
             );
             if let Some(c) = &h.ssh_config {
                 s += &format!("ssh_config = {}\n", toml_value(&Raw::Str(c.clone())));
+            }
+            for (k, a) in [("addr", h.addr), ("local_addr", h.local_addr)] {
+                if let Some(a) = a {
+                    s += &format!("{k} = \"{a}\"\n");
+                }
             }
         }
         for e in &self.envs {
@@ -704,7 +713,13 @@ mod host_tests {
         let e = parse(&text).unwrap();
         assert_eq!(
             e.hosts,
-            vec![HostDef { name: "b".into(), ssh: "root@198.18.7.2".into(), ssh_config: None }]
+            vec![HostDef {
+                name: "b".into(),
+                ssh: "root@198.18.7.2".into(),
+                ssh_config: None,
+                addr: None,
+                local_addr: None
+            }]
         );
         assert_eq!(e.envs[0].host.as_deref(), Some("b"));
         assert_eq!(e.envs[1].host, None, "local is this machine");
@@ -724,7 +739,10 @@ mod host_tests {
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nport = 22\n\n[[env]]\nkind = \"native\"\n", "host.port", "unknown key"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nssh_config = \"/nonexistent/cfg\"\n\n[[env]]\nkind = \"native\"\n", "host.ssh_config", "does not exist"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"uml\"\nhost = \"b\"\n", "host", "native and container"),
-            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host", "network and disk"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\n", "host", "disk workloads"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host.addr", "addr"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[env]]\nkind = \"native\"\nname = \"here\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host", "every environment"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"nope\"\n\n[[env]]\nkind = \"native\"\n", "host.addr", "address"),
         ];
         for (text, key, words) in cases {
             let text = if text.contains("[[workload]]") { text.to_string() } else { format!("{text}{W}") };

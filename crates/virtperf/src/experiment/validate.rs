@@ -183,7 +183,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
     check_instances(whole, &envs, &cases)?;
     check_memory(whole, &envs, &cases)?;
     check_disks(whole, &envs, &cases)?;
-    check_remote(raw, &envs, &cases)?;
+    check_remote(raw, &hosts, &envs, &cases)?;
     let trials =
         (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
     if trials > MAX_TRIALS {
@@ -280,14 +280,33 @@ fn hosts(raw: &RawExperiment) -> Result<Vec<HostDef>, InputError> {
                 ));
             }
         }
-        out.push(HostDef { name, ssh, ssh_config });
+        let ip = |k: &str| -> Result<Option<std::net::IpAddr>, InputError> {
+            match text(k)? {
+                None => Ok(None),
+                Some(a) => a.parse().map(Some).map_err(|_| {
+                    err(
+                        &at(k),
+                        Some(&format!("host.{k}")),
+                        format!("`{a}` is not an IP address (e.g. 198.18.7.2)"),
+                    )
+                }),
+            }
+        };
+        let (addr, local_addr) = (ip("addr")?, ip("local_addr")?);
+        out.push(HostDef { name, ssh, ssh_config, addr, local_addr });
     }
     Ok(out)
 }
 
-/// What an environment on another host can run today: CPU, memory and system-call workloads in
-/// native and container environments, one instance each (docs/remote.md says what is next).
-fn check_remote(raw: &RawExperiment, envs: &[EnvDef], cases: &[Case]) -> Result<(), InputError> {
+/// What an environment on another host can run today: native and container environments, one
+/// instance each; CPU, memory, system-call and network workloads (the latter with the host's
+/// addresses, every environment on a host); docs/remote.md says what is next.
+fn check_remote(
+    raw: &RawExperiment,
+    hosts: &[HostDef],
+    envs: &[EnvDef],
+    cases: &[Case],
+) -> Result<(), InputError> {
     for e in envs.iter().filter(|e| e.host.is_some()) {
         let item = raw
             .envs
@@ -311,15 +330,42 @@ fn check_remote(raw: &RawExperiment, envs: &[EnvDef], cases: &[Case]) -> Result<
                 ),
             ));
         }
-        let here_only = |c: &&Case| {
-            c.network
-                || c.matrix
-                || c.load.is_some_and(|l| l.on == LoadOn::Tester)
-                || virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch())
-        };
+        let here_only =
+            |c: &&Case| c.matrix || virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch());
         if let Some(c) = cases.iter().find(here_only) {
             return Err(err(&o, Some("host"), format!(
-                "environment `{}` on host `{host}` and workload `{}`: network and disk workloads run only here so far (CPU, memory and system-call workloads run on other hosts)", e.name, c.label)));
+                "environment `{}` on host `{host}` and workload `{}`: disk workloads and pairs = \"all\" run only here so far", e.name, c.label)));
+        }
+        // Network workloads: between the host's agents (on `addr`) and the tester here (on
+        // `local_addr`), over the user's own network: no lab.
+        if let Some(c) = cases.iter().find(|c| c.network || c.load.is_some_and(|l| l.on == LoadOn::Tester)) {
+            let h = hosts.iter().find(|h| h.name == host);
+            let hat = |k: &str| {
+                raw.hosts
+                    .iter()
+                    .find(|(_, keys)| {
+                        keys.iter().any(|(n, v, _)| n == "name" && *v == Raw::Str(host.clone()))
+                    })
+                    .map(|(o, keys)| {
+                        keys.iter().find(|(n, _, _)| n == k).map(|x| x.2.clone()).unwrap_or(o.clone())
+                    })
+                    .unwrap_or(o.clone())
+            };
+            for (k, v) in [("addr", h.and_then(|h| h.addr)), ("local_addr", h.and_then(|h| h.local_addr))] {
+                if v.is_none() {
+                    return Err(err(&hat(k), Some(&format!("host.{k}")), format!(
+                        "workload `{}` runs between host `{host}` and the tester here: give host `{host}` addr = \"…\" (its address on the path under test) and local_addr = \"…\" (this machine's)", c.label)));
+                }
+            }
+            if let Some(l) = envs.iter().find(|e| e.host.is_none()) {
+                return Err(err(&o, Some("host"), format!(
+                    "workload `{}` runs over the hosts' own network, and environment `{}` is here, in the lab: put every environment of an experiment with network workloads on a host, or split it in two", c.label, l.name)));
+            }
+            if let Some((k, _)) =
+                raw.settings.iter().find(|(k, _)| k.starts_with("lab.") && *k != "lab.tester_cpu")
+            {
+                return Err(err(&raw.settings[k].origin, Some(k), "link emulation shapes the lab, and network workloads between hosts cross your own network: leave it out"));
+            }
         }
     }
     Ok(())

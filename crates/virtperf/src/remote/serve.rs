@@ -92,7 +92,10 @@ pub fn launch_main() -> std::io::Result<()> {
             ledger: &mut ledger,
             boot_timeout: Duration::from_millis(req.boot_timeout_ms),
             cancel: &cancel,
-            netns: None,
+            // The host's own network namespace (this process's), for network workloads.
+            netns: req
+                .host_network
+                .then(|| std::path::PathBuf::from(format!("/proc/{}/ns/net", std::process::id()))),
             guest_net: None,
             scratch_dir: None,
         };
@@ -117,9 +120,24 @@ pub fn launch_main() -> std::io::Result<()> {
         // The orchestrator's requests go straight to the agent, as they come.
         let mut to_agent = inst.conn.take_writer();
         let g = gone.clone();
+        let probe = inst.cpu.clone();
         std::thread::spawn(move || {
+            let ask = format!("{CTL}cpu");
             loop {
                 match proto::read_line(&mut input) {
+                    // The orchestrator's CPU probe: the instance's host CPU, read here, now.
+                    Ok(line) if line == ask.as_bytes() => {
+                        let v = probe.as_ref().and_then(crate::env::CpuProbe::read_ns);
+                        let a = format!("{CTL}cpu {}\n", v.map_or("-".to_string(), |v| v.to_string()));
+                        if std::io::stdout()
+                            .lock()
+                            .write_all(a.as_bytes())
+                            .and_then(|_| std::io::stdout().flush())
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
                     Ok(line) => {
                         let mut l = line;
                         l.push(b'\n');
