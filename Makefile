@@ -50,6 +50,7 @@ bench: build
 	bench/timer.sh
 	bench/mechanisms.sh
 	bench/libvirt.sh
+	bench/remote.sh
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# TCP across a path between two hosts: iperf3 against virtperf's `native` environment on host b
+# (launched over SSH, its agent's line relayed), with the tester here, side by side in one run.
+# Here the "hosts" are two network namespaces joined by a veth (198.18.7.1 here, 198.18.7.2 = b),
+# b running its own sshd, as in the e2e tests; on a real lab, point the same experiment at it.
+#
+#   iperf3 -c 198.18.7.1 from b (b sends, as tcp_stream's direction=out), ROUNDS × SECS
+#   virtperf: native on host b, tcp_stream duration=SECS, ROUNDS repetitions
+#   target: virtperf / iperf3 >= 0.9
+#
+# Usage (root): bench/remote.sh     ROUNDS=5 SECS=3 by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${BIN:-target/release/virtperf}")
+ROUNDS=${ROUNDS:-5}
+SECS=${SECS:-3}
+[ "$(id -u)" = 0 ] || { echo "bench/remote.sh: needs root"; exit 3; }
+for p in iperf3 ssh ssh-keygen /usr/sbin/sshd nsenter; do
+  command -v "$p" >/dev/null || { echo "bench/remote.sh: $p missing (scripts/install-deps.sh installs it)"; exit 3; }
+done
+tmp=$(mktemp -d)
+S=vpbench-b-$$; C=vpbench-a-$$
+made_run_sshd=0
+cleanup() {
+  [ -f "$tmp/sshd.pid" ] && kill "$(cat "$tmp/sshd.pid")" 2>/dev/null || true
+  [ -n "${srv:-}" ] && kill "$srv" 2>/dev/null || true
+  ip netns delete "$C" 2>/dev/null || true
+  ip netns delete "$S" 2>/dev/null || true
+  [ "$made_run_sshd" = 1 ] && rmdir /run/sshd 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+ip netns add "$S"; ip netns add "$C"
+ip -n "$C" link add eth0 type veth peer name eth0 netns "$S"
+ip -n "$C" addr add 198.18.7.1/24 dev eth0; ip -n "$S" addr add 198.18.7.2/24 dev eth0
+for ns in "$C" "$S"; do ip -n "$ns" link set eth0 up; ip -n "$ns" link set lo up; done
+for k in hostkey clientkey; do ssh-keygen -q -t ed25519 -N '' -f "$tmp/$k"; done
+cp "$tmp/clientkey.pub" "$tmp/authorized_keys"
+cat > "$tmp/sshd_config" <<CFG
+Port 22
+ListenAddress 198.18.7.2
+HostKey $tmp/hostkey
+PidFile $tmp/sshd.pid
+AuthorizedKeysFile $tmp/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+UsePAM no
+StrictModes no
+AcceptEnv VIRTPERF_*
+CFG
+cat > "$tmp/ssh_config" <<CFG
+Host b
+  HostName 198.18.7.2
+  User root
+  IdentityFile $tmp/clientkey
+  IdentitiesOnly yes
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  LogLevel ERROR
+  SetEnv VIRTPERF_STATE_DIR=$tmp/remote-state VIRTPERF_CACHE=$tmp/remote-cache
+CFG
+[ -d /run/sshd ] || { mkdir -p /run/sshd; made_run_sshd=1; }
+nsenter --net=/run/netns/"$S" /usr/sbin/sshd -f "$tmp/sshd_config"
+for _ in $(seq 50); do nsenter --net=/run/netns/"$C" ssh -F "$tmp/ssh_config" -o BatchMode=yes b true 2>/dev/null && break; sleep 0.2; done
+cat > "$tmp/exp.toml" <<EXP
+name = "bench-remote"
+[[host]]
+name = "b"
+ssh = "b"
+ssh_config = "$tmp/ssh_config"
+addr = "198.18.7.2"
+local_addr = "198.18.7.1"
+[[env]]
+kind = "native"
+name = "native@b"
+host = "b"
+[[workload]]
+kind = "tcp_stream"
+duration = "${SECS}s"
+EXP
+# iperf3: server here (C), client on b (S) sending.
+: > "$tmp/iperf"
+for _ in $(seq "$ROUNDS"); do
+  nsenter --net=/run/netns/"$C" iperf3 -s -1 -B 198.18.7.1 > /dev/null 2>&1 & srv=$!
+  sleep 0.3
+  nsenter --net=/run/netns/"$S" iperf3 -c 198.18.7.1 -t "$SECS" -J > "$tmp/i.json" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true; srv=
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9)' "$tmp/i.json" >> "$tmp/iperf"
+done
+nsenter --net=/run/netns/"$C" "$BIN" run "$tmp/exp.toml" --reps "$ROUNDS" --warmup 1 --json --db "$tmp/v.db" > "$tmp/v.json"
+python3 - "$tmp/iperf" "$tmp/v.json" <<'PY'
+import json, statistics, sys
+ip = [float(x) for x in open(sys.argv[1]) if x.strip()]
+doc = json.load(open(sys.argv[2]))
+v = [r for r in doc["results"] if r["environment"] == "native@b" and r["metric"] == "tcp_goodput"][0]["mean"]
+print(f"iperf3 (b → here):             mean {statistics.mean(ip):.3f} Gbit/s over {len(ip)} rounds")
+print(f"virtperf native@b tcp_stream:  mean {v:.3f} Gbit/s")
+print(f"ratio virtperf / iperf3: {v / statistics.mean(ip):.3f}   (target >= 0.9)")
+PY
