@@ -79,9 +79,10 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         .hosts
         .iter()
         .map(|h| {
-            let facts =
-                crate::remote::info(&h.name).map(|i| serde_json::to_value(i.facts).unwrap_or_default());
-            (h.name.clone(), serde_json::json!({"ssh": h.ssh, "facts": facts}))
+            let info = crate::remote::info(&h.name);
+            let facts = info.as_ref().map(|i| serde_json::to_value(&i.facts).unwrap_or_default());
+            let clock = info.and_then(|i| i.clock);
+            (h.name.clone(), serde_json::json!({"ssh": h.ssh, "facts": facts, "clock": clock}))
         })
         .collect();
     let lab = exp.has_network().then(|| {

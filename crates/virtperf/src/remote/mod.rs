@@ -218,6 +218,94 @@ pub struct HostInfo {
     pub bin: String,
     pub facts: Facts,
     pub runtimes: BTreeMap<String, Option<String>>,
+    /// The host's wall clock minus this machine's, and the uncertainty (± half the round trip of
+    /// the best exchange), in ns. Reported, never applied to a duration.
+    pub clock: Option<ClockOffset>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClockOffset {
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
+}
+
+/// CLOCK_REALTIME in ns (the clocks two machines can be compared on).
+pub fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// The offset from exchanges (here before, host's, here after), NTP's way: the exchange with the
+/// shortest round trip, its midpoint against the host's reading.
+pub fn best_offset(samples: &[(i64, i64, i64)]) -> Option<ClockOffset> {
+    let (t0, t1, t2) = samples.iter().copied().filter(|(a, _, c)| c >= a).min_by_key(|(a, _, c)| c - a)?;
+    Some(ClockOffset { offset_ns: t1 - (t0 + (t2 - t0) / 2), uncertainty_ns: ((t2 - t0) / 2) as u64 })
+}
+
+/// How many clock exchanges the preflight makes.
+const CLOCK_EXCHANGES: usize = 7;
+
+/// `remote-check` on `host`: the request, the clock exchanges, then its answer.
+fn check_session(
+    host: &HostDef,
+    bin: &str,
+    req: &CheckRequest,
+) -> Result<(String, Option<ClockOffset>), (String, String)> {
+    let mut c = ssh(host);
+    c.arg(format!("{} remote-check", quote(bin)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child =
+        c.spawn().map_err(|e| (format!("ssh: {e}"), "apt-get install -y openssh-client".to_string()))?;
+    let mut samples = Vec::new();
+    if let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) {
+        let mut r = BufReader::new(stdout);
+        let mut ok = writeln!(stdin, "{}", serde_json::to_string(req).unwrap_or_default()).is_ok();
+        let mut rest = String::new();
+        for _ in 0..CLOCK_EXCHANGES {
+            if !ok {
+                break;
+            }
+            let t0 = realtime_ns();
+            ok = writeln!(stdin, "{CTL}clock").and_then(|_| stdin.flush()).is_ok();
+            let mut l = String::new();
+            if !ok || r.read_line(&mut l).unwrap_or(0) == 0 {
+                break;
+            }
+            let t2 = realtime_ns();
+            match l
+                .trim_end()
+                .strip_prefix(CTL)
+                .and_then(|x| x.strip_prefix("clock "))
+                .and_then(|v| v.parse::<i64>().ok())
+            {
+                Some(t1) => samples.push((t0, t1, t2)),
+                None => {
+                    rest.push_str(&l);
+                    break;
+                }
+            }
+        }
+        drop(stdin);
+        let _ = r.read_to_string(&mut rest);
+        let out = child.wait_with_output().map_err(|e| (format!("ssh: {e}"), String::new()))?;
+        if out.status.success() {
+            return Ok((rest, best_offset(&samples)));
+        }
+        let err = crate::env::libvirt::one_line(&String::from_utf8_lossy(&out.stderr));
+        let why = if out.status.code() == Some(255) {
+            format!("cannot reach host `{}` over SSH ({}): {err}", host.name, host.ssh)
+        } else {
+            format!("on host `{}`: `virtperf remote-check` failed: {err}", host.name)
+        };
+        return Err((why, ssh_fix(host, &err)));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(("the ssh pipes were not created".into(), String::new()))
 }
 
 static HOSTS: Mutex<Vec<(String, HostInfo)>> = Mutex::new(Vec::new());
@@ -234,8 +322,7 @@ pub fn preflight(host: &HostDef, envs: &[(String, String, BTreeMap<String, Value
         Err((why, fix)) => return vec![format!("{why}; fix: {fix}")],
     };
     let req = CheckRequest { envs: envs.to_vec() };
-    let input = serde_json::to_vec(&req).unwrap_or_default();
-    let out = match run_on(host, &format!("{} remote-check", quote(&bin)), &input) {
+    let (out, clock) = match check_session(host, &bin, &req) {
         Ok(o) => o,
         Err((why, fix)) => return vec![format!("{why}; fix: {fix}")],
     };
@@ -266,7 +353,7 @@ pub fn preflight(host: &HostDef, envs: &[(String, String, BTreeMap<String, Value
     }
     if let Ok(mut h) = HOSTS.lock() {
         h.retain(|(n, _)| *n != host.name);
-        h.push((host.name.clone(), HostInfo { bin, facts: reply.facts, runtimes }));
+        h.push((host.name.clone(), HostInfo { bin, facts: reply.facts, runtimes, clock }));
     }
     problems
 }
@@ -282,7 +369,17 @@ pub fn runtime_of(host: &str, env: &str) -> Option<String> {
     let i = info(host)?;
     let f = &i.facts;
     let rt = i.runtimes.get(env).cloned().flatten().unwrap_or_default();
-    Some(format!("on host {host} ({}, kernel {}, {} × {}): {rt}", f.hostname, f.kernel, f.cpus, f.cpu))
+    let clock = i
+        .clock
+        .map(|c| {
+            format!(
+                "; its clock {:+.3} ms ± {:.3} ms from this one's",
+                c.offset_ns as f64 / 1e6,
+                c.uncertainty_ns as f64 / 1e6
+            )
+        })
+        .unwrap_or_default();
+    Some(format!("on host {host} ({}, kernel {}, {} × {}{clock}): {rt}", f.hostname, f.kernel, f.cpus, f.cpu))
 }
 
 /// The session's stdin, shared by the agent's line and the CPU probe: every write of a whole
@@ -527,4 +624,20 @@ fn spawn_session(
     let closed = format!("the SSH connection to host `{}` closed\n", host.name);
     tail.follow_logged(stderr.chain(std::io::Cursor::new(closed.into_bytes())), None);
     Ok((child, stdin, stdout, tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_offset_from_the_shortest_exchange() {
+        // Host 5 ms ahead; round trips of 4, 1 and 3 ms: the 1 ms one decides, ± 0.5 ms.
+        let ms = 1_000_000;
+        let s =
+            [(0, 5 * ms + 2 * ms, 4 * ms), (10 * ms, 15 * ms + ms / 2, 11 * ms), (20 * ms, 26 * ms, 23 * ms)];
+        assert_eq!(best_offset(&s), Some(ClockOffset { offset_ns: 5 * ms, uncertainty_ns: (ms / 2) as u64 }));
+        assert_eq!(best_offset(&[]), None);
+        assert_eq!(best_offset(&[(5, 1, 4)]), None, "a clock that went back is no sample");
+    }
 }

@@ -2,7 +2,7 @@
 //! run by the orchestrator's SSH sessions (see the module above). Both speak on stdin/stdout; their
 //! own lines start with `@vpctl `, the agent's frames with `@vp `.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +16,25 @@ use crate::ledger::Ledger;
 /// `virtperf remote-check`: each environment's availability (and one-time work) on this host,
 /// and the host's facts, as one `@vpctl {json}` line.
 pub fn check_main() -> std::io::Result<()> {
+    let mut stdin = BufReader::new(std::io::stdin());
     let mut input = String::new();
-    std::io::stdin().read_to_string(&mut input)?;
-    let req: CheckRequest = serde_json::from_str(&input).map_err(|e| {
+    stdin.read_line(&mut input)?;
+    // Then the clock exchange: `@vpctl clock` answered with this host's CLOCK_REALTIME, until the
+    // orchestrator closes its end.
+    let ask = format!("{CTL}clock");
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stdin.read_line(&mut line)? == 0 {
+            break;
+        }
+        if line.trim_end() == ask {
+            let mut out = std::io::stdout();
+            writeln!(out, "{CTL}clock {}", super::realtime_ns())?;
+            out.flush()?;
+        }
+    }
+    let req: CheckRequest = serde_json::from_str(input.trim()).map_err(|e| {
         std::io::Error::new(std::io::ErrorKind::InvalidData, format!("the check request: {e}"))
     })?;
     let mut reply = CheckReply { facts: Facts::here(), envs: Vec::new() };

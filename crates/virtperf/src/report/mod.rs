@@ -1046,6 +1046,31 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     if !starts.is_empty() {
         out += &format!("start to agent ready (host clock, per launch): {}\n", starts.join("; "));
     }
+    // Other hosts: their clocks against this one's, measured at the preflight (never applied to a
+    // duration: each is measured on the clock of the machine that runs it).
+    if let Some(hosts) = r.manifest["hosts"].as_object().filter(|h| !h.is_empty()) {
+        let lines: Vec<String> = hosts
+            .iter()
+            .map(|(name, h)| {
+                let f = &h["facts"];
+                let clock = match (h["clock"]["offset_ns"].as_f64(), h["clock"]["uncertainty_ns"].as_f64()) {
+                    (Some(o), Some(u)) => {
+                        format!("clock {:+.3} ms ± {:.3} ms from this one's", o / 1e6, u / 1e6)
+                    }
+                    _ => "clock offset not measured".into(),
+                };
+                format!(
+                    "{name} ({}, kernel {}): {clock}",
+                    f["hostname"].as_str().unwrap_or("?"),
+                    f["kernel"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        out += &format!(
+            "hosts (over SSH): {}; each figure is timed on the clock of the host that ran it\n",
+            lines.join("; ")
+        );
+    }
     if r.results.iter().any(|x| x.ci95.is_none() && x.n < 2) {
         out += &format!("(n=1): measured once, no interval: {}\n", virtperf_stats::NO_CI_ONE_SAMPLE);
     }

@@ -277,6 +277,20 @@ pub(crate) fn remote_host_runs_native_and_container() -> Outcome {
         "the remote environments' runtime names the host and its facts: {}",
         &text[..text.len().min(400)]
     );
+    // The clock offset, measured at the preflight: the same machine underneath, so about zero,
+    // within the exchange's uncertainty (plus a millisecond for a busy host).
+    let clock = &rep["manifest"]["hosts"]["b"]["clock"];
+    let off = clock["offset_ns"].as_f64().unwrap_or(f64::NAN);
+    let unc = clock["uncertainty_ns"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        off.abs() <= unc + 1e6,
+        "host b's clock vs this one's (one machine): {off} ns ± {unc} ns: {clock}; hosts: {}",
+        rep["manifest"]["hosts"]
+    );
+    let txt = Command::new(exe()).args(["report", "--db", db.to_str().unwrap()]).output().unwrap();
+    let txt = String::from_utf8_lossy(&txt.stdout);
+    assert!(txt.contains("hosts (over SSH): b (") && txt.contains("from this one's"), "{txt}");
+    println!("    host b's clock: {:+.3} ms ± {:.3} ms", off / 1e6, unc / 1e6);
     // The binary: one copy, named by its checksum.
     let bins: Vec<PathBuf> =
         std::fs::read_dir(h.remote_cache.join("bin")).unwrap().flatten().map(|e| e.path()).collect();
