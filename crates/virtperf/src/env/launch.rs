@@ -387,6 +387,20 @@ pub fn spawn_piped_logged(
     die_with_parent: bool,
     log: Option<PathBuf>,
 ) -> Result<(Child, ChildStdin, ChildStdout, Tail), LaunchError> {
+    let (child, stdin, stdout, stderr) = spawn_with_pipes(cmd, what, ledger, die_with_parent)?;
+    let tail = Tail::default();
+    tail.follow_logged(stderr, log);
+    Ok((child, stdin, stdout, tail))
+}
+
+/// The spawn of [`spawn_piped`] with stderr left to the caller (an SSH session appends a line of
+/// its own to it: `crate::remote`).
+pub fn spawn_with_pipes(
+    cmd: &mut Command,
+    what: &str,
+    ledger: &mut Ledger,
+    die_with_parent: bool,
+) -> Result<(Child, ChildStdin, ChildStdout, std::process::ChildStderr), LaunchError> {
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     if die_with_parent {
@@ -410,9 +424,7 @@ pub fn spawn_piped_logged(
         let _ = child.wait();
         return Err(LaunchError::Prepare("the child's pipes were not created".into()));
     };
-    let tail = Tail::default();
-    tail.follow_logged(stderr, log);
-    Ok((child, stdin, stdout, tail))
+    Ok((child, stdin, stdout, stderr))
 }
 
 /// Makes `cmd`'s child join the network namespace at `path` (between fork and exec). The

@@ -152,6 +152,12 @@ fn run_on(host: &HostDef, cmd: &str, input: &[u8]) -> Result<String, (String, St
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
+    Err(ssh_failure(host, cmd, &out))
+}
+
+/// Why an ssh command failed, and the fix: exit 255 is ssh's own (the host unreachable, the key
+/// refused), anything else the remote command's.
+fn ssh_failure(host: &HostDef, cmd: &str, out: &std::process::Output) -> (String, String) {
     let err = crate::env::libvirt::one_line(&String::from_utf8_lossy(&out.stderr));
     let why = if out.status.code() == Some(255) {
         format!("cannot reach host `{}` over SSH ({}): {err}", host.name, host.ssh)
@@ -159,7 +165,7 @@ fn run_on(host: &HostDef, cmd: &str, input: &[u8]) -> Result<String, (String, St
         format!("on host `{}`: `{cmd}` failed: {err}", host.name)
     };
     let fix = ssh_fix(host, &err);
-    Err((why, fix))
+    (why, fix)
 }
 
 /// This binary's SHA-256 (hex), computed once.
@@ -295,13 +301,7 @@ fn check_session(
         if out.status.success() {
             return Ok((rest, best_offset(&samples)));
         }
-        let err = crate::env::libvirt::one_line(&String::from_utf8_lossy(&out.stderr));
-        let why = if out.status.code() == Some(255) {
-            format!("cannot reach host `{}` over SSH ({}): {err}", host.name, host.ssh)
-        } else {
-            format!("on host `{}`: `virtperf remote-check` failed: {err}", host.name)
-        };
-        return Err((why, ssh_fix(host, &err)));
+        return Err(ssh_failure(host, "virtperf remote-check", &out));
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -599,27 +599,7 @@ fn spawn_session(
     (std::process::Child, std::process::ChildStdin, std::process::ChildStdout, crate::env::conn::Tail),
     LaunchError,
 > {
-    use std::os::unix::process::CommandExt;
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and only affects the child being
-    // created; the closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { what: "ssh".into(), source })?;
-    ledger.record_process(child.id(), "ssh");
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(LaunchError::Prepare("the ssh pipes were not created".into()));
-    };
+    let (child, stdin, stdout, stderr) = crate::env::spawn_with_pipes(cmd, "ssh", ledger, true)?;
     let tail = crate::env::conn::Tail::default();
     let closed = format!("the SSH connection to host `{}` closed\n", host.name);
     tail.follow_logged(stderr.chain(std::io::Cursor::new(closed.into_bytes())), None);
