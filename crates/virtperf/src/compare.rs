@@ -145,7 +145,7 @@ pub fn compare(
         let ratio = if ra.mean != 0.0 { rb.mean / ra.mean } else { f64::NAN };
         let ci95 = rc.as_ref().and_then(|c| c.ci95).map(|(l, h)| [l, h]);
         let (overhead_change, overhead_change_ci95) = overhead_change(ra, rb);
-        let is_baseline = a.baseline.as_deref() == Some(ra.environment.as_str());
+        let is_baseline = a.is_baseline(&ra.environment);
         let on_overhead = !raw && overhead_change.is_some();
         let (r, ci, judged_on) = if on_overhead {
             (overhead_change.unwrap_or(f64::NAN), overhead_change_ci95, "overhead")
@@ -292,31 +292,7 @@ mod tests {
     use super::*;
 
     fn row(env: &str, mean: f64, stdev: f64, better: &'static str) -> ResultRow {
-        let half = 2.776 * stdev / 5f64.sqrt();
-        ResultRow {
-            environment: env.into(),
-            peer: None,
-            instance: None,
-            workload: "w".into(),
-            params: serde_json::json!({}),
-            metric: "m".into(),
-            unit: "ms".into(),
-            better,
-            n: 5,
-            mean,
-            median: mean,
-            stdev,
-            min: mean,
-            max: mean,
-            cv: Some(stdev / mean),
-            ci95: Some([mean - half, mean + half]),
-            no_ci: None,
-            outliers: 0,
-            overhead: None,
-            clock: None,
-            other_clock: None,
-            clock_disagrees: false,
-        }
+        crate::report::test_row(env, mean, stdev, better)
     }
 
     fn rep(rows: Vec<ResultRow>) -> Report {
@@ -364,8 +340,8 @@ mod tests {
         };
         let mut a = rep(vec![row("native", 10.0, 0.2, "lower"), with(row("c", 12.0, 0.2, "lower"), 1.2)]);
         let mut b = rep(vec![row("native", 13.0, 0.2, "lower"), with(row("c", 15.6, 0.2, "lower"), 1.2)]);
-        a.baseline = Some("native".into());
-        b.baseline = Some("native".into());
+        a.baselines = vec!["native".into()];
+        b.baselines = vec!["native".into()];
         let c = compare(&a, "a", &b, "b", 5.0, false);
         assert_eq!((c.regressions, c.baseline_moved), (0, 1), "{:#?}", c.changes);
         assert_eq!(c.changes[1].judged_on, "overhead");

@@ -81,6 +81,18 @@ impl Ledger {
         Ok((l, swept))
     }
 
+    /// Another ledger of this process, for a worker thread (`ledger-PID-wN.json`): it sweeps
+    /// nothing (the process's first ledger did) and is swept like the first when the process dies.
+    pub fn open_worker(n: usize) -> std::io::Result<Ledger> {
+        let state_dir = state_dir();
+        let me = std::process::id();
+        let file = File { owner: me, owner_start: process_start(me).unwrap_or(0), entries: Vec::new() };
+        let path = state_dir.join(format!("ledger-{me}-w{n}.json"));
+        let l = Ledger { path, state_dir, file };
+        l.save()?;
+        Ok(l)
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }

@@ -404,6 +404,17 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
             exp.seed,
             exp.timeout_ms
         );
+        let mut machines: Vec<&str> =
+            exp.envs.iter().map(|e| e.host.as_deref().unwrap_or(experiment::LOCAL_HOST)).collect();
+        machines.sort_unstable();
+        machines.dedup();
+        if machines.len() > 1 {
+            println!(
+                "{} workers at once, one per host ({}); trials with a tester take turns on this machine",
+                machines.len(),
+                machines.join(", ")
+            );
+        }
         if let Err(why) = run::preflight(&exp, false) {
             println!("cannot run here:\n{why}");
             return Ok(ExitStatus::Unavailable);

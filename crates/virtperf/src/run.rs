@@ -187,6 +187,7 @@ pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
             },
             instances: e.instances,
             group: e.group.clone(),
+            host: e.host.clone(),
         })
         .collect();
     let cases: Vec<_> = exp
@@ -282,6 +283,8 @@ struct Launcher<'a> {
     /// The run's directory on the host's scratch disk, when a workload writes files or a guest
     /// has a disk: each instance gets a directory of its own below it.
     scratch_dir: Option<&'a Path>,
+    /// The tester's name in its instance ids (a campaign has one tester per host's worker).
+    tester_id: String,
 }
 
 /// Which agent a slot holds: environment `e`, or the lab's tester.
@@ -319,7 +322,7 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
 }
 
 fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
-    let Launcher { store, run_id, exp, run_dir, exe, opts, lab, first_endpoint, scratch_dir } = *l;
+    let Launcher { store, run_id, exp, run_dir, exe, opts, lab, first_endpoint, scratch_dir, .. } = *l;
     let tester_params: BTreeMap<String, serde_json::Value> = exp
         .lab
         .tester_cpuset
@@ -349,7 +352,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             &tester_params,
             "tester",
             lab.map(|l| l.tester.netns_path()),
-            format!("vp{}-tester-{}", std::process::id(), slot.launches),
+            format!("vp{}-{}-{}", std::process::id(), l.tester_id, slot.launches),
             -1,
         ),
     };
@@ -525,35 +528,90 @@ impl Progress {
     }
 }
 
-fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
-    let exe = std::env::current_exe().context("cannot find the virtperf binary to run as the agent")?;
-    let (mut ledger, swept) = Ledger::open().context("cannot open the ledger in the state directory")?;
-    if !swept.is_empty() {
-        eprintln!("virtperf: removed {} leftover(s) of an earlier run that was killed", swept.len());
-    }
-    let run_dir = ledger.state_dir().join(format!("run-{}", std::process::id()));
-    ledger.create_dir(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
-    let scratch_dir = if needs_scratch(exp) {
-        let root = crate::host::scratch_root();
-        let d = root.join(format!("run-{}", std::process::id()));
-        let made = crate::host::ensure_private_dir(&root).and_then(|()| ledger.create_scratch_dir(&d));
-        if let Err(e) = made {
-            ledger.remove_scratch_dir(&d);
-            ledger.remove_dir(&run_dir);
-            ledger.close();
-            store.set_run_status(run_id, RunStatus::Failed)?;
-            eprintln!(
-                "error: cannot create the run's scratch directory {}: {e}; set VIRTPERF_SCRATCH to a directory on the disk to measure",
-                d.display()
-            );
-            return Ok(ExitStatus::Unavailable);
-        }
-        Some(d)
-    } else {
-        None
-    };
+/// This machine, in [`Machines`].
+const LOCAL_MACHINE: &str = crate::experiment::LOCAL_HOST;
 
-    let pending = store.pending_trials(run_id)?;
+/// A worker's share of a run: the environments on one machine and their pending trials, in the
+/// plan's order.
+struct Share {
+    /// None: this machine.
+    host: Option<String>,
+    envs: Vec<usize>,
+    trials: Vec<PlannedTrial>,
+}
+
+impl Share {
+    fn machine(&self) -> &str {
+        self.host.as_deref().unwrap_or(LOCAL_MACHINE)
+    }
+}
+
+/// The pending trials split by the machine their environment runs on (this machine first).
+/// A trial between two environments runs where the first one does (pairs never cross machines:
+/// validation keeps them here).
+fn shares(exp: &Experiment, pending: &[PlannedTrial]) -> Vec<Share> {
+    let mut out: Vec<Share> = Vec::new();
+    let mut hosts: Vec<Option<String>> = exp.envs.iter().map(|e| e.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
+    for host in hosts {
+        let envs: Vec<usize> = (0..exp.envs.len()).filter(|&e| exp.envs[e].host == host).collect();
+        let trials: Vec<PlannedTrial> =
+            pending.iter().filter(|t| envs.contains(&t.env_idx)).cloned().collect();
+        if !trials.is_empty() {
+            out.push(Share { host, envs, trials });
+        }
+    }
+    out
+}
+
+/// One lock per machine of a run. A trial holds every machine it uses (its environments' host
+/// and, when it has a tester, this machine, where every tester runs), so that a campaign's
+/// workers measure at once only where they share nothing: two hosts' CPU trials overlap, while
+/// two network trials whose testers would both load this machine take turns, and a trial here
+/// never runs beside another host's tester. Locks are taken in name order (no deadlock).
+struct Machines(BTreeMap<String, std::sync::Mutex<()>>);
+
+impl Machines {
+    fn of(shares: &[Share]) -> Machines {
+        let mut m: BTreeMap<String, std::sync::Mutex<()>> = BTreeMap::new();
+        m.insert(LOCAL_MACHINE.to_string(), std::sync::Mutex::new(()));
+        for s in shares {
+            m.entry(s.machine().to_string()).or_default();
+        }
+        Machines(m)
+    }
+    fn hold<const N: usize>(&self, names: [&str; N]) -> Vec<std::sync::MutexGuard<'_, ()>> {
+        // BTreeMap iteration is in name order: every worker locks in the same order.
+        self.0
+            .iter()
+            .filter(|(k, _)| names.contains(&k.as_str()))
+            // A worker that panicked while holding a lock leaves nothing half-done in `()`.
+            .map(|(_, m)| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+            .collect()
+    }
+}
+
+/// What a worker shares with the run.
+struct Worker<'a> {
+    store: &'a Store,
+    run_id: i64,
+    exp: &'a Experiment,
+    run_dir: &'a Path,
+    exe: &'a Path,
+    opts: &'a RunOpts,
+    /// The lab (this machine's worker, when the run has network workloads here).
+    lab: Option<&'a Lab>,
+    scratch_dir: Option<&'a Path>,
+    progress: &'a std::sync::Mutex<Progress>,
+    machines: &'a Machines,
+}
+
+/// Runs a share's trials on its machine's environments, then stops them; returns whether it was
+/// interrupted.
+fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
+    let Worker { store, run_id, exp, run_dir, exe, opts, lab, scratch_dir, machines, .. } = *w;
+    let pending = &share.trials;
     let timeout = Duration::from_millis(exp.timeout_ms);
     let specs: Vec<WorkloadSpec> = exp
         .cases
@@ -562,50 +620,18 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         .collect();
     let mut slots: Vec<Slot> = exp.envs.iter().map(|e| Slot::new(e.instances)).collect();
     let mut tester_slot = Slot::new(1);
-    // Lab endpoints: every instance of every environment has its own.
-    let first_endpoint: Vec<usize> = exp
-        .envs
-        .iter()
-        .scan(0usize, |next, e| {
-            let first = *next;
-            *next += e.instances as usize;
-            Some(first)
-        })
-        .collect();
-    // Environments on other hosts meet the tester over the hosts' own network, not in a lab.
-    let needs_lab =
-        pending.iter().any(|t| exp.cases[t.case_idx].network) && exp.envs.iter().all(|e| e.host.is_none());
+    // Lab endpoints: every instance of this share's environments has its own, in order.
+    let mut first_endpoint = vec![0usize; exp.envs.len()];
+    let mut next = 0usize;
+    for &e in &share.envs {
+        first_endpoint[e] = next;
+        next += exp.envs[e].instances as usize;
+    }
     let needs_tester = pending.iter().any(|t| {
         let c = &exp.cases[t.case_idx];
         t.peer_idx.is_none()
             && (c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester))
     });
-    let mut lab = None;
-    if needs_lab && !CANCEL.load(Ordering::SeqCst) {
-        let taps: Vec<bool> = exp
-            .envs
-            .iter()
-            .flat_map(|e| {
-                let tap = env::find(&e.kind).is_some_and(|k| k.wants_tap());
-                std::iter::repeat_n(tap, e.instances as usize)
-            })
-            .collect();
-        let pairs = exp.cases.iter().any(|c| c.matrix);
-        match Lab::build(&mut ledger, &taps, &exp.lab, pairs) {
-            Ok(l) => lab = Some(l),
-            Err(e) => {
-                if let Some(d) = &scratch_dir {
-                    ledger.remove_scratch_dir(d);
-                }
-                ledger.remove_dir(&run_dir);
-                ledger.close();
-                store.set_run_status(run_id, RunStatus::Failed)?;
-                eprintln!("error: cannot build the lab network: {e}");
-                return Ok(ExitStatus::Unavailable);
-            }
-        }
-    }
-    let mut progress = Progress::new(pending.len() as u64, opts.progress);
     let mut freeze_warned = false;
     let mut interrupted = false;
     let result: Result<()> = {
@@ -613,15 +639,20 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             store,
             run_id,
             exp,
-            run_dir: &run_dir,
-            exe: &exe,
+            run_dir,
+            exe,
             opts,
-            lab: lab.as_ref(),
+            lab,
             first_endpoint: &first_endpoint,
-            scratch_dir: scratch_dir.as_deref(),
+            scratch_dir,
+            tester_id: match &share.host {
+                Some(h) => format!("tester-{h}"),
+                None => "tester".into(),
+            },
         };
         if needs_tester {
-            launch(&launcher, Role::Tester, &mut tester_slot, &mut ledger);
+            let _hold = machines.hold([LOCAL_MACHINE]);
+            launch(&launcher, Role::Tester, &mut tester_slot, ledger);
         }
         let needed: std::collections::BTreeSet<usize> =
             pending.iter().flat_map(|t| std::iter::once(t.env_idx).chain(t.peer_idx)).collect();
@@ -629,16 +660,25 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             if CANCEL.load(Ordering::SeqCst) {
                 break;
             }
-            launch(&launcher, Role::Env(e), &mut slots[e], &mut ledger);
+            let _hold = machines.hold([share.machine()]);
+            launch(&launcher, Role::Env(e), &mut slots[e], ledger);
         }
         (|| {
-            for t in &pending {
+            for t in pending {
                 if CANCEL.load(Ordering::SeqCst) {
                     interrupted = true;
                     break;
                 }
                 let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, .. } = *t;
                 let case = &exp.cases[c];
+                let wants_tester = peer_idx.is_none()
+                    && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
+                // The machines this trial uses: its environments' and, with a tester, this one.
+                let _hold = if wants_tester {
+                    machines.hold([share.machine(), LOCAL_MACHINE])
+                } else {
+                    machines.hold([share.machine()])
+                };
                 // The environments not in this trial are paused while it runs.
                 let frozen: Vec<(String, Option<env::Pauser>)> = if exp.freeze_idle {
                     let others: Vec<(String, Option<env::Pauser>)> = slots
@@ -665,8 +705,6 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 } else {
                     Vec::new()
                 };
-                let wants_tester = peer_idx.is_none()
-                    && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
                 // The other side of the trial: another environment (all-pairs) or the lab's tester.
                 let (slot, mut other, other_role, other_addr, other_name) = match peer_idx {
                     Some(p) => {
@@ -691,11 +729,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 let mut relaunched = false;
                 if !slot.ready() && slot.gave_up.is_none() {
                     relaunched = slot.launches > 0;
-                    launch(&launcher, Role::Env(e), slot, &mut ledger);
+                    launch(&launcher, Role::Env(e), slot, ledger);
                 }
                 if let Some(o) = other.as_deref_mut() {
                     if !o.ready() && o.gave_up.is_none() {
-                        launch(&launcher, other_role, o, &mut ledger);
+                        launch(&launcher, other_role, o, ledger);
                     }
                 }
                 let other_missing = other.as_ref().is_some_and(|o| !o.ready());
@@ -776,11 +814,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                             Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
                                 // Only the instances that broke are relaunched.
                                 for k in dut_broken {
-                                    slot.kill(k, &mut ledger);
+                                    slot.kill(k, ledger);
                                 }
                                 if tester_broken {
                                     if let Some(o) = other {
-                                        o.kill(0, &mut ledger);
+                                        o.kill(0, ledger);
                                     }
                                 }
                                 TrialOutcome {
@@ -802,21 +840,151 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                     Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
                     None => exp.envs[e].name.clone(),
                 };
-                progress.tick(&format!("{pair} / {}", case.label));
+                if let Ok(mut p) = w.progress.lock() {
+                    p.tick(&format!("{pair} / {}", case.label));
+                }
             }
             Ok(())
         })()
     };
-    progress.finish();
-
     for slot in slots.iter_mut().chain(std::iter::once(&mut tester_slot)) {
         for inst in slot.instances.iter_mut().filter_map(Option::take) {
             if interrupted {
-                inst.kill(&mut ledger);
+                inst.kill(ledger);
             } else {
-                inst.shutdown(&mut ledger);
+                inst.shutdown(ledger);
             }
         }
+    }
+    result?;
+    Ok(interrupted)
+}
+
+fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    let exe = std::env::current_exe().context("cannot find the virtperf binary to run as the agent")?;
+    let (mut ledger, swept) = Ledger::open().context("cannot open the ledger in the state directory")?;
+    if !swept.is_empty() {
+        eprintln!("virtperf: removed {} leftover(s) of an earlier run that was killed", swept.len());
+    }
+    let run_dir = ledger.state_dir().join(format!("run-{}", std::process::id()));
+    ledger.create_dir(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    let scratch_dir = if needs_scratch(exp) {
+        let root = crate::host::scratch_root();
+        let d = root.join(format!("run-{}", std::process::id()));
+        let made = crate::host::ensure_private_dir(&root).and_then(|()| ledger.create_scratch_dir(&d));
+        if let Err(e) = made {
+            ledger.remove_scratch_dir(&d);
+            ledger.remove_dir(&run_dir);
+            ledger.close();
+            store.set_run_status(run_id, RunStatus::Failed)?;
+            eprintln!(
+                "error: cannot create the run's scratch directory {}: {e}; set VIRTPERF_SCRATCH to a directory on the disk to measure",
+                d.display()
+            );
+            return Ok(ExitStatus::Unavailable);
+        }
+        Some(d)
+    } else {
+        None
+    };
+
+    let pending = store.pending_trials(run_id)?;
+    let shares = shares(exp, &pending);
+    // The lab joins this machine's environments to its tester; environments on other hosts meet
+    // their tester over the hosts' own network.
+    let mut lab = None;
+    let local = shares.iter().find(|s| s.host.is_none());
+    if let Some(share) = local.filter(|s| s.trials.iter().any(|t| exp.cases[t.case_idx].network)) {
+        if !CANCEL.load(Ordering::SeqCst) {
+            let taps: Vec<bool> = share
+                .envs
+                .iter()
+                .flat_map(|&e| {
+                    let def = &exp.envs[e];
+                    let tap = env::find(&def.kind).is_some_and(|k| k.wants_tap());
+                    std::iter::repeat_n(tap, def.instances as usize)
+                })
+                .collect();
+            let pairs = exp.cases.iter().any(|c| c.matrix);
+            match Lab::build(&mut ledger, &taps, &exp.lab, pairs) {
+                Ok(l) => lab = Some(l),
+                Err(e) => {
+                    if let Some(d) = &scratch_dir {
+                        ledger.remove_scratch_dir(d);
+                    }
+                    ledger.remove_dir(&run_dir);
+                    ledger.close();
+                    store.set_run_status(run_id, RunStatus::Failed)?;
+                    eprintln!("error: cannot build the lab network: {e}");
+                    return Ok(ExitStatus::Unavailable);
+                }
+            }
+        }
+    }
+    let progress = std::sync::Mutex::new(Progress::new(pending.len() as u64, opts.progress));
+    let machines = Machines::of(&shares);
+    let worker = |share: &Share, store: &Store, ledger: &mut Ledger| {
+        let w = Worker {
+            store,
+            run_id,
+            exp,
+            run_dir: &run_dir,
+            exe: &exe,
+            opts,
+            lab: if share.host.is_none() { lab.as_ref() } else { None },
+            scratch_dir: scratch_dir.as_deref(),
+            progress: &progress,
+            machines: &machines,
+        };
+        work(&w, share, ledger)
+    };
+    // One worker per machine: a campaign's hosts measure at once (each trial holding the machines
+    // it uses, see [`Machines`]); a run on one machine runs on this thread.
+    let ended: Result<bool> = if shares.len() <= 1 {
+        shares.first().map_or(Ok(false), |s| worker(s, store, &mut ledger))
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = shares
+                .iter()
+                .enumerate()
+                .map(|(i, share)| {
+                    let worker = &worker;
+                    scope.spawn(move || -> Result<bool> {
+                        // Each worker has its own connection (SQLite serialises the writes) and its
+                        // own ledger file (swept like any other when this process dies).
+                        let store = Store::open_existing(&opts.db)?;
+                        let mut ledger = Ledger::open_worker(i)
+                            .context("cannot open a worker's ledger in the state directory")?;
+                        let r = worker(share, &store, &mut ledger);
+                        ledger.close();
+                        r
+                    })
+                })
+                .collect();
+            let mut interrupted = false;
+            let mut first_err = None;
+            for (h, share) in handles.into_iter().zip(&shares) {
+                match h.join() {
+                    Ok(Ok(i)) => interrupted |= i,
+                    Ok(Err(e)) => {
+                        first_err.get_or_insert(e);
+                    }
+                    Err(_) => {
+                        first_err.get_or_insert(anyhow::anyhow!(
+                            "the worker of host `{}` stopped unexpectedly (a bug: please report it)",
+                            share.machine()
+                        ));
+                    }
+                }
+            }
+            match first_err {
+                Some(e) => Err(e),
+                None => Ok(interrupted),
+            }
+        })
+    };
+    if let Ok(p) = progress.lock() {
+        p.finish();
     }
     // The namespaces go after every process that lived in them.
     if let Some(mut l) = lab.take() {
@@ -827,7 +995,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     }
     ledger.remove_dir(&run_dir);
     ledger.close();
-    result?;
+    let interrupted = ended?;
 
     let status = if interrupted || CANCEL.load(Ordering::SeqCst) {
         RunStatus::Interrupted

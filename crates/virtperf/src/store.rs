@@ -113,6 +113,11 @@ ALTER TABLE environments ADD COLUMN instances INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE environments ADD COLUMN grp TEXT;
 ALTER TABLE samples ADD COLUMN instance INTEGER;
 "#,
+    r#"
+-- The [[host]] an environment ran on (NULL: the machine that ran virtperf); a campaign's report
+-- compares each host's environments with that host's own baseline.
+ALTER TABLE environments ADD COLUMN host TEXT;
+"#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -271,6 +276,8 @@ pub struct EnvRow {
     pub instances: u32,
     /// The environment an `instances` sweep split (its own name when not swept).
     pub group: String,
+    /// The `[[host]]` it ran on; None: the machine that ran virtperf.
+    pub host: Option<String>,
 }
 
 /// An environment of a new run.
@@ -282,6 +289,7 @@ pub struct NewEnv {
     pub runtime: Option<String>,
     pub instances: u32,
     pub group: String,
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -370,8 +378,8 @@ impl Store {
         let run = tx.last_insert_rowid();
         for (i, e) in envs.iter().enumerate() {
             tx.execute(
-                "INSERT INTO environments (run_id, idx, name, kind, params, runtime, instances, grp) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![run, i as i64, e.name, e.kind, e.params.to_string(), e.runtime, e.instances, e.group],
+                "INSERT INTO environments (run_id, idx, name, kind, params, runtime, instances, grp, host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![run, i as i64, e.name, e.kind, e.params.to_string(), e.runtime, e.instances, e.group, e.host],
             )?;
         }
         for (i, (w, k, l, p)) in cases.iter().enumerate() {
@@ -493,7 +501,7 @@ impl Store {
 
     pub fn environments(&self, run: i64) -> Result<Vec<EnvRow>> {
         let mut st = self.conn.prepare(
-            "SELECT idx, name, kind, params, instances, grp FROM environments WHERE run_id = ?1 ORDER BY idx",
+            "SELECT idx, name, kind, params, instances, grp, host FROM environments WHERE run_id = ?1 ORDER BY idx",
         )?;
         let rows = st.query_map([run], |r| {
             let name: String = r.get(1)?;
@@ -503,6 +511,7 @@ impl Store {
                 params: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
                 instances: r.get::<_, i64>(4)?.max(1) as u32,
                 group: r.get::<_, Option<String>>(5)?.unwrap_or_else(|| name.clone()),
+                host: r.get(6)?,
                 name,
             })
         })?;
@@ -679,6 +688,7 @@ mod tests {
                     runtime: None,
                     instances: 1,
                     group: "native".into(),
+                    host: None,
                 }],
                 &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
                 &plan,

@@ -111,6 +111,8 @@ pub struct EnvDef {
     pub group: String,
     /// The `[[host]]` it runs on; None: this machine.
     pub host: Option<String>,
+    /// Which `[[env]]` (or `--env`) it came from, for messages that point at the file.
+    pub item: usize,
 }
 
 /// Most instances of one environment.
@@ -729,6 +731,41 @@ mod host_tests {
     }
 
     #[test]
+    fn a_list_of_hosts_is_a_campaign_one_environment_per_host() {
+        let text = format!(
+            "[[host]]\nname = \"b\"\nssh = \"root@198.18.7.2\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n\n[[env]]\nkind = \"container\"\nname = \"box\"\nhost = [\"local\", \"b\"]\ninstances = [1, 2]\n{W}[[workload]]\nkind = \"tcp_stream\"\n"
+        );
+        // Two instances on a remote host are refused: the campaign is checked whole.
+        let err = parse(&text).unwrap_err();
+        assert!(err.message.contains("one instance") && err.key.as_deref() == Some("host"), "{err}");
+        let e = parse(&text.replace("instances = [1, 2]\n", "")).unwrap();
+        let got: Vec<(&str, Option<&str>, &str)> =
+            e.envs.iter().map(|x| (x.name.as_str(), x.host.as_deref(), x.group.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("native [host=local]", None, "native [host=local]"),
+                ("native [host=b]", Some("b"), "native [host=b]"),
+                ("box [host=local]", None, "box [host=local]"),
+                ("box [host=b]", Some("b"), "box [host=b]"),
+            ]
+        );
+        // Network workloads: here in the lab, there over the host's own network.
+        assert!(e.has_network());
+        let again = parse(&e.to_toml()).unwrap();
+        let hosts: Vec<_> = again.envs.iter().map(|x| (x.name.clone(), x.host.clone())).collect();
+        assert_eq!(hosts, e.envs.iter().map(|x| (x.name.clone(), x.host.clone())).collect::<Vec<_>>());
+        // From the command line too.
+        let mut raw =
+            RawExperiment { hosts: read_toml("h.toml", &text).unwrap().hosts, ..Default::default() };
+        raw.envs.push(read_flag("--env", "container:cpus=1,host=[local,b]").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let names: Vec<&str> = e.envs.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["container:cpus=1 [host=local]", "container:cpus=1 [host=b]"]);
+    }
+
+    #[test]
     fn bad_hosts_name_the_line_and_the_key() {
         let cases: &[(&str, &str, &str)] = &[
             ("[[env]]\nkind = \"native\"\nhost = \"c\"\n", "host", "unknown host `c`"),
@@ -741,7 +778,12 @@ mod host_tests {
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"uml\"\nhost = \"b\"\n", "host", "native and container"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\n", "host", "disk workloads"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host.addr", "addr"),
-            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[env]]\nkind = \"native\"\nname = \"here\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host", "every environment"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n\n[lab]\nrate = \"1Gbit\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "lab.rate", "link emulation"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"b\", \"b\"]\n", "host", "listed twice"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = []\n", "host", "empty list"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", 2]\n", "host", "expected the name"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"c\"]\n", "host", "unknown host `c`"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"qemu\"\nhost = [\"local\", \"b\"]\n", "host", "native and container"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"nope\"\n\n[[env]]\nkind = \"native\"\n", "host.addr", "address"),
         ];
         for (text, key, words) in cases {

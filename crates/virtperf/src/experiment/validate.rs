@@ -308,10 +308,7 @@ fn check_remote(
     cases: &[Case],
 ) -> Result<(), InputError> {
     for e in envs.iter().filter(|e| e.host.is_some()) {
-        let item = raw
-            .envs
-            .iter()
-            .find(|i| e.group == i.name.clone().unwrap_or_else(|| without_key(&i.written, "instances")));
+        let item = raw.envs.get(e.item);
         let o = item
             .and_then(|i| i.params.iter().find(|p| p.0 == "host").map(|p| p.2.clone()))
             .unwrap_or_else(|| Origin::File { path: "experiment".into(), line: 1 });
@@ -356,10 +353,6 @@ fn check_remote(
                     return Err(err(&hat(k), Some(&format!("host.{k}")), format!(
                         "workload `{}` runs between host `{host}` and the tester here: give host `{host}` addr = \"…\" (its address on the path under test) and local_addr = \"…\" (this machine's)", c.label)));
                 }
-            }
-            if let Some(l) = envs.iter().find(|e| e.host.is_none()) {
-                return Err(err(&o, Some("host"), format!(
-                    "workload `{}` runs over the hosts' own network, and environment `{}` is here, in the lab: put every environment of an experiment with network workloads on a host, or split it in two", c.label, l.name)));
             }
             if let Some((k, _)) =
                 raw.settings.iter().find(|(k, _)| k.starts_with("lab.") && *k != "lab.tester_cpu")
@@ -448,7 +441,7 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
 fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, InputError> {
     let mut envs = Vec::new();
     let mut names = BTreeSet::new();
-    for item in &raw.envs {
+    for (item_idx, item) in raw.envs.iter().enumerate() {
         let kind = env::find(&item.kind).ok_or_else(|| {
             err(
                 &item.origin,
@@ -459,23 +452,34 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
         let mut given = BTreeMap::new();
         let mut rawv = Vec::new();
         let mut counts: Vec<u32> = vec![1];
-        let mut host = None;
+        // Where it runs: this machine, one [[host]], or a list (a campaign: one environment per
+        // host, each named `NAME [host=H]`, run by that host's worker).
+        let mut on: Vec<Option<String>> = vec![None];
         for (k, vals, o) in &item.params {
             if k == "host" {
-                let name = match vals.as_slice() {
-                    [Raw::Str(s)] => s.clone(),
-                    _ => {
-                        return Err(err(o, Some("host"), "expected the name of one [[host]] (or \"local\")"))
+                let mut seen = BTreeSet::new();
+                on = Vec::new();
+                for v in vals {
+                    let Raw::Str(name) = v else {
+                        return Err(err(o, Some("host"), format!("got `{v}`, expected the name of a [[host]] (or \"local\"), or a list of them to run the environment on each")));
+                    };
+                    if !seen.insert(name.clone()) {
+                        return Err(err(o, Some("host"), format!("host `{name}` is listed twice")));
                     }
-                };
-                if name != LOCAL_HOST {
-                    if !hosts.iter().any(|h| h.name == name) {
+                    if name != LOCAL_HOST && !hosts.iter().any(|h| h.name == *name) {
                         let known: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
                         return Err(err(o, Some("host"), format!(
                             "unknown host `{name}` (declared: {}): add a [[host]] table with name = \"{name}\" and ssh = \"user@address\"",
                             if known.is_empty() { "none".to_string() } else { known.join(", ") })));
                     }
-                    host = Some(name);
+                    on.push((name != LOCAL_HOST).then(|| name.clone()));
+                }
+                if on.is_empty() {
+                    return Err(err(
+                        o,
+                        Some("host"),
+                        "an empty list of hosts: name at least one (\"local\" is this machine)",
+                    ));
                 }
                 continue;
             }
@@ -509,26 +513,43 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
                 err(&o, Some(&k), m)
             })?;
         kind.check(&params).map_err(|e| err(&item.origin, Some(&e.key), e.message))?;
-        // Its name as written, less the instance count (which the sweep's names add back).
-        let label = item.name.clone().unwrap_or_else(|| without_key(&item.written, "instances"));
-        for &n in &counts {
-            let name = if counts.len() > 1 { format!("{label} [instances={n}]") } else { label.clone() };
-            if !names.insert(name.clone()) {
-                return Err(err(
-                    &item.origin,
-                    Some("name"),
-                    format!("two environments are named `{name}`: give each a distinct name="),
-                ));
+        // Its name as written, less the instance count and the hosts (which the sweep's names add
+        // back).
+        let campaign = on.len() > 1;
+        let label = item.name.clone().unwrap_or_else(|| {
+            let l = without_key(&item.written, "instances");
+            if campaign {
+                without_key(&l, "host")
+            } else {
+                l
             }
-            envs.push(EnvDef {
-                name,
-                kind: item.kind.clone(),
-                params: params.clone(),
-                raw: rawv.clone(),
-                instances: n,
-                group: label.clone(),
-                host: host.clone(),
-            });
+        });
+        for host in &on {
+            let at = match host {
+                Some(h) if campaign => format!("{label} [host={h}]"),
+                None if campaign => format!("{label} [host={LOCAL_HOST}]"),
+                _ => label.clone(),
+            };
+            for &n in &counts {
+                let name = if counts.len() > 1 { format!("{at} [instances={n}]") } else { at.clone() };
+                if !names.insert(name.clone()) {
+                    return Err(err(
+                        &item.origin,
+                        Some("name"),
+                        format!("two environments are named `{name}`: give each a distinct name="),
+                    ));
+                }
+                envs.push(EnvDef {
+                    name,
+                    kind: item.kind.clone(),
+                    params: params.clone(),
+                    raw: rawv.clone(),
+                    instances: n,
+                    group: at.clone(),
+                    host: host.clone(),
+                    item: item_idx,
+                });
+            }
         }
     }
     Ok(envs)

@@ -267,10 +267,11 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
         r.trials.skipped,
         r.trials.pending,
         r.trials.warmup,
-        esc(r.baseline.as_deref().unwrap_or("none"))
+        esc(&if r.baselines.is_empty() { "none".to_string() } else { r.baselines.join(", ") })
     );
     body += "<nav><a href=\"#summary\">Summary</a><a href=\"#workloads\">Workloads</a>";
     let sections = [
+        (!r.by_host.is_empty(), "hosts", "By host"),
         (!r.rfc2544.is_empty(), "rfc2544", "RFC 2544"),
         (r.results.iter().any(|x| x.peer.is_some()), "pairs", "All pairs"),
         (!r.instances.is_empty(), "instances", "Instances"),
@@ -338,6 +339,40 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
     }
     for (metric, rows) in &panels {
         body += &figs.add(figures::forest(&format!("forest-{metric}"), metric, rows));
+    }
+
+    // A campaign: the same environments side by side by host.
+    if !r.by_host.is_empty() {
+        body += "<h2 id=\"hosts\">By host</h2>\n<p class=\"muted\">Each host's environments against its own baseline (<code>local</code> ran virtperf); the hosts measured at once, one worker each.</p>\n";
+        for t in &r.by_host {
+            let _ = write!(
+                body,
+                "<h3>{} — {} ({}, {} is better)</h3>\n<table><tr><th>environment</th>",
+                esc(&t.workload),
+                esc(&t.metric),
+                esc(&t.unit),
+                esc(t.better)
+            );
+            for h in &t.hosts {
+                let _ = write!(body, "<th>{}</th>", esc(h));
+            }
+            body += "</tr>";
+            for row in &t.rows {
+                let _ = write!(body, "<tr><td>{}</td>", esc(&row.environment));
+                for c in &row.cells {
+                    match c {
+                        None => body += "<td>—</td>",
+                        Some(c) => {
+                            let text = super::hosts::cell_text(c, t.better);
+                            let _ =
+                                write!(body, "<td class=\"num\">{}</td>", esc(&text).replace('\n', "<br>"));
+                        }
+                    }
+                }
+                body += "</tr>";
+            }
+            body += "</table>\n";
+        }
     }
 
     // Per workload: the samples and the table.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 pub mod disk;
 pub mod figures;
+pub mod hosts;
 pub mod html;
 pub mod rfc2544;
 mod summary;
@@ -46,7 +47,7 @@ pub fn clock_tolerance_ns(overhead_ns: f64, jitter_ns: f64, guest_ns: f64) -> f6
     (4.0 * jitter_ns).max(overhead_ns / 2.0).max(100_000.0) + CLOCK_RATE_TOL * guest_ns
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Overhead {
     /// environment mean / native mean
     pub ratio: f64,
@@ -296,7 +297,12 @@ pub struct Report {
     pub status: RunStatus,
     pub started_at: String,
     pub finished_at: Option<String>,
+    /// The baseline (this machine's, or the first host's in a campaign).
     pub baseline: Option<String>,
+    /// Every machine's baseline: each environment's ratios are to its own machine's.
+    pub baselines: Vec<String>,
+    /// A campaign across hosts: each workload's figures side by side by host.
+    pub by_host: Vec<hosts::HostTable>,
     pub overhead_method: &'static str,
     pub results: Vec<ResultRow>,
     pub environments: Vec<EnvSummary>,
@@ -403,13 +409,26 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
     out
 }
 
+impl Report {
+    /// Whether the environment is a baseline (of its machine).
+    pub fn is_baseline(&self, env: &str) -> bool {
+        self.baselines.iter().any(|b| b == env)
+    }
+}
+
 pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     let info = store.run(run_id)?;
     let envs = store.environments(run_id)?;
     let cases = store.cases(run_id)?;
     let trials = store.trials(run_id)?;
-    let baseline =
-        envs.iter().find(|e| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline())).map(|e| e.idx);
+    // Each environment is compared with the baseline of its own machine (a campaign has one per
+    // host): a ratio across two machines would measure the machines, not the layer.
+    let is_base = |e: &crate::store::EnvRow| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline());
+    let base_of: Vec<Option<usize>> =
+        envs.iter().map(|e| envs.iter().find(|b| b.host == e.host && is_base(b)).map(|b| b.idx)).collect();
+    let baselines: Vec<String> =
+        envs.iter().filter(|e| base_of[e.idx] == Some(e.idx)).map(|e| e.name.clone()).collect();
+    let baseline = base_of.iter().flatten().next().copied();
 
     let mut counts = Counts::default();
     // (case, metric) → unit, and per env the values
@@ -519,7 +538,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                 let (shown, other) =
                     if on_host { (hm.as_str(), m.as_str()) } else { (m.as_str(), hm.as_str()) };
                 let Some(s) = summary(shown, (ei, peer)) else { continue };
-                let base = baseline.and_then(|b| summary(shown, (b, None)));
+                let base_idx = base_of[ei];
+                let base = base_idx.and_then(|b| summary(shown, (b, None)));
                 let other_clock = dual.then(|| summary(other, (ei, peer))).flatten().map(|o| OtherClock {
                     clock: if on_host { "guest" } else { "host" },
                     mean: o.mean,
@@ -529,7 +549,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                 // An all-pairs cell has no native counterpart to divide by, and a figure that is
                 // not a performance (the load reached) is never compared.
                 let comparable = better_of(m) != Better::Neither;
-                let overhead = match (&base, Some(env.idx) != baseline && peer.is_none() && comparable) {
+                let overhead = match (&base, Some(env.idx) != base_idx && peer.is_none() && comparable) {
                     (Some(b), true) => ratio_ci(&s, b).map(|r| Overhead {
                         ratio: r.ratio,
                         ci95: r.ci95.map(|(l, h)| [l, h]),
@@ -638,6 +658,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         started_at: info.started_at,
         finished_at: info.finished_at,
         baseline: baseline.map(|b| envs[b].name.clone()),
+        by_host: hosts::build(&results, &envs),
+        baselines,
         overhead_method:
             "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
         results,
@@ -941,9 +963,10 @@ pub fn render_table(r: &Report) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
     let mut header = vec![Cell::new("workload / metric")];
-    header.extend(envs.iter().map(|e| {
-        Cell::new(if Some(*e) == r.baseline.as_deref() { format!("{e} (baseline)") } else { e.to_string() })
-    }));
+    header.extend(
+        envs.iter()
+            .map(|e| Cell::new(if r.is_baseline(e) { format!("{e} (baseline)") } else { e.to_string() })),
+    );
     t.set_header(header);
     let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
     let mut dual: std::collections::BTreeSet<(&str, &str)> = Default::default();
@@ -999,6 +1022,7 @@ pub fn render_table(r: &Report) -> String {
         out += &t.to_string();
     }
     out += &render_matrices(r, &envs);
+    out += &hosts::render(&r.by_host);
     out += &render_instances(r);
     out += &disk::render(&r.disk);
     out += &rfc2544::render(&r.rfc2544);
@@ -1108,6 +1132,36 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     out
 }
 
+/// A row of five samples of workload `w`, metric `m` (ms), for unit tests of what reads reports.
+#[cfg(test)]
+pub fn test_row(env: &str, mean: f64, stdev: f64, better: &'static str) -> ResultRow {
+    let half = 2.776 * stdev / 5f64.sqrt();
+    ResultRow {
+        environment: env.into(),
+        peer: None,
+        instance: None,
+        workload: "w".into(),
+        params: serde_json::json!({}),
+        metric: "m".into(),
+        unit: "ms".into(),
+        better,
+        n: 5,
+        mean,
+        median: mean,
+        stdev,
+        min: mean,
+        max: mean,
+        cv: Some(stdev / mean),
+        ci95: Some([mean - half, mean + half]),
+        no_ci: None,
+        outliers: 0,
+        overhead: None,
+        clock: None,
+        other_clock: None,
+        clock_disagrees: false,
+    }
+}
+
 /// A report with three environments and no rows, for unit tests of what renders reports.
 #[cfg(test)]
 pub fn summary_test_report() -> Report {
@@ -1126,6 +1180,8 @@ pub fn summary_test_report() -> Report {
         started_at: String::new(),
         finished_at: None,
         baseline: Some("native".into()),
+        baselines: vec!["native".into()],
+        by_host: Vec::new(),
         overhead_method: "fieller",
         results: Vec::new(),
         environments: vec![env("native"), env("container"), env("qemu-virtio-with-a-long-name")],

@@ -41,7 +41,7 @@ pub fn summary_rows(r: &Report) -> Vec<(String, Vec<String>)> {
                         None => "—".to_string(),
                         Some(x) => match &x.overhead {
                             Some(o) => overhead_text(o, better),
-                            None if Some(*e) == r.baseline.as_deref() => mean_text(x.mean, x.ci95, x.n),
+                            None if r.is_baseline(e) => mean_text(x.mean, x.ci95, x.n),
                             None => fmt_num(x.mean),
                         },
                     }
@@ -118,7 +118,7 @@ pub fn render_summary(r: &Report) -> String {
             .set_width(WIDTH);
         let mut header = vec![Cell::new("workload / metric")];
         header.extend(r.environments.iter().map(|e| {
-            Cell::new(if Some(e.name.as_str()) == r.baseline.as_deref() {
+            Cell::new(if r.is_baseline(&e.name) {
                 format!("{} (baseline)", e.name)
             } else {
                 format!("{}: ×ratio [95% CI]", e.name)
@@ -133,6 +133,7 @@ pub fn render_summary(r: &Report) -> String {
         out += &t.to_string();
         out += "\n";
     }
+    out += &super::hosts::render(&r.by_host);
     let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
     out += &super::render_matrices(r, &envs);
     out += &super::render_instances(r);

@@ -464,3 +464,98 @@ pub(crate) fn remote_bad_inputs_are_refused_with_the_fix() -> Outcome {
     h.assert_clean();
     Outcome::Pass
 }
+
+/// A campaign: the same environments on this machine and on host b (`host = ["local", "b"]`), one
+/// worker per host. Trials that share no machine overlap (two hosts' sleeps take less than their
+/// sum); network trials run here in the lab and there over the host's path; the report lines the
+/// environments up by host, each against its own host's baseline; nothing left on either side.
+pub(crate) fn remote_campaign_runs_the_matrix_on_each_host_at_once() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    // 1. In parallel: 3 sleeps of 3 s per host, 18 s one after the other.
+    let f = h.experiment(
+        "par",
+        "b",
+        "[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n",
+        "[[workload]]\nkind = \"sleep\"\nduration = \"3s\"\n",
+    );
+    let db = h.dir.path().join("par.db");
+    let t0 = Instant::now();
+    let doc = doc_of(&h.vp(
+        &["run", f.to_str().unwrap(), "--reps", "3", "--warmup", "0", "--json", "--db", db.to_str().unwrap()],
+        &env,
+    ));
+    let took = t0.elapsed().as_secs_f64();
+    for e in ["native [host=local]", "native [host=b]"] {
+        assert_eq!(row_or_fail(&doc, e, "sleep_overshoot")["n"].as_u64(), Some(3), "{e}");
+    }
+    assert!(took < 18.0, "two hosts' 6 trials of 3 s took {took:.1} s: they did not overlap");
+    println!("    6 sleeps of 3 s on two hosts: {took:.1} s (one after the other: ≥ 18 s)");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+
+    // 2. The matrix on each host: CPU and network, side by side by host.
+    let container = need_root_and("runc").is_none();
+    let mut envs = String::from("[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n");
+    if container {
+        envs += "\n[[env]]\nkind = \"container\"\nhost = [\"local\", \"b\"]\n";
+    }
+    let f = h.experiment(
+        "camp",
+        "b",
+        &envs,
+        "[[workload]]\nkind = \"memcpy\"\nsize = \"4MiB\"\ncopies = 4\n\n[[workload]]\nkind = \"tcp_stream\"\nduration = \"1s\"\n",
+    );
+    let db = h.dir.path().join("camp.db");
+    let before = root_netns_snapshot();
+    let doc = doc_of(&h.vp(
+        &["run", f.to_str().unwrap(), "--reps", "2", "--warmup", "0", "--json", "--db", db.to_str().unwrap()],
+        &env,
+    ));
+    let kinds: Vec<&str> = std::iter::once("native").chain(container.then_some("container")).collect();
+    let mut figures = Vec::new();
+    for k in &kinds {
+        for host in ["local", "b"] {
+            let e = format!("{k} [host={host}]");
+            let g = row_or_fail(&doc, &e, "tcp_goodput")["mean"].as_f64().unwrap_or(0.0);
+            assert!(g > 0.5, "{e}: {g} Gbit/s");
+            let m = row_or_fail(&doc, &e, "memcpy_time");
+            // Ratios are to the same host's native, never across hosts.
+            if *k != "native" {
+                assert!(m["overhead"]["ratio"].as_f64().is_some(), "{e}: a ratio to its host's native: {m}");
+            }
+            figures.push(format!("{e}: {g:.2} Gbit/s"));
+        }
+    }
+    // The by-host table: one row per environment as written, one column per host.
+    let rep = Command::new(exe()).args(["report", "--json", "--db", db.to_str().unwrap()]).output().unwrap();
+    let rep: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap_or_default();
+    let t = rep["by_host"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["metric"] == "tcp_goodput"))
+        .unwrap_or_else(|| panic!("a by-host table of tcp_goodput: {}", rep["by_host"]));
+    assert_eq!(t["hosts"], serde_json::json!(["local", "b"]));
+    let rows: Vec<&str> =
+        t["rows"].as_array().unwrap().iter().map(|r| r["environment"].as_str().unwrap()).collect();
+    assert_eq!(rows, kinds);
+    assert!(t["rows"].as_array().unwrap().iter().all(|r| r["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| !c.is_null())));
+    assert_eq!(rep["baselines"], serde_json::json!(["native [host=local]", "native [host=b]"]));
+    let txt = Command::new(exe()).args(["report", "--db", db.to_str().unwrap()]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&txt.stdout).contains("By host"),
+        "the text report has the by-host tables"
+    );
+    assert_eq!(root_netns_snapshot(), before, "the root namespace is untouched");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    {}", figures.join("; "));
+    Outcome::Pass
+}
