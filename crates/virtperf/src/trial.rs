@@ -166,7 +166,9 @@ impl Parties<'_, '_> {
     fn wait_result(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<RunResult, Fail> {
         match self.wait(who, tag, deadline, what)? {
             (Reply::Result { samples, guest_elapsed_ns, guest_cpu, extra, guest_system, window_ns }, at) => {
+                let relayed = self.inst(who)?.conn.relayed_span(tag);
                 Ok(RunResult {
+                    relayed,
                     out: Output { samples, extra },
                     guest_system,
                     guest_ns: guest_elapsed_ns,
@@ -222,6 +224,16 @@ struct RunResult {
     /// The timed region on the agent's monotonic clock.
     window_ns: Option<[u64; 2]>,
     at: Instant,
+    /// An armed run behind a relay on another host: its `go` → `result` span timed there.
+    relayed: Option<Duration>,
+}
+
+impl RunResult {
+    /// The armed run's span from `go` (written here at `go`) to its result: on the clock of the
+    /// machine that runs the environment — the relay's when there is one, this one's otherwise.
+    fn span_from(&self, go: Instant) -> Duration {
+        self.relayed.unwrap_or_else(|| self.at.duration_since(go))
+    }
 }
 
 /// One direction of a network trial.
@@ -558,7 +570,7 @@ fn go_overhead(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Duration
         p.wait_armed(who, tag, deadline, "calibrating the host clock")?;
         let go = p.go(who, tag)?;
         let r = p.wait_result(who, tag, deadline, "calibrating the host clock")?;
-        spans.push(r.at.duration_since(go));
+        spans.push(r.span_from(go));
     }
     spans.sort();
     Ok((spans[spans.len() / 2], spans[spans.len() - 2].saturating_sub(spans[1])))
@@ -592,9 +604,11 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     let w = virtperf_workload::find(&spec.kind);
     let (mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u64, 0u64, 0u64);
     let (mut per, mut windows, mut extras, mut starts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut relayed = false;
     for (k, &tag) in tags.iter().enumerate() {
         let r = p.wait_result(Who::Dut(k), tag, deadline, "the workload")?;
-        let h = r.at.duration_since(gos[k]).saturating_sub(cal[k].0).as_nanos() as u64;
+        relayed |= r.relayed.is_some();
+        let h = r.span_from(gos[k]).saturating_sub(cal[k].0).as_nanos() as u64;
         let mut samples = r.out.samples;
         if let Some(w) = w {
             samples.extend(w.on_host_clock(&virtperf_workload::Params(&spec.params), h));
@@ -619,8 +633,14 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock);
     let skew = start_skew_ms(&gos, shared_clock.then_some(starts));
     let (samples, instance_samples) = combine(per, skew);
-    let extra =
+    let mut extra =
         if n == 1 { extras.pop().filter(|e| !e.is_null()) } else { Some(json!({ "instances": extras })) };
+    if relayed {
+        // Provenance: the host span was timed on the environment's host, not here.
+        if let Some(o) = extra.get_or_insert_with(|| json!({})).as_object_mut() {
+            o.insert("host_span".into(), json!("relayed"));
+        }
+    }
     Ok(Body {
         host_ns,
         guest_ns,

@@ -149,7 +149,12 @@ pub struct Conn {
     /// kept in `stash` (an agent runs several requests at once: a server and a client, a load).
     live: std::collections::BTreeSet<u64>,
     stash: Vec<(Frame<Reply>, Instant)>,
+    relayed: Option<RelaySpans>,
 }
+
+/// Spans (ns) a relay timed on its host, by the armed run's tag; filled by whoever reads the
+/// relay's control lines, emptied by [`Conn::relayed_span`].
+pub type RelaySpans = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u64, u64>>>;
 
 impl Conn {
     /// Wraps a stream to an agent. Lines the agent writes without the frame prefix go to `tail`.
@@ -194,6 +199,7 @@ impl Conn {
             closed: false,
             live: Default::default(),
             stash: Vec::new(),
+            relayed: None,
         }
     }
 
@@ -282,14 +288,15 @@ impl Conn {
         std::mem::replace(&mut self.writer, Box::new(std::io::sink()))
     }
 
-    /// The next frame the agent sends, whatever its tag (a relay's half of [`Conn::wait`]): None
-    /// after `timeout` without one; an error when the agent's line ended or carried garbage.
-    pub fn next_frame(&mut self, timeout: Duration) -> Result<Option<Frame<Reply>>, CallError> {
+    /// The next frame the agent sends, whatever its tag, and when it arrived (a relay's half of
+    /// [`Conn::wait`]): None after `timeout` without one; an error when the agent's line ended or
+    /// carried garbage.
+    pub fn next_frame(&mut self, timeout: Duration) -> Result<Option<(Frame<Reply>, Instant)>, CallError> {
         if !self.stash.is_empty() {
-            return Ok(Some(self.stash.remove(0).0));
+            return Ok(Some(self.stash.remove(0)));
         }
         match self.events.recv_timeout(timeout) {
-            Ok(Event::Frame(f, _)) => Ok(Some(f)),
+            Ok(Event::Frame(f, at)) => Ok(Some((f, at))),
             Ok(Event::Garbage(g)) => Err(CallError::Protocol(g)),
             Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
                 self.closed = true;
@@ -297,6 +304,20 @@ impl Conn {
             }
             Err(RecvTimeoutError::Timeout) => Ok(None),
         }
+    }
+
+    /// An agent behind a relay on another host (`remote-launch`): the `go` → `result` spans of
+    /// armed runs, timed there on that host's clock, by tag (see [`Conn::relayed_span`]).
+    pub fn set_relay(&mut self, spans: RelaySpans) {
+        self.relayed = Some(spans);
+    }
+
+    /// The span of armed run `tag` from its `go` to its `result`, as the relay on the agent's host
+    /// timed it; None for an agent on this machine (the caller times it here).
+    pub fn relayed_span(&self, tag: u64) -> Option<Duration> {
+        let spans = self.relayed.as_ref()?;
+        let ns = spans.lock().ok()?.remove(&tag)?;
+        Some(Duration::from_nanos(ns))
     }
 
     /// The tail of the instance's stderr (runtime messages, a guest's console).

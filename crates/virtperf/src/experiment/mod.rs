@@ -775,7 +775,8 @@ mod host_tests {
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n[[host]]\nname = \"b\"\nssh = \"a@c\"\n\n[[env]]\nkind = \"native\"\n", "host.name", "two hosts"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nport = 22\n\n[[env]]\nkind = \"native\"\n", "host.port", "unknown key"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nssh_config = \"/nonexistent/cfg\"\n\n[[env]]\nkind = \"native\"\n", "host.ssh_config", "does not exist"),
-            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"uml\"\nhost = \"b\"\n", "host", "native and container"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"uml\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_rr\"\n", "host", "no network to the tester"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"qemu\"\ndisk = \"virtio-blk\"\nhost = \"b\"\n", "host", "a guest with a disk"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\n", "host", "disk workloads"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host.addr", "addr"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n\n[lab]\nrate = \"1Gbit\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "lab.rate", "link emulation"),
@@ -783,7 +784,6 @@ mod host_tests {
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = []\n", "host", "empty list"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", 2]\n", "host", "expected the name"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"c\"]\n", "host", "unknown host `c`"),
-            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"qemu\"\nhost = [\"local\", \"b\"]\n", "host", "native and container"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"nope\"\n\n[[env]]\nkind = \"native\"\n", "host.addr", "address"),
         ];
         for (text, key, words) in cases {

@@ -298,9 +298,9 @@ fn hosts(raw: &RawExperiment) -> Result<Vec<HostDef>, InputError> {
     Ok(out)
 }
 
-/// What an environment on another host can run today: native and container environments, one
-/// instance each; CPU, memory, system-call and network workloads (the latter with the host's
-/// addresses, every environment on a host); docs/remote.md says what is next.
+/// What an environment on another host can run today: any kind, one instance each, with CPU,
+/// memory and system-call workloads; network workloads (with the host's addresses) in native and
+/// container environments; no disks. docs/remote.md says what is next.
 fn check_remote(
     raw: &RawExperiment,
     hosts: &[HostDef],
@@ -313,9 +313,10 @@ fn check_remote(
             .and_then(|i| i.params.iter().find(|p| p.0 == "host").map(|p| p.2.clone()))
             .unwrap_or_else(|| Origin::File { path: "experiment".into(), line: 1 });
         let host = e.host.clone().unwrap_or_default();
-        if !["native", "container"].contains(&e.kind.as_str()) {
+        let guest = !["native", "container"].contains(&e.kind.as_str());
+        if guest && env::find(&e.kind).is_some_and(|k| k.disk_bytes(&e.params).is_some()) {
             return Err(err(&o, Some("host"), format!(
-                "environment `{}` ({}) on host `{host}`: only native and container environments run on another host so far (a guest's figures are timed on the host's clock, which needs the relay of docs/remote.md); run it here", e.name, e.kind)));
+                "environment `{}` ({}) on host `{host}`: a guest with a disk runs only here so far (its image goes on this machine's scratch disk); run it here, or leave the disk out", e.name, e.kind)));
         }
         if e.instances != 1 {
             return Err(err(
@@ -336,6 +337,10 @@ fn check_remote(
         // Network workloads: between the host's agents (on `addr`) and the tester here (on
         // `local_addr`), over the user's own network: no lab.
         if let Some(c) = cases.iter().find(|c| c.network || c.load.is_some_and(|l| l.on == LoadOn::Tester)) {
+            if guest {
+                return Err(err(&o, Some("host"), format!(
+                    "environment `{}` ({}) on host `{host}` and workload `{}`: a guest on another host has no network to the tester yet (it would need a tap on the host's path); network workloads run there in native and container environments", e.name, e.kind, c.label)));
+            }
             let h = hosts.iter().find(|h| h.name == host);
             let hat = |k: &str| {
                 raw.hosts

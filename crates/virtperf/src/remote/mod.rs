@@ -547,12 +547,26 @@ pub fn launch(
         Ok(p) => p,
         Err(e) => return Err(fail(ctx, &mut inst_child, LaunchError::Prepare(format!("a pipe: {e}")))),
     };
+    let spans = crate::env::conn::RelaySpans::default();
+    let relayed = spans.clone();
     std::thread::spawn(move || {
         let mut reader = reader;
         let answer = format!("{CTL}cpu ");
+        let span = format!("{CTL}span ");
         while let Ok(line) = virtperf_proto::read_line(&mut reader) {
             if let Some(v) = line.strip_prefix(answer.as_bytes()) {
                 let _ = cpu_tx.send(std::str::from_utf8(v).ok().and_then(|v| v.trim().parse::<u64>().ok()));
+                continue;
+            }
+            // An armed run's span, timed on the host; it comes before the result it belongs to.
+            if let Some(v) = line.strip_prefix(span.as_bytes()) {
+                let parsed = std::str::from_utf8(v).ok().and_then(|v| {
+                    let (tag, ns) = v.trim().split_once(' ')?;
+                    Some((tag.parse::<u64>().ok()?, ns.parse::<u64>().ok()?))
+                });
+                if let (Some((tag, ns)), Ok(mut m)) = (parsed, relayed.lock()) {
+                    m.insert(tag, ns);
+                }
                 continue;
             }
             let mut l = line;
@@ -564,7 +578,8 @@ pub fn launch(
     });
     let stdin = Shared(Arc::new(Mutex::new(stdin)));
     let cpu = RemoteCpu { writer: stdin.clone(), replies: Arc::new(Mutex::new(cpu_rx)) };
-    let conn = crate::env::conn::Conn::new(pipe_r, Box::new(stdin), tail);
+    let mut conn = crate::env::conn::Conn::new(pipe_r, Box::new(stdin), tail);
+    conn.set_relay(spans);
     let mut inst = Instance {
         scratch: None,
         cleanup: Vec::new(),

@@ -133,10 +133,13 @@ pub fn launch_main() -> std::io::Result<()> {
     let greeted = say(&mut out, &format!("ready {}", serde_json::to_string(&ready).unwrap_or_default()))
         .and_then(|_| proto::write_frame(&mut out, proto::FRAME_PREFIX, &hello));
     if greeted.is_ok() {
-        // The orchestrator's requests go straight to the agent, as they come.
+        // The orchestrator's requests go straight to the agent, as they come; each `go` is
+        // stamped here, on this host's clock, as it passes.
         let mut to_agent = inst.conn.take_writer();
         let g = gone.clone();
         let probe = inst.cpu.clone();
+        let gos = GoStamps::default();
+        let stamps = gos.clone();
         std::thread::spawn(move || {
             let ask = format!("{CTL}cpu");
             loop {
@@ -155,8 +158,13 @@ pub fn launch_main() -> std::io::Result<()> {
                         }
                     }
                     Ok(line) => {
+                        let go = go_target(&line);
                         let mut l = line;
                         l.push(b'\n');
+                        // Stamped just before it is written, as the orchestrator does here.
+                        if let (Some(t), Ok(mut m)) = (go, stamps.lock()) {
+                            m.insert(t, std::time::Instant::now());
+                        }
                         if to_agent.write_all(&l).and_then(|_| to_agent.flush()).is_err() {
                             break;
                         }
@@ -167,10 +175,17 @@ pub fn launch_main() -> std::io::Result<()> {
             }
             g.store(true, Ordering::SeqCst);
         });
-        // The agent's frames go back, as they come.
+        // The agent's frames go back, as they come; an armed run's result is preceded by its span
+        // from `go`, timed here (`@vpctl span TAG NS`): the environment's host clock, without
+        // the SSH path's delays.
         while !gone.load(Ordering::SeqCst) {
             match inst.conn.next_frame(Duration::from_millis(100)) {
-                Ok(Some(f)) => {
+                Ok(Some((f, at))) => {
+                    if let Some(ns) = span_of(&gos, &f, at) {
+                        if say(&mut out, &format!("span {} {ns}", f.tag)).is_err() {
+                            break;
+                        }
+                    }
                     if proto::write_frame(&mut out, proto::FRAME_PREFIX, &f).is_err() {
                         break;
                     }
@@ -184,4 +199,66 @@ pub fn launch_main() -> std::io::Result<()> {
     ledger.remove_dir(&run_dir);
     ledger.close();
     Ok(())
+}
+
+/// When each `go` passed the relay, by the armed run's tag.
+type GoStamps = Arc<std::sync::Mutex<std::collections::HashMap<u64, std::time::Instant>>>;
+
+/// The armed run a request line starts (`go`), if it is one.
+fn go_target(line: &[u8]) -> Option<u64> {
+    let body = line.strip_prefix(proto::FRAME_PREFIX.as_bytes()).unwrap_or(line);
+    match proto::decode_request(body) {
+        Ok(Frame { body: proto::Request::Go { target }, .. }) => Some(target),
+        _ => None,
+    }
+}
+
+/// The span from an armed run's `go` to its result arriving here (ns), for a result frame.
+fn span_of(gos: &GoStamps, f: &Frame<Reply>, at: std::time::Instant) -> Option<u64> {
+    if !matches!(f.body, Reply::Result { .. }) {
+        return None;
+    }
+    let go = gos.lock().ok()?.remove(&f.tag)?;
+    Some(at.saturating_duration_since(go).as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_go_is_recognised_and_its_result_gets_the_span_timed_here() {
+        let mut line = Vec::new();
+        proto::write_frame(&mut line, "", &Frame::new(9, proto::Request::Go { target: 7 })).unwrap();
+        let line = line.strip_suffix(b"\n").unwrap_or(&line).to_vec();
+        assert_eq!(go_target(&line), Some(7));
+        let mut ping = Vec::new();
+        proto::write_frame(&mut ping, "", &Frame::new(3, proto::Request::Ping)).unwrap();
+        assert_eq!(go_target(ping.strip_suffix(b"\n").unwrap()), None);
+        assert_eq!(go_target(b"garbage"), None);
+
+        let gos = GoStamps::default();
+        let t0 = std::time::Instant::now();
+        gos.lock().unwrap().insert(7, t0);
+        let result = |tag| {
+            Frame::new(
+                tag,
+                Reply::Result {
+                    samples: Vec::new(),
+                    guest_elapsed_ns: 0,
+                    guest_cpu: Default::default(),
+                    extra: serde_json::Value::Null,
+                    guest_system: None,
+                    window_ns: None,
+                },
+            )
+        };
+        // Another run's result, or another reply of this one, carries no span.
+        assert_eq!(span_of(&gos, &result(8), t0), None);
+        assert_eq!(span_of(&gos, &Frame::new(7, Reply::Armed), t0), None);
+        let at = t0 + Duration::from_millis(12);
+        assert_eq!(span_of(&gos, &result(7), at), Some(12_000_000));
+        // Once: the stamp is used up.
+        assert_eq!(span_of(&gos, &result(7), at), None);
+    }
 }

@@ -559,3 +559,85 @@ pub(crate) fn remote_campaign_runs_the_matrix_on_each_host_at_once() -> Outcome 
     println!("    {}", figures.join("; "));
     Outcome::Pass
 }
+
+/// Guests with a clock of their own on host b (a QEMU microvm; gVisor too where it runs): their
+/// headline figures are timed on b's clock by the relay there (`go` → `result` as they pass it),
+/// stored with that provenance, and that clock agrees with the guest's; nothing left on either side.
+pub(crate) fn remote_guests_are_timed_on_their_hosts_clock() -> Outcome {
+    if let Some(why) = need_qemu().or_else(|| doctor_unusable("qemu")) {
+        return Outcome::Skip(why);
+    }
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    // The host's cache holds the guest kernel already (a real host fetches it with its own apt in
+    // the preflight; the test's host has no route to a mirror): this machine's, linked.
+    let img = vp(&["image", "build"], &[]);
+    assert!(img.status.success(), "the guest image here: {}", String::from_utf8_lossy(&img.stderr));
+    let local_cache = std::env::var_os("VIRTPERF_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("virtperf")))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/virtperf")
+        });
+    std::fs::create_dir_all(&h.remote_cache).unwrap();
+    for what in ["kernels", "apt.json"] {
+        let (src, dst) = (local_cache.join(what), h.remote_cache.join(what));
+        let linked = Command::new("cp").args(["-al"]).arg(&src).arg(&dst).status().is_ok_and(|s| s.success());
+        if !linked {
+            sh(&["cp", "-a", src.to_str().unwrap(), dst.to_str().unwrap()]);
+        }
+    }
+    let gvisor = doctor_unusable("gvisor").is_none();
+    let mut envs =
+        String::from("[[env]]\nkind = \"qemu\"\nmachine = \"microvm\"\nname = \"microvm@b\"\nhost = \"b\"\n");
+    if gvisor {
+        envs += "\n[[env]]\nkind = \"gvisor\"\nname = \"gvisor@b\"\nhost = \"b\"\n";
+    }
+    let f = h.experiment("g", "b", &envs, "[[workload]]\nkind = \"memcpy\"\nsize = \"8MiB\"\ncopies = 50\n");
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("g.db");
+    let out = h.vp(
+        &["run", f.to_str().unwrap(), "--reps", "3", "--warmup", "1", "--json", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    let doc = doc_of(&out);
+    let mut notes = Vec::new();
+    for e in std::iter::once("microvm@b").chain(gvisor.then_some("gvisor@b")) {
+        let r = row_or_fail(&doc, e, "memcpy_time");
+        assert_eq!(r["clock"], "host", "{e}: headlined on the host's clock: {r}");
+        let c = doc["clock_checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c["environment"] == e && c["workload"].as_str().is_some_and(|w| w.starts_with("memcpy"))
+            })
+            .unwrap_or_else(|| panic!("{e}: a clock check: {}", doc["clock_checks"]));
+        let (span, off) = (c["host_ms_mean"].as_f64().unwrap(), c["median_offset_ms"].as_f64().unwrap());
+        // Host b's clock around the timed region and the guest's own agree (or differ by a few
+        // percent at most: a guest's clock on an emulated TSC, a busy host).
+        assert!(c["agree"] == true || (off / span).abs() < 0.05, "{e}: host b's span vs the guest's: {c}");
+        notes.push(format!(
+            "{e}: memcpy {:.1} ms on b's clock, guest − host {off:+.2} ms",
+            r["mean"].as_f64().unwrap()
+        ));
+    }
+    // Every measured armed trial's span came from the relay on b.
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let (all, relayed): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), sum(extra LIKE '%\"host_span\":\"relayed\"%') FROM trials WHERE status = 'ok' AND host_ns IS NOT NULL",
+            [],
+            |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0))),
+        )
+        .unwrap();
+    assert!(all > 0 && relayed == all, "{relayed} of {all} trials timed by the relay");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    {}; {relayed}/{all} trials timed on b", notes.join("; "));
+    Outcome::Pass
+}
