@@ -92,6 +92,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
             "delay_us": exp.lab.delay_us,
             "loss_pct": exp.lab.loss_pct,
             "tester_cpuset": exp.lab.tester_cpuset,
+            "tester_host": exp.lab.tester_host,
             "addresses": "198.18.0.0/24: tester .1, environment i at .(10+i)",
         })
     });
@@ -123,12 +124,16 @@ pub fn preflight(exp: &Experiment, prepare: bool) -> Result<(), String> {
     // Environments on other hosts are checked there (a dry run does not connect).
     if prepare {
         for h in &exp.hosts {
-            let envs: Vec<_> = exp
+            let mut envs: Vec<_> = exp
                 .envs
                 .iter()
                 .filter(|e| e.host.as_deref() == Some(h.name.as_str()))
                 .map(|e| (e.name.clone(), e.kind.clone(), e.params.clone()))
                 .collect();
+            // The tester, a native agent there.
+            if exp.lab.tester_host.as_deref() == Some(h.name.as_str()) && exp.has_network() {
+                envs.push(("tester".into(), "native".into(), BTreeMap::new()));
+            }
             if !envs.is_empty() {
                 problems.extend(crate::remote::preflight(h, &envs));
             }
@@ -152,7 +157,7 @@ pub fn preflight(exp: &Experiment, prepare: bool) -> Result<(), String> {
             problems.push(format!("environment `{}` ({}): {why}", e.name, e.kind));
         }
     }
-    if exp.has_network() {
+    if exp.has_network() && exp.lab.tester_host.is_none() {
         if let Err(why) = crate::lab::availability(&exp.lab) {
             problems.push(format!("network workloads: {why}"));
         }
@@ -300,6 +305,27 @@ fn remote_host_of(exp: &Experiment, e: usize) -> Option<&crate::experiment::Host
     exp.hosts.iter().find(|h| &h.name == name)
 }
 
+/// The `[[host]]` the tester runs on (`[lab] tester_host`); None: this machine.
+fn tester_host_of(exp: &Experiment) -> Option<&crate::experiment::HostDef> {
+    let name = exp.lab.tester_host.as_ref()?;
+    exp.hosts.iter().find(|h| &h.name == name)
+}
+
+/// Where a trial's tester listens and where environment `e` meets it, when they meet over the
+/// hosts' own network (no lab): (the tester's address, the environment's).
+fn path_addrs(exp: &Experiment, e: usize) -> (Option<String>, Option<String>) {
+    let s = |a: Option<std::net::IpAddr>| a.map(|a| a.to_string());
+    match (tester_host_of(exp), remote_host_of(exp, e)) {
+        // The tester on a host: at its address; the environment at its host's, or (here) at this
+        // machine's address on the path to the tester.
+        (Some(t), Some(h)) => (s(t.addr), s(h.addr)),
+        (Some(t), None) => (s(t.addr), s(t.local_addr)),
+        // The tester here: at this machine's address on the path to the environment's host.
+        (None, Some(h)) => (s(h.local_addr), s(h.addr)),
+        (None, None) => (None, None),
+    }
+}
+
 /// Two distinct slots at once (an all-pairs trial uses both environments).
 fn pair_mut(slots: &mut [Slot], a: usize, b: usize) -> (&mut Slot, &mut Slot) {
     debug_assert_ne!(a, b);
@@ -393,8 +419,13 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     let def_name = name;
     let remote_host = match role {
         Role::Env(e) => remote_host_of(exp, e),
-        Role::Tester => None,
+        Role::Tester => tester_host_of(exp),
     };
+    // An environment here with the tester on a host meets it over this machine's own network
+    // (no lab): it joins this process's namespace, a container too.
+    if remote_host.is_none() && lab.is_none() && tester_host_of(exp).is_some() && exp.has_network() {
+        ctx.netns = Some(PathBuf::from(format!("/proc/{}/ns/net", std::process::id())));
+    }
     let launched = match remote_host {
         Some(h) => crate::remote::launch(h, kind.kind(), params, exp.has_network(), &mut ctx),
         None => kind.launch(&mut ctx, params),
@@ -573,9 +604,12 @@ fn shares(exp: &Experiment, pending: &[PlannedTrial]) -> Vec<Share> {
 struct Machines(BTreeMap<String, std::sync::Mutex<()>>);
 
 impl Machines {
-    fn of(shares: &[Share]) -> Machines {
+    fn of(shares: &[Share], tester: Option<&str>) -> Machines {
         let mut m: BTreeMap<String, std::sync::Mutex<()>> = BTreeMap::new();
         m.insert(LOCAL_MACHINE.to_string(), std::sync::Mutex::new(()));
+        if let Some(t) = tester {
+            m.entry(t.to_string()).or_default();
+        }
         for s in shares {
             m.entry(s.machine().to_string()).or_default();
         }
@@ -650,8 +684,9 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                 None => "tester".into(),
             },
         };
+        let tester_machine = exp.lab.tester_host.as_deref().unwrap_or(LOCAL_MACHINE);
         if needs_tester {
-            let _hold = machines.hold([LOCAL_MACHINE]);
+            let _hold = machines.hold([tester_machine]);
             launch(&launcher, Role::Tester, &mut tester_slot, ledger);
         }
         let needed: std::collections::BTreeSet<usize> =
@@ -675,7 +710,7 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                     && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
                 // The machines this trial uses: its environments' and, with a tester, this one.
                 let _hold = if wants_tester {
-                    machines.hold([share.machine(), LOCAL_MACHINE])
+                    machines.hold([share.machine(), tester_machine])
                 } else {
                     machines.hold([share.machine()])
                 };
@@ -716,10 +751,9 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                         (a, Some(b), Role::Env(p), addr, format!("environment `{}`", exp.envs[p].name))
                     }
                     None => {
-                        let addr = match (&lab, remote_host_of(exp, e)) {
-                            (Some(l), _) => l.tester.addr.to_string(),
-                            (None, Some(h)) => h.local_addr.map(|a| a.to_string()).unwrap_or_default(),
-                            (None, None) => String::new(),
+                        let addr = match &lab {
+                            Some(l) => l.tester.addr.to_string(),
+                            None => path_addrs(exp, e).0.unwrap_or_default(),
                         };
                         let t = wants_tester.then_some(&mut tester_slot);
                         (&mut slots[e], t, Role::Tester, addr, "the lab's tester".to_string())
@@ -784,12 +818,9 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                                 .enumerate()
                                 .map(|(k, inst)| Dut {
                                     inst,
-                                    addr: match (&lab, remote_host_of(exp, e)) {
-                                        (Some(l), _) => {
-                                            Some(l.endpoints[first_endpoint[e] + k].addr.to_string())
-                                        }
-                                        (None, Some(h)) => h.addr.map(|a| a.to_string()),
-                                        (None, None) => None,
+                                    addr: match &lab {
+                                        Some(l) => Some(l.endpoints[first_endpoint[e] + k].addr.to_string()),
+                                        None => path_addrs(exp, e).1,
                                     },
                                 })
                                 .collect();
@@ -893,7 +924,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     // The lab joins this machine's environments to its tester; environments on other hosts meet
     // their tester over the hosts' own network.
     let mut lab = None;
-    let local = shares.iter().find(|s| s.host.is_none());
+    let local = shares.iter().find(|s| s.host.is_none() && exp.lab.tester_host.is_none());
     if let Some(share) = local.filter(|s| s.trials.iter().any(|t| exp.cases[t.case_idx].network)) {
         if !CANCEL.load(Ordering::SeqCst) {
             let taps: Vec<bool> = share
@@ -922,7 +953,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         }
     }
     let progress = std::sync::Mutex::new(Progress::new(pending.len() as u64, opts.progress));
-    let machines = Machines::of(&shares);
+    let machines = Machines::of(&shares, exp.lab.tester_host.as_deref());
     let worker = |share: &Share, store: &Store, ledger: &mut Ledger| {
         let w = Worker {
             store,

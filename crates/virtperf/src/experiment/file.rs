@@ -82,7 +82,7 @@ pub fn read_toml(path: &str, text: &str) -> Result<RawExperiment, InputError> {
                     err(
                         &origin,
                         Some(key),
-                        "expected a table written [lab] (keys: mtu, rate, delay, loss, tester_cpu)",
+                        "expected a table written [lab] (keys: mtu, rate, delay, loss, tester_cpu, tester_host)",
                     )
                 })?;
                 for (k, v) in t.iter() {

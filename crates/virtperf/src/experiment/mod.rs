@@ -162,7 +162,7 @@ pub struct LoadSpec {
 }
 
 /// Keys of the `[lab]` table / `--lab` flag.
-pub const LAB_KEYS: &[&str] = &["mtu", "rate", "delay", "loss", "tester_cpu"];
+pub const LAB_KEYS: &[&str] = &["mtu", "rate", "delay", "loss", "tester_cpu", "tester_host"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {
@@ -766,6 +766,22 @@ mod host_tests {
     }
 
     #[test]
+    fn the_tester_on_a_host_needs_only_the_addresses_of_the_path() {
+        let text = "[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[host]]\nname = \"c\"\nssh = \"a@c\"\naddr = \"198.18.8.2\"\n\n[lab]\ntester_host = \"b\"\n\n[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\nhost = \"c\"\n\n[[workload]]\nkind = \"tcp_stream\"\n";
+        let e = parse(text).unwrap();
+        assert_eq!(e.lab.tester_host.as_deref(), Some("b"));
+        // Host c needs no local_addr: its environment talks to b, not to this machine.
+        assert_eq!(e.envs[1].host.as_deref(), Some("c"));
+        assert_eq!(parse(&e.to_toml()).unwrap().lab.tester_host.as_deref(), Some("b"));
+        // "local" is this machine: the lab's tester.
+        let e = parse(
+            "[lab]\ntester_host = \"local\"\n\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"tcp_rr\"\n",
+        )
+        .unwrap();
+        assert_eq!(e.lab.tester_host, None);
+    }
+
+    #[test]
     fn bad_hosts_name_the_line_and_the_key() {
         let cases: &[(&str, &str, &str)] = &[
             ("[[env]]\nkind = \"native\"\nhost = \"c\"\n", "host", "unknown host `c`"),
@@ -781,6 +797,12 @@ mod host_tests {
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host.addr", "addr"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n\n[lab]\nrate = \"1Gbit\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "lab.rate", "link emulation"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"b\", \"b\"]\n", "host", "listed twice"),
+            ("[lab]\ntester_host = \"c\"\n\n[[env]]\nkind = \"native\"\n", "lab.tester_host", "unknown host `c`"),
+            ("[lab]\ntester_host = 3\n\n[[env]]\nkind = \"native\"\n", "lab.tester_host", "expected the name"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[lab]\ntester_host = \"b\"\n\n[[env]]\nkind = \"native\"\n\n[[workload]]\nkind = \"tcp_rr\"\n", "lab.tester_host", "addr"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\n\n[lab]\ntester_host = \"b\"\n\n[[env]]\nkind = \"native\"\n\n[[workload]]\nkind = \"tcp_rr\"\n", "lab.tester_host", "local_addr"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[lab]\ntester_host = \"b\"\n\n[[env]]\nkind = \"qemu\"\n\n[[workload]]\nkind = \"tcp_rr\"\n", "lab.tester_host", "a guest here"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[lab]\ntester_host = \"b\"\ndelay = \"1ms\"\n\n[[env]]\nkind = \"native\"\n\n[[workload]]\nkind = \"tcp_rr\"\n", "lab.delay", "link emulation"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = []\n", "host", "empty list"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", 2]\n", "host", "expected the name"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"c\"]\n", "host", "unknown host `c`"),

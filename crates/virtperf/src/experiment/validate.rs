@@ -73,6 +73,11 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
                 crate::host::check_cpuset(&t).map_err(bad)?;
                 spec.tester_cpuset = Some(t);
             }
+            // Checked against the [[host]]s with the environments (check_remote).
+            "tester_host" => match &s.value {
+                Raw::Str(h) => spec.tester_host = (h != LOCAL_HOST).then(|| h.clone()),
+                v => return Err(bad(format!("got `{v}`, expected the name of a [[host]] (or \"local\")"))),
+            },
             other => {
                 return Err(err(
                     &s.origin,
@@ -183,7 +188,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
     check_instances(whole, &envs, &cases)?;
     check_memory(whole, &envs, &cases)?;
     check_disks(whole, &envs, &cases)?;
-    check_remote(raw, &hosts, &envs, &cases)?;
+    check_remote(raw, &hosts, &envs, &cases, &lab)?;
     let trials =
         (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
     if trials > MAX_TRIALS {
@@ -306,7 +311,9 @@ fn check_remote(
     hosts: &[HostDef],
     envs: &[EnvDef],
     cases: &[Case],
+    lab: &LabSpec,
 ) -> Result<(), InputError> {
+    check_tester_host(raw, hosts, envs, cases, lab)?;
     for e in envs.iter().filter(|e| e.host.is_some()) {
         let item = raw.envs.get(e.item);
         let o = item
@@ -353,17 +360,79 @@ fn check_remote(
                     })
                     .unwrap_or(o.clone())
             };
-            for (k, v) in [("addr", h.and_then(|h| h.addr)), ("local_addr", h.and_then(|h| h.local_addr))] {
+            // With the tester on a host, an environment's host needs only its own address.
+            let local = if lab.tester_host.is_some() {
+                None
+            } else {
+                Some(("local_addr", h.and_then(|h| h.local_addr)))
+            };
+            for (k, v) in std::iter::once(("addr", h.and_then(|h| h.addr))).chain(local) {
                 if v.is_none() {
                     return Err(err(&hat(k), Some(&format!("host.{k}")), format!(
                         "workload `{}` runs between host `{host}` and the tester here: give host `{host}` addr = \"…\" (its address on the path under test) and local_addr = \"…\" (this machine's)", c.label)));
                 }
             }
             if let Some((k, _)) =
-                raw.settings.iter().find(|(k, _)| k.starts_with("lab.") && *k != "lab.tester_cpu")
+                raw.settings.iter().find(|(k, _)| k.starts_with("lab.") && !TESTER_KEYS.contains(&k.as_str()))
             {
                 return Err(err(&raw.settings[k].origin, Some(k), "link emulation shapes the lab, and network workloads between hosts cross your own network: leave it out"));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The lab keys that are about the tester, not the lab's link: they hold without a lab.
+const TESTER_KEYS: &[&str] = &["lab.tester_cpu", "lab.tester_host"];
+
+/// `[lab] tester_host = "c"`: the tester runs on host c (the seeds' traffic generator on a second
+/// machine) and network workloads cross the user's network from each environment's address to
+/// c's `addr`: a remote environment binds its host's `addr`, one here binds c's `local_addr` (in
+/// this machine's own network namespace, no lab; native and container only).
+fn check_tester_host(
+    raw: &RawExperiment,
+    hosts: &[HostDef],
+    envs: &[EnvDef],
+    cases: &[Case],
+    lab: &LabSpec,
+) -> Result<(), InputError> {
+    let Some(t) = &lab.tester_host else { return Ok(()) };
+    let o = raw.settings.get("lab.tester_host").map(|s| s.origin.clone()).unwrap_or(Origin::Default);
+    let Some(h) = hosts.iter().find(|h| &h.name == t) else {
+        let known: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        return Err(err(&o, Some("lab.tester_host"), format!(
+            "unknown host `{t}` (declared: {}): add a [[host]] table with name = \"{t}\", ssh = \"user@address\" and addr = \"…\"",
+            if known.is_empty() { "none".to_string() } else { known.join(", ") })));
+    };
+    let Some(c) = cases.iter().find(|c| c.network || c.load.is_some_and(|l| l.on == LoadOn::Tester)) else {
+        return Ok(());
+    };
+    if h.addr.is_none() {
+        return Err(err(&o, Some("lab.tester_host"), format!(
+            "the tester runs on host `{t}` for workload `{}`: give host `{t}` addr = \"…\" (its address on the path under test)", c.label)));
+    }
+    if let Some(m) = cases.iter().find(|c| c.matrix) {
+        return Err(err(&o, Some("lab.tester_host"), format!(
+            "workload `{}` runs between pairs of environments, with no tester: run it without tester_host", m.label)));
+    }
+    if let Some((k, _)) =
+        raw.settings.iter().find(|(k, _)| k.starts_with("lab.") && !TESTER_KEYS.contains(&k.as_str()))
+    {
+        return Err(err(&raw.settings[k].origin, Some(k), "link emulation shapes the lab, and with tester_host the traffic crosses your own network: leave it out"));
+    }
+    for e in envs.iter().filter(|e| e.host.is_none()) {
+        let eo = raw.envs.get(e.item).map(|i| i.origin.clone()).unwrap_or(o.clone());
+        if !["native", "container"].contains(&e.kind.as_str()) {
+            return Err(err(&eo, Some("lab.tester_host"), format!(
+                "environment `{}` ({}) is here and the tester on host `{t}`: a guest here reaches a tester only through the lab; put the tester here, or run the guest on a host", e.name, e.kind)));
+        }
+        if e.instances != 1 {
+            return Err(err(&eo, Some("instances"), format!(
+                "environment `{}` is here and the tester on host `{t}`: one instance (instances share this machine's address)", e.name)));
+        }
+        if h.local_addr.is_none() {
+            return Err(err(&o, Some("lab.tester_host"), format!(
+                "environment `{}` is here and the tester on host `{t}`: give host `{t}` local_addr = \"…\" (this machine's address on the path to it)", e.name)));
         }
     }
     Ok(())

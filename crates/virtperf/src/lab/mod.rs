@@ -49,11 +49,21 @@ pub struct LabSpec {
     pub loss_pct: f64,
     /// CPUs the tester is pinned to.
     pub tester_cpuset: Option<String>,
+    /// The `[[host]]` the tester runs on (the seeds' traffic generator on a second machine);
+    /// None: this machine, in the lab.
+    pub tester_host: Option<String>,
 }
 
 impl Default for LabSpec {
     fn default() -> Self {
-        LabSpec { mtu: 1500, rate_bps: None, delay_us: 0, loss_pct: 0.0, tester_cpuset: None }
+        LabSpec {
+            mtu: 1500,
+            rate_bps: None,
+            delay_us: 0,
+            loss_pct: 0.0,
+            tester_cpuset: None,
+            tester_host: None,
+        }
     }
 }
 

@@ -425,7 +425,8 @@ pub(crate) fn remote_ssh_killed_mid_trial_fails_that_trial() -> Outcome {
 }
 
 /// Bad input: an unknown host (exit 2, file and line), an unreachable host and a wrong key (exit 3
-/// with the fix), an environment kind not yet run remotely (exit 2); nothing created.
+/// with the fix), a network workload in a remote guest and an unknown tester host (exit 2);
+/// nothing created.
 pub(crate) fn remote_bad_inputs_are_refused_with_the_fix() -> Outcome {
     let h = match RemoteHost::start() {
         Ok(h) => h,
@@ -446,10 +447,27 @@ pub(crate) fn remote_bad_inputs_are_refused_with_the_fix() -> Outcome {
     let (code, err, _) = run(&f);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("u.toml:") && err.contains("unknown host `c`"), "{err}");
-    let f = h.experiment("g", "b", "[[env]]\nkind = \"qemu\"\nhost = \"b\"\n", w);
+    let f = h.experiment(
+        "g",
+        "b",
+        "[[env]]\nkind = \"qemu\"\nhost = \"b\"\n",
+        "[[workload]]\nkind = \"tcp_rr\"\n",
+    );
     let (code, err, _) = run(&f);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("host") && err.contains("native and container"), "{err}");
+    assert!(err.contains("g.toml:") && err.contains("no network to the tester"), "{err}");
+    let f = h.experiment(
+        "t",
+        "b",
+        "[[env]]\nkind = \"native\"\n",
+        "[[workload]]\nkind = \"tcp_rr\"\n\n[lab]\ntester_host = \"c\"\n",
+    );
+    let (code, err, _) = run(&f);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("t.toml:") && err.contains("lab.tester_host") && err.contains("unknown host `c`"),
+        "{err}"
+    );
     let f = h.experiment("n", "nowhere", "[[env]]\nkind = \"native\"\nhost = \"b\"\n", w);
     let (code, err, secs) = run(&f);
     assert_eq!(code, Some(3), "{err}");
@@ -639,5 +657,50 @@ pub(crate) fn remote_guests_are_timed_on_their_hosts_clock() -> Outcome {
     assert_no_leftovers(&state);
     h.assert_clean();
     println!("    {}; {relayed}/{all} trials timed on b", notes.join("; "));
+    Outcome::Pass
+}
+
+/// The seeds' set-up: the environments here, the traffic generator on a second machine
+/// (`[lab] tester_host = "b"`). TCP and request/response cross the path between this machine's
+/// address and b's, with no lab; the tester's CPU is read on b; the root namespace is untouched
+/// and nothing is left on either side.
+pub(crate) fn remote_tester_host_drives_the_environments_here() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let container = need_root_and("runc").is_none();
+    let mut envs = String::from("[[env]]\nkind = \"native\"\n");
+    if container {
+        envs += "\n[[env]]\nkind = \"container\"\n";
+    }
+    let f = h.experiment(
+        "t",
+        "b",
+        &envs,
+        "[[workload]]\nkind = \"tcp_stream\"\nduration = \"1s\"\n\n[[workload]]\nkind = \"tcp_rr\"\nduration = \"1s\"\n\n[lab]\ntester_host = \"b\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("t.db");
+    let before = root_netns_snapshot();
+    let doc = doc_of(&h.vp(
+        &["run", f.to_str().unwrap(), "--reps", "2", "--warmup", "0", "--json", "--db", db.to_str().unwrap()],
+        &env,
+    ));
+    let mut figures = Vec::new();
+    for e in std::iter::once("native").chain(container.then_some("container")) {
+        let mean = |m: &str| row_or_fail(&doc, e, m)["mean"].as_f64().unwrap_or(0.0);
+        let g = mean("tcp_goodput");
+        assert!(g > 0.5, "{e}: TCP to the tester on b: {g} Gbit/s");
+        assert!(mean("tcp_rr_rate") > 100.0, "{e}: request/response with the tester on b");
+        let tcpu = mean("tester_cpu_time");
+        assert!(tcpu > 0.0, "{e}: the tester's CPU, read on b");
+        figures.push(format!("{e}: {g:.2} Gbit/s, tester CPU {tcpu:.0} ms on b"));
+    }
+    assert_eq!(root_netns_snapshot(), before, "the root namespace is untouched");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    {}", figures.join("; "));
     Outcome::Pass
 }
