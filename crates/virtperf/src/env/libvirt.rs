@@ -1,10 +1,11 @@
 //! `libvirt`: a domain run by a libvirt daemon (`qemu:///system` by default: QEMU under TCG or
 //! KVM; `xen:///system` for Xen), driven through `virsh`.
 //!
-//! Why `virsh` and not a binding of libvirt's C library: it ships with every libvirt, reaches every
-//! URI the user can (`qemu+ssh://…` included), needs no C library when virtperf is built and no
-//! particular libvirt version when it runs. A launch costs a few `virsh` processes, all outside
-//! every measurement.
+//! Why `virsh` and not a binding of libvirt's C library: it ships with every libvirt, needs no C
+//! library when virtperf is built and no particular libvirt version when it runs. A launch costs a
+//! few `virsh` processes, all outside every measurement. A daemon on another machine is driven
+//! from that machine (`host = "b"`, virsh run there by `remote-launch`): a `qemu+ssh://` URI is
+//! refused, since the guest's agent socket would live out of reach.
 //!
 //! Two ways to get a guest:
 //! - **virtperf's own guest** (the default): the qemu environment's image (same kernel, same
@@ -53,7 +54,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "uri",
         kind: ParamKind::Text,
         default: Some("qemu:///system"),
-        help: "the libvirt connection: qemu:///system, xen:///system, qemu+ssh://host/system …",
+        help: "the libvirt connection on the environment's machine: qemu:///system, xen:///system (another machine's daemon: host = \"b\", not qemu+ssh://)",
     },
     ParamSpec {
         name: "domain_type",
@@ -202,6 +203,22 @@ fn qemu_disk(disk: &str) -> &'static str {
 }
 
 /// Runs `virsh -c URI ARGS…`; its stdout, or its error as one line.
+/// The machine a libvirt URI names (`qemu+ssh://root@b/system` → `root@b`); None for a daemon on
+/// this machine (`qemu:///system`, `qemu+unix:///system`).
+fn uri_host(uri: &str) -> Option<&str> {
+    let (_, rest) = uri.split_once("://")?;
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    (!authority.is_empty()).then_some(authority)
+}
+
+/// The same daemon reached on its own machine: `qemu+ssh://root@b/system` → `qemu:///system`.
+fn local_uri(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else { return uri.to_string() };
+    let driver = scheme.split('+').next().unwrap_or(scheme);
+    let path = rest.find('/').map_or("/system", |i| &rest[i..]);
+    format!("{driver}://{path}")
+}
+
 fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new("virsh")
         .arg("-q")
@@ -562,6 +579,16 @@ impl Environment for Libvirt {
                 format!("`{}` is not a libvirt URI (e.g. qemu:///system)", p.uri),
             ));
         }
+        if let Some(host) = uri_host(&p.uri) {
+            return Err(ParamError::new(
+                "uri",
+                format!(
+                    "`{}` is a daemon on {host}: its guest's agent socket (and virtperf's own guest's image) would be there, out of reach; declare that machine as a [[host]] and put host = \"NAME\" on this environment with uri = \"{}\": virtperf runs virsh there (docs/remote.md)",
+                    p.uri,
+                    local_uri(&p.uri)
+                ),
+            ));
+        }
         Ok(())
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
@@ -916,6 +943,22 @@ mod tests {
 
     /// Every generated domain validates against libvirt's own schema (virt-xml-validate, from
     /// libvirt-clients), for each domain type, with and without NIC and disk.
+    #[test]
+    fn a_uri_naming_another_machine_is_refused_with_the_host_way() {
+        assert_eq!(uri_host("qemu:///system"), None);
+        assert_eq!(uri_host("qemu+unix:///system?socket=/x"), None);
+        assert_eq!(uri_host("xen:///system"), None);
+        assert_eq!(uri_host("qemu+ssh://root@b/system"), Some("root@b"));
+        assert_eq!(uri_host("qemu+tcp://b:16509/system"), Some("b:16509"));
+        assert_eq!(local_uri("qemu+ssh://root@b/system"), "qemu:///system");
+        assert_eq!(local_uri("xen+ssh://b/"), "xen:///");
+        let params: BTreeMap<String, Value> =
+            [("uri".to_string(), Value::from("qemu+ssh://root@b/system"))].into_iter().collect();
+        let e = Libvirt.check(&params).unwrap_err();
+        assert_eq!(e.key, "uri");
+        assert!(e.message.contains("host = ") && e.message.contains("qemu:///system"), "{}", e.message);
+    }
+
     #[test]
     fn domain_xml_validates_against_libvirts_schema() {
         let Some(validate) = crate::host::which("virt-xml-validate") else {
