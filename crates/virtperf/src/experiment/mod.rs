@@ -735,9 +735,21 @@ mod host_tests {
         let text = format!(
             "[[host]]\nname = \"b\"\nssh = \"root@198.18.7.2\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n\n[[env]]\nkind = \"container\"\nname = \"box\"\nhost = [\"local\", \"b\"]\ninstances = [1, 2]\n{W}[[workload]]\nkind = \"tcp_stream\"\n"
         );
-        // Two instances on a remote host are refused: the campaign is checked whole.
-        let err = parse(&text).unwrap_err();
-        assert!(err.message.contains("one instance") && err.key.as_deref() == Some("host"), "{err}");
+        // An instances sweep on a list of hosts: every count on every host.
+        let swept = parse(&text).unwrap();
+        let names: Vec<&str> = swept.envs.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "native [host=local]",
+                "native [host=b]",
+                "box [host=local] [instances=1]",
+                "box [host=local] [instances=2]",
+                "box [host=b] [instances=1]",
+                "box [host=b] [instances=2]"
+            ]
+        );
+        assert_eq!(swept.envs[5].group, "box [host=b]", "the instance table groups per host");
         let e = parse(&text.replace("instances = [1, 2]\n", "")).unwrap();
         let got: Vec<(&str, Option<&str>, &str)> =
             e.envs.iter().map(|x| (x.name.as_str(), x.host.as_deref(), x.group.as_str())).collect();

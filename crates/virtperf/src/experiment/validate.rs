@@ -303,9 +303,10 @@ fn hosts(raw: &RawExperiment) -> Result<Vec<HostDef>, InputError> {
     Ok(out)
 }
 
-/// What an environment on another host can run today: any kind, one instance each, with CPU,
-/// memory and system-call workloads; network workloads (with the host's addresses) in native and
-/// container environments; no disks. docs/remote.md says what is next.
+/// What an environment on another host can run today: any kind, any number of instances, with
+/// CPU, memory and system-call workloads; network workloads (with the host's addresses; each
+/// instance's flows have ports of their own) in native and container environments; no disks.
+/// docs/remote.md says what is next.
 fn check_remote(
     raw: &RawExperiment,
     hosts: &[HostDef],
@@ -324,16 +325,6 @@ fn check_remote(
         if guest && env::find(&e.kind).is_some_and(|k| k.disk_bytes(&e.params).is_some()) {
             return Err(err(&o, Some("host"), format!(
                 "environment `{}` ({}) on host `{host}`: a guest with a disk runs only here so far (its image goes on this machine's scratch disk); run it here, or leave the disk out", e.name, e.kind)));
-        }
-        if e.instances != 1 {
-            return Err(err(
-                &o,
-                Some("host"),
-                format!(
-                    "environment `{}` on host `{host}`: one instance per remote environment so far",
-                    e.name
-                ),
-            ));
         }
         let here_only =
             |c: &&Case| c.matrix || virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch());
@@ -425,10 +416,6 @@ fn check_tester_host(
         if !["native", "container"].contains(&e.kind.as_str()) {
             return Err(err(&eo, Some("lab.tester_host"), format!(
                 "environment `{}` ({}) is here and the tester on host `{t}`: a guest here reaches a tester only through the lab; put the tester here, or run the guest on a host", e.name, e.kind)));
-        }
-        if e.instances != 1 {
-            return Err(err(&eo, Some("instances"), format!(
-                "environment `{}` is here and the tester on host `{t}`: one instance (instances share this machine's address)", e.name)));
         }
         if h.local_addr.is_none() {
             return Err(err(&o, Some("lab.tester_host"), format!(

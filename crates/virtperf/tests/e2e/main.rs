@@ -77,6 +77,7 @@ fn main() {
         remote::remote_campaign_runs_the_matrix_on_each_host_at_once,
         remote::remote_guests_are_timed_on_their_hosts_clock,
         remote::remote_tester_host_drives_the_environments_here,
+        remote::remote_instances_share_their_host_and_are_measured_each,
         disk::disk_every_mode_native_and_container,
         disk::disk_full_fails_that_case_and_the_run_goes_on,
         disk::disk_bad_input_exits_2_and_creates_nothing,

@@ -704,3 +704,49 @@ pub(crate) fn remote_tester_host_drives_the_environments_here() -> Outcome {
     println!("    {}", figures.join("; "));
     Outcome::Pass
 }
+
+/// Several instances on host b (seed 000's N guests sharing a host and a link, there): each its
+/// own session and agent, started together, each measured, the aggregate the sum; nothing left.
+pub(crate) fn remote_instances_share_their_host_and_are_measured_each() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let f = h.experiment(
+        "i",
+        "b",
+        "[[env]]\nkind = \"native\"\nname = \"native@b\"\nhost = \"b\"\ninstances = [1, 2]\n",
+        "[[workload]]\nkind = \"tcp_stream\"\nduration = \"1s\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("i.db");
+    let doc = doc_of(&h.vp(
+        &["run", f.to_str().unwrap(), "--reps", "2", "--warmup", "0", "--json", "--db", db.to_str().unwrap()],
+        &env,
+    ));
+    let t = doc["instances"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["metric"] == "tcp_goodput"))
+        .unwrap_or_else(|| panic!("an instance table of tcp_goodput: {}", doc["instances"]));
+    let rows = t["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "1 and 2 instances: {t}");
+    let mut notes = Vec::new();
+    for r in rows {
+        let n = r["instances"].as_u64().unwrap() as usize;
+        let each: Vec<f64> =
+            r["per_instance"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(each.len(), n, "{r}");
+        assert!(each.iter().all(|g| *g > 0.2), "every instance measured: {r}");
+        let agg = r["aggregate"].as_f64().unwrap();
+        assert!((each.iter().sum::<f64>() - agg).abs() <= 1e-6 * agg, "aggregate = Σ instances: {r}");
+        notes.push(format!(
+            "{n} on b: {agg:.2} Gbit/s ({})",
+            each.iter().map(|g| format!("{g:.2}")).collect::<Vec<_>>().join(" + ")
+        ));
+    }
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    {}", notes.join("; "));
+    Outcome::Pass
+}
