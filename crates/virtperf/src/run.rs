@@ -389,9 +389,14 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
         }
         _ => None,
     };
-    // The instance's scratch directory (environments only: the tester writes no files).
+    let remote_host = match role {
+        Role::Env(e) => remote_host_of(exp, e),
+        Role::Tester => tester_host_of(exp),
+    };
+    // The instance's scratch directory (environments only: the tester writes no files; one on
+    // another host gets its directory there, from `remote-launch`).
     let sdir = match (role, scratch_dir) {
-        (Role::Env(_), Some(d)) => {
+        (Role::Env(_), Some(d)) if remote_host.is_none() => {
             let sd = d.join(&id);
             match ledger.create_scratch_dir(&sd) {
                 Ok(()) => Some(sd),
@@ -417,17 +422,16 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     };
     slot.launches += 1;
     let def_name = name;
-    let remote_host = match role {
-        Role::Env(e) => remote_host_of(exp, e),
-        Role::Tester => tester_host_of(exp),
-    };
     // An environment here with the tester on a host meets it over this machine's own network
     // (no lab): it joins this process's namespace, a container too.
     if remote_host.is_none() && lab.is_none() && tester_host_of(exp).is_some() && exp.has_network() {
         ctx.netns = Some(PathBuf::from(format!("/proc/{}/ns/net", std::process::id())));
     }
     let launched = match remote_host {
-        Some(h) => crate::remote::launch(h, kind.kind(), params, exp.has_network(), &mut ctx),
+        Some(h) => {
+            let scratch = matches!(role, Role::Env(_)) && scratch_dir.is_some();
+            crate::remote::launch(h, kind.kind(), params, exp.has_network(), scratch, &mut ctx)
+        }
         None => kind.launch(&mut ctx, params),
     };
     if let (Err(_), Some(sd)) = (&launched, &sdir) {
@@ -440,7 +444,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             }
             // Native agents write into directories the user named (`dir=`): what a killed agent
             // leaves there goes with the instance (and with a sweep after a crash).
-            if kind.on_host_fs() && inst.agent_pid != 0 {
+            if kind.on_host_fs() && inst.agent_pid != 0 && remote_host.is_none() {
                 for dir in user_disk_dirs(exp) {
                     let prefix = format!("{}{}-", crate::ledger::DISK_FILE_PREFIX, inst.agent_pid);
                     let e = crate::ledger::Entry::ScratchFiles { dir, prefix };

@@ -778,6 +778,13 @@ mod host_tests {
     }
 
     #[test]
+    fn disks_run_on_a_host_in_its_own_scratch() {
+        let text = format!("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[env]]\nkind = \"qemu\"\ndisk = \"virtio-blk\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\n{W}");
+        let e = parse(&text).unwrap();
+        assert!(e.envs.iter().all(|x| x.host.as_deref() == Some("b")));
+    }
+
+    #[test]
     fn the_tester_on_a_host_needs_only_the_addresses_of_the_path() {
         let text = "[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[host]]\nname = \"c\"\nssh = \"a@c\"\naddr = \"198.18.8.2\"\n\n[lab]\ntester_host = \"b\"\n\n[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\nhost = \"c\"\n\n[[workload]]\nkind = \"tcp_stream\"\n";
         let e = parse(text).unwrap();
@@ -804,8 +811,7 @@ mod host_tests {
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nport = 22\n\n[[env]]\nkind = \"native\"\n", "host.port", "unknown key"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\nssh_config = \"/nonexistent/cfg\"\n\n[[env]]\nkind = \"native\"\n", "host.ssh_config", "does not exist"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"uml\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_rr\"\n", "host", "no network to the tester"),
-            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"qemu\"\ndisk = \"virtio-blk\"\nhost = \"b\"\n", "host", "a guest with a disk"),
-            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\n", "host", "disk workloads"),
+            ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\ndir = \"/tmp\"\n", "host", "dir= names a directory on this machine"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "host.addr", "addr"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\naddr = \"198.18.7.2\"\nlocal_addr = \"198.18.7.1\"\n\n[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n\n[lab]\nrate = \"1Gbit\"\n\n[[workload]]\nkind = \"tcp_stream\"\n", "lab.rate", "link emulation"),
             ("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = [\"b\", \"b\"]\n", "host", "listed twice"),

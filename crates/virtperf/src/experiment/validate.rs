@@ -322,15 +322,15 @@ fn check_remote(
             .unwrap_or_else(|| Origin::File { path: "experiment".into(), line: 1 });
         let host = e.host.clone().unwrap_or_default();
         let guest = !["native", "container"].contains(&e.kind.as_str());
-        if guest && env::find(&e.kind).is_some_and(|k| k.disk_bytes(&e.params).is_some()) {
+        if let Some(c) = cases.iter().find(|c| c.matrix) {
             return Err(err(&o, Some("host"), format!(
-                "environment `{}` ({}) on host `{host}`: a guest with a disk runs only here so far (its image goes on this machine's scratch disk); run it here, or leave the disk out", e.name, e.kind)));
+                "environment `{}` on host `{host}` and workload `{}`: pairs = \"all\" runs only here so far", e.name, c.label)));
         }
-        let here_only =
-            |c: &&Case| c.matrix || virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch());
-        if let Some(c) = cases.iter().find(here_only) {
+        // Disk workloads write into the instance's directory on the host's scratch disk; a
+        // directory named here (`dir=`) would be this machine's.
+        if let Some(c) = cases.iter().find(|c| c.params.contains_key("dir")) {
             return Err(err(&o, Some("host"), format!(
-                "environment `{}` on host `{host}` and workload `{}`: disk workloads and pairs = \"all\" run only here so far", e.name, c.label)));
+                "environment `{}` on host `{host}` and workload `{}`: dir= names a directory on this machine; leave it out (the host's VIRTPERF_SCRATCH decides there)", e.name, c.label)));
         }
         // Network workloads: between the host's agents (on `addr`) and the tester here (on
         // `local_addr`), over the user's own network: no lab.
@@ -970,9 +970,11 @@ pub(crate) fn check_disks(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -> Re
             }
         }
     }
-    // Every guest's disk image lives on the host's scratch disk for the whole run.
+    // Every guest's disk image lives on the host's scratch disk for the whole run (this machine's
+    // guests here; another host's are made there, and a full disk fails that launch with the reason).
     let images: u64 = envs
         .iter()
+        .filter(|e| e.host.is_none())
         .filter_map(|e| {
             env::find(&e.kind)?.disk_bytes(&e.params).map(|(_, b)| b.saturating_mul(u64::from(e.instances)))
         })

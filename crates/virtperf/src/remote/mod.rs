@@ -42,6 +42,10 @@ pub struct LaunchRequest {
     /// unconnected namespace a container has by default.
     #[serde(default)]
     pub host_network: bool,
+    /// The instance gets a directory on the host's scratch disk (`VIRTPERF_SCRATCH` there): its
+    /// disk workloads write into it, its guest's disk image lives in it.
+    #[serde(default)]
+    pub scratch: bool,
 }
 
 /// `remote-launch`'s first line (after `@vpctl ready `): the instance's start on the host's clock.
@@ -49,6 +53,9 @@ pub struct LaunchRequest {
 pub struct Ready {
     pub start_ns: u64,
     pub agent_pid: u32,
+    /// Where its disk workloads write, inside the environment, and what backs it on the host.
+    #[serde(default)]
+    pub scratch: Option<(String, String)>,
 }
 
 /// What `remote-check` reads: the environments to run on the host.
@@ -441,6 +448,7 @@ pub fn launch(
     kind: &str,
     params: &BTreeMap<String, Value>,
     host_network: bool,
+    scratch: bool,
     ctx: &mut LaunchCtx,
 ) -> Result<Instance, LaunchError> {
     let bin = info(&host.name).map(|i| i.bin).ok_or_else(|| {
@@ -452,6 +460,7 @@ pub fn launch(
         instance_id: ctx.instance_id.clone(),
         boot_timeout_ms: ctx.boot_timeout.as_millis() as u64,
         host_network,
+        scratch,
     };
     let mut cmd = ssh(host);
     cmd.arg(format!("{} remote-launch", quote(&bin)));
@@ -581,7 +590,10 @@ pub fn launch(
     let mut conn = crate::env::conn::Conn::new(pipe_r, Box::new(stdin), tail);
     conn.set_relay(spans);
     let mut inst = Instance {
-        scratch: None,
+        scratch: ready
+            .scratch
+            .clone()
+            .map(|(dir, what)| crate::env::Scratch { dir, what: format!("{what} (on host {})", host.name) }),
         cleanup: Vec::new(),
         // Its host CPU, read on its host (`remote-launch` answers from the instance's probe there).
         cpu: Some(crate::env::CpuProbe::Remote(cpu)),

@@ -98,6 +98,21 @@ pub fn launch_main() -> std::io::Result<()> {
         ledger.close();
         return say(&mut out, &format!("error {}: {e}", run_dir.display()));
     }
+    // The instance's directory on this host's scratch disk, recorded in this host's ledger.
+    let scratch = if req.scratch {
+        let root = crate::host::scratch_root();
+        let d = root.join(format!("remote-{}-{}", std::process::id(), req.instance_id));
+        let made = crate::host::ensure_private_dir(&root).and_then(|()| ledger.create_scratch_dir(&d));
+        if let Err(e) = made {
+            ledger.remove_scratch_dir(&d);
+            ledger.remove_dir(&run_dir);
+            ledger.close();
+            return say(&mut out, &format!("error the scratch directory {}: {e}; set VIRTPERF_SCRATCH on this host to a directory on the disk to measure", d.display()));
+        }
+        Some(d)
+    } else {
+        None
+    };
     let exe = std::env::current_exe()?;
     let cancel = AtomicBool::new(false);
     let launched = {
@@ -113,19 +128,26 @@ pub fn launch_main() -> std::io::Result<()> {
                 .host_network
                 .then(|| std::path::PathBuf::from(format!("/proc/{}/ns/net", std::process::id()))),
             guest_net: None,
-            scratch_dir: None,
+            scratch_dir: scratch.clone(),
         };
         kind.launch(&mut ctx, &req.params)
     };
     let mut inst = match launched {
         Ok(i) => i,
         Err(e) => {
+            if let Some(d) = &scratch {
+                ledger.remove_scratch_dir(d);
+            }
             ledger.remove_dir(&run_dir);
             ledger.close();
             return say(&mut out, &format!("error {}", crate::env::libvirt::one_line(&e.to_string())));
         }
     };
-    let ready = Ready { start_ns: inst.start_time.as_nanos() as u64, agent_pid: inst.agent_pid };
+    let ready = Ready {
+        start_ns: inst.start_time.as_nanos() as u64,
+        agent_pid: inst.agent_pid,
+        scratch: inst.scratch.as_ref().map(|s| (s.dir.clone(), s.what.clone())),
+    };
     let hello = Frame::new(
         0,
         Reply::Hello { agent_version: env!("CARGO_PKG_VERSION").into(), pid: inst.agent_pid, clock_ns: 0 }, // unused by the orchestrator
@@ -196,6 +218,9 @@ pub fn launch_main() -> std::io::Result<()> {
         }
     }
     inst.kill(&mut ledger);
+    if let Some(d) = &scratch {
+        ledger.remove_scratch_dir(d);
+    }
     ledger.remove_dir(&run_dir);
     ledger.close();
     Ok(())

@@ -15,6 +15,8 @@ pub struct RemoteHost {
     pub config: PathBuf,
     pub remote_state: PathBuf,
     pub remote_cache: PathBuf,
+    /// The host's VIRTPERF_SCRATCH: instances' directories and guests' disks.
+    pub remote_scratch: PathBuf,
 }
 
 fn sh(args: &[&str]) {
@@ -68,12 +70,14 @@ impl RemoteHost {
         .unwrap();
         let remote_state = d.join("remote-state");
         let remote_cache = d.join("remote-cache");
+        let remote_scratch = d.join("remote-scratch");
         let host = |name: &str, addr: &str, key: &str| {
             format!(
-                "Host {name}\n  HostName {addr}\n  User root\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n  SetEnv VIRTPERF_STATE_DIR={} VIRTPERF_CACHE={}\n",
+                "Host {name}\n  HostName {addr}\n  User root\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n  SetEnv VIRTPERF_STATE_DIR={} VIRTPERF_CACHE={} VIRTPERF_SCRATCH={}\n",
                 p(key),
                 remote_state.display(),
-                remote_cache.display()
+                remote_cache.display(),
+                remote_scratch.display()
             )
         };
         let config = d.join("ssh_config");
@@ -105,6 +109,7 @@ impl RemoteHost {
             config,
             remote_state,
             remote_cache,
+            remote_scratch,
         };
         let up = wait_for(|| h.ssh_ok().then_some(()), 10.0);
         if up.is_none() {
@@ -180,27 +185,49 @@ impl RemoteHost {
         out
     }
 
-    /// Nothing left on the host: no ledger, no run directory, no process of its binary.
+    /// Nothing left on the host: no ledger, no run or scratch directory, no process of its binary.
     pub fn assert_clean(&self) {
+        let entries = |d: &Path| -> Vec<PathBuf> {
+            std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path()).collect()
+        };
         let left = wait_for(
             || {
-                let state: Vec<_> =
-                    std::fs::read_dir(&self.remote_state).into_iter().flatten().flatten().collect();
-                (state.is_empty() && self.remote_processes().is_empty()).then_some(())
+                (entries(&self.remote_state).is_empty()
+                    && entries(&self.remote_scratch).is_empty()
+                    && self.remote_processes().is_empty())
+                .then_some(())
             },
             5.0,
         );
         assert!(
             left.is_some(),
-            "left on the host: {:?} {:?}",
-            std::fs::read_dir(&self.remote_state)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .collect::<Vec<_>>(),
+            "left on the host: {:?} {:?} {:?}",
+            entries(&self.remote_state),
+            entries(&self.remote_scratch),
             self.remote_processes()
         );
+    }
+
+    /// The host's cache gets the guest kernel this machine has (a real host fetches it with its
+    /// own apt in the preflight; the test's host has no route to a mirror), linked.
+    pub fn seed_guest_cache(&self) {
+        let img = vp(&["image", "build"], &[]);
+        assert!(img.status.success(), "the guest image here: {}", String::from_utf8_lossy(&img.stderr));
+        let local_cache = std::env::var_os("VIRTPERF_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("virtperf")))
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/virtperf")
+            });
+        std::fs::create_dir_all(&self.remote_cache).unwrap();
+        for what in ["kernels", "apt.json"] {
+            let (src, dst) = (local_cache.join(what), self.remote_cache.join(what));
+            let linked =
+                Command::new("cp").args(["-al"]).arg(&src).arg(&dst).status().is_ok_and(|s| s.success());
+            if !linked {
+                sh(&["cp", "-a", src.to_str().unwrap(), dst.to_str().unwrap()]);
+            }
+        }
     }
 
     fn stop(&mut self) {
@@ -589,24 +616,7 @@ pub(crate) fn remote_guests_are_timed_on_their_hosts_clock() -> Outcome {
         Ok(h) => h,
         Err(why) => return Outcome::Skip(why),
     };
-    // The host's cache holds the guest kernel already (a real host fetches it with its own apt in
-    // the preflight; the test's host has no route to a mirror): this machine's, linked.
-    let img = vp(&["image", "build"], &[]);
-    assert!(img.status.success(), "the guest image here: {}", String::from_utf8_lossy(&img.stderr));
-    let local_cache = std::env::var_os("VIRTPERF_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("virtperf")))
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/virtperf")
-        });
-    std::fs::create_dir_all(&h.remote_cache).unwrap();
-    for what in ["kernels", "apt.json"] {
-        let (src, dst) = (local_cache.join(what), h.remote_cache.join(what));
-        let linked = Command::new("cp").args(["-al"]).arg(&src).arg(&dst).status().is_ok_and(|s| s.success());
-        if !linked {
-            sh(&["cp", "-a", src.to_str().unwrap(), dst.to_str().unwrap()]);
-        }
-    }
+    h.seed_guest_cache();
     let gvisor = doctor_unusable("gvisor").is_none();
     let mut envs =
         String::from("[[env]]\nkind = \"qemu\"\nmachine = \"microvm\"\nname = \"microvm@b\"\nhost = \"b\"\n");
@@ -745,6 +755,57 @@ pub(crate) fn remote_instances_share_their_host_and_are_measured_each() -> Outco
             each.iter().map(|g| format!("{g:.2}")).collect::<Vec<_>>().join(" + ")
         ));
     }
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    {}", notes.join("; "));
+    Outcome::Pass
+}
+
+/// Disk workloads on host b: each instance writes into its directory on b's scratch disk (native,
+/// container) or on its guest's disk, an image on b (QEMU virtio-blk); where the bytes landed is
+/// stored with the trial; nothing left on either side.
+pub(crate) fn remote_disks_write_on_their_hosts_scratch() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let qemu = need_qemu().or_else(|| doctor_unusable("qemu")).is_none();
+    let mut envs = String::from("[[env]]\nkind = \"native\"\nname = \"native@b\"\nhost = \"b\"\n");
+    if qemu {
+        h.seed_guest_cache();
+        envs += "\n[[env]]\nkind = \"qemu\"\nmachine = \"microvm\"\ndisk = \"virtio-blk\"\ndisk_size = \"64MiB\"\nname = \"vm@b\"\nhost = \"b\"\n";
+    }
+    let f = h.experiment(
+        "d",
+        "b",
+        &envs,
+        "[[workload]]\nkind = \"disk\"\nfile_size = \"8MiB\"\nrecord_size = \"256KiB\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("d.db");
+    let doc = doc_of(&h.vp(
+        &["run", f.to_str().unwrap(), "--reps", "2", "--warmup", "0", "--json", "--db", db.to_str().unwrap()],
+        &env,
+    ));
+    let mut notes = Vec::new();
+    for e in std::iter::once("native@b").chain(qemu.then_some("vm@b")) {
+        let w = row_or_fail(&doc, e, "disk_write")["mean"].as_f64().unwrap_or(0.0);
+        assert!(w > 0.0, "{e}: disk_write {w}");
+        notes.push(format!("{e}: write {w:.0} MB/s"));
+    }
+    // Where the bytes landed: the host's scratch, said so.
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let extras: Vec<String> = conn
+        .prepare("SELECT extra FROM trials WHERE status = 'ok'")
+        .unwrap()
+        .query_map([], |r| r.get::<_, Option<String>>(0))
+        .unwrap()
+        .flatten()
+        .flatten()
+        .collect();
+    assert!(!extras.is_empty() && extras.iter().all(|x| x.contains("on host b")), "{extras:?}");
     assert_no_leftovers(&state);
     h.assert_clean();
     println!("    {}", notes.join("; "));
