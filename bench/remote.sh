@@ -4,9 +4,11 @@
 # Here the "hosts" are two network namespaces joined by a veth (198.18.7.1 here, 198.18.7.2 = b),
 # b running its own sshd, as in the e2e tests; on a real lab, point the same experiment at it.
 #
-#   iperf3 -c 198.18.7.1 from b (b sends, as tcp_stream's direction=out), ROUNDS × SECS
-#   virtperf: native on host b, tcp_stream duration=SECS, ROUNDS repetitions
-#   target: virtperf / iperf3 >= 0.9
+#   1. iperf3 -c 198.18.7.1 from b (b sends, as tcp_stream's direction=out), ROUNDS × SECS
+#      virtperf: native on host b, tcp_stream duration=SECS, ROUNDS repetitions
+#   2. the tester on b ([lab] tester_host = "b"), the environment here:
+#      iperf3 -c 198.18.7.2 from here (here sends) against virtperf's native here → tester on b
+#   target: virtperf / iperf3 >= 0.9 in both
 #
 # Usage (root): bench/remote.sh     ROUNDS=5 SECS=3 by default
 set -euo pipefail
@@ -88,12 +90,27 @@ for _ in $(seq "$ROUNDS"); do
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9)' "$tmp/i.json" >> "$tmp/iperf"
 done
 nsenter --net=/run/netns/"$C" "$BIN" run "$tmp/exp.toml" --reps "$ROUNDS" --warmup 1 --json --db "$tmp/v.db" > "$tmp/v.json"
-python3 - "$tmp/iperf" "$tmp/v.json" <<'PY'
+# 2. The tester on b: iperf3's server on b, the client here.
+sed -e 's/^host = "b"$//' -e 's/^name = "native@b"$/name = "native here"/' "$tmp/exp.toml" > "$tmp/exp2.toml"
+printf '[lab]\ntester_host = "b"\n' >> "$tmp/exp2.toml"
+: > "$tmp/iperf2"
+for _ in $(seq "$ROUNDS"); do
+  nsenter --net=/run/netns/"$S" iperf3 -s -1 -B 198.18.7.2 > /dev/null 2>&1 & srv=$!
+  sleep 0.3
+  nsenter --net=/run/netns/"$C" iperf3 -c 198.18.7.2 -t "$SECS" -J > "$tmp/i.json" 2>/dev/null || true
+  wait "$srv" 2>/dev/null || true; srv=
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9)' "$tmp/i.json" >> "$tmp/iperf2"
+done
+nsenter --net=/run/netns/"$C" "$BIN" run "$tmp/exp2.toml" --reps "$ROUNDS" --warmup 1 --json --db "$tmp/v2.db" > "$tmp/v2.json"
+python3 - "$tmp/iperf" "$tmp/v.json" "$tmp/iperf2" "$tmp/v2.json" <<'PY'
 import json, statistics, sys
-ip = [float(x) for x in open(sys.argv[1]) if x.strip()]
-doc = json.load(open(sys.argv[2]))
-v = [r for r in doc["results"] if r["environment"] == "native@b" and r["metric"] == "tcp_goodput"][0]["mean"]
-print(f"iperf3 (b → here):             mean {statistics.mean(ip):.3f} Gbit/s over {len(ip)} rounds")
-print(f"virtperf native@b tcp_stream:  mean {v:.3f} Gbit/s")
-print(f"ratio virtperf / iperf3: {v / statistics.mean(ip):.3f}   (target >= 0.9)")
+def pair(ipf, vf, env, what, iwhat):
+    ip = [float(x) for x in open(ipf) if x.strip()]
+    doc = json.load(open(vf))
+    v = [r for r in doc["results"] if r["environment"] == env and r["metric"] == "tcp_goodput"][0]["mean"]
+    print(f"iperf3 ({iwhat}):{' ' * (26 - len(iwhat))}mean {statistics.mean(ip):.3f} Gbit/s over {len(ip)} rounds")
+    print(f"virtperf {what}:{' ' * (24 - len(what))}mean {v:.3f} Gbit/s")
+    print(f"ratio virtperf / iperf3: {v / statistics.mean(ip):.3f}   (target >= 0.9)")
+pair(sys.argv[1], sys.argv[2], "native@b", "native@b tcp_stream", "b → here")
+pair(sys.argv[3], sys.argv[4], "native here", "here → tester on b", "here → b")
 PY

@@ -601,10 +601,10 @@ fn shares(exp: &Experiment, pending: &[PlannedTrial]) -> Vec<Share> {
 }
 
 /// One lock per machine of a run. A trial holds every machine it uses (its environments' host
-/// and, when it has a tester, this machine, where every tester runs), so that a campaign's
-/// workers measure at once only where they share nothing: two hosts' CPU trials overlap, while
-/// two network trials whose testers would both load this machine take turns, and a trial here
-/// never runs beside another host's tester. Locks are taken in name order (no deadlock).
+/// and, when it has a tester, the tester's machine: this one, or `[lab] tester_host`), so that a
+/// campaign's workers measure at once only where they share nothing: two hosts' CPU trials
+/// overlap, while two network trials whose testers would load the same machine take turns, and a
+/// trial here never runs beside another host's tester. Locks are taken in name order (no deadlock).
 struct Machines(BTreeMap<String, std::sync::Mutex<()>>);
 
 impl Machines {
