@@ -415,6 +415,9 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
                 machines.join(", ")
             );
         }
+        if let Some(t) = &exp.lab.tester_host {
+            println!("the tester runs on host {t}; network workloads cross your network to it");
+        }
         if let Err(why) = run::preflight(&exp, false) {
             println!("cannot run here:\n{why}");
             return Ok(ExitStatus::Unavailable);

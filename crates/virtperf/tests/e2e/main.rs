@@ -79,6 +79,7 @@ fn main() {
         remote::remote_tester_host_drives_the_environments_here,
         remote::remote_instances_share_their_host_and_are_measured_each,
         remote::remote_disks_write_on_their_hosts_scratch,
+        remote::remote_campaign_interrupted_resumes_and_killed_is_swept,
         disk::disk_every_mode_native_and_container,
         disk::disk_full_fails_that_case_and_the_run_goes_on,
         disk::disk_bad_input_exits_2_and_creates_nothing,

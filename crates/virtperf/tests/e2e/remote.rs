@@ -811,3 +811,71 @@ pub(crate) fn remote_disks_write_on_their_hosts_scratch() -> Outcome {
     println!("    {}", notes.join("; "));
     Outcome::Pass
 }
+
+/// A campaign interrupted (SIGTERM) while both workers measure: each worker leaves its trial in
+/// flight pending and tears its environments down, here and on b; `--resume` runs exactly the
+/// rest on each host. Then a campaign killed (-9): its workers' ledgers are swept by the next
+/// start here, and b's sessions end their instances there.
+pub(crate) fn remote_campaign_interrupted_resumes_and_killed_is_swept() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let f = h.experiment(
+        "ir",
+        "b",
+        "[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n",
+        "[[workload]]\nkind = \"sleep\"\nduration = \"300ms\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("ir.db");
+    let (fs, dbs) = (f.to_str().unwrap(), db.to_str().unwrap());
+    let child = h.vp_spawn(&["run", fs, "--reps", "12", "--warmup", "0", "--db", dbs], &env);
+    wait_for(|| (count_trials(&db, "ok") >= 4).then_some(()), 30.0).expect("trials were being stored");
+    kill(child.id(), 15);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let (ok, pending) = (count_trials(&db, "ok"), count_trials(&db, "pending"));
+    assert!(ok >= 4 && pending > 0 && ok + pending == 24, "ok {ok}, pending {pending}");
+    assert_eq!(run_status(&db), "interrupted");
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    let out = h.vp(&["run", "--resume", "1", "--json", "--db", dbs], &env);
+    let doc = doc_of(&out);
+    assert_eq!(count_trials(&db, "ok"), 24, "every planned trial exactly once");
+    assert_eq!(run_status(&db), "completed");
+    for e in ["native [host=local]", "native [host=b]"] {
+        assert_eq!(row_or_fail(&doc, e, "sleep_overshoot")["n"].as_u64(), Some(12), "{e}");
+    }
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    // Killed outright: the next start here sweeps the workers' ledgers; b's instances end with
+    // their sessions.
+    let child = h.vp_spawn(&["run", fs, "--reps", "12", "--warmup", "0", "--db", dbs], &env);
+    wait_for(|| (count_trials(&db, "ok") >= 28).then_some(()), 30.0).expect("the second run stored trials");
+    let ledgers = || {
+        std::fs::read_dir(&state)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("ledger-"))
+            .count()
+    };
+    let during = ledgers();
+    kill(child.id(), 9);
+    let _ = child.wait_with_output();
+    assert!(during >= 3, "the run's ledger and one per worker: {during}");
+    let out = h.vp(&["run", fs, "--reps", "1", "--warmup", "0", "--db", dbs], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("leftover"),
+        "the killed run's leftovers were swept"
+    );
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!(
+        "    SIGTERM at {ok}/24: {pending} pending, resumed to 24; kill -9 with {during} ledgers: swept"
+    );
+    Outcome::Pass
+}
