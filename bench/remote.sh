@@ -80,27 +80,24 @@ host = "b"
 kind = "tcp_stream"
 duration = "${SECS}s"
 EXP
-# iperf3: server here (C), client on b (S) sending.
-: > "$tmp/iperf"
-for _ in $(seq "$ROUNDS"); do
-  nsenter --net=/run/netns/"$C" iperf3 -s -1 -B 198.18.7.1 > /dev/null 2>&1 & srv=$!
-  sleep 0.3
-  nsenter --net=/run/netns/"$S" iperf3 -c 198.18.7.1 -t "$SECS" -J > "$tmp/i.json" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true; srv=
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9)' "$tmp/i.json" >> "$tmp/iperf"
-done
+# ROUNDS iperf3 runs, server in namespace $1 on $2, client in $3 sending; Gbit/s per line in $4.
+iperf_rounds() {
+  : > "$4"
+  for _ in $(seq "$ROUNDS"); do
+    nsenter --net=/run/netns/"$1" iperf3 -s -1 -B "$2" > /dev/null 2>&1 & srv=$!
+    sleep 0.3
+    nsenter --net=/run/netns/"$3" iperf3 -c "$2" -t "$SECS" -J > "$tmp/i.json" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true; srv=
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9)' "$tmp/i.json" >> "$4"
+  done
+}
+# 1. iperf3: server here (C), client on b (S) sending.
+iperf_rounds "$C" 198.18.7.1 "$S" "$tmp/iperf"
 nsenter --net=/run/netns/"$C" "$BIN" run "$tmp/exp.toml" --reps "$ROUNDS" --warmup 1 --json --db "$tmp/v.db" > "$tmp/v.json"
 # 2. The tester on b: iperf3's server on b, the client here.
 sed -e 's/^host = "b"$//' -e 's/^name = "native@b"$/name = "native here"/' "$tmp/exp.toml" > "$tmp/exp2.toml"
 printf '[lab]\ntester_host = "b"\n' >> "$tmp/exp2.toml"
-: > "$tmp/iperf2"
-for _ in $(seq "$ROUNDS"); do
-  nsenter --net=/run/netns/"$S" iperf3 -s -1 -B 198.18.7.2 > /dev/null 2>&1 & srv=$!
-  sleep 0.3
-  nsenter --net=/run/netns/"$C" iperf3 -c 198.18.7.2 -t "$SECS" -J > "$tmp/i.json" 2>/dev/null || true
-  wait "$srv" 2>/dev/null || true; srv=
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/1e9)' "$tmp/i.json" >> "$tmp/iperf2"
-done
+iperf_rounds "$S" 198.18.7.2 "$C" "$tmp/iperf2"
 nsenter --net=/run/netns/"$C" "$BIN" run "$tmp/exp2.toml" --reps "$ROUNDS" --warmup 1 --json --db "$tmp/v2.db" > "$tmp/v2.json"
 python3 - "$tmp/iperf" "$tmp/v.json" "$tmp/iperf2" "$tmp/v2.json" <<'PY'
 import json, statistics, sys

@@ -274,20 +274,11 @@ impl Slot {
     }
 }
 
-/// What every launch of a run shares.
+/// What every launch of a worker shares: the run's, and where its instances meet the lab.
 struct Launcher<'a> {
-    store: &'a Store,
-    run_id: i64,
-    exp: &'a Experiment,
-    run_dir: &'a Path,
-    exe: &'a Path,
-    opts: &'a RunOpts,
-    lab: Option<&'a Lab>,
+    worker: &'a Worker<'a>,
     /// Lab endpoint of environment e's instance 0 (its instances follow).
     first_endpoint: &'a [usize],
-    /// The run's directory on the host's scratch disk, when a workload writes files or a guest
-    /// has a disk: each instance gets a directory of its own below it.
-    scratch_dir: Option<&'a Path>,
     /// The tester's name in its instance ids (a campaign has one tester per host's worker).
     tester_id: String,
 }
@@ -348,7 +339,8 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
 }
 
 fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
-    let Launcher { store, run_id, exp, run_dir, exe, opts, lab, first_endpoint, scratch_dir, .. } = *l;
+    let Worker { store, run_id, exp, run_dir, exe, opts, lab, scratch_dir, .. } = *l.worker;
+    let first_endpoint = l.first_endpoint;
     let tester_params: BTreeMap<String, serde_json::Value> = exp
         .lab
         .tester_cpuset
@@ -640,6 +632,8 @@ struct Worker<'a> {
     opts: &'a RunOpts,
     /// The lab (this machine's worker, when the run has network workloads here).
     lab: Option<&'a Lab>,
+    /// The run's directory on this machine's scratch disk, when a workload writes files or a
+    /// guest has a disk: each instance here gets a directory of its own below it.
     scratch_dir: Option<&'a Path>,
     progress: &'a std::sync::Mutex<Progress>,
     machines: &'a Machines,
@@ -648,7 +642,7 @@ struct Worker<'a> {
 /// Runs a share's trials on its machine's environments, then stops them; returns whether it was
 /// interrupted.
 fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
-    let Worker { store, run_id, exp, run_dir, exe, opts, lab, scratch_dir, machines, .. } = *w;
+    let Worker { store, exp, lab, machines, .. } = *w;
     let pending = &share.trials;
     let timeout = Duration::from_millis(exp.timeout_ms);
     let specs: Vec<WorkloadSpec> = exp
@@ -674,15 +668,8 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
     let mut interrupted = false;
     let result: Result<()> = {
         let launcher = Launcher {
-            store,
-            run_id,
-            exp,
-            run_dir,
-            exe,
-            opts,
-            lab,
+            worker: w,
             first_endpoint: &first_endpoint,
-            scratch_dir,
             tester_id: match &share.host {
                 Some(h) => format!("tester-{h}"),
                 None => "tester".into(),

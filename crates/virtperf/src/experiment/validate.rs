@@ -304,9 +304,9 @@ fn hosts(raw: &RawExperiment) -> Result<Vec<HostDef>, InputError> {
 }
 
 /// What an environment on another host can run today: any kind, any number of instances, with
-/// CPU, memory and system-call workloads; network workloads (with the host's addresses; each
-/// instance's flows have ports of their own) in native and container environments; no disks.
-/// docs/remote.md says what is next.
+/// CPU, memory, system-call and disk workloads (in the host's scratch, never `dir=`); network
+/// workloads (with the host's addresses; each instance's flows have ports of their own) in native
+/// and container environments. docs/remote.md says what is next.
 fn check_remote(
     raw: &RawExperiment,
     hosts: &[HostDef],
