@@ -33,6 +33,7 @@ NEEDS=(
   "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)
   "virt-xml-validate:libvirt-clients"  #   unit test: the domain XML against libvirt's schema
   "xmllint:libxml2-utils"              #   (virt-xml-validate runs xmllint)
+  "qemu-img:qemu-utils"                #   e2e: a domain's qcow2 disk, which holds its snapshot
   "ssh:openssh-client"                 # remote hosts: virtperf reaches them with ssh
   "sshd:openssh-server"                # e2e: a "remote host" is a namespace running its own sshd
   "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so:libvirt-daemon-driver-qemu"

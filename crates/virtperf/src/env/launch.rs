@@ -304,6 +304,49 @@ impl Instance {
         }
     }
 
+    /// An agent already running when its instance comes up (a guest restored from a running
+    /// snapshot said its hello long before, to nobody): up when it answers a ping. A ping
+    /// unanswered within 2 s is sent again until the boot deadline.
+    pub fn await_pong(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
+        let deadline = started + ctx.boot_timeout;
+        let answered = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Err(LaunchError::Silent {
+                    why: format!(
+                        "no answer to a ping within {:.1} s{}",
+                        ctx.boot_timeout.as_secs_f64(),
+                        self.conn.tail().render()
+                    ),
+                    console: self.conn.tail().lines(),
+                });
+            }
+            match self.conn.call(virtperf_proto::Request::Ping, left.min(Duration::from_secs(2)), ctx.cancel)
+            {
+                Ok(virtperf_proto::Reply::Pong { .. }) => break Ok(started.elapsed()),
+                Err(CallError::Timeout(_)) => continue,
+                Ok(other) => {
+                    break Err(LaunchError::NoHello {
+                        source: CallError::Protocol(format!("expected pong, got {other:?}")),
+                        console: self.conn.tail().lines(),
+                    })
+                }
+                Err(source) => break Err(LaunchError::NoHello { source, console: self.conn.tail().lines() }),
+            }
+        };
+        match answered {
+            Ok(t) => {
+                self.id = ctx.instance_id.clone();
+                self.start_time = t;
+                Ok(self)
+            }
+            Err(e) => {
+                self.kill(ctx.ledger);
+                Err(e)
+            }
+        }
+    }
+
     /// Measures the idle round trip (median of 9 pings) that host-clock durations subtract.
     pub fn calibrate_rtt(&mut self, cancel: &AtomicBool) {
         let mut rtts = Vec::new();

@@ -706,6 +706,7 @@ fn attach(
     log: Option<PathBuf>,
     mut teardown: LvTeardown,
     started: Instant,
+    restored: bool,
 ) -> Result<Instance, LaunchError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let tail = Tail::default();
@@ -747,7 +748,12 @@ fn attach(
             virsh(&pauser_uri, &[if pause { "suspend" } else { "resume" }, &pauser_name]).map(|_| ())
         })),
     };
-    inst.await_hello(ctx, started)
+    // A domain restored from a running snapshot: its agent said hello before the snapshot.
+    if restored {
+        inst.await_pong(ctx, started)
+    } else {
+        inst.await_hello(ctx, started)
+    }
 }
 
 fn launch_own(ctx: &mut LaunchCtx, p: &LvParams) -> Result<Instance, LaunchError> {
@@ -859,6 +865,7 @@ fn launch_own(ctx: &mut LaunchCtx, p: &LvParams) -> Result<Instance, LaunchError
         Some(dir.join("console.log")),
         teardown,
         started,
+        false,
     )?;
     inst.scratch = scratch;
     Ok(inst)
@@ -886,7 +893,7 @@ fn launch_existing(ctx: &mut LaunchCtx, p: &LvParams, name: &str) -> Result<Inst
         return Err(LaunchError::Prepare(e));
     }
     let console = console_socket_of(&xml);
-    attach(ctx, &p.uri, name, &sock, console.as_deref(), None, teardown, started)
+    attach(ctx, &p.uri, name, &sock, console.as_deref(), None, teardown, started, p.snapshot.is_some())
 }
 
 /// `virtperf image domain-xml`: a domain definition of virtperf's own guest whose agent answers

@@ -201,3 +201,118 @@ pub(crate) fn libvirt_refusals_name_the_fix() -> Outcome {
     assert_no_leftovers(&state);
     Outcome::Pass
 }
+
+/// An existing domain reverted to a running snapshot for each launch (`snapshot=`): its agent
+/// said hello before the snapshot, so virtperf finds it up by a ping; it measures, is powered off
+/// after, and comes up faster than the same domain's cold boot.
+pub(crate) fn libvirt_existing_domain_restored_from_a_snapshot() -> Outcome {
+    if let Some(why) = need_libvirt() {
+        return Outcome::Skip(why);
+    }
+    if !has("qemu-img") {
+        return Outcome::Skip(
+            "needs qemu-img for the domain's qcow2 disk (make deps installs qemu-utils)".into(),
+        );
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let socks = dir.path().join("socks");
+    std::fs::create_dir_all(&socks).unwrap();
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let name = format!("vptest-snap-{}", std::process::id());
+    let xml = vp(
+        &["image", "domain-xml", &name, "--socket-dir", socks.to_str().unwrap(), "--set", "domain_type=qemu"],
+        &env,
+    );
+    assert!(xml.status.success(), "{}", String::from_utf8_lossy(&xml.stderr));
+    // A running snapshot (memory included) needs a disk that can hold it: a small qcow2.
+    let disk = dir.path().join("d.qcow2");
+    let img = Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&disk)
+        .arg("16M")
+        .output()
+        .unwrap();
+    assert!(img.status.success(), "{}", String::from_utf8_lossy(&img.stderr));
+    let xml = String::from_utf8_lossy(&xml.stdout).replacen(
+        "</devices>",
+        &format!(
+            "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='{}'/><target dev='vda' bus='virtio'/></disk></devices>",
+            disk.display()
+        ),
+        1,
+    );
+    let xml_path = dir.path().join("d.xml");
+    std::fs::write(&xml_path, xml).unwrap();
+    let def = virsh(&["define", xml_path.to_str().unwrap()]);
+    assert!(def.status.success(), "{}", String::from_utf8_lossy(&def.stderr));
+    struct Undefine(String);
+    impl Drop for Undefine {
+        fn drop(&mut self) {
+            let _ = virsh(&["destroy", &self.0]);
+            let _ = virsh(&["snapshot-delete", &self.0, "s1", "--metadata"]);
+            let _ = virsh(&["undefine", &self.0]);
+        }
+    }
+    let _guard = Undefine(name.clone());
+    // Boot it, wait for its agent's hello on the socket, snapshot it running, power it off.
+    let start = virsh(&["start", &name]);
+    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    let sock = socks.join("agent.sock");
+    let hello = wait_for(
+        || {
+            let s = std::os::unix::net::UnixStream::connect(&sock).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+            let mut r = std::io::BufReader::new(s);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if std::io::BufRead::read_line(&mut r, &mut line).ok()? == 0 {
+                    return None;
+                }
+                if line.contains("\"hello\"") {
+                    return Some(());
+                }
+            }
+        },
+        90.0,
+    );
+    assert!(hello.is_some(), "the domain's agent said hello");
+    let snap = virsh(&["snapshot-create-as", &name, "s1"]);
+    assert!(snap.status.success(), "{}", String::from_utf8_lossy(&snap.stderr));
+    let off = virsh(&["destroy", &name]);
+    assert!(off.status.success(), "{}", String::from_utf8_lossy(&off.stderr));
+    let run = |spec: &str, db: &str| {
+        let db = dir.path().join(db);
+        let out = vp(
+            &[
+                "run",
+                "--env",
+                spec,
+                "--workload",
+                "memcpy:size=8MiB,copies=10",
+                "--reps",
+                "2",
+                "--warmup",
+                "0",
+                "--json",
+                "--db",
+                db.to_str().unwrap(),
+            ],
+            &env,
+        );
+        assert!(out.status.success(), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = row_or_fail(&doc, "d", "memcpy_time");
+        assert!(r["mean"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+        let st = virsh(&["domstate", &name]);
+        assert_eq!(String::from_utf8_lossy(&st.stdout).trim(), "shut off", "{spec}: powered off after");
+        doc["environments"][0]["start_ms_mean"].as_f64().unwrap_or(f64::NAN)
+    };
+    let restored = run(&format!("libvirt:domain={name},snapshot=s1,name=d"), "s.db");
+    let cold = run(&format!("libvirt:domain={name},name=d"), "c.db");
+    assert!(restored < cold, "restored from the snapshot in {restored:.0} ms, booted cold in {cold:.0} ms");
+    assert_no_leftovers(&state);
+    println!("    up in {restored:.0} ms from snapshot s1, {cold:.0} ms booting cold");
+    Outcome::Pass
+}

@@ -70,6 +70,7 @@ fn main() {
         libvirt::libvirt_refusals_name_the_fix,
         libvirt::libvirt_tcg_domain_runs_memcpy_and_tcp_stream,
         libvirt::libvirt_existing_domain_is_started_and_powered_off,
+        libvirt::libvirt_existing_domain_restored_from_a_snapshot,
         remote::remote_bad_inputs_are_refused_with_the_fix,
         remote::remote_host_runs_native_and_container,
         remote::remote_ssh_killed_mid_trial_fails_that_trial,
