@@ -288,54 +288,30 @@ impl Instance {
     /// know it — `agent_pid` 0 — and the host-clock time since `started`); an instance that never
     /// says hello is killed and its resources released.
     pub fn await_hello(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
-        match await_hello(&mut self.conn, ctx, started) {
-            Ok((pid, t)) => {
-                if self.agent_pid == 0 {
-                    self.agent_pid = pid;
-                }
-                self.id = ctx.instance_id.clone();
-                self.start_time = t;
-                Ok(self)
-            }
-            Err(e) => {
-                self.kill(ctx.ledger);
-                Err(e)
-            }
-        }
+        let said = await_hello(&mut self.conn, ctx, started);
+        self.up(ctx, said)
     }
 
     /// An agent already running when its instance comes up (a guest restored from a running
     /// snapshot said its hello long before, to nobody): up when it answers a ping. A ping
     /// unanswered within 2 s is sent again until the boot deadline.
     pub fn await_pong(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
-        let deadline = started + ctx.boot_timeout;
-        let answered = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break Err(LaunchError::Silent {
-                    why: format!(
-                        "no answer to a ping within {:.1} s{}",
-                        ctx.boot_timeout.as_secs_f64(),
-                        self.conn.tail().render()
-                    ),
-                    console: self.conn.tail().lines(),
-                });
-            }
-            match self.conn.call(virtperf_proto::Request::Ping, left.min(Duration::from_secs(2)), ctx.cancel)
-            {
-                Ok(virtperf_proto::Reply::Pong { .. }) => break Ok(started.elapsed()),
-                Err(CallError::Timeout(_)) => continue,
-                Ok(other) => {
-                    break Err(LaunchError::NoHello {
-                        source: CallError::Protocol(format!("expected pong, got {other:?}")),
-                        console: self.conn.tail().lines(),
-                    })
+        let answered = await_pong(&mut self.conn, ctx, started).map(|t| (0, t));
+        self.up(ctx, answered)
+    }
+
+    /// The instance up (its agent's pid when the launcher could not know it, its start time), or
+    /// killed with its resources released.
+    fn up(
+        mut self,
+        ctx: &mut LaunchCtx,
+        answer: Result<(u32, Duration), LaunchError>,
+    ) -> Result<Instance, LaunchError> {
+        match answer {
+            Ok((pid, t)) => {
+                if self.agent_pid == 0 {
+                    self.agent_pid = pid;
                 }
-                Err(source) => break Err(LaunchError::NoHello { source, console: self.conn.tail().lines() }),
-            }
-        };
-        match answered {
-            Ok(t) => {
                 self.id = ctx.instance_id.clone();
                 self.start_time = t;
                 Ok(self)
@@ -510,6 +486,35 @@ impl LaunchError {
 }
 
 /// Waits for the agent's hello; returns its pid and the host-clock time it arrived.
+/// Pings until the agent answers (see [`Instance::await_pong`]); the time since `started`.
+fn await_pong(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<Duration, LaunchError> {
+    let deadline = started + ctx.boot_timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(LaunchError::Silent {
+                why: format!(
+                    "no answer to a ping within {:.1} s{}",
+                    ctx.boot_timeout.as_secs_f64(),
+                    conn.tail().render()
+                ),
+                console: conn.tail().lines(),
+            });
+        }
+        match conn.call(virtperf_proto::Request::Ping, left.min(Duration::from_secs(2)), ctx.cancel) {
+            Ok(Reply::Pong { .. }) => return Ok(started.elapsed()),
+            Err(CallError::Timeout(_)) => continue,
+            Ok(other) => {
+                return Err(LaunchError::NoHello {
+                    source: CallError::Protocol(format!("expected pong, got {other:?}")),
+                    console: conn.tail().lines(),
+                })
+            }
+            Err(source) => return Err(LaunchError::NoHello { source, console: conn.tail().lines() }),
+        }
+    }
+}
+
 fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u32, Duration), LaunchError> {
     let (reply, at) = match conn.hello(started + ctx.boot_timeout, ctx.cancel) {
         Ok(x) => x,

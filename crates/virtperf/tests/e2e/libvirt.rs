@@ -99,31 +99,8 @@ pub(crate) fn libvirt_existing_domain_is_started_and_powered_off() -> Outcome {
         }
     }
     let _guard = Undefine(name.clone());
-    let db = dir.path().join("e.db");
     let spec = format!("libvirt:domain={name},name=existing");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            &spec,
-            "--workload",
-            "memcpy:size=8MiB,copies=10",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = row_or_fail(&doc, "existing", "memcpy_time");
-    assert!(r["mean"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
-    let st = virsh(&["domstate", &name]);
-    assert_eq!(String::from_utf8_lossy(&st.stdout).trim(), "shut off", "powered off after, still defined");
+    existing_domain_measures(&spec, &name, &dir.path().join("e.db"), &env);
     assert_no_leftovers(&state);
 
     // A running domain is refused before anything is made, with the fix.
@@ -282,37 +259,48 @@ pub(crate) fn libvirt_existing_domain_restored_from_a_snapshot() -> Outcome {
     assert!(snap.status.success(), "{}", String::from_utf8_lossy(&snap.stderr));
     let off = virsh(&["destroy", &name]);
     assert!(off.status.success(), "{}", String::from_utf8_lossy(&off.stderr));
-    let run = |spec: &str, db: &str| {
-        let db = dir.path().join(db);
-        let out = vp(
-            &[
-                "run",
-                "--env",
-                spec,
-                "--workload",
-                "memcpy:size=8MiB,copies=10",
-                "--reps",
-                "2",
-                "--warmup",
-                "0",
-                "--json",
-                "--db",
-                db.to_str().unwrap(),
-            ],
-            &env,
-        );
-        assert!(out.status.success(), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let r = row_or_fail(&doc, "d", "memcpy_time");
-        assert!(r["mean"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
-        let st = virsh(&["domstate", &name]);
-        assert_eq!(String::from_utf8_lossy(&st.stdout).trim(), "shut off", "{spec}: powered off after");
+    let start_ms = |spec: &str, db: &str| {
+        let doc = existing_domain_measures(spec, &name, &dir.path().join(db), &env);
         doc["environments"][0]["start_ms_mean"].as_f64().unwrap_or(f64::NAN)
     };
-    let restored = run(&format!("libvirt:domain={name},snapshot=s1,name=d"), "s.db");
-    let cold = run(&format!("libvirt:domain={name},name=d"), "c.db");
+    let restored = start_ms(&format!("libvirt:domain={name},snapshot=s1,name=d"), "s.db");
+    let cold = start_ms(&format!("libvirt:domain={name},name=d"), "c.db");
     assert!(restored < cold, "restored from the snapshot in {restored:.0} ms, booted cold in {cold:.0} ms");
     assert_no_leftovers(&state);
     println!("    up in {restored:.0} ms from snapshot s1, {cold:.0} ms booting cold");
     Outcome::Pass
+}
+
+/// Runs memcpy in the existing domain `name` (environment `spec`, named by its `name=`): it
+/// measures, and the domain is powered off after, still defined. The run's JSON report.
+fn existing_domain_measures(spec: &str, name: &str, db: &Path, env: &[(&str, &str)]) -> serde_json::Value {
+    let out = vp(
+        &[
+            "run",
+            "--env",
+            spec,
+            "--workload",
+            "memcpy:size=8MiB,copies=10",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        env,
+    );
+    assert!(out.status.success(), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let label = spec.rsplit("name=").next().unwrap_or(spec);
+    let r = row_or_fail(&doc, label, "memcpy_time");
+    assert!(r["mean"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    let st = virsh(&["domstate", name]);
+    assert_eq!(
+        String::from_utf8_lossy(&st.stdout).trim(),
+        "shut off",
+        "{spec}: powered off after, still defined"
+    );
+    doc
 }
