@@ -3,7 +3,6 @@
 //! installed but refuses this host (crun on hybrid cgroups, say) shows up here, not mid-run.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -163,9 +162,18 @@ pub fn render(rows: &[Row]) -> String {
         };
         t.add_row(vec![r.environment.clone(), usable, r.detail.clone(), r.fix.clone().unwrap_or_default()]);
     }
-    let mut out = t.to_string();
+    let mut out = String::new();
+    let f = crate::host::facts();
+    if !f.measured() {
+        out += &format!(
+            "host facts from {} (not this machine's; nothing launched): {}\n",
+            f.profile.as_deref().unwrap_or(&f.source),
+            f.brief()
+        );
+    }
+    out += &t.to_string();
     out += &format!("\nstate directory (ledger, scratch): {}\n", crate::ledger::state_dir().display());
-    if Path::new("/sys/module/kvm_pvm").exists() {
+    if crate::host::facts().kvm.pvm {
         out += "note: /dev/kvm here is PVM (kvm_pvm): it runs only PVM-enabled guest kernels; QEMU guests will use TCG\n";
     }
     out

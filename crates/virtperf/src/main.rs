@@ -305,6 +305,10 @@ struct DoctorArgs {
     quick: bool,
     #[arg(long)]
     json: bool,
+    /// Print this host's facts (what sizes and availability are decided from) in the format
+    /// VIRTPERF_HOST_FACTS reads, and nothing else
+    #[arg(long, conflicts_with_all = ["quick", "json"])]
+    facts: bool,
 }
 
 /// Writes a command's output to stdout (see [`host::write_stdout`]).
@@ -383,6 +387,10 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
         boot_timeout: a.boot_timeout,
         command_line,
     };
+    if !a.dry_run {
+        // Sizes and availability of a measurement come from this machine, never a replacement.
+        host::facts::refuse_override_for_measuring().map_err(bad_input)?;
+    }
     if let Some(id) = a.resume {
         run::install_signal_handler();
         return run::resume(id, &opts);
@@ -417,6 +425,17 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
         }
         if let Some(t) = &exp.lab.tester_host {
             println!("the tester runs on host {t}; network workloads cross your network to it");
+        }
+        let facts = host::facts();
+        if !facts.measured() {
+            println!(
+                "host facts from {} (not this machine's): {}",
+                facts.profile.as_deref().unwrap_or(&facts.source),
+                facts.brief()
+            );
+        }
+        for z in &exp.sizings {
+            println!("sized from the host: {}", z.line());
         }
         if let Err(why) = run::preflight(&exp, false) {
             println!("cannot run here:\n{why}");
@@ -521,12 +540,21 @@ fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
 }
 
 fn cmd_doctor(a: DoctorArgs) -> anyhow::Result<ExitStatus> {
-    let rows = doctor::check(!a.quick);
+    let facts = host::facts();
+    if a.facts {
+        out(&facts.to_toml())?;
+        return Ok(ExitStatus::Success);
+    }
+    // Another machine's facts: nothing is launched here on its behalf.
+    let probe = !a.quick && facts.measured();
+    let rows = doctor::check(probe);
     if a.json {
         let kinds: BTreeMap<&str, &str> = env::REGISTRY.iter().map(|k| (k.kind(), k.summary())).collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"environments": rows, "kinds": kinds}))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({"environments": rows, "kinds": kinds, "host_facts": facts})
+            )?
         );
     } else {
         print!("{}", doctor::render(&rows));
@@ -547,7 +575,7 @@ fn cmd_image_build_uml(json: bool) -> anyhow::Result<ExitStatus> {
     if json {
         let mut v = serde_json::to_value(&k)?;
         v["boots_here"] = serde_json::Value::from(probe.ok);
-        v["host_xsave_bytes"] = serde_json::json!(host::host_xsave_size());
+        v["host_xsave_bytes"] = serde_json::json!(host::facts().xsave_enabled);
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
@@ -630,6 +658,14 @@ fn main() -> ExitCode {
     // `run --help` lists what the registries hold (see run_help).
     let matches = Cli::command().mut_subcommand("run", |c| c.after_help(run_help())).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The host's facts may be replaced for validation (VIRTPERF_HOST_FACTS): a bad file is bad
+    // input, refused before anything else (never in the agent, which runs inside environments).
+    if !matches!(cli.cmd, Cmd::Agent(_)) {
+        if let Err(e) = host::facts::init() {
+            eprintln!("error: {e}");
+            return ExitCode::from(ExitStatus::BadInput);
+        }
+    }
     let res = match cli.cmd {
         Cmd::Run(a) => cmd_run(*a),
         Cmd::Report(a) => cmd_report(a),

@@ -56,13 +56,7 @@ pub fn install_signal_handler() {
 /// Everything about the host a reader of the results needs to trust or reproduce them.
 pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu_model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_default();
+    let facts = crate::host::facts();
     let runtimes: BTreeMap<String, Option<String>> = exp
         .envs
         .iter()
@@ -100,16 +94,19 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "lab": lab,
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
-        "host_kernel": read("/proc/sys/kernel/osrelease"),
+        "host_kernel": facts.kernel,
         "host_name": read("/proc/sys/kernel/hostname"),
-        "host_cpu_model": cpu_model,
-        "host_cpus": crate::host::host_cpus(),
+        "host_cpu_model": facts.cpu_model,
+        "host_cpus": facts.cpus,
         // Working sets are sized against it (STREAM: 4 × per array); microvm guests get the TSC's.
-        "host_llc_bytes": crate::host::llc_bytes(),
+        "host_llc_bytes": facts.llc_bytes,
         "host_tsc_khz": crate::host::tsc_khz(),
-        "host_memory_kib": read("/proc/meminfo").lines().find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_string())),
-        "kvm": Path::new("/dev/kvm").exists(),
-        "kvm_pvm": Path::new("/sys/module/kvm_pvm").exists(),
+        "host_memory_kib": facts.memory_bytes.map(|b| format!("{} kB", b >> 10)),
+        "kvm": facts.kvm.dev.is_ok(),
+        "kvm_pvm": facts.kvm.pvm,
+        // Everything sizes and availability were decided from, and what was sized from it.
+        "host_facts": facts,
+        "sizing": exp.sizings,
         "runtimes": runtimes,
         "hosts": hosts,
         "command_line": command_line,

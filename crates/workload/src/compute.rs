@@ -345,6 +345,14 @@ impl Workload for Stream {
     fn sized_by_cache(&self, llc_bytes: u64) -> Vec<(&'static str, serde_json::Value)> {
         vec![("elements", serde_json::json!((4 * llc_bytes / 8).max(STREAM_FALLBACK_ELEMENTS)))]
     }
+    fn sizing_rule(&self) -> &'static str {
+        "STREAM's rule: 4 × the host's {llc} last-level cache per array"
+    }
+    fn fit_memory(&self, key: &str, budget: u64) -> Option<serde_json::Value> {
+        // Three arrays of whole MiB each (and STREAM's own minimum).
+        const MIB: u64 = 1 << 20;
+        (key == "elements").then(|| serde_json::json!((budget / 3 / MIB * MIB / 8).max(1000)))
+    }
     fn memory_needed(&self, p: &Params) -> Option<u64> {
         Some(3 * 8 * p.opt_u64("elements").unwrap_or(STREAM_FALLBACK_ELEMENTS))
     }

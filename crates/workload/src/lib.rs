@@ -178,6 +178,17 @@ pub trait Workload: Sync {
     fn sized_by_cache(&self, _llc_bytes: u64) -> Vec<(&'static str, Value)> {
         Vec::new()
     }
+    /// How [`Workload::sized_by_cache`] sizes, in words (`{llc}` stands for the cache's size), for
+    /// the run's manifest and report.
+    fn sizing_rule(&self) -> &'static str {
+        ""
+    }
+    /// The largest value of a host-sized key (see [`Workload::sized_by_cache`]) whose allocation
+    /// ([`Workload::memory_needed`]) fits `budget` bytes: a size derived from the host is clamped
+    /// to what every environment of the experiment can hold. None: the key cannot shrink.
+    fn fit_memory(&self, _key: &str, _budget: u64) -> Option<Value> {
+        None
+    }
     /// Memory the workload allocates inside the environment, to check it fits a guest's.
     fn memory_needed(&self, _p: &Params) -> Option<u64> {
         None

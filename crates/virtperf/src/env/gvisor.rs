@@ -6,7 +6,6 @@
 //! it is.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 use virtperf_workload::{ParamError, ParamKind, ParamSpec};
@@ -98,13 +97,14 @@ impl Environment for Gvisor {
             );
         }
         if platform == "kvm" {
-            if !Path::new("/dev/kvm").exists() {
+            let kvm = &crate::host::facts().kvm;
+            if kvm.dev.is_err() {
                 return Availability::no(
                     "platform=kvm needs /dev/kvm",
                     "use platform=ptrace, or a host with KVM",
                 );
             }
-            if Path::new("/sys/module/kvm_pvm").exists() {
+            if kvm.pvm {
                 return Availability::no(
                     "/dev/kvm here is PVM (kvm_pvm), which runsc's KVM platform cannot drive",
                     "use platform=ptrace here; platform=kvm on hosts with VT-x/AMD-V",

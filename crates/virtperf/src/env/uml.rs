@@ -181,6 +181,37 @@ pub fn classify_failure(label: &str, console: &str, xsave: Option<u32>) -> Probe
     }
 }
 
+/// Under replaced host facts (`VIRTPERF_HOST_FACTS`, validation only) no kernel is booted for a
+/// machine that is not this one: what a probe would show there, from its XSAVE size. A UML kernel
+/// up to 6.12 (`legacy`: the packaged one) runs only where the host's XSAVE area is the 832 bytes
+/// it was compiled with; virtperf's patched kernel sizes its buffer from the host.
+pub fn predicted(f: &crate::host::HostFacts, label: &str, legacy: bool) -> Probe {
+    let src = f.profile.clone().unwrap_or_else(|| f.source.clone());
+    match (legacy, f.legacy_uml_fits()) {
+        (true, Some(false)) => Probe {
+            ok: false,
+            reason: format!(
+                "{label} cannot save this CPU's XSAVE state ({} bytes, CPUID leaf 0xD; it was built for {}) through ptrace \
+                 (predicted from the host facts of {src})",
+                f.xsave_enabled.unwrap_or_default(),
+                crate::host::facts::UML_LEGACY_XSAVE
+            ),
+            xstate: true,
+        },
+        _ => Probe { ok: true, reason: String::new(), xstate: false },
+    }
+}
+
+/// [`predicted`] under replaced host facts, else a real probe boot.
+fn probe_or_predict(kernel: &Path, label: &str, legacy: bool) -> Probe {
+    let f = crate::host::facts();
+    if f.measured() {
+        probe(kernel, label)
+    } else {
+        predicted(f, label, legacy)
+    }
+}
+
 /// Boots `kernel` to a one-line init (which forks a child, as the agent's init does) and kills it;
 /// remembered in the cache per kernel file, host kernel and XSAVE size (a boot costs ~2 s).
 pub fn probe(kernel: &Path, label: &str) -> Probe {
@@ -192,7 +223,7 @@ pub fn probe(kernel: &Path, label: &str) -> Probe {
         meta.as_ref().map(|m| m.len()).unwrap_or(0),
         meta.and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
-        crate::host::host_xsave_size()
+        crate::host::facts().xsave_enabled
     );
     let memo = cache.join("uml-probe.json");
     let mut known: BTreeMap<String, Probe> =
@@ -305,7 +336,7 @@ fn probe_uncached(kernel: &Path, label: &str, cache: &Path) -> Probe {
     if ok {
         return Probe { ok: true, reason: String::new(), xstate: false };
     }
-    classify_failure(label, &console, crate::host::host_xsave_size())
+    classify_failure(label, &console, crate::host::facts().xsave_enabled)
 }
 
 /// Which kernel a `kernel` parameter stands for, and what to tell about it.
@@ -326,7 +357,7 @@ fn packaged_label() -> String {
 fn virtperf_kernel(why_not_packaged: Option<&str>) -> Choice {
     let prefix = why_not_packaged.map(|w| format!("{w}; ")).unwrap_or_default();
     if let Some(k) = crate::image::uml::find_built(&crate::image::cache_dir()) {
-        let p = probe(&k.path, "virtperf's UML kernel");
+        let p = probe_or_predict(&k.path, "virtperf's UML kernel", false);
         if !p.ok {
             return Choice::No(Availability::no(
                 format!("{prefix}{}", p.reason),
@@ -382,7 +413,7 @@ pub fn choose(params: &BTreeMap<String, Value>) -> Choice {
                 };
             };
             let label = packaged_label();
-            let p = probe(&path, &label);
+            let p = probe_or_predict(&path, &label, true);
             if p.ok {
                 return Choice::Run { detail: format!("{label} boots here ({})", path.display()), path };
             }
@@ -404,7 +435,7 @@ pub fn choose(params: &BTreeMap<String, Value>) -> Choice {
                     "give kernel=auto, packaged, virtperf or the path of a UML kernel",
                 ));
             }
-            let pr = probe(&p, &format!("the UML kernel {path}"));
+            let pr = probe_or_predict(&p, &format!("the UML kernel {path}"), false);
             if !pr.ok {
                 return Choice::No(Availability::no(pr.reason, "use uml:kernel=auto"));
             }
@@ -605,10 +636,38 @@ mod tests {
     }
 
     #[test]
-    fn host_xsave_size_is_at_least_the_legacy_area() {
-        if let Some(b) = crate::host::host_xsave_size() {
-            // x87/SSE legacy area (512) + XSAVE header (64).
-            assert!(b >= 576 && b % 8 == 0, "{b}");
+    fn each_profile_predicts_which_uml_kernel_runs_there() {
+        for (name, f) in crate::host::facts::profiles() {
+            let packaged = predicted(&f, "the packaged linux.uml", true);
+            let own = predicted(&f, "virtperf's UML kernel", false);
+            assert!(own.ok, "{name}: the patched kernel sizes its buffer from the host");
+            match name {
+                "intel-xeon" => {
+                    assert!(!packaged.ok && packaged.xstate, "{name}");
+                    assert!(
+                        packaged.reason.contains("2688 bytes") && packaged.reason.contains("intel-xeon"),
+                        "{}",
+                        packaged.reason
+                    );
+                }
+                "amd-epyc" => assert!(packaged.ok, "{name}: {}", packaged.reason),
+                other => panic!("a profile without an expectation: {other}"),
+            }
         }
+        // This machine: the probe boot (the ground truth) agrees with the prediction from its own
+        // XSAVE size wherever the packaged kernel is installed.
+        let here = crate::host::facts();
+        if let (Some(fits), Some(path)) = (here.legacy_uml_fits(), packaged_binary()) {
+            let p = probe(&path, "the packaged linux.uml");
+            assert_eq!(p.ok, fits, "XSAVE {:?}: the probe says {:?}", here.xsave_enabled, p.reason);
+        }
+    }
+
+    #[test]
+    fn host_xsave_size_is_at_least_the_legacy_area() {
+        // Every x86_64 CPU of this project's machines has XSAVE.
+        let b = crate::host::facts().xsave_enabled.expect("CPUID leaf 0xD gives the XSAVE area");
+        // x87/SSE legacy area (512) + XSAVE header (64).
+        assert!(b >= 576 && b.is_multiple_of(8), "{b}");
     }
 }

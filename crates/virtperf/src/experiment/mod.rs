@@ -183,6 +183,55 @@ pub struct Experiment {
     pub lab_raw: Vec<(String, Raw)>,
     /// Other machines reached over SSH (`[[host]]`).
     pub hosts: Vec<HostDef>,
+    /// Parameters sized from the host's facts (not given), with any clamp and its reason.
+    pub sizings: Vec<Sizing>,
+}
+
+/// A parameter virtperf sized from the host because the experiment left it out (STREAM's arrays
+/// from the last-level cache), as derived and as used once clamped to what every environment can
+/// hold: recorded in the run's manifest and said by the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Sizing {
+    /// The case's label.
+    pub case: String,
+    pub key: String,
+    /// How the host decided it: `STREAM's rule: 4 × the host's 260 MiB last-level cache per array`.
+    pub rule: String,
+    pub derived: Value,
+    pub used: Value,
+    /// What the workload allocates with the derived value, and with the one used.
+    pub bytes_derived: u64,
+    pub bytes_used: u64,
+    /// Why the derived value was clamped (None: it was used as derived).
+    pub limit: Option<String>,
+}
+
+impl Sizing {
+    /// One line: `stream: elements = 20971520 (480 MiB) instead of 136314880 (3120 MiB, STREAM's
+    /// rule: …): environment `uml` has mem = 640 MiB, and a workload may take 3/4 of it (…)`.
+    pub fn line(&self) -> String {
+        use crate::host::facts::mib;
+        match &self.limit {
+            Some(why) => format!(
+                "{}: {} = {} ({}) instead of {} ({}, {}): {why}",
+                self.case,
+                self.key,
+                self.used,
+                mib(self.bytes_used),
+                self.derived,
+                mib(self.bytes_derived),
+                self.rule
+            ),
+            None => format!(
+                "{}: {} = {} ({}; {})",
+                self.case,
+                self.key,
+                self.used,
+                mib(self.bytes_used),
+                self.rule
+            ),
+        }
+    }
 }
 
 impl Experiment {
@@ -398,6 +447,89 @@ mod tests {
             let _ = read_lab_flag(&env);
             Ok(())
         });
+    }
+
+    /// Every example validates under every host profile this project runs on, whatever machine
+    /// runs the suite; sizes derived from a profile fit every environment, and a clamp says why.
+    #[test]
+    fn every_example_validates_under_every_host_profile() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut examples: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        examples.sort();
+        assert!(examples.len() >= 10, "{examples:?}");
+        for (profile, facts) in crate::host::facts::profiles() {
+            for path in &examples {
+                let text = std::fs::read_to_string(path).unwrap();
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                let exp = read_toml(&name, &text)
+                    .and_then(|raw| validate_on(&raw, &Origin::Default, &facts))
+                    .unwrap_or_else(|e| panic!("{name} under {profile}: {e}"));
+                for z in &exp.sizings {
+                    let c = exp.cases.iter().find(|c| c.label == z.case).unwrap();
+                    assert_eq!(c.params.get(&z.key), Some(&z.used), "{name}: the case runs the size used");
+                    for e in &exp.envs {
+                        if let Some((_, has)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) {
+                            assert!(
+                                z.bytes_used * 4 <= has * 3,
+                                "{name} under {profile}: {} in {}",
+                                z.line(),
+                                e.name
+                            );
+                        }
+                    }
+                    assert_eq!(z.limit.is_some(), z.bytes_used < z.bytes_derived, "{}", z.line());
+                }
+                if name == "default.toml" {
+                    let z = exp
+                        .sizings
+                        .iter()
+                        .find(|z| z.case == "stream")
+                        .expect("stream is sized from the host");
+                    match profile {
+                        // 4 × 32 MiB per array: 384 MiB, within uml's 3/4 × 640 MiB.
+                        "amd-epyc" => {
+                            assert_eq!((z.bytes_used, z.limit.is_none()), (384 << 20, true), "{}", z.line())
+                        }
+                        // 4 × 260 MiB per array would be 3120 MiB: clamped to 3 × 160 MiB.
+                        "intel-xeon" => {
+                            assert_eq!(
+                                (z.bytes_derived, z.bytes_used),
+                                (3120 << 20, 480 << 20),
+                                "{}",
+                                z.line()
+                            );
+                            let l = z.line();
+                            assert!(l.contains("instead of") && l.contains("`uml` has mem = 640 MiB"), "{l}");
+                        }
+                        other => panic!("no expectation for profile {other}"),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_size_given_by_the_user_is_never_clamped_but_refused_when_it_does_not_fit() {
+        let intel = crate::host::facts::profiles().into_iter().find(|p| p.0 == "intel-xeon").unwrap().1;
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.envs.push(read_flag("--env", "uml:mem=640MiB").unwrap());
+        raw.workloads.push(read_flag("--workload", "stream:elements=136314880").unwrap());
+        let e = validate_on(&raw, &Origin::Default, &intel).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("mem"), "{e}");
+        assert!(e.message.contains("3120 MiB"), "{e}");
+        // Natively only: the host holds it, nothing to clamp.
+        raw.envs.pop();
+        let x = validate_on(&raw, &Origin::Default, &intel).unwrap();
+        assert!(x.sizings.is_empty(), "given, not sized: {:?}", x.sizings);
+        // Left out: sized from the 260 MiB cache, held by this host's 3/4 of 23.5 GiB.
+        raw.workloads[0] = read_flag("--workload", "stream").unwrap();
+        let x = validate_on(&raw, &Origin::Default, &intel).unwrap();
+        assert_eq!((x.sizings[0].bytes_used, x.sizings[0].limit.as_deref()), (3120 << 20, None));
     }
 
     #[test]

@@ -155,6 +155,15 @@ pub(crate) fn setting_int(s: &RawSetting, key: &str, min: i64, max: i64) -> Resu
 /// settings, environments, workloads, the lab, then the experiment as a whole (what the lab can
 /// carry, instances, memory, disks, its size).
 pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, InputError> {
+    validate_on(raw, whole, crate::host::facts())
+}
+
+/// [`validate`] against the facts of a given host (a profile of `host-profiles/` in tests).
+pub fn validate_on(
+    raw: &RawExperiment,
+    whole: &Origin,
+    facts: &crate::host::HostFacts,
+) -> Result<Experiment, InputError> {
     let Settings { name, reps_given, warmup_given, seed, freeze_idle, order, timeout_ms } = settings(raw)?;
 
     if raw.envs.is_empty() {
@@ -174,7 +183,8 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
 
     let hosts = hosts(raw)?;
     let envs = environments(raw, &hosts)?;
-    let (workloads, cases) = workloads(raw)?;
+    let (workloads, mut cases) = workloads(raw)?;
+    let sizings = size_from_host(&envs, &mut cases, facts);
     let (lab, lab_raw) = lab_spec(raw)?;
     // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
     let procedure_reps: Option<(u32, u32)> = raw
@@ -186,7 +196,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
     let warmup = warmup_given.map(|r| r as u32).or(procedure_reps.map(|p| p.1)).unwrap_or(1);
     check_lab(raw, whole, &envs, &cases, &lab)?;
     check_instances(whole, &envs, &cases)?;
-    check_memory(whole, &envs, &cases)?;
+    check_memory(whole, &envs, &cases, facts)?;
     check_disks(whole, &envs, &cases)?;
     check_remote(raw, &hosts, &envs, &cases, &lab)?;
     let trials =
@@ -218,6 +228,7 @@ pub fn validate(raw: &RawExperiment, whole: &Origin) -> Result<Experiment, Input
         lab,
         lab_raw,
         hosts,
+        sizings,
     })
 }
 
@@ -730,7 +741,7 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
                     "with pairs = \"all\" there is no tester to load",
                 ));
             }
-            let mut params =
+            let params =
                 params::resolve(w.params(), &given).map_err(|ParamError { key: k, message: m }| {
                     let o = item_params
                         .iter()
@@ -739,12 +750,6 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
                         .unwrap_or(item.origin.clone());
                     err(&o, Some(&k), m)
                 })?;
-            // Sizes that follow the host's cache (recorded in the run's manifest), where not given.
-            if let Some(llc) = crate::host::llc_bytes() {
-                for (k, v) in w.sized_by_cache(llc) {
-                    params.entry(k.to_string()).or_insert(v);
-                }
-            }
             let suffix: Vec<String> =
                 point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
             let case_label =
@@ -860,18 +865,84 @@ pub(crate) fn check_instances(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -
     Ok(())
 }
 
+/// Share of an environment's memory a workload may allocate (the rest: the guest's kernel, its
+/// init, the agent).
+const WORKLOAD_MEMORY_SHARE: (u64, u64) = (3, 4);
+
+/// Step 4b: sizes derived from the host (STREAM's arrays from its last-level cache), for the
+/// parameters the user left out, clamped to what every environment of the experiment can hold
+/// (3/4 of a guest's memory, 3/4 of the host's for those that run on it). Each is recorded, with
+/// the clamp and its reason, in the run's manifest and report.
+pub(crate) fn size_from_host(
+    envs: &[EnvDef],
+    cases: &mut [Case],
+    facts: &crate::host::HostFacts,
+) -> Vec<Sizing> {
+    use crate::host::facts::mib;
+    let (num, den) = WORKLOAD_MEMORY_SHARE;
+    // The tightest place a workload must fit: (its budget, what it is, in words).
+    let mut places: Vec<(u64, String)> = envs
+        .iter()
+        .filter_map(|e| {
+            let (key, has) = env::find(&e.kind)?.memory_bytes(&e.params)?;
+            Some((has / den * num, format!("environment `{}` has {key} = {}", e.name, mib(has))))
+        })
+        .collect();
+    if let Some(m) = facts.memory_bytes {
+        places.push((m / den * num, format!("this host has {}", mib(m))));
+    }
+    let tightest = places.into_iter().min_by_key(|p| p.0);
+    let mut out = Vec::new();
+    for c in cases.iter_mut() {
+        let Some(w) = virtperf_workload::find(&c.kind) else { continue };
+        let Some(llc) = facts.llc_bytes else { continue };
+        for (k, derived) in w.sized_by_cache(llc) {
+            if c.params.contains_key(k) {
+                continue;
+            }
+            let mut p = c.params.clone();
+            p.insert(k.to_string(), derived.clone());
+            let need =
+                |p: &BTreeMap<String, Value>| w.memory_needed(&virtperf_workload::Params(p)).unwrap_or(0);
+            let derived_bytes = need(&p);
+            let mut limit = None;
+            if let Some((budget, what)) = &tightest {
+                if derived_bytes > *budget {
+                    if let Some(v) = w.fit_memory(k, *budget) {
+                        p.insert(k.to_string(), v);
+                        limit = Some(format!(
+                            "{what}, and a workload may take {num}/{den} of it (below the rule's size a cache may serve part of the work)"
+                        ));
+                    }
+                }
+            }
+            let used = p.get(k).cloned().unwrap_or(Value::Null);
+            out.push(Sizing {
+                case: c.label.clone(),
+                key: k.to_string(),
+                rule: w.sizing_rule().replace("{llc}", &mib(llc)),
+                derived,
+                used,
+                bytes_derived: derived_bytes,
+                bytes_used: need(&p),
+                limit,
+            });
+            c.params = p;
+        }
+    }
+    out
+}
+
 /// Memory: every instance together fits the host, and each workload fits every guest that runs it.
-pub(crate) fn check_memory(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -> Result<(), InputError> {
+pub(crate) fn check_memory(
+    whole: &Origin,
+    envs: &[EnvDef],
+    cases: &[Case],
+    facts: &crate::host::HostFacts,
+) -> Result<(), InputError> {
     // Every instance of every environment stays up for the whole run: their memory together must
     // fit the host's.
-    let host_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines().find_map(|l| {
-            l.strip_prefix("MemTotal:")
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-    });
-    if let Some(kib) = host_kib {
-        let host = kib * 1024;
+    if let Some(host) = facts.memory_bytes {
         let mut total = 0u64;
         for e in envs {
             if let Some((_, m)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) {
@@ -899,7 +970,7 @@ pub(crate) fn check_memory(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -> R
             let Some((key, has)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) else {
                 continue;
             };
-            if need.saturating_mul(4) > has.saturating_mul(3) {
+            if need.saturating_mul(WORKLOAD_MEMORY_SHARE.1) > has.saturating_mul(WORKLOAD_MEMORY_SHARE.0) {
                 return Err(err(
                     whole,
                     Some(key),

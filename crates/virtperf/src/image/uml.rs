@@ -210,7 +210,7 @@ pub fn ensure(cache: &Path, jobs: usize) -> Result<UmlKernel, ImageError> {
     let result = build(&pkg, cache, &tmp, jobs).and_then(|linux| {
         let meta = serde_json::json!({
             "source": source, "recipe": recipe(), "seconds": t0.elapsed().as_secs_f64(),
-            "host_xsave_bytes": crate::host::host_xsave_size(),
+            "host_xsave_bytes": crate::host::facts().xsave_enabled,
         });
         let fin = tmp.join("final");
         create_private_dir(&fin)?;

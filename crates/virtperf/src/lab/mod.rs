@@ -21,7 +21,6 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use crate::host::{delete_netns, netns_path, sh};
 use crate::ledger::{Entry, Ledger};
@@ -90,38 +89,18 @@ impl LabSpec {
     }
 }
 
-/// Checks that qdisc `kind` (e.g. `netem`) exists in this kernel, without creating anything.
+/// Checks that qdisc `kind` (e.g. `netem`) exists in this kernel (the host's facts), without
+/// creating anything.
 pub fn qdisc_available(kind: &str) -> Result<(), String> {
-    let option = format!("CONFIG_NET_SCH_{}", kind.to_uppercase());
-    let fix = format!("use a kernel with {option}=y or =m (this one lacks it), or leave the option out");
-    if std::path::Path::new(&format!("/sys/module/sch_{kind}")).exists() {
+    let f = crate::host::facts();
+    if f.has_qdisc(kind) {
         return Ok(());
     }
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let release = release.trim();
-    let config = read_kernel_config(release);
-    if let Some(cfg) = config {
-        let on = cfg.lines().any(|l| l == format!("{option}=y") || l == format!("{option}=m"));
-        return if on { Ok(()) } else { Err(format!("the kernel has no `{kind}` qdisc; {fix}")) };
-    }
-    // No config to read: a module file is the last hint.
-    let dir = format!("/lib/modules/{release}/kernel/net/sched");
-    let found = std::fs::read_dir(&dir)
-        .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&format!("sch_{kind}."))))
-        .unwrap_or(false);
-    if found {
-        Ok(())
-    } else {
-        Err(format!("cannot find the `{kind}` qdisc (no /proc/config.gz, no module); {fix}"))
-    }
-}
-
-fn read_kernel_config(release: &str) -> Option<String> {
-    if let Ok(s) = std::fs::read_to_string(format!("/boot/config-{release}")) {
-        return Some(s);
-    }
-    let out = Command::new("zcat").arg("/proc/config.gz").stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    Err(format!(
+        "the kernel has no `{kind}` qdisc (it has: {}); use a kernel with CONFIG_NET_SCH_{}=y or =m, or leave the option out",
+        if f.qdiscs.is_empty() { "none that virtperf knows".to_string() } else { f.qdiscs.join(", ") },
+        kind.to_uppercase()
+    ))
 }
 
 /// Whether the lab can be built here; the reason and fix when not.
@@ -418,8 +397,7 @@ mod tests {
 
     #[test]
     fn qdisc_probe_names_the_kernel_option() {
-        if let Err(e) = qdisc_available("nosuchqdisc") {
-            assert!(e.contains("CONFIG_NET_SCH_NOSUCHQDISC"), "{e}");
-        }
+        let e = qdisc_available("nosuchqdisc").unwrap_err();
+        assert!(e.contains("CONFIG_NET_SCH_NOSUCHQDISC") && e.contains("it has:"), "{e}");
     }
 }

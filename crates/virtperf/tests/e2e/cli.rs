@@ -95,23 +95,79 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
 
 pub(crate) fn examples_validate() -> Outcome {
     let root = repo_root();
-    let mut n = 0;
-    for ent in std::fs::read_dir(root.join("examples")).unwrap() {
-        let p = ent.unwrap().path();
-        if p.extension().is_some_and(|e| e == "toml") {
-            let out = vp(&["run", p.to_str().unwrap(), "--dry-run"], &[]);
-            // 3 = valid but an environment cannot run on this host (e.g. not root).
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 3, "expected the example experiments");
+    // This machine, then every host profile of this machine kind (VIRTPERF_HOST_FACTS: the
+    // validation of another machine's sizes and availability, whatever machine runs the suite).
+    let mut profiles: Vec<Option<PathBuf>> = vec![None];
+    for e in std::fs::read_dir(root.join("host-profiles")).unwrap() {
+        profiles.push(Some(e.unwrap().path()));
+    }
+    assert!(profiles.len() >= 3, "the Intel and AMD profiles: {profiles:?}");
+    for profile in &profiles {
+        let env: Vec<(&str, &str)> =
+            profile.iter().map(|p| ("VIRTPERF_HOST_FACTS", p.to_str().unwrap())).collect();
+        for p in &examples {
+            let out = vp(&["run", p.to_str().unwrap(), "--dry-run"], &env);
+            let text = String::from_utf8_lossy(&out.stdout);
+            // 3 = valid but an environment cannot run on this host: only without root here.
+            let ok = out.status.code() == Some(0) || (!is_root() && out.status.code() == Some(3));
             assert!(
-                matches!(out.status.code(), Some(0) | Some(3)),
-                "{}: {}",
+                ok,
+                "{} under {profile:?}: {:?}\n{text}{}",
                 p.display(),
+                out.status,
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
-            n += 1;
+            assert!(text.contains("valid"));
+            if let Some(pf) = profile {
+                let name = pf.file_stem().unwrap().to_string_lossy();
+                assert!(text.contains(&format!("host facts from {name}")), "{text}");
+            }
+            if p.ends_with("default.toml") {
+                assert!(text.contains("sized from the host: stream: elements = "), "{text}");
+            }
+        }
+        // A measurement never runs on replaced facts: refused as bad input, nothing created.
+        if let Some(pf) = profile {
+            let dir = tempdir();
+            let db = dir.path().join("r.db");
+            let out = vp(
+                &["run", "--env", "native", "--workload", "noop", "--db", db.to_str().unwrap()],
+                &[("VIRTPERF_HOST_FACTS", pf.to_str().unwrap())],
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains("validation only") && !db.exists(), "{err}");
         }
     }
-    assert!(n >= 3, "expected the example experiments");
+    // A facts file that is wrong is bad input naming the file, the line and the key.
+    let dir = tempdir();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(root.join("host-profiles/intel-xeon.toml")).unwrap();
+    std::fs::write(&bad, text.replace("cpus = 2", "cpus = \"two\"")).unwrap();
+    let out = vp(
+        &["run", "--dry-run", "--env", "native", "--workload", "noop"],
+        &[("VIRTPERF_HOST_FACTS", bad.to_str().unwrap())],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = text.lines().position(|l| l.starts_with("cpus =")).unwrap() + 1;
+    assert!(err.contains(&format!("bad.toml:{line}: key `cpus`")), "{err}");
+    // `doctor --facts` prints this machine's facts in the format the override reads.
+    let out = vp(&["doctor", "--facts"], &[]);
+    let mine = dir.path().join("mine.toml");
+    std::fs::write(&mine, &out.stdout).unwrap();
+    let out = vp(
+        &["run", "--dry-run", "--env", "native", "--workload", "stream"],
+        &[("VIRTPERF_HOST_FACTS", mine.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     Outcome::Pass
 }
 

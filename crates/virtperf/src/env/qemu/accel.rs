@@ -1,8 +1,6 @@
 //! The accelerator of a QEMU guest: KVM where it can run a stock guest kernel, else TCG, with
 //! the reason (on PVM hosts /dev/kvm exists but stock kernels hang).
 
-use super::*;
-
 /// The accelerator QEMU runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accel {
@@ -19,33 +17,7 @@ impl Accel {
     }
 }
 
-/// What the host offers for KVM.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KvmFacts {
-    /// `/dev/kvm` opened read-write, or why not.
-    pub dev: Result<(), String>,
-    /// The `kvm_pvm` module: PVM, which runs only PVM-enabled guest kernels.
-    pub pvm: bool,
-    /// `vmx` or `svm` among the CPU flags.
-    pub hw: bool,
-}
-
-impl KvmFacts {
-    pub fn probe() -> KvmFacts {
-        let dev = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/kvm")
-            .map(|_| ())
-            .map_err(|e| format!("/dev/kvm: {e}"));
-        let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let hw = flags
-            .lines()
-            .filter(|l| l.starts_with("flags"))
-            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
-        KvmFacts { dev, pvm: Path::new("/sys/module/kvm_pvm").exists(), hw }
-    }
-}
+pub use crate::host::KvmFacts;
 
 /// Picks the accelerator for `requested` (auto|kvm|tcg). `own_kernel`: the user gave a kernel,
 /// which may be PVM-enabled. Ok: the choice and why; Err: why `kvm` cannot be had, and the fix.

@@ -1,6 +1,10 @@
 //! The host layer: small facts and actions about the machine virtperf runs on, used by every
 //! other module and using none of them.
 
+pub mod facts;
+
+pub use facts::{facts, HostFacts, KvmFacts};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -212,9 +216,10 @@ pub fn host_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// Parses a cpuset list like `0`, `0-1`, `0,2-3` and checks every CPU exists here.
+/// Parses a cpuset list like `0`, `0-1`, `0,2-3` and checks every CPU exists here (in the host's
+/// [`facts`]).
 pub fn check_cpuset(s: &str) -> Result<Vec<usize>, String> {
-    let online = host_cpus();
+    let online = facts().cpus;
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim) {
         let (a, b) = match part.split_once('-') {
@@ -318,23 +323,6 @@ pub fn remove_cgroup(rel: &str, attempts: u32) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// The host's XSAVE area size for the features the OS enabled (CPUID leaf 0xD, sub-leaf 0, EBX):
-/// what `PTRACE_SETREGSET(NT_X86_XSTATE)` demands. None when the CPU has no such leaf.
-pub fn host_xsave_size() -> Option<u32> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__cpuid, __cpuid_count};
-        // SAFETY: CPUID exists on every x86_64 CPU; leaf 0 says whether leaf 0xD does.
-        #[allow(unused_unsafe)]
-        let (max, xsave) = unsafe { (__cpuid(0).eax, __cpuid_count(0xd, 0).ebx) };
-        (max >= 0xd && xsave > 0).then_some(xsave)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
     }
 }
 
