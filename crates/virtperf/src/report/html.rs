@@ -314,6 +314,9 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
     if let Some(lab) = m.get("lab").filter(|l| !l.is_null()) {
         let _ = write!(host, "<tr><th>lab</th><td>{}</td></tr>", esc(&lab.to_string()));
     }
+    for line in super::sizing_lines(m) {
+        let _ = write!(host, "<tr><th>sized from the host</th><td>{}</td></tr>", esc(&line));
+    }
     host += "</table>\n<table><tr><th>environment</th><th>kind</th><th>parameters</th><th>runtime</th><th>launches</th><th>start to agent ready (ms)</th></tr>";
     for e in &r.environments {
         let rt = m["runtimes"][&e.name].as_str().unwrap_or("—");

@@ -1034,8 +1034,18 @@ pub fn render_table(r: &Report) -> String {
 
 /// What every rendering of a report ends with: ceilings, start times, clocks, receivers that
 /// limited a figure, loads not reached, failures, how to resume.
+/// The parameters the run sized from the host (stored in its manifest), one line each.
+pub fn sizing_lines(manifest: &serde_json::Value) -> Vec<String> {
+    let sizings: Vec<crate::experiment::Sizing> =
+        serde_json::from_value(manifest["sizing"].clone()).unwrap_or_default();
+    sizings.iter().map(crate::experiment::Sizing::line).collect()
+}
+
 fn render_notes(r: &Report, any_dual: bool) -> String {
     let mut out = String::new();
+    for l in sizing_lines(&r.manifest) {
+        out += &format!("sized from the host: {l}\n");
+    }
     for c in &r.ceilings {
         let measured: Vec<String> = r
             .results
