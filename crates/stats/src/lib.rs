@@ -4,6 +4,13 @@
 //! - [`ratio_ci`]: the ratio of two independent means with Fieller's confidence interval.
 //! - [`mad_outliers`]: median/MAD (modified z-score) outlier flags; data is never dropped.
 //! - [`jain_index`]: Jain's fairness index for N instances.
+//! - [`Nested`]: repetitions grouped by launch (Kalibera & Jones' two-level model): mean of launch
+//!   means, its CI from the launches' spread, the variance components.
+//! - [`Estimate`], [`ratio_ci_of`]: a mean with its variance and degrees of freedom, from either
+//!   level, and Fieller's ratio of two of them.
+//! - [`sequential`]: precision mode's stopping rule and where the next repetition goes.
+
+pub mod sequential;
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -103,6 +110,112 @@ impl Summary {
     fn var_of_mean(&self) -> f64 {
         self.stdev.powi(2) / self.n as f64
     }
+
+    /// The mean as an [`Estimate`]: s² / n with n − 1 degrees of freedom (repetitions taken as
+    /// independent: what the interval of one launch's repetitions covers).
+    pub fn estimate(&self) -> Estimate {
+        Estimate { mean: self.mean, var_of_mean: self.var_of_mean(), df: (self.n as f64 - 1.0).max(0.0) }
+    }
+}
+
+/// A mean, the variance of that mean, and the degrees of freedom its variance has: what a
+/// confidence interval and Fieller's ratio need, whichever level of repetition it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Estimate {
+    pub mean: f64,
+    pub var_of_mean: f64,
+    pub df: f64,
+}
+
+impl Estimate {
+    /// The 95 % Student-t interval; None without degrees of freedom or spread.
+    pub fn ci95(&self) -> Option<(f64, f64)> {
+        self.ci_at(0.95)
+    }
+    /// The Student-t interval at `level`; None without degrees of freedom or spread.
+    pub fn ci_at(&self, level: f64) -> Option<(f64, f64)> {
+        (self.df >= 1.0 && self.var_of_mean > 0.0 && self.var_of_mean.is_finite()).then(|| {
+            let half = t_quantile(level, self.df) * self.var_of_mean.sqrt();
+            (self.mean - half, self.mean + half)
+        })
+    }
+    /// Why there is no interval: one value (or one launch), or no spread.
+    pub fn no_ci_reason(&self) -> Option<&'static str> {
+        if self.df < 1.0 {
+            Some(NO_CI_ONE_SAMPLE)
+        } else if self.var_of_mean <= 0.0 {
+            Some(NO_CI_NO_VARIATION)
+        } else {
+            None
+        }
+    }
+}
+
+/// Repetitions grouped by the launch that ran them: Kalibera & Jones' two-level model
+/// ("Rigorous benchmarking in reasonable time", ISMM 2013). The mean is the mean of the launch
+/// means; its interval comes from the spread of those means (t with L − 1 degrees of freedom), so it
+/// covers what changes from one launch of the environment to the next (memory placement, page
+/// backing, vCPU placement, device set-up), not only the noise within one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Nested {
+    /// Launches (groups) with at least one repetition.
+    pub launches: usize,
+    /// Repetitions in all.
+    pub trials: usize,
+    /// Mean of the launch means.
+    pub mean: f64,
+    /// S²₂: the sample variance of the launch means.
+    pub var_of_launch_means: f64,
+    /// Variance component between launches, T²₂ = S²₂ − S²₁ / n̄ (≥ 0; n̄ the harmonic mean of
+    /// the launches' sizes).
+    pub var_launch: f64,
+    /// Variance component within a launch, T²₁ = S²₁ (pooled over the launches).
+    pub var_trial: f64,
+}
+
+impl Nested {
+    /// The model of `groups` (one list of values per launch; empty lists are ignored). None
+    /// without a value or with a non-finite one.
+    pub fn of(groups: &[Vec<f64>]) -> Option<Nested> {
+        let groups: Vec<&Vec<f64>> = groups.iter().filter(|g| !g.is_empty()).collect();
+        if groups.is_empty() || groups.iter().any(|g| g.iter().any(|x| !x.is_finite())) {
+            return None;
+        }
+        let means: Vec<f64> = groups.iter().map(|g| kahan_sum(g) / g.len() as f64).collect();
+        let l = means.len();
+        let mean = kahan_sum(&means) / l as f64;
+        let var_of_launch_means =
+            if l > 1 { means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (l - 1) as f64 } else { 0.0 };
+        let (ss, df): (f64, usize) = groups.iter().zip(&means).fold((0.0, 0), |(ss, df), (g, m)| {
+            (ss + g.iter().map(|x| (x - m).powi(2)).sum::<f64>(), df + g.len() - 1)
+        });
+        let var_trial = if df > 0 { ss / df as f64 } else { 0.0 };
+        let n_bar = l as f64 / groups.iter().map(|g| 1.0 / g.len() as f64).sum::<f64>();
+        let var_launch = (var_of_launch_means - var_trial / n_bar).max(0.0);
+        Some(Nested {
+            launches: l,
+            trials: groups.iter().map(|g| g.len()).sum(),
+            mean,
+            var_of_launch_means,
+            var_launch,
+            var_trial,
+        })
+    }
+
+    /// The mean of launch means as an [`Estimate`]: S²₂ / L with L − 1 degrees of freedom.
+    pub fn estimate(&self) -> Estimate {
+        Estimate {
+            mean: self.mean,
+            var_of_mean: self.var_of_launch_means / self.launches as f64,
+            df: (self.launches as f64 - 1.0).max(0.0),
+        }
+    }
+
+    /// The share of the variance that lies between launches (0 to 1); None when there is none.
+    pub fn launch_share(&self) -> Option<f64> {
+        let total = self.var_launch + self.var_trial;
+        (total > 0.0 && self.launches > 1).then(|| self.var_launch / total)
+    }
 }
 
 fn kahan_sum(xs: &[f64]) -> f64 {
@@ -171,6 +284,17 @@ pub fn welch_df(va: f64, na: usize, vb: f64, nb: usize) -> f64 {
     }
 }
 
+/// [`welch_df`] from each variance's own degrees of freedom (a launch-level variance has L − 1).
+pub fn welch_df_of(va: f64, dfa: f64, vb: f64, dfb: f64) -> f64 {
+    let num = (va + vb).powi(2);
+    let den = if dfa > 0.0 { va * va / dfa } else { 0.0 } + if dfb > 0.0 { vb * vb / dfb } else { 0.0 };
+    if den == 0.0 {
+        f64::INFINITY
+    } else {
+        num / den
+    }
+}
+
 /// Ratio `a.mean / b.mean` of two independent samples with Fieller's 95 % interval.
 ///
 /// Fieller: the set of θ for which `a − θ b` is not significantly different from 0, i.e.
@@ -182,16 +306,36 @@ pub fn ratio_ci(a: &Summary, b: &Summary) -> Option<RatioCi> {
     if b.mean == 0.0 {
         return None;
     }
-    let ratio = a.mean / b.mean;
-    let none = |why| Some(RatioCi { ratio, ci95: None, no_ci: Some(why) });
     // A side without an interval of its own (one sample, or samples all equal) would lend the
     // ratio a precision nobody measured.
     if let Some(why) = a.no_ci_reason().or(b.no_ci_reason()) {
-        return none(why);
+        return Some(RatioCi { ratio: a.mean / b.mean, ci95: None, no_ci: Some(why) });
     }
-    let (va, vb) = (a.var_of_mean(), b.var_of_mean());
-    let df = welch_df(va, a.n, ratio * ratio * vb, b.n);
-    let t = t_quantile(0.95, df);
+    ratio_ci_of(&a.estimate(), &b.estimate())
+}
+
+/// [`ratio_ci`] of two [`Estimate`]s (from either level of repetition): Fieller's interval with the
+/// Welch–Satterthwaite degrees of freedom of `v_a + r² v_b` from each side's own.
+pub fn ratio_ci_of(a: &Estimate, b: &Estimate) -> Option<RatioCi> {
+    ratio_ci_at(a, b, 0.95)
+}
+
+/// [`ratio_ci_of`] at another confidence level (`0.95` for 95 %).
+pub fn ratio_ci_at(a: &Estimate, b: &Estimate, level: f64) -> Option<RatioCi> {
+    if b.mean == 0.0 {
+        return None;
+    }
+    let ratio = a.mean / b.mean;
+    let none = |why| Some(RatioCi { ratio, ci95: None, no_ci: Some(why) });
+    if a.df < 1.0 || b.df < 1.0 {
+        return none(NO_CI_ONE_SAMPLE);
+    }
+    if a.var_of_mean <= 0.0 || b.var_of_mean <= 0.0 {
+        return none(NO_CI_NO_VARIATION);
+    }
+    let (va, vb) = (a.var_of_mean, b.var_of_mean);
+    let df = welch_df_of(va, a.df, ratio * ratio * vb, b.df);
+    let t = t_quantile(level, df);
     let t2 = t * t;
     // Quadratic in θ: θ²(b̄² − t² v_b) − 2θ ā b̄ + (ā² − t² v_a) ≤ 0
     let qa = b.mean * b.mean - t2 * vb;
@@ -387,6 +531,59 @@ mod tests {
         let flat = Summary::of(&[2.0, 2.0, 2.0]).unwrap();
         let r = ratio_ci(&flat, &Summary::of(&[1.0, 1.0]).unwrap()).unwrap();
         assert_eq!((r.ratio, r.ci95, r.no_ci), (2.0, None, Some(NO_CI_NO_VARIATION)));
+    }
+
+    #[test]
+    fn nested_model_matches_a_hand_computed_case() {
+        // Three launches of two repetitions: means 2, 4, 9 → grand mean 5, S²₂ = 13; within:
+        // (1, 3), (4, 4), (8, 10) → S²₁ = (2 + 0 + 2) / 3 = 4/3; T²₂ = 13 − (4/3)/2 = 12.333….
+        let n = Nested::of(&[vec![1.0, 3.0], vec![4.0, 4.0], vec![8.0, 10.0], vec![]]).unwrap();
+        assert_eq!((n.launches, n.trials), (3, 6));
+        assert!(close(n.mean, 5.0, 1e-12) && close(n.var_of_launch_means, 13.0, 1e-12));
+        assert!(close(n.var_trial, 4.0 / 3.0, 1e-12) && close(n.var_launch, 13.0 - 2.0 / 3.0, 1e-12));
+        let e = n.estimate();
+        assert!(close(e.var_of_mean, 13.0 / 3.0, 1e-12) && e.df == 2.0);
+        // t(0.975, 2) = 4.303: half-width 4.303 × √(13/3) = 8.957.
+        let (lo, hi) = e.ci95().unwrap();
+        assert!(close((hi - lo) / 2.0, 4.3027 * (13.0f64 / 3.0).sqrt(), 1e-3), "[{lo}, {hi}]");
+        assert!(close(n.launch_share().unwrap(), 12.333_333 / (12.333_333 + 1.333_333), 1e-5));
+        // One launch: no launch-level interval; the trial-level one is Summary's.
+        let one = Nested::of(&[vec![1.0, 2.0, 3.0]]).unwrap();
+        assert_eq!((one.launches, one.estimate().ci95(), one.launch_share()), (1, None, None));
+        assert!(Nested::of(&[vec![], vec![]]).is_none() && Nested::of(&[vec![f64::NAN]]).is_none());
+    }
+
+    #[test]
+    fn a_summarys_estimate_gives_the_same_ratio_interval() {
+        let (a, b) = (Summary::of(&[9.0, 10.0, 11.0]).unwrap(), Summary::of(&[4.0, 5.0, 6.0]).unwrap());
+        assert_eq!(ratio_ci(&a, &b), ratio_ci_of(&a.estimate(), &b.estimate()));
+        let (x, y) = (a.estimate().ci95().unwrap(), a.ci95.unwrap());
+        assert!(close(x.0, y.0, 1e-12) && close(x.1, y.1, 1e-12), "{x:?} vs {y:?}");
+    }
+
+    /// What the two-level model is for: with a real launch-to-launch effect, the interval of
+    /// repetitions taken as independent covers the environment's true mean far less than 95 % of
+    /// the time, the launch-level one about 95 %.
+    #[test]
+    fn launch_level_intervals_cover_where_repetition_level_ones_do_not() {
+        let mut rng = Rng(23);
+        let (mut naive, mut nested, runs) = (0, 0, 4000);
+        for _ in 0..runs {
+            let groups: Vec<Vec<f64>> = (0..5)
+                .map(|_| {
+                    let launch = rng.normal(100.0, 2.0);
+                    (0..10).map(|_| rng.normal(launch, 1.0)).collect()
+                })
+                .collect();
+            let all: Vec<f64> = groups.iter().flatten().copied().collect();
+            let (lo, hi) = Summary::of(&all).unwrap().ci95.unwrap();
+            naive += usize::from(lo <= 100.0 && 100.0 <= hi);
+            let (lo, hi) = Nested::of(&groups).unwrap().estimate().ci95().unwrap();
+            nested += usize::from(lo <= 100.0 && 100.0 <= hi);
+        }
+        let (naive, nested) = (naive as f64 / runs as f64, nested as f64 / runs as f64);
+        assert!((nested - 0.95).abs() < 0.015, "launch-level coverage {nested}");
+        assert!(naive < 0.6, "repetitions taken as independent cover only {naive}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod image;
 mod lab;
 mod ledger;
 mod plan;
+mod precision;
 mod remote;
 mod report;
 mod rfc2544;
@@ -194,6 +195,17 @@ struct RunArgs {
     /// Warm-up trials per environment × workload, stored but not counted [default: 1]
     #[arg(long)]
     warmup: Option<String>,
+    /// Launches of each environment, a level of repetition: `reps` repetitions on each, the
+    /// environment launched afresh between them [default: 1, or the file's `launches`]
+    #[arg(long)]
+    launches: Option<String>,
+    /// Precision mode: repeat until each overhead ratio's 95 % CI half-width is within this
+    /// (e.g. 2%), `reps` and `launches` being the minimum [default: off, or the file's]
+    #[arg(long, value_name = "PERCENT")]
+    precision: Option<String>,
+    /// Precision mode's wall-time budget, e.g. 5m [default: 5m, or the file's `budget`]
+    #[arg(long, value_name = "DURATION")]
+    budget: Option<String>,
     /// Trial order: random (seeded shuffle per round), interleaved, sequential [default: random]
     #[arg(long)]
     order: Option<String>,
@@ -345,9 +357,12 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
             (raw, Origin::Flag { flag: "virtperf run", value: "(flags)".into() })
         }
     };
-    let overrides: [(&'static str, &'static str, &Option<String>, bool); 7] = [
+    let overrides: [(&'static str, &'static str, &Option<String>, bool); 10] = [
         ("--reps", "reps", &a.reps, true),
         ("--warmup", "warmup", &a.warmup, true),
+        ("--launches", "launches", &a.launches, true),
+        ("--precision", "precision", &a.precision, false),
+        ("--budget", "budget", &a.budget, false),
         ("--freeze-idle", "freeze_idle", &a.freeze_idle, false),
         ("--seed", "seed", &a.seed, true),
         ("--order", "order", &a.order, false),
@@ -412,6 +427,37 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
             exp.seed,
             exp.timeout_ms
         );
+        if exp.launches > 1 {
+            println!(
+                "{} launches of each environment, {} repetitions on each: intervals cover launch-to-launch variation",
+                exp.launches, exp.reps
+            );
+        }
+        if let Some(p) = &exp.precision {
+            println!(
+                "precision mode: after that minimum, more {} until each ratio's 95 % CI is within ±{}% (intervals at the {} % level, which keeps 95 % coverage under the rule), for at most {}",
+                if exp.launches > 1 { "launches" } else { "repetitions" },
+                p.percent,
+                virtperf_stats::sequential::LEVEL * 100.0,
+                humantime::format_duration(Duration::from_millis(p.budget_ms))
+            );
+        }
+        let calibrated: Vec<&str> = exp
+            .cases
+            .iter()
+            .filter(|c| {
+                virtperf_workload::find(&c.kind)
+                    .and_then(|w| w.calibrates())
+                    .is_some_and(|k| !c.network && !c.params.contains_key(k))
+            })
+            .map(|c| c.label.as_str())
+            .collect();
+        if !calibrated.is_empty() {
+            println!(
+                "calibrated in each environment to their target_time (operations per trial): {}",
+                calibrated.join(", ")
+            );
+        }
         let mut machines: Vec<&str> =
             exp.envs.iter().map(|e| e.host.as_deref().unwrap_or(experiment::LOCAL_HOST)).collect();
         machines.sort_unstable();

@@ -5,6 +5,11 @@
 //! `order = random` each round (one trial of every environment × case) is shuffled with a
 //! seeded ChaCha generator: slow drift of the host (thermal, another tenant) spreads over all
 //! environments instead of biasing whichever ran last.
+//!
+//! With `launches = L` the plan is L blocks, one after the other: every environment is launched
+//! afresh for each block, which holds its warm-ups and `reps` repetitions of every case, shuffled
+//! across environments as above. Launch-to-launch variation (memory placement, page backing, vCPU
+//! placement, device set-up) then shows in the results as a level of its own.
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -12,6 +17,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::experiment::{Experiment, Order};
 use crate::store::PlannedTrial;
+
+/// Adds one trial to the plan: (environment, case, peer), repetition, warm-up, block.
+type Push<'a> = dyn FnMut((usize, usize, Option<usize>), i64, bool, u32) + 'a;
 
 pub fn make(exp: &Experiment) -> Vec<PlannedTrial> {
     // One unit per environment × case; an all-pairs case has one per ordered pair of environments.
@@ -30,43 +38,44 @@ pub fn make(exp: &Experiment) -> Vec<PlannedTrial> {
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(exp.seed);
     let mut out = Vec::new();
-    let mut push = |(e, c, peer): (usize, usize, Option<usize>), rep: i64, warmup: bool| {
+    let mut block = 0u32;
+    let mut push = |(e, c, peer): (usize, usize, Option<usize>), rep: i64, warmup: bool, block: u32| {
         out.push(PlannedTrial {
             id: 0,
             seq: out.len() as i64,
             env_idx: e,
             case_idx: c,
-            rep,
+            rep: rep + i64::from(block) * i64::from(if warmup { exp.warmup } else { exp.reps }),
             warmup,
             peer_idx: peer,
+            block,
         });
     };
-    let rounds =
-        |n: u32,
-         warmup: bool,
-         rng: &mut ChaCha8Rng,
-         push: &mut dyn FnMut((usize, usize, Option<usize>), i64, bool)| match exp.order {
-            Order::Sequential => {
-                for &u in &pairs {
-                    for r in 0..n {
-                        push(u, r as i64, warmup);
-                    }
-                }
-            }
-            Order::Interleaved | Order::Random => {
+    let rounds = |n: u32, warmup: bool, block: u32, rng: &mut ChaCha8Rng, push: &mut Push| match exp.order {
+        Order::Sequential => {
+            for &u in &pairs {
                 for r in 0..n {
-                    let mut round = pairs.clone();
-                    if exp.order == Order::Random {
-                        round.shuffle(rng);
-                    }
-                    for u in round {
-                        push(u, r as i64, warmup);
-                    }
+                    push(u, r as i64, warmup, block);
                 }
             }
-        };
-    rounds(exp.warmup, true, &mut rng, &mut push);
-    rounds(exp.reps, false, &mut rng, &mut push);
+        }
+        Order::Interleaved | Order::Random => {
+            for r in 0..n {
+                let mut round = pairs.clone();
+                if exp.order == Order::Random {
+                    round.shuffle(rng);
+                }
+                for u in round {
+                    push(u, r as i64, warmup, block);
+                }
+            }
+        }
+    };
+    while block < exp.launches.max(1) {
+        rounds(exp.warmup, true, block, &mut rng, &mut push);
+        rounds(exp.reps, false, block, &mut rng, &mut push);
+        block += 1;
+    }
     out
 }
 
@@ -117,6 +126,33 @@ mod tests {
         // Not the fixed interleaving: environment 0 is not always first in its round.
         let firsts = a.chunks(4).filter(|r| r[0].env_idx == 0).count();
         assert!(firsts > 5 && firsts < 47, "{firsts}");
+    }
+
+    #[test]
+    fn launches_make_blocks_each_with_its_warmups_and_reps() {
+        let mut e = exp("random", 3);
+        e.reps = 4;
+        e.warmup = 1;
+        e.launches = 3;
+        let p = make(&e);
+        // 3 blocks × (1 warm-up + 4 reps) × 2 environments × 2 cases.
+        assert_eq!(p.len(), 3 * 5 * 4);
+        for (b, chunk) in p.chunks(20).enumerate() {
+            assert!(chunk.iter().all(|t| t.block == b as u32), "blocks run one after the other");
+            assert!(chunk[..4].iter().all(|t| t.warmup) && chunk[4..].iter().all(|t| !t.warmup));
+        }
+        // Every environment × case has reps in every block, numbered apart across blocks.
+        for env in 0..2 {
+            for case in 0..2 {
+                let mut reps: Vec<i64> = p
+                    .iter()
+                    .filter(|t| !t.warmup && t.env_idx == env && t.case_idx == case)
+                    .map(|t| t.rep)
+                    .collect();
+                reps.sort();
+                assert_eq!(reps, (0..12).collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]

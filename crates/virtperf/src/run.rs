@@ -107,6 +107,8 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         // Everything sizes and availability were decided from, and what was sized from it.
         "host_facts": facts,
         "sizing": exp.sizings,
+        "launches": exp.launches,
+        "precision": exp.precision,
         "runtimes": runtimes,
         "hosts": hosts,
         "command_line": command_line,
@@ -219,14 +221,29 @@ pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
 pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
     let store = Store::open_existing(&opts.db)?;
     let info = store.run(run_id)?;
-    if info.status == RunStatus::Completed {
-        eprintln!("run {run_id} is already complete; nothing to resume");
-        return Ok(ExitStatus::BadInput);
-    }
     let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)
         .map_err(crate::exit::bad_input)?;
     let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)
         .map_err(crate::exit::bad_input)?;
+    if info.status == RunStatus::Completed {
+        // A precision run whose budget ended with cells short of their target goes on, with a
+        // budget of its own.
+        let envs: Vec<usize> = (0..exp.envs.len()).collect();
+        let short: Vec<String> = crate::precision::cells(&exp, &store, run_id, &envs, &Default::default())?
+            .iter()
+            .filter(|c| !c.standing.met())
+            .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
+            .collect();
+        if short.is_empty() {
+            eprintln!("run {run_id} is already complete; nothing to resume");
+            return Ok(ExitStatus::BadInput);
+        }
+        eprintln!(
+            "virtperf: run {run_id}: {} ratio(s) short of their precision target ({}); measuring on",
+            short.len(),
+            short.join(", ")
+        );
+    }
     if let Err(why) = preflight(&exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
@@ -244,6 +261,10 @@ struct Slot {
     gave_up: Option<String>,
     /// Why the last launch failed (stored as the failed trial's reason).
     last_failure: Option<String>,
+    /// The planned block the instances up now were launched for (`launches = L`).
+    block: u32,
+    /// The launch of instance 0 (`instances.id`), stored with each trial it runs.
+    launch_id: Option<i64>,
 }
 
 impl Slot {
@@ -254,7 +275,16 @@ impl Slot {
             failures_in_a_row: 0,
             gave_up: None,
             last_failure: None,
+            block: 0,
+            launch_id: None,
         }
+    }
+    /// Stops every instance that is up (a planned relaunch: `shutdown`, the polite way).
+    fn shutdown(&mut self, ledger: &mut Ledger) {
+        for inst in self.instances.iter_mut().filter_map(Option::take) {
+            inst.shutdown(ledger);
+        }
+        self.launch_id = None;
     }
     /// Every instance is up.
     fn ready(&self) -> bool {
@@ -443,10 +473,11 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             }
             inst.calibrate_rtt(&CANCEL);
             inst.own_clock = kind.own_clock();
-            let _ = store.record_instance(
+            let id = store.record_instance(
                 run_id,
                 &InstanceRecord {
                     env_idx: e,
+                    block: Some(slot.block),
                     start_ms: Some(inst.start_time.as_secs_f64() * 1e3),
                     rtt_us: Some(inst.rtt.as_secs_f64() * 1e6),
                     rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
@@ -454,6 +485,9 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
                     ..Default::default()
                 },
             );
+            if k == 0 {
+                slot.launch_id = id.ok();
+            }
             slot.failures_in_a_row = 0;
             slot.instances[k] = Some(inst);
         }
@@ -463,6 +497,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
                 run_id,
                 &InstanceRecord {
                     env_idx: e,
+                    block: Some(slot.block),
                     status: LaunchStatus::Failed,
                     detail: Some(msg.clone()),
                     console: err.console(),
@@ -481,6 +516,38 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             }
         }
     }
+}
+
+/// The count parameter virtperf calibrates for this case (its workload counts operations and the
+/// experiment left the count out), on one environment alone (not network, not all pairs).
+fn calibrated_param(case: &crate::experiment::Case) -> Option<&'static str> {
+    let param = virtperf_workload::find(&case.kind)?.calibrates()?;
+    (!case.network && !case.matrix && !case.params.contains_key(param)).then_some(param)
+}
+
+/// The most a calibration may set `param` to in environment `e`, and why: the parameter's own
+/// maximum, and what fits 3/4 of the environment's memory (of the host's, for those on it).
+fn calibration_cap(exp: &Experiment, e: usize, case: &crate::experiment::Case, param: &str) -> (u64, String) {
+    let Some(w) = virtperf_workload::find(&case.kind) else { return (u64::MAX, String::new()) };
+    let mut cap = (u64::MAX, String::new());
+    if let Some(spec) = w.params().iter().find(|p| p.name == param) {
+        if let virtperf_workload::ParamKind::Int { max, .. } = spec.kind {
+            cap = (max.max(1) as u64, "the parameter's maximum".into());
+        }
+    }
+    let def = &exp.envs[e];
+    let memory = env::find(&def.kind)
+        .and_then(|k| k.memory_bytes(&def.params))
+        .map(|(key, b)| (b, format!("3/4 of environment `{}`'s {key}", def.name)))
+        .or_else(|| crate::host::facts().memory_bytes.map(|b| (b, "3/4 of the host's memory".to_string())));
+    if let Some((bytes, why)) = memory {
+        if let Some(n) = w.fit_memory(param, bytes / 4 * 3).and_then(|v| v.as_u64()) {
+            if n < cap.0 {
+                cap = (n, why);
+            }
+        }
+    }
+    cap
 }
 
 /// The directories disk workloads were told to write into (`dir=`, native only).
@@ -545,6 +612,13 @@ impl Progress {
             }
         }
     }
+    /// Precision mode adds (or withdraws) trials as it goes.
+    fn grow(&mut self, n: i64) {
+        self.total = (self.total as i64 + n).max(self.done as i64) as u64;
+        if let Some(b) = &self.bar {
+            b.set_length(self.total);
+        }
+    }
     fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
@@ -582,7 +656,8 @@ fn shares(exp: &Experiment, pending: &[PlannedTrial]) -> Vec<Share> {
         let envs: Vec<usize> = (0..exp.envs.len()).filter(|&e| exp.envs[e].host == host).collect();
         let trials: Vec<PlannedTrial> =
             pending.iter().filter(|t| envs.contains(&t.env_idx)).cloned().collect();
-        if !trials.is_empty() {
+        // Precision mode may add trials to a share with none pending (a resumed run).
+        if !trials.is_empty() || exp.precision.is_some() {
             out.push(Share { host, envs, trials });
         }
     }
@@ -634,6 +709,19 @@ struct Worker<'a> {
     scratch_dir: Option<&'a Path>,
     progress: &'a std::sync::Mutex<Progress>,
     machines: &'a Machines,
+    /// When this session of the run started (precision mode's budget counts from it).
+    started: Instant,
+    /// What the workers report beyond their trials.
+    outcome: &'a std::sync::Mutex<Ended>,
+}
+
+/// How a run's workers ended, beyond their trials.
+#[derive(Debug, Default)]
+struct Ended {
+    /// Precision mode's budget ended the run.
+    budget_spent: bool,
+    /// Planned trials (the minimum) left pending when it did.
+    minimum_left: usize,
 }
 
 /// Runs a share's trials on its machine's environments, then stops them; returns whether it was
@@ -656,11 +744,12 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
         first_endpoint[e] = next;
         next += exp.envs[e].instances as usize;
     }
-    let needs_tester = pending.iter().any(|t| {
-        let c = &exp.cases[t.case_idx];
-        t.peer_idx.is_none()
-            && (c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester))
-    });
+    let wants_tester = |c: &crate::experiment::Case| {
+        !c.matrix && (c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester))
+    };
+    // Precision mode may add any case of the share's environments.
+    let needs_tester = pending.iter().any(|t| t.peer_idx.is_none() && wants_tester(&exp.cases[t.case_idx]))
+        || (exp.precision.is_some() && exp.cases.iter().any(wants_tester));
     let mut freeze_warned = false;
     let mut interrupted = false;
     let result: Result<()> = {
@@ -683,16 +772,68 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
             if CANCEL.load(Ordering::SeqCst) {
                 break;
             }
+            // Launched for the first block it has trials in.
+            slots[e].block = pending.iter().filter(|t| t.env_idx == e).map(|t| t.block).min().unwrap_or(0);
             let _hold = machines.hold([share.machine()]);
             launch(&launcher, Role::Env(e), &mut slots[e], ledger);
         }
+        let mut calibrations: BTreeMap<(usize, usize), crate::store::Calibration> =
+            store.calibrations(w.run_id)?.into_iter().collect();
+        // The plan's pending trials, then (precision mode) what the rule adds as it goes.
+        let mut queue: std::collections::VecDeque<PlannedTrial> = pending.iter().cloned().collect();
+        let budget_end = exp.precision.map(|p| w.started + Duration::from_millis(p.budget_ms));
+        let mut added: std::collections::BTreeSet<i64> = Default::default();
         (|| {
-            for t in pending {
+            loop {
                 if CANCEL.load(Ordering::SeqCst) {
                     interrupted = true;
                     break;
                 }
-                let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, .. } = *t;
+                if budget_end.is_some_and(|end| Instant::now() >= end) {
+                    // The rule's proposals that did not start are withdrawn; planned trials left
+                    // (the minimum) stay pending for `--resume`.
+                    let withdrawn: Vec<i64> =
+                        queue.iter().map(|t| t.id).filter(|id| added.contains(id)).collect();
+                    store.drop_pending(&withdrawn)?;
+                    queue.retain(|t| !added.contains(&t.id));
+                    if let Ok(mut p) = w.progress.lock() {
+                        p.grow(-(withdrawn.len() as i64));
+                    }
+                    interrupted |= !queue.is_empty();
+                    if let Ok(mut o) = w.outcome.lock() {
+                        o.budget_spent = true;
+                        o.minimum_left += queue.len();
+                    }
+                    break;
+                }
+                let t = match queue.pop_front() {
+                    Some(t) => t,
+                    None if exp.precision.is_some() => {
+                        let gone: std::collections::BTreeSet<usize> =
+                            (0..slots.len()).filter(|&i| slots[i].gave_up.is_some()).collect();
+                        let cells = crate::precision::cells(exp, store, w.run_id, &share.envs, &gone)?;
+                        let Some(unit) = crate::precision::next_unit(exp, &cells) else { break };
+                        let more = crate::precision::trials(exp, store, w.run_id, &unit, added.len() as u64)?;
+                        let more = store.extend_plan(w.run_id, &more)?;
+                        if let Ok(mut p) = w.progress.lock() {
+                            p.grow(more.len() as i64);
+                        }
+                        added.extend(more.iter().map(|t| t.id));
+                        queue.extend(more);
+                        continue;
+                    }
+                    None => break,
+                };
+                let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, block, .. } = t;
+                // A new block runs on a new launch of its environment (`launches = L`).
+                for x in std::iter::once(e).chain(peer_idx) {
+                    if slots[x].block != block {
+                        let _hold = machines.hold([share.machine()]);
+                        slots[x].shutdown(ledger);
+                        slots[x].block = block;
+                        launch(&launcher, Role::Env(x), &mut slots[x], ledger);
+                    }
+                }
                 let case = &exp.cases[c];
                 let wants_tester = peer_idx.is_none()
                     && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
@@ -798,7 +939,53 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                         }
                     }
                     (true, None) => {
-                        let result = {
+                        let launch_id = slot.launch_id;
+                        let result = (|| {
+                            // A per-operation workload's count, calibrated once per environment
+                            // (the probes are warm-up; a resumed run reuses the stored one).
+                            let mut spec = specs[c].clone();
+                            let mut work = None;
+                            if let Some(param) = calibrated_param(case) {
+                                if let std::collections::btree_map::Entry::Vacant(todo) =
+                                    calibrations.entry((e, c))
+                                {
+                                    let Some(inst) = slot.instances[0].as_mut() else {
+                                        return Err(Fail::Failed {
+                                            reason: "no instance to calibrate on".into(),
+                                            dut_broken: vec![0],
+                                            tester_broken: false,
+                                        });
+                                    };
+                                    let target = Duration::from_millis(
+                                        case.params
+                                            .get("target_time")
+                                            .and_then(serde_json::Value::as_u64)
+                                            .unwrap_or(200),
+                                    );
+                                    let cap = calibration_cap(exp, e, case, param);
+                                    let found = trial::calibrate(
+                                        &mut Dut { inst, addr: None },
+                                        &spec,
+                                        param,
+                                        target,
+                                        (cap.0, &cap.1),
+                                        timeout,
+                                        &CANCEL,
+                                    )?;
+                                    store.record_calibration(w.run_id, e, c, &found).map_err(|err| {
+                                        Fail::Failed {
+                                            reason: format!("cannot store the calibration: {err:#}"),
+                                            dut_broken: Vec::new(),
+                                            tester_broken: false,
+                                        }
+                                    })?;
+                                    todo.insert(found);
+                                }
+                                if let Some(cal) = calibrations.get(&(e, c)) {
+                                    spec.params.insert(param.to_string(), serde_json::json!(cal.count));
+                                    work = Some(cal.count);
+                                }
+                            }
                             let mut duts: Vec<Dut> = slot
                                 .instances
                                 .iter_mut()
@@ -819,13 +1006,13 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                             if relaunched {
                                 // Not stored: the first trial after a launch runs slower (cold
                                 // caches, a guest still settling), as the run's own warm-ups showed.
-                                let _ =
-                                    trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout, &CANCEL);
+                                let _ = trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL);
                             }
-                            trial::run(&mut duts, tester.as_mut(), case, &specs[c], timeout, &CANCEL)
-                        };
+                            trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL)
+                                .map(|o| TrialOutcome { work, ..o })
+                        })();
                         match result {
-                            Ok(o) => o,
+                            Ok(o) => TrialOutcome { launch_id, ..o },
                             Err(Fail::Interrupted) => {
                                 interrupted = true;
                                 break;
@@ -880,6 +1067,7 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
 }
 
 fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    let started = Instant::now();
     let exe = std::env::current_exe().context("cannot find the virtperf binary to run as the agent")?;
     let (mut ledger, swept) = Ledger::open().context("cannot open the ledger in the state directory")?;
     if !swept.is_empty() {
@@ -941,6 +1129,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         }
     }
     let progress = std::sync::Mutex::new(Progress::new(pending.len() as u64, opts.progress));
+    let ended_how = std::sync::Mutex::new(Ended::default());
     let machines = Machines::of(&shares, exp.lab.tester_host.as_deref());
     let worker = |share: &Share, store: &Store, ledger: &mut Ledger| {
         let w = Worker {
@@ -954,6 +1143,8 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             scratch_dir: scratch_dir.as_deref(),
             progress: &progress,
             machines: &machines,
+            started,
+            outcome: &ended_how,
         };
         work(&w, share, ledger)
     };
@@ -1022,6 +1213,19 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         RunStatus::Completed
     };
     store.set_run_status(run_id, status)?;
+    if let Ok(o) = ended_how.lock() {
+        if let Some(p) = exp.precision.filter(|_| o.budget_spent) {
+            let budget = humantime::format_duration(Duration::from_millis(p.budget_ms));
+            if o.minimum_left > 0 {
+                eprintln!(
+                    "virtperf: the budget ({budget}) ended with {} trial(s) of the minimum left: `virtperf run --resume {run_id}` runs them",
+                    o.minimum_left
+                );
+            } else {
+                eprintln!("virtperf: the budget ({budget}) ended the run; the report says which ratios met the ±{}% target", p.percent);
+            }
+        }
+    }
     let rep = report::build(store, run_id)?;
     crate::export::write(&opts.outputs, &crate::export::RunData::new(store, run_id, &rep))?;
     Ok(match status {

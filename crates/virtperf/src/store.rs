@@ -118,6 +118,26 @@ ALTER TABLE samples ADD COLUMN instance INTEGER;
 -- compares each host's environments with that host's own baseline.
 ALTER TABLE environments ADD COLUMN host TEXT;
 "#,
+    r#"
+-- Launches as a level of repetition (`launches = L`): the planned block of a trial (each block
+-- runs on a launch of its own), and the launch that ran it (instances.id of instance 0; NULL in
+-- runs stored before: one launch per environment). The statistics group repetitions by launch.
+ALTER TABLE trials ADD COLUMN block INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN launch_id INTEGER;
+ALTER TABLE instances ADD COLUMN block INTEGER;
+-- Per-operation workloads calibrated in each environment: the operations of this trial.
+ALTER TABLE trials ADD COLUMN work INTEGER;
+CREATE TABLE calibrations (
+    run_id    INTEGER NOT NULL REFERENCES runs(id),
+    env_idx   INTEGER NOT NULL,
+    case_idx  INTEGER NOT NULL,
+    param     TEXT NOT NULL,       -- the workload's operation count (`iterations`)
+    count     INTEGER NOT NULL,    -- operations per trial, chosen for target_ns on the host's clock
+    target_ns INTEGER NOT NULL,
+    detail    TEXT NOT NULL,       -- JSON: every probe run (count, host ns), a cap and why
+    PRIMARY KEY (run_id, env_idx, case_idx)
+);
+"#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -140,6 +160,9 @@ pub struct PlannedTrial {
     pub warmup: bool,
     /// All-pairs trials: the environment at the other end (env_idx sends to it).
     pub peer_idx: Option<usize>,
+    /// The planned launch (0 ≤ block < launches): each block of an environment runs on a launch
+    /// of its own.
+    pub block: u32,
 }
 
 /// Declares a status stored as lowercase text: its variants and their names, `as_str`, `Display`,
@@ -215,6 +238,9 @@ stored_status! {
     }
 }
 
+/// A value of a completed repetition: (environment, case, launch, metric, value).
+pub type MeasuredValue = (usize, usize, Option<i64>, String, f64);
+
 /// Host CPU samples of a trial: (role, ms since the trial started, cumulative CPU ns).
 pub type CpuSeries = Vec<(String, f64, i64)>;
 
@@ -239,12 +265,18 @@ pub struct TrialOutcome {
     /// Armed trials: the idle round trip subtracted from `host_ns`, and its spread.
     pub rtt_ns: Option<u64>,
     pub rtt_jitter_ns: Option<u64>,
+    /// The launch (`instances.id`) that ran it.
+    pub launch_id: Option<i64>,
+    /// A calibrated workload: the operations this trial did.
+    pub work: Option<u64>,
 }
 
 /// One launch of an environment (or of the tester: `env_idx` -1).
 #[derive(Debug, Clone, Default)]
 pub struct InstanceRecord {
     pub env_idx: i64,
+    /// The planned block it was launched for.
+    pub block: Option<u32>,
     /// Launch to the agent's hello, host clock.
     pub start_ms: Option<f64>,
     pub rtt_us: Option<f64>,
@@ -319,6 +351,11 @@ pub struct TrialRow {
     pub peer_idx: Option<usize>,
     pub rtt_ns: Option<i64>,
     pub rtt_jitter_ns: Option<i64>,
+    pub block: u32,
+    /// The launch that ran it (None: stored before launches were recorded).
+    pub launch_id: Option<i64>,
+    /// A calibrated workload: the operations of this trial.
+    pub work: Option<i64>,
     /// The trial's own samples (aggregates, when several instances ran).
     pub samples: Vec<Sample>,
     /// Each instance's samples (several instances only).
@@ -389,28 +426,38 @@ impl Store {
             )?;
         }
         {
-            let mut st = tx.prepare(
-                "INSERT INTO trials (run_id, seq, env_idx, case_idx, rep, warmup, status, peer_idx) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7)",
-            )?;
-            for t in plan {
-                st.execute(params![
-                    run,
-                    t.seq,
-                    t.env_idx as i64,
-                    t.case_idx as i64,
-                    t.rep,
-                    t.warmup,
-                    t.peer_idx.map(|p| p as i64)
-                ])?;
-            }
+            insert_planned(&tx, run, plan)?;
         }
         tx.commit()?;
         Ok(run)
     }
 
+    /// Adds trials to a run's plan (precision mode decides them as it goes), pending, in one
+    /// transaction; `seq` continues after the last planned trial. Returns them with their ids.
+    pub fn extend_plan(&self, run: i64, more: &[PlannedTrial]) -> Result<Vec<PlannedTrial>> {
+        let tx = self.conn.unchecked_transaction()?;
+        let last: Option<i64> =
+            tx.query_row("SELECT max(seq) FROM trials WHERE run_id = ?1", [run], |r| r.get(0))?;
+        let first = last.map_or(0, |l| l + 1);
+        let mut planned: Vec<PlannedTrial> = more.to_vec();
+        for (i, t) in planned.iter_mut().enumerate() {
+            t.seq = first + i as i64;
+        }
+        insert_planned(&tx, run, &planned)?;
+        for t in planned.iter_mut() {
+            t.id = tx.query_row(
+                "SELECT id FROM trials WHERE run_id = ?1 AND seq = ?2",
+                params![run, t.seq],
+                |r| r.get(0),
+            )?;
+        }
+        tx.commit()?;
+        Ok(planned)
+    }
+
     pub fn pending_trials(&self, run: i64) -> Result<Vec<PlannedTrial>> {
         let mut st = self.conn.prepare(
-            "SELECT id, seq, env_idx, case_idx, rep, warmup, peer_idx FROM trials WHERE run_id = ?1 AND status = 'pending' ORDER BY seq",
+            "SELECT id, seq, env_idx, case_idx, rep, warmup, peer_idx, block FROM trials WHERE run_id = ?1 AND status = 'pending' ORDER BY seq",
         )?;
         let rows = st.query_map([run], |r| {
             Ok(PlannedTrial {
@@ -421,9 +468,94 @@ impl Store {
                 rep: r.get(4)?,
                 warmup: r.get(5)?,
                 peer_idx: r.get::<_, Option<i64>>(6)?.map(|p| p as usize),
+                block: r.get::<_, i64>(7)?.max(0) as u32,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The measured values of a run's completed repetitions (not warm-ups; the aggregate of
+    /// several instances): (environment, case, launch, metric, value), for precision mode.
+    pub fn measured_values(&self, run: i64) -> Result<Vec<MeasuredValue>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT t.env_idx, t.case_idx, t.launch_id, s.metric, s.value FROM samples s JOIN trials t ON t.id = s.trial_id
+             WHERE t.run_id = ?1 AND t.status = 'ok' AND t.warmup = 0 AND t.peer_idx IS NULL AND s.instance IS NULL",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Where an environment's plan ends: its last block, and the last repetition of each case.
+    pub fn plan_tail(
+        &self,
+        run: i64,
+        env_idx: usize,
+    ) -> Result<(u32, std::collections::BTreeMap<usize, i64>)> {
+        let block: Option<i64> = self.conn.query_row(
+            "SELECT max(block) FROM trials WHERE run_id = ?1 AND env_idx = ?2",
+            params![run, env_idx as i64],
+            |r| r.get(0),
+        )?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT case_idx, max(rep) FROM trials WHERE run_id = ?1 AND env_idx = ?2 GROUP BY case_idx",
+        )?;
+        let reps = st
+            .query_map(params![run, env_idx as i64], |r| {
+                Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((block.unwrap_or(0).max(0) as u32, reps))
+    }
+
+    /// Removes planned trials that never ran (precision mode's proposal when its budget ends).
+    pub fn drop_pending(&self, ids: &[i64]) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        for id in ids {
+            tx.execute("DELETE FROM trials WHERE id = ?1 AND status = 'pending'", [id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stores the calibration of a case in an environment (once per run: a resumed run reuses it).
+    pub fn record_calibration(
+        &self,
+        run: i64,
+        env_idx: usize,
+        case_idx: usize,
+        c: &Calibration,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO calibrations (run_id, env_idx, case_idx, param, count, target_ns, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                run,
+                env_idx as i64,
+                case_idx as i64,
+                c.param,
+                c.count as i64,
+                c.target_ns as i64,
+                serde_json::to_string(c)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Every calibration of a run: ((environment, case), what it found).
+    pub fn calibrations(&self, run: i64) -> Result<Vec<((usize, usize), Calibration)>> {
+        let mut st = self.conn.prepare(
+            "SELECT env_idx, case_idx, detail FROM calibrations WHERE run_id = ?1 ORDER BY env_idx, case_idx",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize, r.get::<_, String>(2)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (e, c, detail) = row?;
+            out.push(((e, c), serde_json::from_str(&detail).context("a stored calibration")?));
+        }
+        Ok(out)
     }
 
     /// A trial's non-scalar detail (JSON) and its host CPU series as (role, ms, cumulative ns).
@@ -448,12 +580,13 @@ impl Store {
         Ok(())
     }
 
-    pub fn record_instance(&self, run: i64, i: &InstanceRecord) -> Result<()> {
+    /// Stores one launch; returns its id (a trial names the launch that ran it).
+    pub fn record_instance(&self, run: i64, i: &InstanceRecord) -> Result<i64> {
         self.conn.execute(
-            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![run, i.env_idx, now_rfc3339(), i.start_ms, i.rtt_us, i.rtt_jitter_us, i.status, i.detail, i.console],
+            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![run, i.env_idx, now_rfc3339(), i.start_ms, i.rtt_us, i.rtt_jitter_us, i.status, i.detail, i.console, i.block],
         )?;
-        Ok(())
+        Ok(self.conn.last_insert_rowid())
     }
 
     pub fn set_run_status(&self, run: i64, status: RunStatus) -> Result<()> {
@@ -538,7 +671,7 @@ impl Store {
     pub fn trials(&self, run: i64) -> Result<Vec<TrialRow>> {
         let mut st = self.conn.prepare(
             "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns,
-                    tester_cpu_ns, peer_idx, rtt_ns, rtt_jitter_ns
+                    tester_cpu_ns, peer_idx, rtt_ns, rtt_jitter_ns, block, launch_id, work
              FROM trials WHERE run_id = ?1 ORDER BY seq",
         )?;
         let mut trials: Vec<TrialRow> = st
@@ -560,6 +693,9 @@ impl Store {
                     peer_idx: r.get::<_, Option<i64>>(13)?.map(|p| p as usize),
                     rtt_ns: r.get(14)?,
                     rtt_jitter_ns: r.get(15)?,
+                    block: r.get::<_, i64>(16)?.max(0) as u32,
+                    launch_id: r.get(17)?,
+                    work: r.get(18)?,
                     samples: Vec::new(),
                     instance_samples: Vec::new(),
                 })
@@ -599,11 +735,45 @@ impl Store {
     }
 }
 
+fn insert_planned(tx: &Transaction, run: i64, plan: &[PlannedTrial]) -> Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO trials (run_id, seq, env_idx, case_idx, rep, warmup, status, peer_idx, block) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
+    )?;
+    for t in plan {
+        st.execute(params![
+            run,
+            t.seq,
+            t.env_idx as i64,
+            t.case_idx as i64,
+            t.rep,
+            t.warmup,
+            t.peer_idx.map(|p| p as i64),
+            t.block
+        ])?;
+    }
+    Ok(())
+}
+
+/// What calibrating a per-operation workload in an environment found: the operation count that
+/// makes a trial last `target_ns` on the host's clock, from armed probe runs of growing counts.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Calibration {
+    /// The workload's count parameter (`iterations`, `pages`, `loads`).
+    pub param: String,
+    pub count: u64,
+    pub target_ns: u64,
+    /// Each probe run: (count, host ns of its timed region).
+    pub probes: Vec<(u64, u64)>,
+    /// Why the count stopped short of the target (a memory cap, the parameter's maximum).
+    #[serde(default)]
+    pub capped: Option<String>,
+}
+
 fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> {
     let n = |x: Option<u64>| x.map(|v| v as i64);
     tx.execute(
         "UPDATE trials SET status = ?2, reason = ?3, finished_at = ?4, host_ns = ?5, guest_ns = ?6, host_cpu_ns = ?7, guest_cpu_ns = ?8,
-         tester_cpu_ns = ?9, extra = ?10, rtt_ns = ?11, rtt_jitter_ns = ?12
+         tester_cpu_ns = ?9, extra = ?10, rtt_ns = ?11, rtt_jitter_ns = ?12, launch_id = ?13, work = ?14
          WHERE id = ?1",
         params![
             trial_id,
@@ -617,7 +787,9 @@ fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> 
             n(o.tester_cpu_ns),
             o.extra.as_ref().map(|v| v.to_string()),
             n(o.rtt_ns),
-            n(o.rtt_jitter_ns)
+            n(o.rtt_jitter_ns),
+            o.launch_id,
+            n(o.work)
         ],
     )?;
     let mut st =
@@ -674,6 +846,7 @@ mod tests {
                 rep: i / 2,
                 warmup: false,
                 peer_idx: None,
+                block: 0,
             })
             .collect();
         let run = s

@@ -378,7 +378,85 @@ pub fn run<'b>(
         rtt_ns: body.rtt.map(|r| r.0),
         rtt_jitter_ns: body.rtt.map(|r| r.1),
         instance_samples: body.instance_samples,
+        launch_id: None,
+        work: None,
     })
+}
+
+/// Most probe runs of one calibration.
+const MAX_PROBES: usize = 16;
+
+/// The operation count of a calibrated workload (see `Workload::calibrates`) for this environment:
+/// armed probe runs of growing counts on instance 0, each timed on the host's clock exactly like a
+/// trial (`go` → `result`, less the idle span of an armed run that does nothing), until one lasts
+/// at least half of `target`; the count is then scaled to `target` (Google Benchmark's rule: grow
+/// ×10 below 10 % of the target, else straight to it). `cap` bounds the count (the
+/// memory of the environment, the parameter's maximum) and says why. The probes are warm-up.
+pub fn calibrate(
+    dut: &mut Dut,
+    spec: &WorkloadSpec,
+    param: &str,
+    target: Duration,
+    cap: (u64, &str),
+    timeout: Duration,
+    cancel: &AtomicBool,
+) -> Result<crate::store::Calibration, Fail> {
+    let deadline = Instant::now() + timeout;
+    let mut parties =
+        Parties { duts: std::slice::from_mut(dut), tester: None, in_flight: Vec::new(), cancel };
+    let r = calibrate_on(&mut parties, spec, param, target, cap, deadline);
+    if r.is_err() {
+        parties.abandon();
+    }
+    r
+}
+
+fn calibrate_on(
+    p: &mut Parties,
+    spec: &WorkloadSpec,
+    param: &str,
+    target: Duration,
+    (cap, cap_why): (u64, &str),
+    deadline: Instant,
+) -> Result<crate::store::Calibration, Fail> {
+    let target_ns = target.as_nanos() as u64;
+    let (overhead, _) = go_overhead(p, Who::Dut(0), deadline)?;
+    let mut count = 1u64;
+    let mut probes = Vec::new();
+    let what = format!("calibrating `{param}`");
+    loop {
+        let mut s = spec.clone();
+        s.params.insert(param.to_string(), json!(count));
+        let (tag, _) = p.send_run(Who::Dut(0), s, true)?;
+        p.wait_armed(Who::Dut(0), tag, deadline, &what)?;
+        let go = p.go(Who::Dut(0), tag)?;
+        let r = p.wait_result(Who::Dut(0), tag, deadline, &what)?;
+        let h = r.span_from(go).saturating_sub(overhead).as_nanos() as u64;
+        probes.push((count, h));
+        let capped = count >= cap;
+        if h >= target_ns / 2 || capped || probes.len() >= MAX_PROBES {
+            let scaled = (count as f64 * target_ns as f64 / h.max(1) as f64).round().max(1.0) as u64;
+            let (count, capped) = if scaled > cap {
+                (cap, Some(format!("{param} ≤ {cap}: {cap_why}")))
+            } else if h < target_ns / 2 && !capped {
+                // Out of probes before reaching the target: the last probe's scaling stands.
+                (scaled, Some(format!("{MAX_PROBES} probes did not reach half the target")))
+            } else {
+                (scaled, None)
+            };
+            return Ok(crate::store::Calibration {
+                param: param.to_string(),
+                count,
+                target_ns,
+                probes,
+                capped,
+            });
+        }
+        // At most ×10 a step: the cost of an operation may change with the count (a gVisor
+        // system call cost 16 µs over 100 calls and 81 µs over 10 000).
+        let grow = if h < target_ns / 10 { 10.0 } else { target_ns as f64 / h as f64 };
+        count = ((count as f64 * grow).round() as u64).clamp(count + 1, cap);
+    }
 }
 
 struct Body {

@@ -32,12 +32,15 @@ impl Workload for Cpu {
         "register-only dependency chain (multiply, add, shift, xor per op): no loads, stores or branches"
     }
     fn params(&self) -> &'static [ParamSpec] {
-        &[ParamSpec {
-            name: "iterations",
-            kind: ParamKind::Int { min: 1, max: 1 << 40 },
-            default: Some("50000000"),
-            help: "loop iterations (ops) per trial",
-        }]
+        &[
+            ParamSpec {
+                name: "iterations",
+                kind: ParamKind::Int { min: 1, max: 1 << 40 },
+                default: None,
+                help: "loop iterations (ops) per trial",
+            },
+            crate::TARGET_TIME,
+        ]
     }
     fn metrics(&self) -> &'static [MetricSpec] {
         &[MetricSpec {
@@ -50,12 +53,15 @@ impl Workload for Cpu {
     fn marks_timed_region(&self) -> bool {
         true
     }
+    fn calibrates(&self) -> Option<&'static str> {
+        Some("iterations")
+    }
     fn on_host_clock(&self, p: &Params, host_ns: u64) -> Vec<Sample> {
         let n = p.u64("iterations").unwrap_or(0) as f64;
         vec![host_sample("cpu_rate", n / secs(host_ns) / 1e6, "Mops/s")]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let n = p.u64("iterations")?;
+        let n = crate::counted(p, "iterations")?;
         ctx.begin();
         let t0 = Instant::now();
         let mut x: u64 = black_box(0x9E37_79B9_7F4A_7C15);
@@ -115,9 +121,10 @@ impl Workload for IntMix {
             ParamSpec {
                 name: "iterations",
                 kind: ParamKind::Int { min: 1, max: 1 << 40 },
-                default: Some("20000000"),
+                default: None,
                 help: "kernel iterations (ops) per trial",
             },
+            crate::TARGET_TIME,
             ParamSpec {
                 name: "working_set",
                 kind: ParamKind::Size { min: 4096, max: GIB },
@@ -137,12 +144,15 @@ impl Workload for IntMix {
     fn marks_timed_region(&self) -> bool {
         true
     }
+    fn calibrates(&self) -> Option<&'static str> {
+        Some("iterations")
+    }
     fn on_host_clock(&self, p: &Params, host_ns: u64) -> Vec<Sample> {
         let n = p.u64("iterations").unwrap_or(0) as f64;
         vec![host_sample("intmix_rate", n / secs(host_ns) / 1e6, "Mops/s")]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let n = p.u64("iterations")?;
+        let n = crate::counted(p, "iterations")?;
         let words = (p.u64("working_set")? / 8) as usize;
         let mut table: Vec<u64> = (0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
         ctx.begin();
@@ -345,6 +355,9 @@ impl Workload for Stream {
     fn sized_by_cache(&self, llc_bytes: u64) -> Vec<(&'static str, serde_json::Value)> {
         vec![("elements", serde_json::json!((4 * llc_bytes / 8).max(STREAM_FALLBACK_ELEMENTS)))]
     }
+    fn headline_metrics(&self) -> usize {
+        4
+    }
     fn sizing_rule(&self) -> &'static str {
         "STREAM's rule: 4 × the host's {llc} last-level cache per array"
     }
@@ -404,12 +417,15 @@ impl Workload for Syscall {
         "getppid(2) through syscall(2) in a loop: the cost of entering and leaving the kernel"
     }
     fn params(&self) -> &'static [ParamSpec] {
-        &[ParamSpec {
-            name: "iterations",
-            kind: ParamKind::Int { min: 1, max: 1 << 34 },
-            default: Some("1000000"),
-            help: "system calls per trial",
-        }]
+        &[
+            ParamSpec {
+                name: "iterations",
+                kind: ParamKind::Int { min: 1, max: 1 << 34 },
+                default: None,
+                help: "system calls per trial",
+            },
+            crate::TARGET_TIME,
+        ]
     }
     fn metrics(&self) -> &'static [MetricSpec] {
         &[MetricSpec {
@@ -422,12 +438,15 @@ impl Workload for Syscall {
     fn marks_timed_region(&self) -> bool {
         true
     }
+    fn calibrates(&self) -> Option<&'static str> {
+        Some("iterations")
+    }
     fn on_host_clock(&self, p: &Params, host_ns: u64) -> Vec<Sample> {
         let n = p.u64("iterations").unwrap_or(1).max(1) as f64;
         vec![host_sample("syscall_time", host_ns as f64 / n, "ns/op")]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let n = p.u64("iterations")?;
+        let n = crate::counted(p, "iterations")?;
         ctx.begin();
         let t0 = Instant::now();
         for _ in 0..n {

@@ -189,6 +189,20 @@ pub trait Workload: Sync {
     fn fit_memory(&self, _key: &str, _budget: u64) -> Option<Value> {
         None
     }
+    /// Per-operation workloads: the parameter counting a trial's operations (`iterations`). Left
+    /// out of an experiment, the orchestrator calibrates it in each environment during the warm-up
+    /// to the workload's `target_time` ([`TARGET_TIME`]), as Google Benchmark and criterion do,
+    /// stores it with each trial, and the figures stay per operation. None: a workload whose fixed
+    /// work is the point (seed 002's memcpy 10 MB × 10, pde, disk) or that runs for a duration.
+    fn calibrates(&self) -> Option<&'static str> {
+        None
+    }
+    /// How many of the leading declared metrics are headlines: what precision mode watches
+    /// (each one's overhead ratio must reach the target). The rest (tails, counts of rare events)
+    /// are reported with whatever precision the headlines' repetitions give them.
+    fn headline_metrics(&self) -> usize {
+        1
+    }
     /// Memory the workload allocates inside the environment, to check it fits a guest's.
     fn memory_needed(&self, _p: &Params) -> Option<u64> {
         None
@@ -245,6 +259,25 @@ pub trait Workload: Sync {
     }
     /// Runs once with parameters already resolved against [`Workload::params`].
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String>;
+}
+
+/// The trial length a calibrated workload's operation count is chosen for (see
+/// [`Workload::calibrates`]), on the host's clock.
+pub const TARGET_TIME: ParamSpec = ParamSpec {
+    name: "target_time",
+    kind: ParamKind::Duration { min_ms: 10, max_ms: 600_000 },
+    default: Some("200ms"),
+    help: "how long a trial should take when the operation count is left out: the count is calibrated to it in each environment (Google Benchmark's and criterion's way)",
+};
+
+/// The operation count `key` of a calibrated workload, or why there is none: `virtperf run`
+/// calibrates it; a run without the orchestrator must give it.
+pub fn counted(p: &Params, key: &str) -> Result<u64, String> {
+    p.opt_u64(key).ok_or_else(|| {
+        format!(
+            "`{key}` is left out: `virtperf run` calibrates it to target_time in each environment; give {key}=N to run the workload alone"
+        )
+    })
 }
 
 /// What a shaped link bounds in a workload (see [`Workload::link_bound`]).

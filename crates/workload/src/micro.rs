@@ -35,6 +35,9 @@ pub struct Micro {
     metric: &'static [MetricSpec],
     /// Operations a run with these parameters performs (for the host-clock figure).
     ops: fn(&Params) -> u64,
+    /// The parameter counting a trial's operations: calibrated by the orchestrator to
+    /// `target_time` when left out.
+    count: &'static str,
     /// Runs the operations; calls `ctx.begin()` right before the timed loop.
     body: fn(&Params, &RunCtx) -> Result<Timed, String>,
 }
@@ -66,7 +69,14 @@ impl Workload for Micro {
             _ => None,
         }
     }
+    fn calibrates(&self) -> Option<&'static str> {
+        Some(self.count)
+    }
+    fn fit_memory(&self, key: &str, budget: u64) -> Option<Value> {
+        (self.kind == "pagefault" && key == "pages").then(|| json!((budget / PAGE).max(16)))
+    }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        crate::counted(p, self.count)?;
         let t = (self.body)(p, ctx)?;
         if t.ops == 0 {
             return Err("no operation was performed".into());
@@ -96,13 +106,9 @@ pub const METRIC_NAMES: &[&str] = &[
     "signal_time",
 ];
 
-const fn iterations(default: &'static str, help: &'static str) -> ParamSpec {
-    ParamSpec {
-        name: "iterations",
-        kind: ParamKind::Int { min: 1, max: 1 << 34 },
-        default: Some(default),
-        help,
-    }
+/// The operation count of most microbenchmarks; calibrated to `target_time` when left out.
+const fn iterations(help: &'static str) -> ParamSpec {
+    ParamSpec { name: "iterations", kind: ParamKind::Int { min: 1, max: 1 << 34 }, default: None, help }
 }
 
 const fn metric(name: &'static str, help: &'static str) -> MetricSpec {
@@ -149,9 +155,10 @@ fn cpuid_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static CPUID: Micro = Micro {
     kind: "cpuid",
     summary: "the CPUID instruction: never leaves the CPU natively, exits to the hypervisor under KVM, emulated under TCG",
-    params: &[iterations("200000", "CPUID instructions per trial")],
+    params: &[iterations("CPUID instructions per trial"), crate::TARGET_TIME],
     metric: &[metric("cpuid_time", "time per CPUID instruction")],
     ops: iters,
+    count: "iterations",
     body: cpuid_body,
 };
 
@@ -190,9 +197,10 @@ fn clock_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static CLOCK: Micro = Micro {
     kind: "clock",
     summary: "clock_gettime(CLOCK_MONOTONIC): a vDSO read where the clocksource allows (tsc, kvm-clock), a trap or a system call elsewhere; the clocksource is stored with the trial",
-    params: &[iterations("2000000", "clock reads per trial")],
+    params: &[iterations("clock reads per trial"), crate::TARGET_TIME],
     metric: &[metric("clock_time", "time per clock_gettime call")],
     ops: iters,
+    count: "iterations",
     body: clock_body,
 };
 
@@ -224,9 +232,10 @@ fn rdtsc_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static RDTSC: Micro = Micro {
     kind: "rdtsc",
     summary: "the RDTSC instruction: no exit under KVM by default, a helper call under TCG",
-    params: &[iterations("2000000", "TSC reads per trial")],
+    params: &[iterations("TSC reads per trial"), crate::TARGET_TIME],
     metric: &[metric("rdtsc_time", "time per RDTSC instruction")],
     ops: iters,
+    count: "iterations",
     body: rdtsc_body,
 };
 
@@ -314,11 +323,12 @@ pub static PAGEFAULT: Micro = Micro {
     params: &[ParamSpec {
         name: "pages",
         kind: ParamKind::Int { min: 16, max: 1 << 24 },
-        default: Some("16384"),
-        help: "pages touched per trial (16384 = 64 MiB)",
-    }],
+        default: None,
+        help: "pages touched per trial (16384 = 64 MiB) [default: calibrated to target_time, within 3/4 of the environment's memory]",
+    }, crate::TARGET_TIME],
     metric: &[metric("pagefault_time", "time per page fault (first write to a fresh page)")],
     ops: |p| p.u64("pages").unwrap_or(1),
+    count: "pages",
     body: pagefault_body,
 };
 
@@ -339,9 +349,10 @@ fn mmap_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static MMAP: Micro = Micro {
     kind: "mmap",
     summary: "mmap of one anonymous page, a write to it, munmap: a system call, a fault and a TLB shootdown per operation",
-    params: &[iterations("20000", "map-touch-unmap cycles per trial")],
+    params: &[iterations("map-touch-unmap cycles per trial"), crate::TARGET_TIME],
     metric: &[metric("mmap_time", "time per mmap + first write + munmap")],
     ops: iters,
+    count: "iterations",
     body: mmap_body,
 };
 
@@ -397,12 +408,14 @@ pub static MEMLAT: Micro = Micro {
         ParamSpec {
             name: "loads",
             kind: ParamKind::Int { min: 1000, max: 1 << 36 },
-            default: Some("5000000"),
+            default: None,
             help: "dependent loads per trial",
         },
+        crate::TARGET_TIME,
     ],
     metric: &[metric("memlat_time", "time per dependent load")],
     ops: |p| p.u64("loads").unwrap_or(1),
+    count: "loads",
     body: memlat_body,
 };
 
@@ -487,9 +500,10 @@ fn ctxswitch_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static CTXSWITCH: Micro = Micro {
     kind: "ctxswitch",
     summary: "two threads handing a token back and forth through a futex: the scheduler's switch between threads (two per round trip), with both on one CPU or two",
-    params: &[iterations("50000", "round trips per trial (two switches each)")],
+    params: &[iterations("round trips per trial (two switches each)"), crate::TARGET_TIME],
     metric: &[metric("ctxswitch_time", "time per switch (half a futex round trip)")],
     ops: |p| 2 * iters(p),
+    count: "iterations",
     body: ctxswitch_body,
 };
 
@@ -567,18 +581,20 @@ fn rr_body(n: u64, ctx: &RunCtx, unix: bool) -> Result<Timed, String> {
 pub static PIPE_RR: Micro = Micro {
     kind: "pipe_rr",
     summary: "one byte there and back between two threads over two pipes: write, wake-up, read, and back",
-    params: &[iterations("20000", "round trips per trial")],
+    params: &[iterations("round trips per trial"), crate::TARGET_TIME],
     metric: &[metric("pipe_rr_time", "time per round trip")],
     ops: iters,
+    count: "iterations",
     body: |p, ctx| rr_body(iters(p), ctx, false),
 };
 
 pub static UNIX_RR: Micro = Micro {
     kind: "unix_rr",
     summary: "one byte there and back between two threads over a UNIX stream socketpair",
-    params: &[iterations("20000", "round trips per trial")],
+    params: &[iterations("round trips per trial"), crate::TARGET_TIME],
     metric: &[metric("unix_rr_time", "time per round trip")],
     ops: iters,
+    count: "iterations",
     body: |p, ctx| rr_body(iters(p), ctx, true),
 };
 
@@ -611,9 +627,10 @@ fn fork_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static FORK: Micro = Micro {
     kind: "fork",
     summary: "fork, the child's _exit, waitpid: copying the address space's page tables (this agent's), the cost seeds 000/001 saw under shadow paging",
-    params: &[iterations("1000", "processes per trial")],
+    params: &[iterations("processes per trial"), crate::TARGET_TIME],
     metric: &[metric("fork_time", "time per fork + exit + wait")],
     ops: iters,
+    count: "iterations",
     body: fork_body,
 };
 
@@ -647,7 +664,8 @@ pub static EXEC: Micro = Micro {
     kind: "exec",
     summary: "start a program and wait for it to exit (fork/vfork + execve + the program + exit): process creation end to end; by default this agent's own binary with --version",
     params: &[
-        iterations("100", "programs started per trial"),
+        iterations("programs started per trial"),
+        crate::TARGET_TIME,
         ParamSpec {
             name: "program",
             kind: ParamKind::Text,
@@ -657,6 +675,7 @@ pub static EXEC: Micro = Micro {
     ],
     metric: &[metric("exec_time", "time per program start to exit")],
     ops: iters,
+    count: "iterations",
     body: exec_body,
 };
 
@@ -700,9 +719,10 @@ fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static SIGNAL: Micro = Micro {
     kind: "signal",
     summary: "a signal sent to the thread itself (tgkill) and handled: kernel entry, frame set-up, the handler, sigreturn",
-    params: &[iterations("100000", "signals per trial")],
+    params: &[iterations("signals per trial"), crate::TARGET_TIME],
     metric: &[metric("signal_time", "time per signal sent and handled")],
     ops: iters,
+    count: "iterations",
     body: signal_body,
 };
 

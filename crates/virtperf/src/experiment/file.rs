@@ -2,8 +2,23 @@
 
 use super::*;
 
-pub(crate) const TOP_KEYS: &[&str] =
-    &["name", "reps", "warmup", "order", "seed", "timeout", "freeze_idle", "lab", "env", "workload", "host"];
+pub(crate) const TOP_KEYS: &[&str] = &[
+    "name",
+    "reps",
+    "warmup",
+    "launches",
+    "precision",
+    "budget",
+    "skip_unavailable",
+    "order",
+    "seed",
+    "timeout",
+    "freeze_idle",
+    "lab",
+    "env",
+    "workload",
+    "host",
+];
 
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1

@@ -185,7 +185,28 @@ pub struct Experiment {
     pub hosts: Vec<HostDef>,
     /// Parameters sized from the host's facts (not given), with any clamp and its reason.
     pub sizings: Vec<Sizing>,
+    /// Launches of each environment (`launches = L`, a level of repetition): `reps` repetitions
+    /// run on each, the environment torn down and launched afresh between its blocks.
+    pub launches: u32,
+    /// Precision mode: further repetitions (or launches) until each overhead ratio's interval is
+    /// narrow enough, within a budget. `reps` and `launches` are then the minimum.
+    pub precision: Option<Precision>,
+    /// Environments the host cannot run are left out (with doctor's reason) instead of refusing
+    /// the run (`skip_unavailable = true`: the default experiment runs what the host can).
+    pub skip_unavailable: bool,
 }
+
+/// `precision = "2%"`, `budget = "5m"`: the stopping rule of precision mode (docs/methodology.md).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Precision {
+    /// Target half-width of each overhead ratio's 95 % CI, in % of the ratio (2 = ±2 %).
+    pub percent: f64,
+    /// Wall time after which no further repetition starts.
+    pub budget_ms: u64,
+}
+
+/// Precision mode's budget when only `precision` is given.
+pub const DEFAULT_BUDGET_MS: u64 = 5 * 60_000;
 
 /// A parameter virtperf sized from the host because the experiment left it out (STREAM's arrays
 /// from the last-level cache), as derived and as used once clamped to what every environment can
@@ -323,6 +344,15 @@ impl Experiment {
             self.timeout_ms,
             self.freeze_idle
         );
+        if self.launches != 1 {
+            s += &format!("launches = {}\n", self.launches);
+        }
+        if let Some(p) = &self.precision {
+            s += &format!("precision = \"{}%\"\nbudget = \"{}ms\"\n", p.percent, p.budget_ms);
+        }
+        if self.skip_unavailable {
+            s += "skip_unavailable = true\n";
+        }
         if !self.lab_raw.is_empty() {
             s += "\n[lab]\n";
             for (k, v) in &self.lab_raw {

@@ -164,7 +164,18 @@ pub fn validate_on(
     whole: &Origin,
     facts: &crate::host::HostFacts,
 ) -> Result<Experiment, InputError> {
-    let Settings { name, reps_given, warmup_given, seed, freeze_idle, order, timeout_ms } = settings(raw)?;
+    let Settings {
+        name,
+        reps_given,
+        warmup_given,
+        seed,
+        freeze_idle,
+        order,
+        timeout_ms,
+        launches,
+        precision,
+        skip_unavailable,
+    } = settings(raw)?;
 
     if raw.envs.is_empty() {
         return Err(err(
@@ -194,13 +205,16 @@ pub fn validate_on(
         .try_fold((u32::MAX, u32::MAX), |a, d| d.map(|d| (a.0.min(d.0), a.1.min(d.1))));
     let reps = reps_given.map(|r| r as u32).or(procedure_reps.map(|p| p.0)).unwrap_or(10);
     let warmup = warmup_given.map(|r| r as u32).or(procedure_reps.map(|p| p.1)).unwrap_or(1);
+    check_precision(raw, whole, &envs, reps, launches, precision.as_ref())?;
     check_lab(raw, whole, &envs, &cases, &lab)?;
     check_instances(whole, &envs, &cases)?;
     check_memory(whole, &envs, &cases, facts)?;
     check_disks(whole, &envs, &cases)?;
     check_remote(raw, &hosts, &envs, &cases, &lab)?;
-    let trials =
-        (envs.len() as u64).saturating_mul(cases.len() as u64).saturating_mul(u64::from(reps + warmup));
+    let trials = (envs.len() as u64)
+        .saturating_mul(cases.len() as u64)
+        .saturating_mul(u64::from(reps + warmup))
+        .saturating_mul(u64::from(launches));
     if trials > MAX_TRIALS {
         return Err(err(
             whole,
@@ -229,6 +243,9 @@ pub fn validate_on(
         lab_raw,
         hosts,
         sizings,
+        launches,
+        precision,
+        skip_unavailable,
     })
 }
 
@@ -445,6 +462,73 @@ struct Settings {
     freeze_idle: bool,
     order: Order,
     timeout_ms: u64,
+    launches: u32,
+    precision: Option<Precision>,
+    skip_unavailable: bool,
+}
+
+/// A boolean setting: `true`/`false` (or the words, from a flag).
+fn setting_bool(s: &RawSetting, key: &str) -> Result<bool, InputError> {
+    match &s.value {
+        Raw::Bool(b) => Ok(*b),
+        Raw::Str(v) if v == "true" || v == "false" => Ok(v == "true"),
+        v => Err(err(&s.origin, Some(key), format!("got `{v}`, expected true or false"))),
+    }
+}
+
+/// `precision = "2%"` (the target half-width of each overhead ratio's 95 % CI, relative to the
+/// ratio; a bare number is a percentage too) and `budget = "5m"`.
+fn precision_setting(raw: &RawExperiment) -> Result<Option<Precision>, InputError> {
+    let get = |k: &str| raw.settings.get(k);
+    let Some(p) = get("precision") else {
+        if let Some(b) = get("budget") {
+            return Err(err(
+                &b.origin,
+                Some("budget"),
+                "a budget bounds precision mode: give precision = \"2%\" (the target half-width of each ratio's 95 % CI) with it",
+            ));
+        }
+        return Ok(None);
+    };
+    let pct = match &p.value {
+        Raw::Str(t) => t.trim().strip_suffix('%').and_then(|n| n.trim().parse::<f64>().ok()),
+        Raw::Int(i) => Some(*i as f64),
+        Raw::Float(f) => Some(*f),
+        Raw::Bool(_) => None,
+    };
+    let percent = match pct {
+        Some(x) if x > 0.0 && x < 100.0 && x.is_finite() => x,
+        _ => {
+            return Err(err(
+                &p.origin,
+                Some("precision"),
+                format!("got `{}`, expected a percentage above 0 and below 100, e.g. \"2%\"", p.value),
+            ))
+        }
+    };
+    let budget_ms = match get("budget") {
+        None => DEFAULT_BUDGET_MS,
+        Some(b) => match &b.value {
+            Raw::Str(v) => match params::parse_duration_ms(v) {
+                Some(ms) if ms >= 1000 => ms,
+                _ => {
+                    return Err(err(
+                        &b.origin,
+                        Some("budget"),
+                        format!("got `{v}`, expected a duration of at least 1s, e.g. \"5m\""),
+                    ))
+                }
+            },
+            v => {
+                return Err(err(
+                    &b.origin,
+                    Some("budget"),
+                    format!("got `{v}`, expected a duration in quotes, e.g. \"5m\""),
+                ))
+            }
+        },
+    };
+    Ok(Some(Precision { percent, budget_ms }))
 }
 
 /// Step 1: the settings.
@@ -458,18 +542,7 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
     let reps_given = get("reps").map(|s| setting_int(s, "reps", 1, MAX_REPS)).transpose()?;
     let warmup_given = get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?;
     let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
-    let freeze_idle = match get("freeze_idle") {
-        None => true,
-        Some(RawSetting { value: Raw::Bool(b), .. }) => *b,
-        Some(RawSetting { value: Raw::Str(v), .. }) if v == "true" || v == "false" => v == "true",
-        Some(s) => {
-            return Err(err(
-                &s.origin,
-                Some("freeze_idle"),
-                format!("got `{}`, expected true or false", s.value),
-            ))
-        }
-    };
+    let freeze_idle = get("freeze_idle").map(|s| setting_bool(s, "freeze_idle")).transpose()?.unwrap_or(true);
     let order = match get("order") {
         None => Order::Random,
         Some(s) => match &s.value {
@@ -505,7 +578,23 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
             }
         },
     };
-    Ok(Settings { name, reps_given, warmup_given, seed, freeze_idle, order, timeout_ms })
+    let launches =
+        get("launches").map(|s| setting_int(s, "launches", 1, 1000)).transpose()?.unwrap_or(1) as u32;
+    let skip_unavailable =
+        get("skip_unavailable").map(|s| setting_bool(s, "skip_unavailable")).transpose()?.unwrap_or(false);
+    let precision = precision_setting(raw)?;
+    Ok(Settings {
+        name,
+        reps_given,
+        warmup_given,
+        seed,
+        freeze_idle,
+        order,
+        timeout_ms,
+        launches,
+        precision,
+        skip_unavailable,
+    })
 }
 
 /// Step 2: each environment against its kind's schema (names unique; `instances` swept; `host`
@@ -834,6 +923,50 @@ pub(crate) fn check_lab(
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Precision mode compares each environment with its machine's baseline, and needs enough
+/// repetitions before its rule may stop a cell: 3 launches (or 3 repetitions of one launch), the
+/// minimum its simulated coverage holds for (virtperf_stats::sequential).
+fn check_precision(
+    raw: &RawExperiment,
+    whole: &Origin,
+    envs: &[EnvDef],
+    reps: u32,
+    launches: u32,
+    precision: Option<&Precision>,
+) -> Result<(), InputError> {
+    let Some(_) = precision else {
+        return Ok(());
+    };
+    let at = |k: &str| raw.settings.get(k).map(|s| s.origin.clone()).unwrap_or(whole.clone());
+    let base = |e: &EnvDef| env::find(&e.kind).is_some_and(|k| k.is_baseline());
+    if let Some(e) = envs.iter().find(|e| !envs.iter().any(|b| b.host == e.host && base(b))) {
+        return Err(err(
+            &at("precision"),
+            Some("precision"),
+            format!(
+                "precision mode narrows each environment's ratio to its baseline, and environment `{}` has none on its machine: add [[env]] kind = \"native\"{}",
+                e.name,
+                e.host.as_ref().map(|h| format!(" with host = \"{h}\"")).unwrap_or_default()
+            ),
+        ));
+    }
+    if launches == 2 {
+        return Err(err(
+            &at("launches"),
+            Some("launches"),
+            "precision mode needs at least 3 launches (2 leave one degree of freedom between launches, too few for its stopping rule to keep its intervals' coverage): launches = 3, or launches = 1 for repetitions of one launch",
+        ));
+    }
+    if launches == 1 && reps < 3 {
+        return Err(err(
+            &at("reps"),
+            Some("reps"),
+            "precision mode needs at least 3 repetitions before its stopping rule may judge a cell: reps = 3 or more",
+        ));
     }
     Ok(())
 }

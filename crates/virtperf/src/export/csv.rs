@@ -24,7 +24,7 @@ impl Exporter for SamplesCsv {
 fn write_csv(store: &Store, run_id: i64, w: &mut dyn Write) -> Result<()> {
     let envs = store.environments(run_id)?;
     let cases = store.cases(run_id)?;
-    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns,peer,tester_cpu_ns")?;
+    writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns,peer,tester_cpu_ns,block,launch_id,work")?;
     let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_default();
     for t in store.trials(run_id)? {
@@ -43,12 +43,15 @@ fn write_csv(store: &Store, run_id: i64, w: &mut dyn Write) -> Result<()> {
         );
         let peer = t.peer_idx.map(|p| q(&envs[p].name)).unwrap_or_default();
         let suffix = format!(
-            "{},{},{},{},{peer},{}",
+            "{},{},{},{},{peer},{},{},{},{}",
             o(t.host_ns),
             o(t.guest_ns),
             o(t.host_cpu_ns),
             o(t.guest_cpu_ns),
-            o(t.tester_cpu_ns)
+            o(t.tester_cpu_ns),
+            t.block,
+            o(t.launch_id),
+            o(t.work)
         );
         if t.samples.is_empty() {
             writeln!(w, "{prefix},,,,{suffix}")?;

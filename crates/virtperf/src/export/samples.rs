@@ -35,6 +35,7 @@ fn trials_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
                 "workload_name": cases[t.case_idx].workload, "workload_kind": cases[t.case_idx].kind,
                 "params": cases[t.case_idx].params, "rep": t.rep, "warmup": t.warmup, "status": t.status, "reason": t.reason,
                 "host_ns": t.host_ns, "guest_ns": t.guest_ns, "host_cpu_ns": t.host_cpu_ns, "guest_cpu_ns": t.guest_cpu_ns,
+                "block": t.block, "launch_id": t.launch_id, "work": t.work,
                 "samples": t.samples,
             })
         })

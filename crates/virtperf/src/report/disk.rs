@@ -224,6 +224,11 @@ mod tests {
             clock: None,
             other_clock: None,
             clock_disagrees: false,
+            launches: 1,
+            ci_covers: "one launch",
+            ci_level: 0.95,
+            variance: None,
+            work: None,
         }
     }
 

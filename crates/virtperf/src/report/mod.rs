@@ -100,6 +100,131 @@ pub struct ResultRow {
     /// and its ratio, rest on a clock that does not keep time with the host's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub clock_disagrees: bool,
+    /// Launches the figure comes from. With two or more, `mean` is the mean of the launch means
+    /// and `ci95` comes from their spread (Kalibera & Jones); with one, `ci95` covers that launch.
+    pub launches: usize,
+    /// What the interval covers: `launches` (launch-to-launch variation included) or `one launch`.
+    pub ci_covers: &'static str,
+    /// The confidence level the intervals were computed at: 0.95, or precision mode's 0.995 (what
+    /// keeps 95 % coverage under its stopping rule).
+    pub ci_level: f64,
+    /// With two or more launches: how the variance splits between launches and repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variance: Option<Variance>,
+    /// A calibrated workload: the operations of each trial here (the count per launch: the
+    /// calibration is the environment's, once per run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work: Option<Work>,
+}
+
+/// The two variance components of a figure measured over several launches.
+#[derive(Debug, Clone, Serialize)]
+pub struct Variance {
+    /// Share of the variance between launches (T²₂ / (T²₁ + T²₂)), 0 to 1.
+    pub launch_share: f64,
+    /// Share within a launch, between its repetitions.
+    pub trial_share: f64,
+    /// Standard deviation between launch means beyond what repetitions explain (√T²₂).
+    pub launch_sd: f64,
+    /// Standard deviation of repetitions within a launch (√T²₁).
+    pub trial_sd: f64,
+}
+
+/// How many operations a calibrated workload's trials did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Work {
+    pub param: String,
+    pub count: u64,
+    pub target_ms: f64,
+}
+
+/// A side of a comparison: the values of one environment × case × metric, grouped by the launch
+/// that measured them, summarised at the run's level.
+struct Side {
+    all: Summary,
+    est: virtperf_stats::Estimate,
+    nested: Option<virtperf_stats::Nested>,
+}
+
+impl Side {
+    fn of(values: &[f64], launches: &[Option<i64>]) -> Option<Side> {
+        let all = Summary::of(values)?;
+        let mut ids: Vec<Option<i64>> = Vec::new();
+        let mut groups: Vec<Vec<f64>> = Vec::new();
+        for (x, l) in values.iter().zip(launches.iter().chain(std::iter::repeat(&None))) {
+            match ids.iter().position(|i| i == l) {
+                Some(g) => groups[g].push(*x),
+                None => {
+                    ids.push(*l);
+                    groups.push(vec![*x]);
+                }
+            }
+        }
+        let nested = virtperf_stats::Nested::of(&groups).filter(|n| n.launches >= 2);
+        let est = nested.as_ref().map(|n| n.estimate()).unwrap_or_else(|| all.estimate());
+        Some(Side { all, est, nested })
+    }
+    fn launches(&self) -> usize {
+        self.nested.as_ref().map_or(1, |n| n.launches)
+    }
+    fn ci(&self, level: f64) -> Option<(f64, f64)> {
+        if level == 0.95 && self.nested.is_none() {
+            return self.all.ci95;
+        }
+        self.est.ci_at(level)
+    }
+    fn no_ci(&self) -> Option<&'static str> {
+        match &self.nested {
+            None => self.all.no_ci_reason(),
+            Some(_) => self.est.no_ci_reason(),
+        }
+    }
+    fn variance(&self) -> Option<Variance> {
+        let n = self.nested.as_ref()?;
+        let share = n.launch_share()?;
+        Some(Variance {
+            launch_share: share,
+            trial_share: 1.0 - share,
+            launch_sd: n.var_launch.sqrt(),
+            trial_sd: n.var_trial.sqrt(),
+        })
+    }
+    /// This side's row (no peer, instance, ratio or second clock: the callers add those).
+    fn row(
+        &self,
+        environment: &str,
+        case: &crate::store::CaseRow,
+        metric: &str,
+        unit: &str,
+        level: f64,
+    ) -> ResultRow {
+        let ci = self.ci(level);
+        ResultRow {
+            mean: self.est.mean,
+            ci95: ci.map(|(l, h)| [l, h]),
+            no_ci: if ci.is_some() { None } else { self.no_ci() },
+            launches: self.launches(),
+            ci_covers: if self.nested.is_some() { "launches" } else { "one launch" },
+            ci_level: level,
+            variance: self.variance(),
+            ..ResultRow::of(&self.all, environment, case, metric, unit)
+        }
+    }
+}
+
+/// The ratio `a / b` with Fieller's interval at `level`, each side at its own level of repetition.
+fn side_ratio(a: &Side, b: &Side, level: f64) -> Option<Overhead> {
+    if b.est.mean == 0.0 {
+        return None;
+    }
+    if let Some(why) = a.no_ci().or(b.no_ci()) {
+        return Some(Overhead { ratio: a.est.mean / b.est.mean, ci95: None, no_ci: Some(why) });
+    }
+    virtperf_stats::ratio_ci_at(&a.est, &b.est, level).map(|r| Overhead {
+        ratio: r.ratio,
+        ci95: r.ci95.map(|(l, h)| [l, h]),
+        no_ci: r.no_ci,
+    })
 }
 
 impl ResultRow {
@@ -135,6 +260,11 @@ impl ResultRow {
             clock: None,
             other_clock: None,
             clock_disagrees: false,
+            launches: 1,
+            ci_covers: "one launch",
+            ci_level: 0.95,
+            variance: None,
+            work: None,
         }
     }
 }
@@ -323,7 +453,71 @@ pub struct Report {
     pub disk: Vec<disk::DiskMatrix>,
     /// `timer` workloads: each environment's lateness histogram over its trials.
     pub timers: Vec<timer::TimerHistogram>,
+    /// Precision mode: the target, and each watched ratio's interval against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<PrecisionReport>,
     pub manifest: serde_json::Value,
+}
+
+/// How a precision-mode run ended against its target.
+#[derive(Debug, Serialize)]
+pub struct PrecisionReport {
+    /// Target half-width of each ratio's interval, % of the ratio.
+    pub target_percent: f64,
+    /// The level its intervals are computed at (what keeps 95 % coverage under the rule).
+    pub level: f64,
+    pub budget_ms: u64,
+    pub met: usize,
+    pub cells: Vec<PrecisionCell>,
+}
+
+/// One ratio precision mode watched.
+#[derive(Debug, Serialize)]
+pub struct PrecisionCell {
+    pub environment: String,
+    pub workload: String,
+    pub metric: String,
+    /// Half-width of the ratio's interval, % of the ratio (None: no interval).
+    pub half_width_percent: Option<f64>,
+    pub met: bool,
+    pub launches: usize,
+    pub n: usize,
+}
+
+/// Precision mode's cells, read from the rows: each environment's headline metrics' ratios.
+fn precision_report(
+    manifest: &serde_json::Value,
+    results: &[ResultRow],
+    cases: &[crate::store::CaseRow],
+) -> Option<PrecisionReport> {
+    let p = &manifest["precision"];
+    let target = p["percent"].as_f64()?;
+    let mut cells = Vec::new();
+    for x in results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
+        let Some(o) = &x.overhead else { continue };
+        let Some(case) = cases.iter().find(|c| c.label == x.workload) else { continue };
+        let Some(w) = virtperf_workload::find(&case.kind).filter(|w| !w.procedure()) else { continue };
+        if !w.metrics().iter().take(w.headline_metrics()).any(|m| m.name == x.metric) {
+            continue;
+        }
+        let hw = o.ci95.map(|[lo, hi]| (hi - lo) / 2.0 / o.ratio.abs() * 100.0).filter(|h| h.is_finite());
+        cells.push(PrecisionCell {
+            environment: x.environment.clone(),
+            workload: x.workload.clone(),
+            metric: x.metric.clone(),
+            half_width_percent: hw,
+            met: hw.is_some_and(|h| h <= target),
+            launches: x.launches,
+            n: x.n,
+        });
+    }
+    Some(PrecisionReport {
+        target_percent: target,
+        level: virtperf_stats::sequential::LEVEL,
+        budget_ms: p["budget_ms"].as_u64().unwrap_or_default(),
+        met: cells.iter().filter(|c| c.met).count(),
+        cells,
+    })
 }
 
 fn better_of(metric: &str) -> Better {
@@ -436,6 +630,12 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     // (case, metric, (environment, peer)) → values; the peer is set in all-pairs trials only.
     type Column = (usize, Option<usize>);
     let mut values: Values = BTreeMap::new();
+    // The launch of each of those values, in the same order.
+    let mut launch_of: LaunchIds = BTreeMap::new();
+    // Precision mode states its intervals at the level that keeps 95 % coverage under its rule.
+    let level = if info.manifest["precision"].is_object() { virtperf_stats::sequential::LEVEL } else { 0.95 };
+    let calibrations: BTreeMap<(usize, usize), crate::store::Calibration> =
+        store.calibrations(run_id)?.into_iter().collect();
     // (case, env) → per armed trial (host ns, guest ns, tolerance ns)
     type Spans = Vec<(f64, f64, f64)>;
     let mut clocks: BTreeMap<(usize, usize), Spans> = BTreeMap::new();
@@ -464,6 +664,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             if !ms.iter().any(|(n, _)| *n == m) {
                 ms.push((m.clone(), unit));
             }
+            launch_of.entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx))).or_default().push(t.launch_id);
             values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
         }
         // Only armed trials: their host span covers exactly the guest's timed region.
@@ -522,9 +723,11 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             // baseline on the same clock).
             let hm = format!("{m}{host_suffix}");
             let dual = ms.iter().any(|(x, _)| *x == hm);
-            let summary = |metric: &str, col: Column| {
-                values.get(&(case.idx, metric.to_string(), col)).and_then(|v| Summary::of(v))
+            let side = |metric: &str, col: Column| {
+                let key = (case.idx, metric.to_string(), col);
+                values.get(&key).and_then(|v| Side::of(v, launch_of.get(&key).map_or(&[], |l| l.as_slice())))
             };
+            let summary = |metric: &str, col: Column| side(metric, col).map(|s| s.all);
             let columns: Vec<(usize, Option<usize>)> = envs
                 .iter()
                 .flat_map(|a| {
@@ -537,9 +740,9 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                 let on_host = dual && peer.is_none() && own_clock(ei) && summary(&hm, (ei, None)).is_some();
                 let (shown, other) =
                     if on_host { (hm.as_str(), m.as_str()) } else { (m.as_str(), hm.as_str()) };
-                let Some(s) = summary(shown, (ei, peer)) else { continue };
+                let Some(s) = side(shown, (ei, peer)) else { continue };
                 let base_idx = base_of[ei];
-                let base = base_idx.and_then(|b| summary(shown, (b, None)));
+                let base = base_idx.and_then(|b| side(shown, (b, None)));
                 let other_clock = dual.then(|| summary(other, (ei, peer))).flatten().map(|o| OtherClock {
                     clock: if on_host { "guest" } else { "host" },
                     mean: o.mean,
@@ -550,20 +753,22 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                 // not a performance (the load reached) is never compared.
                 let comparable = better_of(m) != Better::Neither;
                 let overhead = match (&base, Some(env.idx) != base_idx && peer.is_none() && comparable) {
-                    (Some(b), true) => ratio_ci(&s, b).map(|r| Overhead {
-                        ratio: r.ratio,
-                        ci95: r.ci95.map(|(l, h)| [l, h]),
-                        no_ci: r.no_ci,
-                    }),
+                    (Some(b), true) => side_ratio(&s, b, level),
                     _ => None,
                 };
+                let work = calibrations.get(&(ei, case.idx)).filter(|_| peer.is_none()).map(|c| Work {
+                    param: c.param.clone(),
+                    count: c.count,
+                    target_ms: c.target_ns as f64 / 1e6,
+                });
                 results.push(ResultRow {
                     peer: peer.map(|p| envs[p].name.clone()),
                     overhead,
                     clock: dual.then_some(if on_host { "host" } else { "guest" }),
                     other_clock,
                     clock_disagrees: peer.is_none() && disagrees.contains(&(case.idx, ei)),
-                    ..ResultRow::of(&s, &env.name, case, m, unit)
+                    work,
+                    ..s.row(&env.name, case, m, unit, level)
                 });
             }
         }
@@ -648,6 +853,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
 
     let env_names: Vec<String> = envs.iter().map(|e| e.name.clone()).collect();
     let disk = disk::build(&results, &cases, &env_names);
+    let results_for_precision = &results;
+    let precision = precision_report(&info.manifest, results_for_precision, &cases);
     Ok(Report {
         loads,
         disk,
@@ -669,6 +876,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         failures,
         ceilings: ceilings(&info.manifest, &cases),
         timers: timer::build(store, &envs, &cases, &trials),
+        precision,
         rfc2544: {
             let mut rows: Vec<(usize, rfc2544::Row)> = trials
                 .iter()
@@ -687,6 +895,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     })
 }
 
+/// (case, metric, (environment, peer)) → the launch of each of the trials' values.
+type LaunchIds = BTreeMap<(usize, String, (usize, Option<usize>)), Vec<Option<i64>>>;
 /// (case, metric, (environment, peer)) → the trials' values.
 type Values = BTreeMap<(usize, String, (usize, Option<usize>)), Vec<f64>>;
 /// (case, metric, environment, instance) → each instance's values.
@@ -1046,6 +1256,7 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     for l in sizing_lines(&r.manifest) {
         out += &format!("sized from the host: {l}\n");
     }
+    out += &render_levels(r);
     for c in &r.ceilings {
         let measured: Vec<String> = r
             .results
@@ -1142,6 +1353,73 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     out
 }
 
+/// What the intervals cover (one launch, or launches and how the variance splits), the counts
+/// calibrated per environment, and precision mode's outcome.
+fn render_levels(r: &Report) -> String {
+    let mut out = String::new();
+    let rows: Vec<&ResultRow> =
+        r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none() && x.n > 1).collect();
+    if rows.iter().any(|x| x.launches < 2) {
+        out += "intervals cover one launch of each environment (its repetitions): what changes from one launch to the next (memory placement, page backing, vCPU placement, device set-up) is not in them; `launches = 3` measures it\n";
+    }
+    let mut shares: Vec<(f64, String)> = rows
+        .iter()
+        .filter(|x| !DERIVED.contains(&x.metric.as_str()))
+        .filter_map(|x| {
+            x.variance
+                .as_ref()
+                .map(|v| (v.launch_share, format!("{} / {} {}", x.environment, x.workload, x.metric)))
+        })
+        .collect();
+    if !shares.is_empty() {
+        let l = rows.iter().map(|x| x.launches).max().unwrap_or(0);
+        shares.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let top: Vec<String> =
+            shares.iter().take(4).map(|(sh, what)| format!("{what} {:.0} %", sh * 100.0)).collect();
+        out += &format!(
+            "intervals cover up to {l} launches of each environment (mean of launch means, Kalibera & Jones); variance between launches, largest shares: {}\n",
+            top.join(", ")
+        );
+    }
+    // Calibrated counts, one line per workload.
+    let mut cal: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    for x in rows.iter().chain(r.results.iter().filter(|x| x.n == 1).collect::<Vec<_>>().iter()) {
+        if let Some(w) = &x.work {
+            let v = cal.entry((x.workload.as_str(), w.param.as_str())).or_default();
+            let item = format!("{} {}", x.environment, w.count);
+            if !v.contains(&item) {
+                v.push(item);
+            }
+        }
+    }
+    for ((w, param), v) in &cal {
+        out += &format!("calibrated per environment to its target_time: {w} {param} = {}\n", v.join(", "));
+    }
+    if let Some(p) = &r.precision {
+        let short: Vec<String> = p
+            .cells
+            .iter()
+            .filter(|c| !c.met)
+            .map(|c| {
+                let hw = c
+                    .half_width_percent
+                    .map(|h| format!("±{h:.1} %"))
+                    .unwrap_or_else(|| "no interval".into());
+                format!("{} / {} {} {hw}", c.environment, c.workload, c.metric)
+            })
+            .collect();
+        out += &format!(
+            "precision target ±{} % (intervals at the {} % level, which keeps their coverage at 95 % under the stopping rule): {} of {} ratios met it{}\n",
+            p.target_percent,
+            p.level * 100.0,
+            p.met,
+            p.cells.len(),
+            if short.is_empty() { String::new() } else { format!("; not met within the budget: {}", short.join(", ")) }
+        );
+    }
+    out
+}
+
 /// A row of five samples of workload `w`, metric `m` (ms), for unit tests of what reads reports.
 #[cfg(test)]
 pub fn test_row(env: &str, mean: f64, stdev: f64, better: &'static str) -> ResultRow {
@@ -1169,6 +1447,11 @@ pub fn test_row(env: &str, mean: f64, stdev: f64, better: &'static str) -> Resul
         clock: None,
         other_clock: None,
         clock_disagrees: false,
+        launches: 1,
+        ci_covers: "one launch",
+        ci_level: 0.95,
+        variance: None,
+        work: None,
     }
 }
 
@@ -1204,6 +1487,7 @@ pub fn summary_test_report() -> Report {
         instances: Vec::new(),
         disk: Vec::new(),
         timers: Vec::new(),
+        precision: None,
         manifest: serde_json::json!({}),
     }
 }

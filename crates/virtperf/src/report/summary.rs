@@ -148,7 +148,32 @@ pub fn render_summary(r: &Report) -> String {
     }
     out += "×ratio = env / baseline [Fieller 95% CI]; ↑/↓ higher/lower is better; all figures: --full\n";
     let dual = r.results.iter().any(|x| x.clock.is_some());
-    out += &super::render_notes(r, dual);
+    for line in super::render_notes(r, dual).lines() {
+        out += &wrap(line, WIDTH as usize);
+    }
+    out
+}
+
+/// `line` broken at spaces into lines of at most `width` columns (a word longer than that stands
+/// alone), continuation lines indented by two spaces; each line ends with a newline.
+pub fn wrap(line: &str, width: usize) -> String {
+    let mut out = String::new();
+    let (mut cur, mut words) = (String::new(), 0);
+    for word in line.split(' ').filter(|w| !w.is_empty()) {
+        if words > 0 && cur.chars().count() + 1 + word.chars().count() > width {
+            out += &cur;
+            out.push('\n');
+            cur = String::from("  ");
+            words = 0;
+        }
+        if words > 0 {
+            cur.push(' ');
+        }
+        cur += word;
+        words += 1;
+    }
+    out += &cur;
+    out.push('\n');
     out
 }
 
@@ -181,6 +206,11 @@ mod tests {
             clock: None,
             other_clock: None,
             clock_disagrees: false,
+            launches: 1,
+            ci_covers: "one launch",
+            ci_level: 0.95,
+            variance: None,
+            work: None,
         }
     }
 
@@ -188,6 +218,18 @@ mod tests {
         let mut r = crate::report::summary_test_report();
         r.results = results;
         r
+    }
+
+    #[test]
+    fn notes_wrap_at_word_boundaries() {
+        assert_eq!(wrap("aaa bbb ccc ddd", 9), "aaa bbb\n  ccc ddd\n");
+        assert_eq!(wrap("aaa bbb ccc ddd", 8), "aaa bbb\n  ccc\n  ddd\n");
+        assert_eq!(wrap("short", 100), "short\n");
+        assert_eq!(wrap("averyveryverylongword x", 5), "averyveryverylongword\n  x\n");
+        let long = "word ".repeat(60);
+        for l in wrap(long.trim(), 100).lines() {
+            assert!(l.chars().count() <= 100);
+        }
     }
 
     #[test]
@@ -204,6 +246,7 @@ mod tests {
         assert!(rows[0].0.contains("memcpy_time (ms) ↓"), "{:?}", rows[0].0);
         assert!(rows[0].1[2].starts_with("×2.000 [1.950, 2.050] worse"), "{:?}", rows[0].1);
         let text = render_summary(&r);
+        assert!(text.contains("intervals cover one launch"), "{text}");
         for l in text.lines() {
             assert!(l.chars().count() <= WIDTH as usize, "{} columns: {l}", l.chars().count());
         }

@@ -95,6 +95,10 @@ impl Workload for TcpRr {
     fn params(&self) -> &'static [ParamSpec] {
         RR_PARAMS
     }
+    fn headline_metrics(&self) -> usize {
+        // The rate and the mean round trip: percentiles are tails.
+        2
+    }
     fn metrics(&self) -> &'static [MetricSpec] {
         rr_metrics("tcp_rr")
     }
@@ -179,6 +183,10 @@ impl Workload for UdpRr {
     }
     fn params(&self) -> &'static [ParamSpec] {
         RR_PARAMS
+    }
+    fn headline_metrics(&self) -> usize {
+        // The rate and the mean round trip: percentiles are tails.
+        2
     }
     fn metrics(&self) -> &'static [MetricSpec] {
         rr_metrics("udp_rr")

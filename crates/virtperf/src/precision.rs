@@ -1,0 +1,288 @@
+//! Precision mode (`precision = "2%"`, `budget = "5m"`): after the planned minimum, each further
+//! launch (with `launches ≥ 3`) or repetition (with one launch) goes to the cell — an environment ×
+//! case × headline metric — whose overhead ratio is furthest from its target, on the side (the
+//! environment or its baseline) that adds more to the ratio's uncertainty; a cell stops when the
+//! half-width of its ratio's interval is within the target, the run at its budget. The rule itself
+//! is pure and lives in `virtperf_stats::sequential` (with the simulation that checks the coverage
+//! of its intervals); this module finds the cells of a run and turns the rule's answer into trials.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Result;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use virtperf_stats::sequential::{self, Side, Standing};
+
+use crate::experiment::Experiment;
+use crate::store::{PlannedTrial, Store};
+
+/// One ratio precision mode watches.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub env: usize,
+    pub base: usize,
+    pub case: usize,
+    /// The metric as the report headlines it (the host clock's twin for a guest with its own).
+    pub metric: String,
+    pub standing: Standing,
+}
+
+/// The baseline of environment `e`: the environment of its machine that is the bare host.
+pub fn baseline_of(exp: &Experiment, e: usize) -> Option<usize> {
+    let host = &exp.envs.get(e)?.host;
+    exp.envs
+        .iter()
+        .position(|b| &b.host == host && crate::env::find(&b.kind).is_some_and(|k| k.is_baseline()))
+}
+
+/// One launch's values of a metric: (its launch id, the values).
+type LaunchValues = (Option<i64>, Vec<f64>);
+
+/// Whether precision mode watches case `c` (a procedure is many trials of its own; all pairs
+/// have no baseline).
+fn watched(exp: &Experiment, c: usize) -> bool {
+    let case = &exp.cases[c];
+    !case.matrix && virtperf_workload::find(&case.kind).is_some_and(|w| !w.procedure())
+}
+
+/// The cells of environments `envs` (a worker's share) and where each stands, from the values
+/// stored so far. Environments in `gone` (they gave up launching) are left out: nothing more can be
+/// learnt of them.
+pub fn cells(
+    exp: &Experiment,
+    store: &Store,
+    run_id: i64,
+    envs: &[usize],
+    gone: &BTreeSet<usize>,
+) -> Result<Vec<Cell>> {
+    let Some(p) = exp.precision else { return Ok(Vec::new()) };
+    // (env, case, metric) → values grouped by launch, in the order they came.
+    let mut groups: BTreeMap<(usize, usize, String), Vec<LaunchValues>> = BTreeMap::new();
+    for (e, c, launch, metric, value) in store.measured_values(run_id)? {
+        let g = groups.entry((e, c, metric)).or_default();
+        match g.iter_mut().find(|x| x.0 == launch) {
+            Some(x) => x.1.push(value),
+            None => g.push((launch, vec![value])),
+        }
+    }
+    let values = |e: usize, c: usize, m: &str| -> Vec<Vec<f64>> {
+        groups
+            .get(&(e, c, m.to_string()))
+            .map(|g| g.iter().map(|x| x.1.clone()).collect())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for &e in envs {
+        let Some(b) = baseline_of(exp, e).filter(|&b| b != e) else { continue };
+        if gone.contains(&e) || gone.contains(&b) {
+            continue;
+        }
+        let own_clock = crate::env::find(&exp.envs[e].kind).is_some_and(|k| k.own_clock());
+        for c in (0..exp.cases.len()).filter(|&c| watched(exp, c)) {
+            let Some(w) = virtperf_workload::find(&exp.cases[c].kind) else { continue };
+            for m in w.metrics().iter().take(w.headline_metrics()).map(|m| m.name) {
+                let host = format!("{m}{}", virtperf_workload::HOST_SUFFIX);
+                let metric = if own_clock && !values(e, c, &host).is_empty() { host } else { m.to_string() };
+                let (a, base) = (values(e, c, &metric), values(b, c, &metric));
+                // A baseline whose mean is zero has no ratio to make precise.
+                let zero = base.iter().flatten().all(|x| *x == 0.0) && !base.is_empty();
+                if zero {
+                    continue;
+                }
+                let standing = sequential::standing(&a, &base, p.percent / 100.0);
+                out.push(Cell { env: e, base: b, case: c, metric, standing });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What precision mode runs next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unit {
+    /// A new launch of environment `env` with its warm-ups and `reps` repetitions of each case.
+    Launch { env: usize, cases: Vec<usize> },
+    /// One more repetition of `case` in `env`'s current launch.
+    Rep { env: usize, case: usize },
+}
+
+/// The rule's answer for `cells`, as a unit of work; None when every cell met its target.
+pub fn next_unit(exp: &Experiment, cells: &[Cell]) -> Option<Unit> {
+    let standings: Vec<Standing> = cells.iter().map(|c| c.standing.clone()).collect();
+    let (i, side) = sequential::next(&standings)?;
+    let cell = &cells[i];
+    let env = match side {
+        Side::Env => cell.env,
+        Side::Baseline => cell.base,
+    };
+    if exp.launches < 2 {
+        return Some(Unit::Rep { env, case: cell.case });
+    }
+    // A launch measures every case of the environment still short of its target (for a
+    // baseline: every case where an environment compared with it is).
+    let mut cases: Vec<usize> = cells
+        .iter()
+        .filter(|x| !x.standing.met() && (x.env == env || x.base == env))
+        .map(|x| x.case)
+        .collect();
+    cases.sort_unstable();
+    cases.dedup();
+    Some(Unit::Launch { env, cases })
+}
+
+/// The trials of `unit`, to append to the run's plan (ids and seq are the store's to give).
+pub fn trials(
+    exp: &Experiment,
+    store: &Store,
+    run_id: i64,
+    unit: &Unit,
+    seed: u64,
+) -> Result<Vec<PlannedTrial>> {
+    let env = match unit {
+        Unit::Launch { env, .. } | Unit::Rep { env, .. } => *env,
+    };
+    let (last_block, last_rep) = store.plan_tail(run_id, env)?;
+    let next_rep = |c: usize| last_rep.get(&c).map_or(0, |r| r + 1);
+    let trial = |case: usize, rep: i64, warmup: bool, block: u32| PlannedTrial {
+        id: 0,
+        seq: 0,
+        env_idx: env,
+        case_idx: case,
+        rep,
+        warmup,
+        peer_idx: None,
+        block,
+    };
+    Ok(match unit {
+        Unit::Rep { case, .. } => vec![trial(*case, next_rep(*case), false, last_block)],
+        Unit::Launch { cases, .. } => {
+            let block = last_block + 1;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(exp.seed ^ seed.rotate_left(17));
+            let mut out = Vec::new();
+            for (n, warmup) in [(exp.warmup, true), (exp.reps, false)] {
+                for r in 0..n {
+                    let mut round: Vec<usize> = cases.clone();
+                    if exp.order != crate::experiment::Order::Sequential {
+                        round.shuffle(&mut rng);
+                    }
+                    for c in round {
+                        out.push(trial(c, next_rep(c) + i64::from(r), warmup, block));
+                    }
+                }
+            }
+            out
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::{read_flag, validate, Origin, RawExperiment, RawSetting};
+    use crate::store::{NewEnv, TrialOutcome, TrialStatus};
+    use virtperf_proto::Sample;
+    use virtperf_workload::Raw;
+
+    fn exp(launches: i64) -> Experiment {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "native").unwrap());
+        raw.envs.push(read_flag("--env", "container").unwrap());
+        raw.workloads.push(read_flag("--workload", "syscall").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy").unwrap());
+        for (k, v) in
+            [("launches", Raw::Int(launches)), ("reps", Raw::Int(3)), ("precision", Raw::Str("5%".into()))]
+        {
+            raw.settings.insert(k.into(), RawSetting { value: v, origin: Origin::Default });
+        }
+        validate(&raw, &Origin::Default).unwrap()
+    }
+
+    /// A store holding the plan of `e` with every trial done: each environment × case's value
+    /// drawn around `mean(env, case)` with a spread of `sd(env, case)`, launches by block.
+    fn store_with(
+        e: &Experiment,
+        dir: &std::path::Path,
+        value: &dyn Fn(usize, usize, i64) -> f64,
+    ) -> (Store, i64) {
+        let mut s = Store::open(&dir.join("p.db")).unwrap();
+        let plan = crate::plan::make(e);
+        let envs: Vec<NewEnv> = e
+            .envs
+            .iter()
+            .map(|x| NewEnv {
+                name: x.name.clone(),
+                kind: x.kind.clone(),
+                params: serde_json::json!({}),
+                runtime: None,
+                instances: 1,
+                group: x.name.clone(),
+                host: None,
+            })
+            .collect();
+        let cases: Vec<_> = e
+            .cases
+            .iter()
+            .map(|c| (c.workload.clone(), c.kind.clone(), c.label.clone(), serde_json::json!({})))
+            .collect();
+        let run = s.create_run("p", "", &serde_json::json!({}), &envs, &cases, &plan).unwrap();
+        for t in s.pending_trials(run).unwrap() {
+            let metric = if t.case_idx == 0 { "syscall_time" } else { "memcpy_time" };
+            let v = value(t.env_idx, t.case_idx, t.rep);
+            let o = TrialOutcome {
+                status: TrialStatus::Ok,
+                samples: vec![Sample { metric: metric.into(), value: v, unit: "x".into() }],
+                launch_id: Some(1000 * t.env_idx as i64 + i64::from(t.block)),
+                ..Default::default()
+            };
+            s.record_trial(t.id, &o).unwrap();
+        }
+        (s, run)
+    }
+
+    #[test]
+    fn the_furthest_cell_gets_a_launch_of_the_cases_still_short() {
+        let e = exp(3);
+        let dir = tempfile::tempdir().unwrap();
+        // syscall: container 3× native and noisy between launches; memcpy: both quiet.
+        let (s, run) = store_with(&e, dir.path(), &|env, case, rep| match (env, case) {
+            (0, 0) => 100.0 + (rep % 3) as f64 * 0.1,
+            (1, 0) => 300.0 + [0.0, 40.0, -35.0][(rep / 3 % 3) as usize] + (rep % 3) as f64,
+            (_, _) => 10.0 + rep as f64 * 0.001 + env as f64,
+        });
+        let cells = cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
+        assert_eq!(cells.len(), 2, "{cells:?}");
+        let memcpy = cells.iter().find(|c| c.case == 1).unwrap();
+        assert!(memcpy.standing.met(), "{memcpy:?}");
+        let syscall = cells.iter().find(|c| c.case == 0).unwrap();
+        assert!(!syscall.standing.met(), "{syscall:?}");
+        assert_eq!(next_unit(&e, &cells), Some(Unit::Launch { env: 1, cases: vec![0] }));
+        // The launch: a block of its own after the planned three, warm-ups then reps.
+        let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: vec![0] }, 1).unwrap();
+        assert_eq!(t.len(), (e.warmup + e.reps) as usize);
+        assert!(t.iter().all(|x| x.block == 3 && x.env_idx == 1 && x.case_idx == 0));
+        assert!(t.iter().filter(|x| !x.warmup).all(|x| x.rep >= 9), "reps continue after the plan's");
+        // Nothing short: nothing to run. An environment that gave up is not waited for.
+        assert!(cells_met_or_gone(&e, &s, run));
+    }
+
+    fn cells_met_or_gone(e: &Experiment, s: &Store, run: i64) -> bool {
+        let gone: BTreeSet<usize> = [1].into();
+        cells(e, s, run, &[0, 1], &gone).unwrap().is_empty()
+    }
+
+    #[test]
+    fn with_one_launch_the_unit_is_a_repetition_on_the_noisier_side() {
+        let e = exp(1);
+        let dir = tempfile::tempdir().unwrap();
+        // The baseline is the noisy side of syscall.
+        let (s, run) = store_with(&e, dir.path(), &|env, case, rep| match (env, case) {
+            (0, 0) => 100.0 + [0.0, 30.0, -25.0][(rep % 3) as usize],
+            (1, 0) => 300.0 + (rep % 3) as f64 * 0.1,
+            (_, _) => 10.0 + rep as f64 * 0.001,
+        });
+        let cells = cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
+        assert_eq!(next_unit(&e, &cells), Some(Unit::Rep { env: 0, case: 0 }));
+        let t = trials(&e, &s, run, &Unit::Rep { env: 0, case: 0 }, 1).unwrap();
+        assert_eq!((t.len(), t[0].rep, t[0].block, t[0].warmup), (1, 3, 0, false));
+    }
+}
