@@ -415,6 +415,20 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
         Err(e) => return Err(bad_input(e)),
     };
     if a.dry_run {
+        let mut exp = exp;
+        if exp.skip_unavailable {
+            match run::drop_unavailable(&mut exp, false) {
+                Ok(skipped) => {
+                    for (name, why) in skipped {
+                        println!("would skip environment `{name}`: this host cannot run it ({why})");
+                    }
+                }
+                Err(why) => {
+                    println!("cannot run here: {why}");
+                    return Ok(ExitStatus::Unavailable);
+                }
+            }
+        }
         let plan = plan::make(&exp);
         println!("experiment \"{}\": valid", exp.name);
         println!("environments: {}", exp.envs.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "));

@@ -65,6 +65,10 @@ pub fn cells(
             None => g.push((launch, vec![value])),
         }
     }
+    // A case whose trials keep failing in an environment is not waited for: more launches would
+    // fail the same way (the report lists its failures).
+    let health = store.case_health(run_id)?;
+    let failing = |e: usize, c: usize| health.get(&(e, c)).is_some_and(|&(failed, last)| failed >= 2 && last);
     let values = |e: usize, c: usize, m: &str| -> Vec<Vec<f64>> {
         groups
             .get(&(e, c, m.to_string()))
@@ -78,7 +82,7 @@ pub fn cells(
             continue;
         }
         let own_clock = crate::env::find(&exp.envs[e].kind).is_some_and(|k| k.own_clock());
-        for c in (0..exp.cases.len()).filter(|&c| watched(exp, c)) {
+        for c in (0..exp.cases.len()).filter(|&c| watched(exp, c) && !failing(e, c) && !failing(b, c)) {
             let Some(w) = virtperf_workload::find(&exp.cases[c].kind) else { continue };
             for m in w.metrics().iter().take(w.headline_metrics()).map(|m| m.name) {
                 let host = format!("{m}{}", virtperf_workload::HOST_SUFFIX);

@@ -171,7 +171,59 @@ pub fn preflight(exp: &Experiment, prepare: bool) -> Result<(), String> {
     }
 }
 
-pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+/// The environments of this machine that cannot run here (or whose one-time preparation failed,
+/// with `prepare`), with doctor's reason and fix.
+pub fn unavailable(exp: &Experiment, prepare: bool) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, e) in exp.envs.iter().enumerate().filter(|(_, e)| e.host.is_none()) {
+        let Some(kind) = env::find(&e.kind) else { continue };
+        let a = kind.availability(&e.params);
+        if !a.usable {
+            out.push((i, format!("{}; fix: {}", a.detail, a.fix.unwrap_or_default())));
+        } else if let Err(why) = if prepare { kind.prepare(&e.params) } else { Ok(()) } {
+            out.push((i, why));
+        }
+    }
+    out
+}
+
+/// `skip_unavailable = true`: leaves out the environments this host cannot run, saying why, so
+/// that the rest of the experiment runs (the default experiment runs what the host can). The
+/// baseline is never left out silently: without it there is no ratio, so that is an error.
+pub fn drop_unavailable(exp: &mut Experiment, prepare: bool) -> Result<Vec<(String, String)>, String> {
+    let gone = unavailable(exp, prepare);
+    let mut skipped = Vec::new();
+    for (i, why) in gone.iter().rev() {
+        let e = exp.envs.remove(*i);
+        if env::find(&e.kind).is_some_and(|k| k.is_baseline()) {
+            return Err(format!(
+                "environment `{}` ({}), the baseline, cannot run here: {why}",
+                e.name, e.kind
+            ));
+        }
+        skipped.push((e.name, why.clone()));
+    }
+    skipped.reverse();
+    if exp.envs.is_empty() {
+        return Err("no environment of the experiment can run here".into());
+    }
+    Ok(skipped)
+}
+
+pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    let mut skipped = Vec::new();
+    if exp.skip_unavailable {
+        match drop_unavailable(&mut exp, true) {
+            Ok(s) => skipped = s,
+            Err(why) => {
+                eprintln!("error: cannot run here: {why}\n(`virtperf doctor` lists every environment kind and how to enable it)");
+                return Ok(ExitStatus::Unavailable);
+            }
+        }
+        for (name, why) in &skipped {
+            eprintln!("virtperf: skipped environment `{name}`: this host cannot run it ({why})");
+        }
+    }
     if let Err(why) = preflight(&exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
@@ -206,14 +258,12 @@ pub fn run_new(exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
             )
         })
         .collect();
-    let run_id = store.create_run(
-        &exp.name,
-        &exp.to_toml(),
-        &manifest(&exp, &opts.command_line),
-        &envs,
-        &cases,
-        &plan,
-    )?;
+    let mut manifest = manifest(&exp, &opts.command_line);
+    manifest["skipped_environments"] = serde_json::json!(skipped
+        .iter()
+        .map(|(n, why)| serde_json::json!({"environment": n, "why": why}))
+        .collect::<Vec<_>>());
+    let run_id = store.create_run(&exp.name, &exp.to_toml(), &manifest, &envs, &cases, &plan)?;
     eprintln!("virtperf: run {run_id} → {} ({} trials)", opts.db.display(), plan.len());
     execute(&store, run_id, &exp, opts)
 }
@@ -445,6 +495,12 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     // (no lab): it joins this process's namespace, a container too.
     if remote_host.is_none() && lab.is_none() && tester_host_of(exp).is_some() && exp.has_network() {
         ctx.netns = Some(PathBuf::from(format!("/proc/{}/ns/net", std::process::id())));
+    }
+    // A later launch into the same lab endpoint finds it as the first did.
+    if let (Role::Env(e), Some(l), true) = (role, lab, slot.launches > 1) {
+        if let Err(why) = l.restore_endpoint(first_endpoint[e] + k) {
+            eprintln!("virtperf: cannot restore the lab address of `{def_name}`: {why}");
+        }
     }
     let launched = match remote_host {
         Some(h) => {

@@ -487,6 +487,26 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// How each environment × case's trials went so far (not all-pairs): (failed or skipped,
+    /// whether the latest one that ended failed).
+    pub fn case_health(&self, run: i64) -> Result<std::collections::BTreeMap<(usize, usize), (usize, bool)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT env_idx, case_idx, status FROM trials WHERE run_id = ?1 AND peer_idx IS NULL AND status != 'pending' ORDER BY seq",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize, r.get::<_, TrialStatus>(2)?))
+        })?;
+        let mut out: std::collections::BTreeMap<(usize, usize), (usize, bool)> = Default::default();
+        for row in rows {
+            let (e, c, status) = row?;
+            let h = out.entry((e, c)).or_default();
+            let bad = status != TrialStatus::Ok;
+            h.0 += usize::from(bad);
+            h.1 = bad;
+        }
+        Ok(out)
+    }
+
     /// Where an environment's plan ends: its last block, and the last repetition of each case.
     pub fn plan_tail(
         &self,

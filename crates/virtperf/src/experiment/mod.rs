@@ -513,7 +513,7 @@ mod tests {
                     }
                     assert_eq!(z.limit.is_some(), z.bytes_used < z.bytes_derived, "{}", z.line());
                 }
-                if name == "default.toml" {
+                if name == "memory.toml" {
                     let z = exp
                         .sizings
                         .iter()

@@ -336,6 +336,18 @@ impl Lab {
     }
 
     /// Removes every namespace of the lab (the processes inside must be gone first).
+    /// Gives endpoint `i`'s `eth0` back its address (and with it the lab's route) before another
+    /// launch joins it: gVisor's netstack takes them over from the namespace when it starts (runsc
+    /// with `network = sandbox`) and does not give them back when it stops, so a relaunched gVisor
+    /// found no address to take (measured: every network trial of its second launch failed with
+    /// "Cannot assign requested address"). Idempotent; a guest's endpoint (tap) has none.
+    pub fn restore_endpoint(&self, i: usize) -> Result<(), String> {
+        let Some(ep) = self.endpoints.get(i).filter(|e| e.tap.is_none()) else { return Ok(()) };
+        let ns = ep.netns.as_str();
+        sh("ip", &["-n", ns, "addr", "replace", &format!("{}/24", ep.addr), "dev", "eth0"])?;
+        sh("ip", &["-n", ns, "link", "set", "eth0", "up"])
+    }
+
     pub fn teardown(&mut self, ledger: &mut Ledger) {
         for name in std::mem::take(&mut self.created).iter().rev() {
             delete_netns(name);

@@ -1256,6 +1256,13 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     for l in sizing_lines(&r.manifest) {
         out += &format!("sized from the host: {l}\n");
     }
+    for s in r.manifest["skipped_environments"].as_array().into_iter().flatten() {
+        out += &format!(
+            "skipped environment `{}`: this host cannot run it ({})\n",
+            s["environment"].as_str().unwrap_or("?"),
+            s["why"].as_str().unwrap_or("?")
+        );
+    }
     out += &render_levels(r);
     for c in &r.ceilings {
         let measured: Vec<String> = r
@@ -1359,8 +1366,26 @@ fn render_levels(r: &Report) -> String {
     let mut out = String::new();
     let rows: Vec<&ResultRow> =
         r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none() && x.n > 1).collect();
-    if rows.iter().any(|x| x.launches < 2) {
+    let planned = r.manifest["launches"].as_u64().unwrap_or(1);
+    if planned < 2 && !rows.is_empty() {
         out += "intervals cover one launch of each environment (its repetitions): what changes from one launch to the next (memory placement, page backing, vCPU placement, device set-up) is not in them; `launches = 3` measures it\n";
+    } else if planned >= 2 {
+        let one: Vec<String> = rows
+            .iter()
+            .filter(|x| x.launches < 2 && !DERIVED.contains(&x.metric.as_str()))
+            .map(|x| format!("{} / {}", x.environment, x.workload))
+            .fold(Vec::new(), |mut v, s| {
+                if !v.contains(&s) {
+                    v.push(s);
+                }
+                v
+            });
+        if !one.is_empty() {
+            out += &format!(
+                "measured on one launch only (the others' trials failed), so their intervals cover that launch: {}\n",
+                one.join(", ")
+            );
+        }
     }
     let mut shares: Vec<(f64, String)> = rows
         .iter()

@@ -18,6 +18,7 @@ mod mechanisms;
 mod network;
 mod remote;
 mod report;
+mod rigour;
 mod util;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -47,6 +48,9 @@ fn main() {
         faults::kill9_leftovers_are_swept_by_next_start,
         cli::doctor_lists_every_kind_with_fixes,
         containers::avionics_1000_reps_native_and_container,
+        rigour::calibration_fits_each_environment_to_its_target_time,
+        rigour::launches_run_blocks_on_fresh_launches_and_intervals_cover_them,
+        rigour::precision_mode_stops_at_its_target_or_its_budget_and_resumes,
         containers::container_cpu_limit_is_enforced,
         network::network_workloads_native_and_container_root_ns_untouched,
         faults::kill9_during_network_trial_lab_is_swept,

@@ -1,0 +1,301 @@
+//! e2e: rigour in reasonable time — operation counts calibrated per environment, launches as a
+//! level of repetition, precision mode's stopping rule and budget.
+
+use crate::util::*;
+
+fn db_conn(db: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("db")
+}
+
+fn run_json(args: &[&str], state: &Path) -> (Output, serde_json::Value) {
+    let out = vp(args, &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())]);
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out, doc)
+}
+
+/// Per-operation workloads left without a count are calibrated in each environment to their
+/// target_time, on the host's clock: the trials then last about that long, each stores the count
+/// it ran with, and a count given in the experiment is kept as given.
+pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("c.db");
+    let state = dir.path().join("state");
+    let (out, doc) = run_json(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "container",
+            "--workload",
+            "syscall:target_time=100ms",
+            "--workload",
+            "intmix:target_time=100ms",
+            "--workload",
+            "cpu:iterations=1000000,name=fixed",
+            "--reps",
+            "5",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &state,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c = db_conn(&db);
+    let cal: Vec<(i64, i64, String, i64, i64)> = c
+        .prepare(
+            "SELECT env_idx, case_idx, param, count, target_ns FROM calibrations ORDER BY env_idx, case_idx",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    // Two environments × two calibrated cases; the fixed one is not calibrated.
+    assert_eq!(cal.len(), 4, "{cal:?}");
+    for (e, k, param, count, target) in &cal {
+        assert_eq!((param.as_str(), *target), ("iterations", 100_000_000), "{cal:?}");
+        // Every trial of that environment × case ran with the calibrated count.
+        let works: Vec<Option<i64>> = c
+            .prepare("SELECT work FROM trials WHERE env_idx = ?1 AND case_idx = ?2")
+            .unwrap()
+            .query_map([e, k], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(works.iter().all(|w| *w == Some(*count)), "env {e} case {k}: {works:?} vs {count}");
+        // The measured trials last about the target on the host's clock (the count is linear
+        // in time here: a syscall or an intmix step costs the same 1 000 or 1 000 000 times).
+        let mut spans: Vec<f64> = c
+            .prepare("SELECT host_ns FROM trials WHERE env_idx = ?1 AND case_idx = ?2 AND warmup = 0 AND status = 'ok'")
+            .unwrap()
+            .query_map([e, k], |r| r.get::<_, i64>(0))
+            .unwrap()
+            .map(|x| x.unwrap() as f64 / 1e6)
+            .collect();
+        spans.sort_by(f64::total_cmp);
+        let median = spans[spans.len() / 2];
+        println!("    env {e} case {k}: {count} iterations, median trial {median:.1} ms for a 100 ms target");
+        assert!(
+            (60.0..=160.0).contains(&median),
+            "env {e} case {k}: median trial {median:.1} ms, target 100 ms"
+        );
+    }
+    // The fixed case ran its given count and says so nowhere as calibrated.
+    let fixed: Vec<Option<i64>> = c
+        .prepare("SELECT work FROM trials WHERE case_idx = 2")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(fixed.iter().all(Option::is_none), "{fixed:?}");
+    // The report carries each environment's count, and the figures stay per operation.
+    let row = row_or_fail(&doc, "container", "syscall_time");
+    let count = cal.iter().find(|x| x.0 == 1 && x.1 == 0).unwrap().3;
+    assert_eq!(row["work"]["count"].as_i64(), Some(count), "{row}");
+    assert!(row["mean"].as_f64().unwrap() < 100_000.0, "ns per call, not per trial: {row}");
+    assert!(row_or_fail(&doc, "native", "cpu_rate")["work"].is_null());
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// `launches = 3`: each environment runs its repetitions in three blocks, each on a fresh launch,
+/// and the figures follow the two-level model — checked here against the stored values by hand.
+pub(crate) fn launches_run_blocks_on_fresh_launches_and_intervals_cover_them() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("l.db");
+    let state = dir.path().join("state");
+    let (out, doc) = run_json(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "container",
+            "--workload",
+            "syscall:target_time=30ms",
+            "--reps",
+            "3",
+            "--launches",
+            "3",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &state,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c = db_conn(&db);
+    for e in 0..2i64 {
+        // Three launches of the environment, one per block, each running that block's trials.
+        let launches: Vec<(i64, i64)> = c
+            .prepare("SELECT id, block FROM instances WHERE env_idx = ?1 AND status = 'ready' ORDER BY id")
+            .unwrap()
+            .query_map([e], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(launches.iter().map(|l| l.1).collect::<Vec<_>>(), vec![0, 1, 2], "env {e}: {launches:?}");
+        for (id, block) in &launches {
+            let (n, other): (i64, i64) = c
+                .query_row(
+                    "SELECT count(*), sum(launch_id != ?2) FROM trials WHERE env_idx = ?1 AND block = ?3",
+                    [e, *id, *block],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!((n, other), (4, 0), "env {e} block {block}: a warm-up and 3 reps on launch {id}");
+        }
+        // The two-level figures, from the stored values: mean of the launch means, and the
+        // interval t(0.975, 2) · s(launch means) / √3.
+        let vals: Vec<(i64, f64)> = c
+            .prepare(
+                "SELECT t.launch_id, s.value FROM samples s JOIN trials t ON t.id = s.trial_id
+                 WHERE t.env_idx = ?1 AND t.warmup = 0 AND s.metric = 'syscall_time'",
+            )
+            .unwrap()
+            .query_map([e], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let means: Vec<f64> = launches
+            .iter()
+            .map(|(id, _)| {
+                let v: Vec<f64> = vals.iter().filter(|x| x.0 == *id).map(|x| x.1).collect();
+                v.iter().sum::<f64>() / v.len() as f64
+            })
+            .collect();
+        let grand = means.iter().sum::<f64>() / 3.0;
+        let s = (means.iter().map(|m| (m - grand).powi(2)).sum::<f64>() / 2.0).sqrt();
+        let half = 4.302_653 * s / 3f64.sqrt();
+        let env = ["native", "container"][e as usize];
+        let row = row_or_fail(&doc, env, "syscall_time");
+        assert_eq!(
+            (row["launches"].as_i64(), row["ci_covers"].as_str(), row["n"].as_i64()),
+            (Some(3), Some("launches"), Some(9)),
+            "{row}"
+        );
+        let (m, lo, hi) = (
+            row["mean"].as_f64().unwrap(),
+            row["ci95"][0].as_f64().unwrap(),
+            row["ci95"][1].as_f64().unwrap(),
+        );
+        assert!((m - grand).abs() < 1e-9 * grand, "{env}: mean {m} vs the launch means' {grand}");
+        assert!(
+            ((hi - lo) / 2.0 - half).abs() < 1e-6 * half,
+            "{env}: half-width {} vs {half}",
+            (hi - lo) / 2.0
+        );
+        let v = &row["variance"];
+        let shares = v["launch_share"].as_f64().unwrap() + v["trial_share"].as_f64().unwrap();
+        assert!((shares - 1.0).abs() < 1e-9, "{v}");
+    }
+    let text = vp(&["report", "--db", db.to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("intervals cover up to 3 launches"), "{text}");
+    assert!(!text.contains("intervals cover one launch"), "{text}");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
+
+/// Precision mode: a loose target is met at the minimum and the run ends; an impossible one runs
+/// until the budget, withdraws what it proposed and did not start, says which ratios fell short,
+/// and `--resume` measures on; a budget shorter than the minimum leaves the run resumable.
+pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let args = |db: &Path, precision: &str, budget: &str, launches: &str| -> Vec<String> {
+        [
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "container",
+            "--workload",
+            "cpu:target_time=20ms",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--launches",
+            launches,
+            "--precision",
+            precision,
+            "--budget",
+            budget,
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |a: &[String]| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let t0 = Instant::now();
+        let (out, doc) = run_json(&a, &state);
+        (out, doc, t0.elapsed().as_secs_f64())
+    };
+    // A target any measurement meets: the minimum (3 launches × 2 reps a side) and no more.
+    let loose = dir.path().join("loose.db");
+    let (out, doc, _) = run(&args(&loose, "90%", "60s", "3"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p = &doc["precision"];
+    assert_eq!((p["met"].as_u64(), p["cells"].as_array().map(Vec::len)), (Some(1), Some(1)), "{p:#}");
+    assert_eq!(count_trials(&loose, "ok"), 12, "2 environments × 3 launches × 2 reps");
+    // An impossible target: the budget ends it.
+    let tight = dir.path().join("tight.db");
+    let (out, doc, secs) = run(&args(&tight, "0.001%", "12s", "3"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the budget (12s) ended the run"), "{err}");
+    // The budget counts from the start: a launch block (a container launch and two 20 ms trials)
+    // in flight may finish after it, nothing more.
+    assert!(secs < 12.0 + 8.0, "ran {secs:.1} s for a 12 s budget");
+    let ok = count_trials(&tight, "ok");
+    assert!(ok > 12, "precision mode added launches within its budget: {ok} trials");
+    assert_eq!(count_trials(&tight, "pending"), 0, "proposals that did not start are withdrawn");
+    let p = &doc["precision"];
+    assert_eq!(p["met"].as_u64(), Some(0), "{p:#}");
+    let cell = &p["cells"][0];
+    assert!(
+        cell["half_width_percent"].as_f64().is_some_and(|h| h > 0.001) && cell["launches"].as_u64() > Some(3),
+        "{cell}"
+    );
+    let text = vp(&["report", "--db", tight.to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("precision target ±0.001 %") && flat.contains("0 of 1 ratios met it"), "{text}");
+    assert!(
+        flat.contains("not met within the budget: container / cpu:target_time=20ms cpu_rate ±"),
+        "{text}"
+    );
+    // Resumed: the same rule, a budget of its own.
+    let out = vp(
+        &["run", "--resume", "1", "--db", tight.to_str().unwrap()],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("short of their precision target"));
+    assert!(count_trials(&tight, "ok") > ok, "resuming measured on");
+    // A budget shorter than the minimum: what is left stays pending, the run is resumable.
+    let short = dir.path().join("short.db");
+    let (out, _, _) = run(&args(&short, "5%", "1s", "5"));
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("of the minimum left"));
+    let pending = count_trials(&short, "pending");
+    assert!(pending > 0 && run_status(&short) == "interrupted", "{pending} pending");
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
