@@ -23,11 +23,13 @@ now() { date +%s.%N; }
 python3 - "$EXP" > "$tmp/fixed.toml" <<'PY'
 import re, sys
 out = []
+top = True  # the top-level settings, before the first [[env]] or [[workload]] table
 for line in open(sys.argv[1]):
+    top = top and not line.startswith("[")
     key = line.split("=")[0].strip()
-    if key in ("precision", "budget", "launches", "reps", "warmup"):
+    if top and key in ("precision", "budget", "launches", "reps", "warmup"):
         continue
-    if line.startswith("name ="):
+    if top and key == "name":
         out.append('name = "default, fixed: reps = 10 on one launch"\nreps = 10\nwarmup = 1\nlaunches = 1\n')
         continue
     out.append(line)

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs what virtperf needs and is missing, from Debian's packages. Idempotent and quiet when
 # everything is there. Without root it only says what to install.
+#   scripts/install-deps.sh        everything: the environments, the tests' and benches' references
+#   scripts/install-deps.sh run    what `make run` (examples/default.toml) needs, no more: a fresh
+#                                  machine's first answer does not wait for a browser and libvirt
 set -euo pipefail
+SCOPE=${1:-all}
+
+# What `make run` needs (the default experiment's environments, the guest image, virtperf's UML
+# kernel where the packaged one cannot run); the rest is for tests, benches and other examples.
+RUN_NEEDS=(cc runc runsc linux.uml ip tc qemu-system-x86_64 busybox xz objcopy make flex bison bc patch)
 
 # command-to-look-for:debian-package
 NEEDS=(
@@ -42,6 +50,7 @@ NEEDS=(
 missing=()
 for pair in "${NEEDS[@]}"; do
   cmd=${pair%%:*}; pkg=${pair#*:}
+  if [ "$SCOPE" = run ] && [[ ! " ${RUN_NEEDS[*]} " == *" $cmd "* ]]; then continue; fi
   if [ "${cmd#/}" != "$cmd" ]; then [ -e "$cmd" ] || missing+=("$pkg"); continue; fi
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done

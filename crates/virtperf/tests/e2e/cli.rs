@@ -136,6 +136,30 @@ pub(crate) fn examples_validate() -> Outcome {
                 assert!(text.contains("sized from the host: stream: elements = "), "{text}");
             }
         }
+        // What doctor decides from a profile: QEMU on TCG (/dev/kvm is PVM on both kinds), and which
+        // UML kernel can run, predicted from the XSAVE size without booting anything here.
+        if let Some(pf) = profile {
+            let name = pf.file_stem().unwrap().to_string_lossy().to_string();
+            let out = vp(&["doctor", "--quick", "--json"], &[("VIRTPERF_HOST_FACTS", pf.to_str().unwrap())]);
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(doc["host_facts"]["profile"].as_str(), Some(name.as_str()), "{doc:#}");
+            let row = |env: &str| {
+                doc["environments"].as_array().unwrap().iter().find(|r| r["environment"] == env).unwrap().clone()
+            };
+            assert!(row("qemu")["detail"].as_str().unwrap().contains("TCG: /dev/kvm is PVM"), "{}", row("qemu"));
+            assert_eq!(row("qemu:accel=kvm")["usable"], false);
+            let uml = row("uml");
+            let detail = uml["detail"].as_str().unwrap_or_default();
+            if has("linux.uml") {
+                match name.as_str() {
+                    "intel-xeon" => assert!(
+                        detail.contains("cannot save this CPU's XSAVE state (2688 bytes") && detail.contains("predicted"),
+                        "{uml}"
+                    ),
+                    _ => assert!(detail.contains("boots here"), "{name}: {uml}"),
+                }
+            }
+        }
         // A measurement never runs on replaced facts: refused as bad input, nothing created.
         if let Some(pf) = profile {
             let dir = tempdir();
