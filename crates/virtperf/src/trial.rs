@@ -476,56 +476,156 @@ struct Body {
     instance_samples: Vec<(u32, Sample)>,
 }
 
+/// What the aggregation of N instances may read beside their samples: per instance, its run's
+/// detail (single-party), or each of its flows' — keyed by the flows' metric suffix (`""`, `_out`,
+/// `_in`) — with the flow's count series on the host's clock when it has one.
+#[derive(Debug, Default, Clone)]
+pub struct Detail {
+    pub run: Value,
+    pub flows: Vec<(&'static str, Value, Option<Value>)>,
+}
+
+impl Detail {
+    fn flow(&self, suffix: &str) -> Option<&(&'static str, Value, Option<Value>)> {
+        self.flows.iter().find(|f| f.0 == suffix)
+    }
+}
+
+/// A metric's name split into the declared metric and its suffixes (`tcp_goodput_in_host` →
+/// `tcp_goodput`, `_in`).
+fn declared(metric: &str) -> (&str, &'static str) {
+    let m = metric.strip_suffix(virtperf_workload::HOST_SUFFIX).unwrap_or(metric);
+    for sfx in ["_out", "_in"] {
+        if let Some(b) = m.strip_suffix(sfx) {
+            if virtperf_workload::metric(b).is_some_and(|d| d.name == b) {
+                return (b, sfx);
+            }
+        }
+    }
+    (m, "")
+}
+
 /// What a trial of N instances reports beside each instance's figures: per metric the aggregate
-/// (sum of throughputs — metrics where higher is better — mean of everything else), and for each
-/// throughput Jain's fairness index (`METRIC_jain`) and the smallest and largest instance's share
-/// of the sum (`METRIC_share_min`, `METRIC_share_max`, %).
-pub fn aggregate(per_instance: &[Vec<Sample>]) -> Vec<Sample> {
+/// its workload declares (`Workload::aggregation`) — a flow's rate added over the one window where
+/// every flow runs (from their count series on the host's clock; each instance's figure becomes its
+/// rate over that window), counts added, times averaged, worst cases as the worst, latency
+/// percentiles from the pooled histograms — and for each throughput Jain's fairness index
+/// (`METRIC_jain`) and the smallest and largest instance's share of the sum (`METRIC_share_min`,
+/// `METRIC_share_max`, %). Returns the aggregates and, per metric added over one window, the
+/// window (stored with the trial: its span and the ramps before and after it).
+pub fn aggregate(
+    per_instance: &mut [Vec<Sample>],
+    details: &[Detail],
+    w: Option<&dyn virtperf_workload::Workload>,
+    params: &virtperf_workload::Params,
+) -> (Vec<Sample>, Vec<Value>) {
     let mut names: Vec<(String, String)> = Vec::new();
     for smp in per_instance.iter().flatten() {
         if !names.iter().any(|(m, _)| *m == smp.metric) {
             names.push((smp.metric.clone(), smp.unit.clone()));
         }
     }
-    let mut out = Vec::new();
+    let (mut out, mut windows) = (Vec::new(), Vec::new());
     for (m, unit) in names {
         let xs: Vec<f64> =
             per_instance.iter().filter_map(|v| v.iter().find(|x| x.metric == m).map(|x| x.value)).collect();
         if xs.len() != per_instance.len() {
             continue;
         }
+        let (base, suffix) = declared(&m);
         let higher =
             virtperf_workload::metric(&m).is_some_and(|d| d.better == virtperf_workload::Better::Higher);
-        let sum: f64 = xs.iter().sum();
-        let value = if higher { sum } else { sum / xs.len() as f64 };
+        let how = match w {
+            Some(w) if w.metrics().iter().any(|d| d.name == base) => w.aggregation(base, params),
+            _ if higher => virtperf_workload::Aggregation::Sum,
+            _ => virtperf_workload::Aggregation::Mean,
+        };
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let mut each = xs.clone();
+        let value = match how {
+            virtperf_workload::Aggregation::Window { series, scale } => {
+                // The host clock's series of every flow (a `_host` twin is the same flow again).
+                let flows: Option<Vec<Vec<[u64; 2]>>> = details
+                    .iter()
+                    .map(|d| {
+                        d.flow(suffix)?
+                            .2
+                            .as_ref()
+                            .and_then(|s| virtperf_workload::net::series::parse(&s[series]))
+                    })
+                    .collect();
+                match flows.as_deref().and_then(virtperf_workload::net::series::Window::of) {
+                    Some(win) if !m.ends_with(virtperf_workload::HOST_SUFFIX) => {
+                        each = win.rates().iter().map(|r| r * scale).collect();
+                        windows.push(json!({
+                            "metric": m,
+                            "start_ns": win.start_ns,
+                            "ms": win.seconds() * 1e3,
+                            "ramp_up_ms": win.ramp_up_ns as f64 / 1e6,
+                            "ramp_down_ms": win.ramp_down_ns as f64 / 1e6,
+                            "each_own_window": xs,
+                        }));
+                        each.iter().sum()
+                    }
+                    _ => xs.iter().sum(),
+                }
+            }
+            virtperf_workload::Aggregation::Sum => xs.iter().sum(),
+            virtperf_workload::Aggregation::Mean => mean,
+            virtperf_workload::Aggregation::Max => xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            virtperf_workload::Aggregation::Min => xs.iter().copied().fold(f64::INFINITY, f64::min),
+            virtperf_workload::Aggregation::Pooled => {
+                let ds: Option<Vec<&Value>> = details
+                    .iter()
+                    .map(|d| if d.flows.is_empty() { Some(&d.run) } else { d.flow(suffix).map(|f| &f.1) })
+                    .collect();
+                ds.and_then(|ds| w.and_then(|w| w.pooled(base, &ds))).unwrap_or(mean)
+            }
+        };
+        // Each instance's figure over the same window as the aggregate (their sum is it).
+        if each != xs {
+            for (v, x) in per_instance.iter_mut().zip(&each) {
+                if let Some(smp) = v.iter_mut().find(|s| s.metric == m) {
+                    smp.value = *x;
+                }
+            }
+        }
         out.push(Sample { metric: m.clone(), value, unit: unit.clone() });
         // Fairness of the headline figures (a `_host` twin says the same thing again).
         if higher && !m.ends_with(virtperf_workload::HOST_SUFFIX) {
-            if let Some(j) = virtperf_stats::jain_index(&xs) {
+            if let Some(j) = virtperf_stats::jain_index(&each) {
                 out.push(Sample { metric: format!("{m}_jain"), value: j, unit: "index".into() });
             }
+            let sum: f64 = each.iter().sum();
             if sum > 0.0 {
                 let share = |x: f64| x / sum * 100.0;
-                let (lo, hi) = xs.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+                let (lo, hi) = each.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
                 out.push(Sample { metric: format!("{m}_share_min"), value: share(lo), unit: "%".into() });
                 out.push(Sample { metric: format!("{m}_share_max"), value: share(hi), unit: "%".into() });
             }
         }
     }
-    out
+    (out, windows)
 }
 
 /// Folds the instances' results of one trial into a body: one instance keeps its own samples;
-/// several give aggregates plus each one's samples, and the start skew.
-fn combine(mut per: Vec<Vec<Sample>>, skew_ms: f64) -> (Vec<Sample>, Vec<(u32, Sample)>) {
+/// several give aggregates plus each one's samples, and the start skew; the windows the
+/// aggregates were added over go with the trial's detail.
+fn combine(
+    mut per: Vec<Vec<Sample>>,
+    details: &[Detail],
+    spec: &WorkloadSpec,
+    skew_ms: f64,
+) -> (Vec<Sample>, Vec<(u32, Sample)>, Vec<Value>) {
     if per.len() == 1 {
-        return (per.pop().unwrap_or_default(), Vec::new());
+        return (per.pop().unwrap_or_default(), Vec::new(), Vec::new());
     }
-    let mut agg = aggregate(&per);
+    let w = virtperf_workload::find(&spec.kind);
+    let (mut agg, windows) = aggregate(&mut per, details, w, &virtperf_workload::Params(&spec.params));
     agg.push(Sample { metric: crate::store::START_SKEW.into(), value: skew_ms, unit: "ms".into() });
     let each =
         per.into_iter().enumerate().flat_map(|(k, v)| v.into_iter().map(move |x| (k as u32, x))).collect();
-    (agg, each)
+    (agg, each, windows)
 }
 
 /// Spread of the instances' starts, ms: the spread of their timed regions' beginnings where the
@@ -710,7 +810,8 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     }
     let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock);
     let skew = start_skew_ms(&gos, shared_clock.then_some(starts));
-    let (samples, instance_samples) = combine(per, skew);
+    let details: Vec<Detail> = extras.iter().map(|e| Detail { run: e.clone(), flows: Vec::new() }).collect();
+    let (samples, instance_samples, _) = combine(per, &details, spec, skew);
     let mut extra =
         if n == 1 { extras.pop().filter(|e| !e.is_null()) } else { Some(json!({ "instances": extras })) };
     if relayed {
@@ -820,6 +921,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         tester_broken: false,
     })?;
     let mut per: Vec<Vec<Sample>> = vec![Vec::new(); n];
+    let mut details: Vec<Detail> = vec![Detail::default(); n];
     let mut flows_extra = Vec::new();
     let (mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u64, 0u64, 0u64);
     let mut client_starts = Vec::new();
@@ -853,6 +955,19 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
             smp.metric.push_str(f.suffix);
             per[*k].push(smp);
         }
+        // The flow's counts on the host's clock: the tester's side (a native agent here), or the
+        // environment's where its clock is the host's (native, containers).
+        let (tester_side, dut_side) = if f.dut_client { (&s, &c) } else { (&c, &s) };
+        let on_host = tester_side
+            .out
+            .extra
+            .get("series")
+            .or_else(|| (!p.duts[*k].inst.own_clock).then(|| dut_side.out.extra.get("series")).flatten());
+        details[*k].flows.push((
+            f.suffix,
+            json!({"server": s.out.extra, "client": c.out.extra}),
+            on_host.cloned(),
+        ));
         flows_extra.push(json!({
             "instance": k,
             "direction": f.direction,
@@ -863,13 +978,17 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
     }
     let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock) && all.iter().all(|(_, f)| f.dut_client);
     let skew = start_skew_ms(&gos, shared_clock.then_some(client_starts));
-    let (samples, instance_samples) = combine(per, skew);
+    let (samples, instance_samples, agg_windows) = combine(per, &details, spec, skew);
+    let mut extra = json!({ "flows": flows_extra });
+    if !agg_windows.is_empty() {
+        extra["aggregate_windows"] = json!(agg_windows);
+    }
     Ok(Body {
         host_ns,
         guest_ns,
         guest_cpu_ns,
         samples,
-        extra: Some(json!({ "flows": flows_extra })),
+        extra: Some(extra),
         rtt: None,
         transfer: bytes.zip(first_started).zip(last_result).map(|((b, w0), w1)| (b, w0, w1)),
         windows,
@@ -978,11 +1097,14 @@ mod tests {
     fn n_instances_aggregate_sums_throughputs_averages_times_and_rates_fairness() {
         let s = |m: &str, v: f64, u: &str| Sample { metric: m.into(), value: v, unit: u.into() };
         // Seed 000, 4 VMs loaded: 60 + 50 + 60 + 60 Mbit/s.
-        let per: Vec<Vec<Sample>> = [0.060, 0.050, 0.060, 0.060]
+        let mut per: Vec<Vec<Sample>> = [0.060, 0.050, 0.060, 0.060]
             .iter()
             .map(|&g| vec![s("tcp_goodput", g, "Gbit/s"), s("tcp_rr_latency", g * 1000.0, "us")])
             .collect();
-        let a = aggregate(&per);
+        // No series to add over one window, no histogram to pool: each instance's own figures.
+        let none = vec![Detail::default(); 4];
+        let (a, windows) = aggregate(&mut per, &none, None, &virtperf_workload::Params(&Default::default()));
+        assert!(windows.is_empty());
         let get = |m: &str| a.iter().find(|x| x.metric == m).map(|x| x.value).unwrap();
         assert!((get("tcp_goodput") - 0.230).abs() < 1e-12, "sum of throughputs");
         assert!((get("tcp_rr_latency") - 57.5).abs() < 1e-9, "mean of the others");
@@ -990,10 +1112,11 @@ mod tests {
         assert!((get("tcp_goodput_share_min") - 0.050 / 0.230 * 100.0).abs() < 1e-9);
         assert!((get("tcp_goodput_share_max") - 0.060 / 0.230 * 100.0).abs() < 1e-9);
         assert!(a.iter().all(|x| x.metric != "tcp_rr_latency_jain"), "no fairness of a time");
-        let (agg, each) = combine(per, 1.5);
+        let spec = WorkloadSpec { kind: "noop".into(), params: Default::default(), net: None, scratch: None };
+        let (agg, each, _) = combine(per, &none, &spec, 1.5);
         assert_eq!(each.len(), 8);
         assert!(agg.iter().any(|x| x.metric == crate::store::START_SKEW && x.value == 1.5));
-        let (one, none) = combine(vec![vec![s("cpu_rate", 1.0, "Mops/s")]], 0.0);
+        let (one, none, _) = combine(vec![vec![s("cpu_rate", 1.0, "Mops/s")]], &none[..1], &spec, 0.0);
         assert_eq!((one.len(), none.len()), (1, 0), "one instance keeps its own samples");
     }
 

@@ -203,6 +203,21 @@ pub trait Workload: Sync {
     fn headline_metrics(&self) -> usize {
         1
     }
+    /// How N instances' values of `metric` (its declared name, no `_out`/`_in`/`_host` suffix)
+    /// add up into a trial's aggregate. Default: a rate of work (higher is better) is added, the
+    /// rest (times, latencies) averaged.
+    fn aggregation(&self, metric: &str, _p: &Params) -> Aggregation {
+        match self.metrics().iter().find(|m| m.name == metric).map(|m| m.better) {
+            Some(Better::Higher) => Aggregation::Sum,
+            _ => Aggregation::Mean,
+        }
+    }
+    /// An [`Aggregation::Pooled`] metric over the instances' details (a network flow's
+    /// `{"server": …, "client": …}`, else the run's own detail); None where a detail lacks what
+    /// pooling needs (the mean is used then).
+    fn pooled(&self, _metric: &str, _details: &[&Value]) -> Option<f64> {
+        None
+    }
     /// Memory the workload allocates inside the environment, to check it fits a guest's.
     fn memory_needed(&self, _p: &Params) -> Option<u64> {
         None
@@ -278,6 +293,78 @@ pub fn counted(p: &Params, key: &str) -> Result<u64, String> {
             "`{key}` is left out: `virtperf run` calibrates it to target_time in each environment; give {key}=N to run the workload alone"
         )
     })
+}
+
+/// How N instances' values of a metric add up into one trial's aggregate (seed 000's table of N VMs
+/// on one link; see [`Workload::aggregation`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Aggregation {
+    /// A flow's rate: the flows' counts (their detail's `series[name]`, [`net::series`]) added over
+    /// the one window where every flow runs, on one clock, times `scale` (counts per second → the
+    /// metric's unit). Where the flows' series are not on one clock, each instance's own rate, added.
+    Window {
+        series: &'static str,
+        scale: f64,
+    },
+    /// Added: counts (retransmits, drops) and rates of work each instance does on its own (Mops/s).
+    Sum,
+    /// The mean over the instances: times, latencies, utilisations.
+    Mean,
+    /// The largest (a worst case) / the smallest.
+    Max,
+    Min,
+    /// Computed from the instances' pooled detail ([`Workload::pooled`]: merged latency histograms,
+    /// summed sent and received counts); the mean where the detail is missing.
+    Pooled,
+}
+
+impl Aggregation {
+    /// The name for reports and stored detail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Aggregation::Window { .. } => "sum over one window",
+            Aggregation::Sum => "sum",
+            Aggregation::Mean => "mean",
+            Aggregation::Max => "max",
+            Aggregation::Min => "min",
+            Aggregation::Pooled => "pooled",
+        }
+    }
+}
+
+/// Merges the sparse `(value, count)` histograms at `key` of `details` (found by `at`); None when
+/// one is missing.
+pub fn merged_histogram(
+    details: &[&Value],
+    at: impl Fn(&Value) -> Option<&Value>,
+) -> Option<Vec<(f64, u64)>> {
+    let mut all: Vec<(f64, u64)> = Vec::new();
+    for d in details {
+        for b in at(d)?.as_array()? {
+            all.push((b.get(0)?.as_f64()?, b.get(1)?.as_u64()?));
+        }
+    }
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (!all.is_empty()).then_some(all)
+}
+
+/// The `q` quantile (0..=1) and the mean of a merged histogram.
+pub fn histogram_quantile(h: &[(f64, u64)], q: f64) -> f64 {
+    let total: u64 = h.iter().map(|b| b.1).sum();
+    let rank = ((total.saturating_sub(1)) as f64 * q).round() as u64;
+    let mut seen = 0u64;
+    for (v, c) in h {
+        seen += c;
+        if seen > rank {
+            return *v;
+        }
+    }
+    h.last().map_or(0.0, |b| b.0)
+}
+
+pub fn histogram_mean(h: &[(f64, u64)]) -> f64 {
+    let total: u64 = h.iter().map(|b| b.1).sum();
+    h.iter().map(|(v, c)| v * *c as f64).sum::<f64>() / total.max(1) as f64
 }
 
 /// What a shaped link bounds in a workload (see [`Workload::link_bound`]).

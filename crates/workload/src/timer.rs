@@ -90,6 +90,23 @@ impl Workload for Timer {
             },
         ]
     }
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+        match metric {
+            "timer_max" => crate::Aggregation::Max,
+            "timer_min" => crate::Aggregation::Min,
+            _ => crate::Aggregation::Pooled,
+        }
+    }
+    fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
+        let h = crate::merged_histogram(details, |d| d.get("histogram_us"))?;
+        Some(match metric {
+            "timer_mean" => crate::histogram_mean(&h),
+            "timer_p50" => crate::histogram_quantile(&h, 0.5),
+            "timer_p99" => crate::histogram_quantile(&h, 0.99),
+            "timer_p999" => crate::histogram_quantile(&h, 0.999),
+            _ => return None,
+        })
+    }
     fn metrics(&self) -> &'static [MetricSpec] {
         METRICS
     }

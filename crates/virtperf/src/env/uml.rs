@@ -182,19 +182,19 @@ pub fn classify_failure(label: &str, console: &str, xsave: Option<u32>) -> Probe
 }
 
 /// Under replaced host facts (`VIRTPERF_HOST_FACTS`, validation only) no kernel is booted for a
-/// machine that is not this one: what a probe would show there, from its XSAVE size. A UML kernel
-/// up to 6.12 (`legacy`: the packaged one) runs only where the host's XSAVE area is the 832 bytes
-/// it was compiled with; virtperf's patched kernel sizes its buffer from the host.
+/// machine that is not this one: what a probe would show there, from its XSAVE size. The packaged
+/// kernel (`legacy`) runs only where the host's user XSAVE area fits the buffer it was compiled
+/// with (`UML_PACKAGED_XSAVE`); virtperf's patched kernel sizes its buffer from the host.
 pub fn predicted(f: &crate::host::HostFacts, label: &str, legacy: bool) -> Probe {
     let src = f.profile.clone().unwrap_or_else(|| f.source.clone());
     match (legacy, f.legacy_uml_fits()) {
         (true, Some(false)) => Probe {
             ok: false,
             reason: format!(
-                "{label} cannot save this CPU's XSAVE state ({} bytes, CPUID leaf 0xD; it was built for {}) through ptrace \
+                "{label} cannot save this CPU's XSAVE state ({} bytes, CPUID leaf 0xD; its buffer is {}) through ptrace \
                  (predicted from the host facts of {src})",
-                f.xsave_enabled.unwrap_or_default(),
-                crate::host::facts::UML_LEGACY_XSAVE
+                f.xsave_max.unwrap_or_default(),
+                crate::host::facts::UML_PACKAGED_XSAVE
             ),
             xstate: true,
         },
@@ -645,7 +645,7 @@ mod tests {
                 "intel-xeon" => {
                     assert!(!packaged.ok && packaged.xstate, "{name}");
                     assert!(
-                        packaged.reason.contains("2688 bytes") && packaged.reason.contains("intel-xeon"),
+                        packaged.reason.contains("11008 bytes") && packaged.reason.contains("intel-xeon"),
                         "{}",
                         packaged.reason
                     );
@@ -655,7 +655,7 @@ mod tests {
             }
         }
         // This machine: the probe boot (the ground truth) agrees with the prediction from its own
-        // XSAVE size wherever the packaged kernel is installed.
+        // XSAVE size wherever the packaged kernel is installed (and is not replaced for a test).
         let here = crate::host::facts();
         if let (Some(fits), Some(path)) = (here.legacy_uml_fits(), packaged_binary()) {
             let p = probe(&path, "the packaged linux.uml");

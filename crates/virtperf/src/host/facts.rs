@@ -19,12 +19,13 @@ pub const OVERRIDE_VAR: &str = "VIRTPERF_HOST_FACTS";
 /// The qdiscs virtperf may use or report (the lab: `tbf` for rate, `netem` for delay and loss).
 pub const KNOWN_QDISCS: &[&str] = &["tbf", "htb", "netem", "fq", "fq_codel", "cake"];
 
-/// The XSAVE area (bytes) of x87 + SSE + AVX state: what User-Mode Linux up to 6.12 hands ptrace
-/// (`sizeof(struct _xstate)`, fixed when it is compiled). The host's `PTRACE_SETREGSET
-/// NT_X86_XSTATE` takes exactly its own user XSAVE size (CPUID 0xD/0 EBX), so such a kernel runs
-/// only where that size is this one (measured: 832 on an AVX2 EPYC, 2688 on an AVX-512 Xeon, where
-/// it panics at its first process).
-pub const UML_LEGACY_XSAVE: u32 = 832;
+/// The XSAVE buffer (bytes) the packaged User-Mode Linux (Debian's 6.1) hands ptrace's
+/// `NT_X86_XSTATE`, fixed when it was compiled (measured with strace by the e2e suite). The host
+/// clips a larger buffer to its own user XSAVE size and refuses (EFAULT) a smaller one, so such a
+/// kernel runs its processes only where the host's largest user XSAVE area (CPUID 0xD/0 ECX: all
+/// the user features it supports, AMX's tiles included) is at most this: 832 bytes on an AVX2
+/// EPYC, 11008 on an AVX-512 Xeon with AMX support, where it panics at its first process.
+pub const UML_PACKAGED_XSAVE: u32 = 2696;
 
 /// What `/dev/kvm` offers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -98,10 +99,10 @@ pub struct HostFacts {
     pub memory_bytes: Option<u64>,
     /// Size of the last-level cache (working sets are sized against it: STREAM's 4 × per array).
     pub llc_bytes: Option<u64>,
-    /// CPUID 0xD/0 EBX: the XSAVE area of the features the OS enabled (what ptrace's
-    /// `NT_X86_XSTATE` takes; decides whether a packaged UML kernel can run).
+    /// CPUID 0xD/0 EBX: the XSAVE area of the features the OS enabled.
     pub xsave_enabled: Option<u32>,
-    /// CPUID 0xD/0 ECX: the XSAVE area of every feature the CPU has.
+    /// CPUID 0xD/0 ECX: the XSAVE area of every user feature the CPU supports — what ptrace's
+    /// `NT_X86_XSTATE` takes, which decides whether the packaged UML kernel can run.
     pub xsave_max: Option<u32>,
     /// The [`KNOWN_QDISCS`] this kernel has.
     pub qdiscs: Vec<String>,
@@ -131,10 +132,10 @@ impl HostFacts {
         self.qdiscs.iter().any(|q| q == kind)
     }
 
-    /// Whether a UML kernel of up to 6.12 (the packaged one) can run its processes here, from the
-    /// XSAVE size alone (see [`UML_LEGACY_XSAVE`]); None when the size is unknown.
+    /// Whether the packaged UML kernel can run its processes here, from the XSAVE size alone (see
+    /// [`UML_PACKAGED_XSAVE`]); None when the size is unknown.
     pub fn legacy_uml_fits(&self) -> Option<bool> {
-        self.xsave_enabled.map(|b| b == UML_LEGACY_XSAVE)
+        self.xsave_max.map(|b| b <= UML_PACKAGED_XSAVE)
     }
 
     /// This machine's facts, measured now.

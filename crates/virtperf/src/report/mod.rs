@@ -363,6 +363,10 @@ pub struct InstanceTable {
     pub workload: String,
     pub metric: String,
     pub unit: String,
+    /// The clock of the figures: the main table's for this metric and environment (`host` for a
+    /// guest with a clock of its own, where the host timed it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<&'static str>,
     pub rows: Vec<InstanceRow>,
 }
 
@@ -923,7 +927,13 @@ fn instance_tables(
         for case in cases {
             let Some(w) = virtperf_workload::find(&case.kind) else { continue };
             let Some(headline) = w.metrics().first() else { continue };
-            let metric = headline.name.to_string();
+            // The main table's figure: on the host's clock for a guest with a clock of its own,
+            // where the host timed it.
+            let own_clock = members.iter().all(|e| crate::env::find(&e.kind).is_some_and(|k| k.own_clock()));
+            let host_twin = format!("{}{}", headline.name, virtperf_workload::HOST_SUFFIX);
+            let on_host = own_clock
+                && members.iter().any(|e| values.contains_key(&(case.idx, host_twin.clone(), (e.idx, None))));
+            let metric = if on_host { host_twin } else { headline.name.to_string() };
             let agg = |e: &crate::store::EnvRow, m: &str| {
                 values.get(&(case.idx, m.to_string(), (e.idx, None))).and_then(|v| Summary::of(v))
             };
@@ -948,18 +958,23 @@ fn instance_tables(
                     vs_one: one.as_ref().filter(|_| e.instances > 1).and_then(|o| ratio_ci(&a, o)).map(|r| {
                         Overhead { ratio: r.ratio, ci95: r.ci95.map(|(l, h)| [l, h]), no_ci: r.no_ci }
                     }),
-                    jain: mean_of(format!("{metric}_jain")),
-                    share_min_pct: mean_of(format!("{metric}_share_min")),
-                    share_max_pct: mean_of(format!("{metric}_share_max")),
+                    // Fairness of the flows (the same on either clock: computed once, on the base figure).
+                    jain: mean_of(format!("{}_jain", headline.name)),
+                    share_min_pct: mean_of(format!("{}_share_min", headline.name)),
+                    share_max_pct: mean_of(format!("{}_share_max", headline.name)),
                     start_skew_ms: mean_of(crate::store::START_SKEW.to_string()),
                 });
             }
             if rows.iter().any(|r| r.instances > 1) {
+                let dual = values.keys().any(|k| {
+                    k.0 == case.idx && k.1 == format!("{}{}", headline.name, virtperf_workload::HOST_SUFFIX)
+                });
                 out.push(InstanceTable {
                     group: g.to_string(),
                     workload: case.label.clone(),
-                    metric,
+                    metric: headline.name.to_string(),
                     unit: headline.unit.to_string(),
+                    clock: dual.then_some(if on_host { "host" } else { "guest" }),
                     rows,
                 });
             }
@@ -974,7 +989,13 @@ fn render_instances(r: &Report) -> String {
     for t in &r.instances {
         out += &format!(
             "\n{} · {} · {} ({}), instances sharing the host and the tester's link:\n",
-            t.group, t.workload, t.metric, t.unit
+            t.group,
+            t.workload,
+            t.metric,
+            match t.clock {
+                Some(c) => format!("{}, {c} clock", t.unit),
+                None => t.unit.clone(),
+            }
         );
         for row in &t.rows {
             let each: Vec<String> = row.per_instance.iter().map(|x| fmt_num(*x)).collect();

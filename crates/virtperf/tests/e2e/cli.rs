@@ -144,16 +144,27 @@ pub(crate) fn examples_validate() -> Outcome {
             let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(doc["host_facts"]["profile"].as_str(), Some(name.as_str()), "{doc:#}");
             let row = |env: &str| {
-                doc["environments"].as_array().unwrap().iter().find(|r| r["environment"] == env).unwrap().clone()
+                doc["environments"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["environment"] == env)
+                    .unwrap()
+                    .clone()
             };
-            assert!(row("qemu")["detail"].as_str().unwrap().contains("TCG: /dev/kvm is PVM"), "{}", row("qemu"));
+            assert!(
+                row("qemu")["detail"].as_str().unwrap().contains("TCG: /dev/kvm is PVM"),
+                "{}",
+                row("qemu")
+            );
             assert_eq!(row("qemu:accel=kvm")["usable"], false);
             let uml = row("uml");
             let detail = uml["detail"].as_str().unwrap_or_default();
             if has("linux.uml") {
                 match name.as_str() {
                     "intel-xeon" => assert!(
-                        detail.contains("cannot save this CPU's XSAVE state (2688 bytes") && detail.contains("predicted"),
+                        detail.contains("cannot save this CPU's XSAVE state (11008 bytes")
+                            && detail.contains("predicted"),
                         "{uml}"
                     ),
                     _ => assert!(detail.contains("boots here"), "{name}: {uml}"),

@@ -215,7 +215,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     }
     let dir = tempdir();
     let state = dir.path().join("state");
-    let args = |db: &Path, precision: &str, budget: &str, launches: &str| -> Vec<String> {
+    let args = |db: &Path, precision: &str, budget: &str, launches: &str, reps: &str| -> Vec<String> {
         [
             "run",
             "--env",
@@ -225,7 +225,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
             "--workload",
             "cpu:target_time=20ms",
             "--reps",
-            "2",
+            reps,
             "--warmup",
             "0",
             "--launches",
@@ -247,16 +247,20 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
         let (out, doc) = run_json(&a, &state);
         (out, doc, t0.elapsed().as_secs_f64())
     };
-    // A target any measurement meets: the minimum (3 launches × 2 reps a side) and no more.
+    // A loose target: met within a few launches (the minimum is 3 × 2 reps a side; with 2 degrees
+    // of freedom and the rule's 99.5 % level a 20 ms trial's noise may need one or two more), and
+    // the run ends there, long before its budget.
     let loose = dir.path().join("loose.db");
-    let (out, doc, _) = run(&args(&loose, "90%", "60s", "3"));
+    let (out, doc, secs) = run(&args(&loose, "90%", "60s", "3", "2"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("budget"), "ended by the rule, not the budget");
     let p = &doc["precision"];
     assert_eq!((p["met"].as_u64(), p["cells"].as_array().map(Vec::len)), (Some(1), Some(1)), "{p:#}");
-    assert_eq!(count_trials(&loose, "ok"), 12, "2 environments × 3 launches × 2 reps");
+    let ok = count_trials(&loose, "ok");
+    assert!((12..=40).contains(&ok) && secs < 30.0, "{ok} trials in {secs:.1} s");
     // An impossible target: the budget ends it.
     let tight = dir.path().join("tight.db");
-    let (out, doc, secs) = run(&args(&tight, "0.001%", "12s", "3"));
+    let (out, doc, secs) = run(&args(&tight, "0.001%", "12s", "3", "2"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the budget (12s) ended the run"), "{err}");
@@ -264,7 +268,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     // in flight may finish after it, nothing more.
     assert!(secs < 12.0 + 8.0, "ran {secs:.1} s for a 12 s budget");
     let ok = count_trials(&tight, "ok");
-    assert!(ok > 12, "precision mode added launches within its budget: {ok} trials");
+    assert!(ok > 40, "precision mode added launches within its budget: {ok} trials");
     assert_eq!(count_trials(&tight, "pending"), 0, "proposals that did not start are withdrawn");
     let p = &doc["precision"];
     assert_eq!(p["met"].as_u64(), Some(0), "{p:#}");
@@ -291,7 +295,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     assert!(count_trials(&tight, "ok") > ok, "resuming measured on");
     // A budget shorter than the minimum: what is left stays pending, the run is resumable.
     let short = dir.path().join("short.db");
-    let (out, _, _) = run(&args(&short, "5%", "1s", "5"));
+    let (out, _, _) = run(&args(&short, "5%", "1s", "3", "40"));
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("of the minimum left"));
     let pending = count_trials(&short, "pending");

@@ -19,6 +19,7 @@ use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 mod rr;
+pub mod series;
 mod sock;
 mod tcp;
 mod udp;

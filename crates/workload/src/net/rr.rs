@@ -27,6 +27,31 @@ pub(crate) fn rr_samples(
     }
 }
 
+/// How N instances' request/response figures add up: transactions over one window, latencies
+/// from the pooled histograms (the client's side of each flow holds its histogram).
+pub(crate) fn rr_aggregation(metric: &str) -> crate::Aggregation {
+    if metric.ends_with("_rate") {
+        crate::Aggregation::Window { series: "transactions", scale: 1.0 }
+    } else if metric.ends_with("_timeouts") {
+        crate::Aggregation::Sum
+    } else {
+        crate::Aggregation::Pooled
+    }
+}
+
+pub(crate) fn rr_pooled(metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
+    let h = crate::merged_histogram(details, |d| d.get("client").and_then(|c| c.get("histogram_us")))?;
+    let q = match metric.rsplit('_').next()? {
+        "latency" => return Some(crate::histogram_mean(&h)),
+        "p50" => 0.5,
+        "p90" => 0.9,
+        "p99" => 0.99,
+        "p999" => 0.999,
+        _ => return None,
+    };
+    Some(crate::histogram_quantile(&h, q))
+}
+
 pub(crate) fn rr_metrics(prefix: &'static str) -> &'static [MetricSpec] {
     // Static tables per prefix (metric names must be 'static).
     match prefix {
@@ -99,6 +124,12 @@ impl Workload for TcpRr {
         // The rate and the mean round trip: percentiles are tails.
         2
     }
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+        rr_aggregation(metric)
+    }
+    fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
+        rr_pooled(metric, details)
+    }
     fn metrics(&self) -> &'static [MetricSpec] {
         rr_metrics("tcp_rr")
     }
@@ -123,13 +154,24 @@ impl Workload for TcpRr {
                 c.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
                 let (mut inb, out) = (vec![0u8; req], vec![0x33u8; resp]);
                 let mut served = 0u64;
+                let done = series::counter();
+                let sampler = {
+                    let d = done.clone();
+                    series::Sampler::start(move || d.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                let (mut first_ns, mut last_ns) = (0u64, 0u64);
                 loop {
                     match c.read_exact(&mut inb) {
                         Ok(()) => {
                             if c.write_all(&out).is_err() {
                                 break;
                             }
+                            last_ns = crate::frames::now_ns();
+                            if served == 0 {
+                                first_ns = last_ns;
+                            }
                             served += 1;
+                            done.store(served, std::sync::atomic::Ordering::Relaxed);
                         }
                         Err(e)
                             if matches!(
@@ -144,26 +186,36 @@ impl Workload for TcpRr {
                         Err(_) => break,
                     }
                 }
-                Ok(Output {
-                    samples: Vec::new(),
-                    extra: serde_json::json!({"served": served, "foreign_connections": foreign}),
-                })
+                let mut extra = serde_json::json!({"served": served, "foreign_connections": foreign});
+                if served > 0 {
+                    extra["series"] =
+                        serde_json::json!({"transactions": sampler.finish([first_ns, 0], [last_ns, served])});
+                }
+                Ok(Output { samples: Vec::new(), extra })
             }
             virtperf_proto::Side::Client => {
                 let mut c = tcp_connect(role, None, true)?;
                 c.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
                 let (out, mut inb) = (vec![0x11u8; req], vec![0u8; resp]);
                 let mut h = new_histogram()?;
+                let done = series::counter();
+                let sampler = {
+                    let d = done.clone();
+                    series::Sampler::start(move || d.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                let start_ns = crate::frames::now_ns();
                 let t0 = Instant::now();
                 while t0.elapsed() < dur && !ctx.stopped() {
                     let t = Instant::now();
                     c.write_all(&out).map_err(|e| format!("write: {e}"))?;
                     c.read_exact(&mut inb).map_err(|e| format!("read: {e}"))?;
                     let _ = h.record((t.elapsed().as_nanos() as u64).max(1));
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 let secs = t0.elapsed().as_secs_f64();
+                let series = sampler.finish([start_ns, 0], [crate::frames::now_ns(), h.len()]);
                 let _ = c.shutdown(std::net::Shutdown::Both);
-                Ok(rr_samples("tcp_rr", &h, secs, serde_json::json!({})))
+                Ok(rr_samples("tcp_rr", &h, secs, serde_json::json!({"series": {"transactions": series}})))
             }
         }
     }
@@ -187,6 +239,12 @@ impl Workload for UdpRr {
     fn headline_metrics(&self) -> usize {
         // The rate and the mean round trip: percentiles are tails.
         2
+    }
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+        rr_aggregation(metric)
+    }
+    fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
+        rr_pooled(metric, details)
     }
     fn metrics(&self) -> &'static [MetricSpec] {
         rr_metrics("udp_rr")
@@ -242,6 +300,12 @@ impl Workload for UdpRr {
                 let (mut out, mut inb) = (vec![0x11u8; req], vec![0u8; resp + 64]);
                 let mut h = new_histogram()?;
                 let (mut seq, mut timeouts) = (0u64, 0u64);
+                let done = series::counter();
+                let sampler = {
+                    let d = done.clone();
+                    series::Sampler::start(move || d.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                let start_ns = crate::frames::now_ns();
                 let t0 = Instant::now();
                 while t0.elapsed() < dur && !ctx.stopped() {
                     seq += 1;
@@ -252,6 +316,7 @@ impl Workload for UdpRr {
                         match s.recv(&mut inb) {
                             Ok(n) if parse(&inb[..n], role.flow) == Some(seq) => {
                                 let _ = h.record((t.elapsed().as_nanos() as u64).max(1));
+                                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                                 break;
                             }
                             Ok(_) => continue, // a late answer to an earlier request, or foreign
@@ -263,10 +328,12 @@ impl Workload for UdpRr {
                     }
                 }
                 let secs = t0.elapsed().as_secs_f64();
+                let series = sampler.finish([start_ns, 0], [crate::frames::now_ns(), h.len()]);
                 let mut fin = vec![0u8; HDR];
                 stamp(&mut fin, role.flow, FIN_SEQ);
                 let _ = s.send(&fin);
-                let mut o = rr_samples("udp_rr", &h, secs, serde_json::json!({}));
+                let mut o =
+                    rr_samples("udp_rr", &h, secs, serde_json::json!({"series": {"transactions": series}}));
                 o.samples.push(sample("udp_rr_timeouts", timeouts as f64, "trans"));
                 Ok(o)
             }

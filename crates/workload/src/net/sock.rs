@@ -77,6 +77,16 @@ pub(crate) fn tcp_connect(
 
 /// Total retransmitted segments of a TCP socket (TCP_INFO `tcpi_total_retrans`).
 pub(crate) fn tcp_retransmits(s: &StdTcpStream) -> Option<u64> {
+    tcp_info(s).map(|i| u64::from(i.tcpi_total_retrans))
+}
+
+/// Bytes of this connection the peer has acknowledged (`tcpi_bytes_acked`, Linux ≥ 4.1): what
+/// reached the receiver's kernel, read on the sender's clock.
+pub(crate) fn tcp_bytes_acked(s: &StdTcpStream) -> Option<u64> {
+    tcp_info(s).map(|i| i.tcpi_bytes_acked)
+}
+
+fn tcp_info(s: &StdTcpStream) -> Option<libc::tcp_info> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain data; zeroed is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
@@ -91,7 +101,7 @@ pub(crate) fn tcp_retransmits(s: &StdTcpStream) -> Option<u64> {
             &mut len,
         )
     };
-    (rc == 0).then_some(u64::from(info.tcpi_total_retrans))
+    (rc == 0).then_some(info)
 }
 
 pub(crate) const PAGE: usize = 4096;

@@ -39,24 +39,27 @@ pub(crate) fn on_each<C: Send, R: Send>(ctx: &RunCtx, conns: Vec<C>, f: impl Fn(
     })
 }
 
-/// Reads one stream to its end; returns (first byte, last byte, bytes), or None if nothing came.
+/// Reads one stream to its end, adding what it reads to `count` (the flow's, sampled over time);
+/// returns (first byte, last byte) on CLOCK_MONOTONIC, and its bytes, or None if nothing came.
 pub(crate) fn receive_stream(
     mut c: StdTcpStream,
     ctx: &RunCtx,
     until: Instant,
-) -> Option<(Instant, Instant, u64)> {
+    count: &std::sync::atomic::AtomicU64,
+) -> Option<(u64, u64, u64)> {
     let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
     let mut buf = PageBuf::new(128 * 1024, 0);
     let buf = buf.as_mut();
-    let (mut first, mut last, mut bytes) = (None, Instant::now(), 0u64);
+    let (mut first, mut last, mut bytes) = (None, 0u64, 0u64);
     loop {
         match c.read(buf) {
             Ok(0) => break,
             Ok(n) => {
-                let now = Instant::now();
+                let now = crate::frames::now_ns();
                 first.get_or_insert(now);
                 last = now;
                 bytes += n as u64;
+                count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 if ctx.stopped() || Instant::now() > until {
@@ -67,6 +70,19 @@ pub(crate) fn receive_stream(
         }
     }
     first.map(|f| (f, last, bytes))
+}
+
+/// The bytes the peers of `conns` have acknowledged, sampled over time on the sender's clock (the
+/// receiver's count as the sender sees it: for the tester's side of a flow, the host's clock).
+/// Duplicated descriptors: the sampler reads its own, whatever happens to the streams. None where
+/// the kernel does not count acknowledged bytes.
+pub(crate) fn acked_sampler(conns: &[StdTcpStream]) -> Option<(series::Sampler, Vec<StdTcpStream>, u64)> {
+    let dups: Vec<StdTcpStream> = conns.iter().map(|c| c.try_clone()).collect::<Result<_, _>>().ok()?;
+    let acked = |d: &[StdTcpStream]| d.iter().map(|c| tcp_bytes_acked(c).unwrap_or(0)).sum::<u64>();
+    let base = acked(&dups);
+    let mine: Vec<StdTcpStream> = dups.iter().map(|c| c.try_clone()).collect::<Result<_, _>>().ok()?;
+    let sampler = series::Sampler::start(move || acked(&mine).saturating_sub(base));
+    Some((sampler, dups, base))
 }
 
 /// Writes `msg` over and over until `end`, then waits for the receiver to close so that every
@@ -145,6 +161,13 @@ impl Workload for TcpStream {
     fn link_bound(&self, _p: &Params) -> Option<(&'static str, crate::LinkBound)> {
         Some(("tcp_goodput", crate::LinkBound::TcpGoodput))
     }
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+        match metric {
+            // Bytes received (or acknowledged, on the tester's side) added over one window.
+            "tcp_goodput" => crate::Aggregation::Window { series: "bytes", scale: 8.0 / 1e9 },
+            _ => crate::Aggregation::Sum,
+        }
+    }
     fn check(&self, p: &Params) -> Result<(), ParamError> {
         check_window(p)
     }
@@ -164,15 +187,26 @@ impl Workload for TcpStream {
                 for _ in 0..streams {
                     conns.push(accept_from(&l, peer, until, ctx, &mut foreign)?);
                 }
-                let v: Vec<(Instant, Instant, u64)> =
-                    on_each(ctx, conns, |c| receive_stream(c, ctx, until)).into_iter().flatten().collect();
+                let count = series::counter();
+                let sampler = {
+                    let c = count.clone();
+                    series::Sampler::start(move || c.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                let v: Vec<(u64, u64, u64)> = on_each(ctx, conns, |c| receive_stream(c, ctx, until, &count))
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 let first = v.iter().map(|x| x.0).min().ok_or("no data received")?;
                 let last = v.iter().map(|x| x.1).max().ok_or("no data received")?;
                 let bytes: u64 = v.iter().map(|x| x.2).sum();
-                let secs = last.duration_since(first).as_secs_f64().max(1e-6);
+                let secs = ((last - first) as f64 / 1e9).max(1e-6);
+                let bytes_series = sampler.finish([first, 0], [last, bytes]);
                 Ok(Output {
                     samples: vec![sample("tcp_goodput", bytes as f64 * 8.0 / secs / 1e9, "Gbit/s")],
-                    extra: serde_json::json!({"bytes": bytes, "seconds": secs, "foreign_connections": foreign}),
+                    extra: serde_json::json!({
+                        "bytes": bytes, "seconds": secs, "foreign_connections": foreign,
+                        "series": {"bytes": bytes_series},
+                    }),
                 })
             }
             virtperf_proto::Side::Client => {
@@ -181,14 +215,27 @@ impl Workload for TcpStream {
                 for _ in 0..streams {
                     conns.push(tcp_connect(role, window, false)?);
                 }
+                let acked = acked_sampler(&conns);
+                let start_ns = crate::frames::now_ns();
                 let t0 = Instant::now();
                 let r = on_each(ctx, conns, |c| send_stream(c, msg.as_ref(), t0 + dur, ctx));
+                let end_ns = crate::frames::now_ns();
                 let sent: u64 = r.iter().map(|x| x.0).sum();
                 let retrans: u64 = r.iter().filter_map(|x| x.1).sum();
-                Ok(Output {
-                    samples: vec![sample("tcp_retransmits", retrans as f64, "segments")],
-                    extra: serde_json::json!({"bytes_sent": sent}),
-                })
+                let mut extra = serde_json::json!({"bytes_sent": sent});
+                // What the receiver got, on this side's clock: the acknowledged bytes over time.
+                if let Some((sampler, dups, base)) = acked {
+                    let total = dups
+                        .iter()
+                        .map(|c| tcp_bytes_acked(c).unwrap_or(0))
+                        .sum::<u64>()
+                        .saturating_sub(base);
+                    if total > 0 {
+                        extra["series"] =
+                            serde_json::json!({"bytes": sampler.finish([start_ns, 0], [end_ns, total])});
+                    }
+                }
+                Ok(Output { samples: vec![sample("tcp_retransmits", retrans as f64, "segments")], extra })
             }
         }
     }

@@ -110,6 +110,25 @@ impl Workload for UdpStream {
         let payload = udp_payload(p).ok()? as u64;
         Some(("udp_recv_rate", crate::LinkBound::UdpDatagrams { payload }))
     }
+    fn aggregation(&self, metric: &str, p: &Params) -> crate::Aggregation {
+        let payload = udp_payload(p).unwrap_or(0) as f64;
+        match metric {
+            "udp_recv_rate" => crate::Aggregation::Window { series: "datagrams", scale: 1e-3 },
+            "udp_goodput" => crate::Aggregation::Window { series: "datagrams", scale: payload * 8.0 / 1e9 },
+            // Lost over sent, of all flows together.
+            "udp_loss" => crate::Aggregation::Pooled,
+            _ => crate::Aggregation::Sum,
+        }
+    }
+    fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
+        (metric == "udp_loss").then_some(())?;
+        let (mut sent, mut received) = (0u64, 0u64);
+        for d in details {
+            sent += d["client"]["sent"].as_u64()?;
+            received += d["server"]["received"].as_u64()?;
+        }
+        Some(if sent == 0 { 0.0 } else { sent.saturating_sub(received) as f64 / sent as f64 * 100.0 })
+    }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
         let role = ctx.net()?;
         let dur = duration(p)?;
@@ -125,9 +144,16 @@ impl Workload for UdpStream {
                 let mut bufs = vec![vec![0u8; payload.max(HDR) + 64]; BATCH];
                 let (mut received, mut foreign, mut bytes, mut max_seq) = (0u64, 0u64, 0u64, 0u64);
                 let (mut first, mut last) = (None::<Instant>, Instant::now());
+                let (mut first_ns, mut last_ns) = (0u64, 0u64);
+                let count = series::counter();
+                let sampler = {
+                    let c = count.clone();
+                    series::Sampler::start(move || c.load(std::sync::atomic::Ordering::Relaxed))
+                };
                 'outer: loop {
                     let got = recv_batch(&s, &mut bufs);
                     let now = Instant::now();
+                    let now_ns = crate::frames::now_ns();
                     if got.is_empty() {
                         let idle = first.is_some() && now.duration_since(last) > Duration::from_secs(2);
                         if ctx.stopped() || now > until || idle {
@@ -142,12 +168,17 @@ impl Workload for UdpStream {
                                 received += 1;
                                 bytes += len as u64;
                                 max_seq = max_seq.max(seq);
+                                if first.is_none() {
+                                    first_ns = now_ns;
+                                }
                                 first.get_or_insert(now);
                                 last = now;
+                                last_ns = now_ns;
                             }
                             _ => foreign += 1,
                         }
                     }
+                    count.store(received, std::sync::atomic::Ordering::Relaxed);
                 }
                 let secs = first.map(|f| last.duration_since(f).as_secs_f64()).unwrap_or(0.0).max(1e-6);
                 let mut samples = vec![
@@ -157,10 +188,12 @@ impl Workload for UdpStream {
                 if let Some(d) = socket_drops(role.port) {
                     samples.push(sample("udp_rx_socket_drops", d as f64, "datagrams"));
                 }
-                Ok(Output {
-                    samples,
-                    extra: serde_json::json!({"received": received, "bytes": bytes, "foreign": foreign, "max_seq": max_seq, "seconds": secs}),
-                })
+                let mut extra = serde_json::json!({"received": received, "bytes": bytes, "foreign": foreign, "max_seq": max_seq, "seconds": secs});
+                if received > 0 {
+                    extra["series"] =
+                        serde_json::json!({"datagrams": sampler.finish([first_ns, 0], [last_ns, received])});
+                }
+                Ok(Output { samples, extra })
             }
             virtperf_proto::Side::Client => {
                 let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
