@@ -44,6 +44,8 @@ NEEDS=(
   "qemu-img:qemu-utils"                #   e2e: a domain's qcow2 disk, which holds its snapshot
   "ssh:openssh-client"                 # remote hosts: virtperf reaches them with ssh
   "sshd:openssh-server"                # e2e: a "remote host" is a namespace running its own sshd
+  "ovs-vswitchd:openvswitch-switch"    # the lab's switch = "ovs" (userspace datapath, started by the run)
+  "ethtool:ethtool"                    #   (its ports need checksums filled in by the sender)
   "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so:libvirt-daemon-driver-qemu"
 )
 

@@ -107,6 +107,7 @@ pub fn check(probe: bool) -> Vec<Row> {
                     netns: None,
                     guest_net: None,
                     scratch_dir: None,
+                    bridge: None,
                 };
                 let t0 = Instant::now();
                 match k.launch(&mut ctx, &params) {

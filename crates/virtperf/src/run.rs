@@ -29,6 +29,18 @@ use crate::{plan, report};
 /// Set by SIGINT/SIGTERM; every wait checks it.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
+/// Host CPU time of the lab's switch during a network trial (OVS's daemon, the driver domain's
+/// QEMU), ms: xenmon's dom0 line. The kernel's bridge has no process and no such row.
+pub const SWITCH_CPU: &str = "switch_cpu_time";
+
+/// Whether process `pid` runs (not gone, not a zombie waiting for its parent).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
 /// After this many launches of one environment fail in a row, its remaining trials are skipped.
 const MAX_LAUNCH_FAILURES: u32 = 3;
 
@@ -88,6 +100,11 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
             "tester_cpuset": exp.lab.tester_cpuset,
             "tester_host": exp.lab.tester_host,
             "addresses": "198.18.0.0/24: tester .1, environment i at .(10+i)",
+            "switch": exp.lab.switch.as_str(),
+            "switch_is": exp.lab.switch.describe(),
+            "switch_cpus": exp.lab.switch_limits.cpus,
+            "switch_cap": exp.lab.switch_limits.cap,
+            "switch_vcpus": (exp.lab.switch == crate::lab::Switch::DriverDomain).then_some(exp.lab.switch_limits.vcpus),
         })
     });
     serde_json::json!({
@@ -488,6 +505,7 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
         netns,
         guest_net,
         scratch_dir: sdir.clone(),
+        bridge: None,
     };
     slot.launches += 1;
     let def_name = name;
@@ -572,6 +590,56 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             }
         }
     }
+}
+
+/// Launches the lab's driver domain (`[lab] switch = "driver-domain"`): virtperf's QEMU guest in
+/// the hub namespace, one virtio NIC per endpoint's tap bridged inside it, with the vCPUs, pinning
+/// and cap of `[lab] switch_*`.
+fn launch_driver_domain(
+    lab: &Lab,
+    ledger: &mut Ledger,
+    exp: &Experiment,
+    opts: &RunOpts,
+    run_dir: &Path,
+    exe: &Path,
+) -> std::result::Result<Instance, String> {
+    let kind = env::find("qemu").ok_or("no qemu environment in this build")?;
+    let lim = &exp.lab.switch_limits;
+    let mut raw: BTreeMap<String, virtperf_workload::Raw> = BTreeMap::new();
+    raw.insert("vcpus".into(), virtperf_workload::Raw::Int(i64::from(lim.vcpus)));
+    raw.insert("memory".into(), virtperf_workload::Raw::Str("256MiB".into()));
+    raw.insert("nic".into(), virtperf_workload::Raw::Str("virtio".into()));
+    if let Some(c) = &lim.cpus {
+        raw.insert("pin".into(), virtperf_workload::Raw::Str(c.clone()));
+    }
+    let params = virtperf_workload::params::resolve(kind.params(), &raw).map_err(|e| e.to_string())?;
+    let a = kind.availability(&params);
+    if !a.usable {
+        return Err(format!("{}; fix: {}", a.detail, a.fix.unwrap_or_default()));
+    }
+    kind.prepare(&params)?;
+    let mut ctx = LaunchCtx {
+        exe,
+        run_dir,
+        instance_id: format!("vp{}-switch", std::process::id()),
+        ledger,
+        boot_timeout: opts.boot_timeout,
+        cancel: &CANCEL,
+        netns: Some(lab.hub_netns_path()),
+        guest_net: None,
+        scratch_dir: None,
+        bridge: Some(env::BridgeNet { taps: lab.domain_taps(), mtu: lab.spec.mtu, cpu_cap: lim.cap }),
+    };
+    let inst = kind.launch(&mut ctx, &params).map_err(|e| e.to_string())?;
+    eprintln!(
+        "virtperf: driver domain up ({} NICs bridged, {} vCPU{}{}{})",
+        lab.domain_taps().len(),
+        lim.vcpus,
+        if lim.vcpus == 1 { "" } else { "s" },
+        lim.cpus.as_ref().map(|c| format!(", pinned to CPU {c}")).unwrap_or_default(),
+        lim.cap.map(|c| format!(", capped at {:.0} % of a CPU", c * 100.0)).unwrap_or_default()
+    );
+    Ok(inst)
 }
 
 /// The count parameter virtperf calibrates for this case (its workload counts operations and the
@@ -769,6 +837,8 @@ struct Worker<'a> {
     started: Instant,
     /// What the workers report beyond their trials.
     outcome: &'a std::sync::Mutex<Ended>,
+    /// The lab's switch process, where it has one: its CPU probe and pid.
+    switch_cpu: Option<&'a (env::CpuProbe, u32)>,
 }
 
 /// How a run's workers ended, beyond their trials.
@@ -1064,8 +1134,39 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                                 // caches, a guest still settling), as the run's own warm-ups showed.
                                 let _ = trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL);
                             }
-                            trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL)
-                                .map(|o| TrialOutcome { work, ..o })
+                            // The lab's switch, where it is a process: alive, or the trial fails;
+                            // its CPU during the trial is a row of its own (xenmon's dom0 line).
+                            let switch = w.switch_cpu.filter(|_| wants_tester && peer_idx.is_none());
+                            let switch_down = || {
+                                let why = lab.and_then(Lab::switch_gone).or_else(|| {
+                                    switch.filter(|(_, pid)| !process_alive(*pid)).map(|(_, pid)| {
+                                        format!("the driver domain (QEMU, pid {pid}) has exited")
+                                    })
+                                });
+                                why.map(|why| Fail::Failed {
+                                    reason: format!("the lab's switch is down: {why}"),
+                                    dut_broken: Vec::new(),
+                                    tester_broken: false,
+                                })
+                            };
+                            if let Some(f) = switch.and(switch_down()) {
+                                return Err(f);
+                            }
+                            let cpu0 = switch.and_then(|(p, _)| p.read_ns());
+                            let out = trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL);
+                            if let Some(f) = switch.and(switch_down()) {
+                                return Err(f);
+                            }
+                            out.map(|mut o| {
+                                if let (Some(a), Some(b)) = (cpu0, switch.and_then(|(p, _)| p.read_ns())) {
+                                    o.samples.push(virtperf_proto::Sample {
+                                        metric: SWITCH_CPU.into(),
+                                        value: b.saturating_sub(a) as f64 / 1e6,
+                                        unit: "ms".into(),
+                                    });
+                                }
+                                TrialOutcome { work, ..o }
+                            })
                         })();
                         match result {
                             Ok(o) => TrialOutcome { launch_id, ..o },
@@ -1156,6 +1257,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     // The lab joins this machine's environments to its tester; environments on other hosts meet
     // their tester over the hosts' own network.
     let mut lab = None;
+    let mut domain: Option<Instance> = None;
     let local = shares.iter().find(|s| s.host.is_none() && exp.lab.tester_host.is_none());
     if let Some(share) = local.filter(|s| s.trials.iter().any(|t| exp.cases[t.case_idx].network)) {
         if !CANCEL.load(Ordering::SeqCst) {
@@ -1169,7 +1271,26 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
                 })
                 .collect();
             let pairs = exp.cases.iter().any(|c| c.matrix);
-            match Lab::build(&mut ledger, &taps, &exp.lab, pairs) {
+            let built = Lab::build(&mut ledger, &taps, &exp.lab, pairs, &run_dir).and_then(|l| {
+                // The driver domain is a guest: launched on the lab's taps once the lab stands.
+                match exp.lab.switch {
+                    crate::lab::Switch::DriverDomain => {
+                        match launch_driver_domain(&l, &mut ledger, exp, opts, &run_dir, &exe) {
+                            Ok(d) => {
+                                domain = Some(d);
+                                Ok(l)
+                            }
+                            Err(e) => {
+                                let mut l = l;
+                                l.teardown(&mut ledger);
+                                Err(format!("the driver domain: {e}"))
+                            }
+                        }
+                    }
+                    _ => Ok(l),
+                }
+            });
+            match built {
                 Ok(l) => lab = Some(l),
                 Err(e) => {
                     if let Some(d) = &scratch_dir {
@@ -1186,6 +1307,13 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     }
     let progress = std::sync::Mutex::new(Progress::new(pending.len() as u64, opts.progress));
     let ended_how = std::sync::Mutex::new(Ended::default());
+    // The switch's processes (OVS's daemon, the driver domain's QEMU): their CPU is a row of
+    // every network trial, and one that dies fails the trial in flight.
+    let switch_cpu: Option<(env::CpuProbe, u32)> = match (&domain, &lab) {
+        (Some(d), _) => d.cpu.clone().zip(d.child.as_ref().map(|c| c.id())),
+        (None, Some(l)) => l.switch_pid().map(|p| (env::CpuProbe::Proc(p), p)),
+        _ => None,
+    };
     let machines = Machines::of(&shares, exp.lab.tester_host.as_deref());
     let worker = |share: &Share, store: &Store, ledger: &mut Ledger| {
         let w = Worker {
@@ -1201,6 +1329,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
             machines: &machines,
             started,
             outcome: &ended_how,
+            switch_cpu: if share.host.is_none() { switch_cpu.as_ref() } else { None },
         };
         work(&w, share, ledger)
     };
@@ -1252,7 +1381,10 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     if let Ok(p) = progress.lock() {
         p.finish();
     }
-    // The namespaces go after every process that lived in them.
+    // The namespaces go after every process that lived in them: the driver domain first.
+    if let Some(d) = domain.take() {
+        d.shutdown(&mut ledger);
+    }
     if let Some(mut l) = lab.take() {
         l.teardown(&mut ledger);
     }

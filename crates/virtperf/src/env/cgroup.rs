@@ -157,7 +157,14 @@ pub struct Limits {
     /// Memory of all its host processes together (`memory.limit_in_bytes` / `memory.max`):
     /// a guest that runs away is killed by the kernel's OOM killer, not the host.
     pub memory_bytes: Option<u64>,
+    /// CPU time of all its host processes together, in CPUs (a CFS quota: 0.5 = half of one CPU
+    /// every period; `cpu.cfs_quota_us` / `cpu.max`): a driver domain capped as Xen's credit
+    /// scheduler capped dom0.
+    pub cpu_cap: Option<f64>,
 }
+
+/// CFS period of [`Limits::cpu_cap`], µs (the kernel's default).
+const CFS_PERIOD_US: u64 = 100_000;
 
 /// Creates cgroup `virtperf/ID` (ledger first) in the CPU-accounting hierarchy and, with a memory
 /// limit, in the memory one, and makes `cmd`'s child enter them before exec, so that every process
@@ -192,6 +199,28 @@ pub fn instance_cgroup_on_spawn(
             if !dirs.contains(&dir) {
                 dirs.push(dir);
             }
+        }
+    }
+    if let (Some(cap), Some((croot, cv2))) = (limits.cpu_cap, controller_dir("cpu")) {
+        if cv2 {
+            let _ = std::fs::write(croot.join("cgroup.subtree_control"), "+cpu");
+            let _ = std::fs::create_dir_all(croot.join("virtperf"));
+            let _ = std::fs::write(croot.join("virtperf/cgroup.subtree_control"), "+cpu");
+        }
+        let dir = croot.join(&rel);
+        let quota = ((cap * CFS_PERIOD_US as f64).round() as u64).max(1000);
+        let capped = std::fs::create_dir_all(&dir).is_ok()
+            && if cv2 {
+                std::fs::write(dir.join("cpu.max"), format!("{quota} {CFS_PERIOD_US}")).is_ok()
+            } else {
+                std::fs::write(dir.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string()).is_ok()
+                    && std::fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string()).is_ok()
+            };
+        if !capped {
+            return None;
+        }
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
         }
     }
     if let Some((froot, false)) = controller_dir("freezer") {

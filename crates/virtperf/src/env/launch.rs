@@ -68,6 +68,19 @@ pub struct LaunchCtx<'a> {
     /// removed with the instance), when the run has workloads that write files or guests with
     /// a disk: where a bind mount's, an overlay's or a disk image's bytes land.
     pub scratch_dir: Option<PathBuf>,
+    /// A driver domain (`[lab] switch = "driver-domain"`, QEMU only): NICs on these taps, bridged
+    /// together inside the guest.
+    pub bridge: Option<BridgeNet>,
+}
+
+/// The lab's wire as a driver domain holds it: one NIC per endpoint's tap (the tester's first),
+/// bridged together in the guest, no address of its own; its host processes capped at `cpu_cap`
+/// CPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BridgeNet {
+    pub taps: Vec<String>,
+    pub mtu: u32,
+    pub cpu_cap: Option<f64>,
 }
 
 /// Where a disk workload's files land in an instance: the directory it sees, and what is

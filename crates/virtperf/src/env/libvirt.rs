@@ -793,7 +793,7 @@ fn launch_own(ctx: &mut LaunchCtx, p: &LvParams) -> Result<Instance, LaunchError
             qemu::guest_disk_dev(qemu_disk(p.disk.as_deref().unwrap_or("virtio")))
         }
     });
-    let cmdline = qemu::kernel_append(&mods, ctx.guest_net.as_ref(), None, disk_dev)
+    let cmdline = qemu::kernel_append(&mods, ctx.guest_net.as_ref(), None, disk_dev, None)
         .replace("console=ttyS0", &format!("console={console}"))
         .replace("vp.ctl=/dev/hvc0", &format!("vp.ctl={ctl}"));
     let lent = ctx.guest_net.as_ref().map(|_| lent_tap_name(&ctx.instance_id));
@@ -908,7 +908,7 @@ pub fn example_domain_xml(
     let img = super::qemu::image_for(&p.qemu_params()).map_err(|e| format!("the guest image: {e}"))?;
     let (ctl, console) = guest_devices(dtype);
     let mods = img.load_order(&guest_drivers(dtype, None, None)).map_err(|e| e.to_string())?;
-    let cmdline = qemu::kernel_append(&mods, None, None, None)
+    let cmdline = qemu::kernel_append(&mods, None, None, None, None)
         .replace("console=ttyS0", &format!("console={console}"))
         .replace("vp.ctl=/dev/hvc0", &format!("vp.ctl={ctl}"));
     Ok(domain_xml(&DomainSpec {

@@ -579,7 +579,7 @@ impl Environment for Uml {
         cmd.args(kernel_args(mem, &init, ctx.guest_net.as_ref(), ubd.as_deref()))
             // UML backs guest memory with a file in TMPDIR: keep it in the run's scratch.
             .env("TMPDIR", &dir);
-        let limits = super::cgroup::Limits { memory_bytes: Some(mem + UML_MEMORY_OVERHEAD) };
+        let limits = super::cgroup::Limits { memory_bytes: Some(mem + UML_MEMORY_OVERHEAD), cpu_cap: None };
         let mut inst = super::launch::launch_guest(ctx, cmd, "linux.uml", None, limits, teardown)?;
         inst.scratch = scratch;
         Ok(inst)

@@ -162,7 +162,18 @@ pub struct LoadSpec {
 }
 
 /// Keys of the `[lab]` table / `--lab` flag.
-pub const LAB_KEYS: &[&str] = &["mtu", "rate", "delay", "loss", "tester_cpu", "tester_host"];
+pub const LAB_KEYS: &[&str] = &[
+    "mtu",
+    "rate",
+    "delay",
+    "loss",
+    "tester_cpu",
+    "tester_host",
+    "switch",
+    "switch_cpus",
+    "switch_cap",
+    "switch_vcpus",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {

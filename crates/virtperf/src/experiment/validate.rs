@@ -78,6 +78,59 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
                 Raw::Str(h) => spec.tester_host = (h != LOCAL_HOST).then(|| h.clone()),
                 v => return Err(bad(format!("got `{v}`, expected the name of a [[host]] (or \"local\")"))),
             },
+            "switch" => {
+                let sw = match &s.value {
+                    Raw::Str(v) => crate::lab::Switch::parse(v),
+                    _ => None,
+                };
+                spec.switch = sw.ok_or_else(|| {
+                    bad(format!(
+                        "got `{}`, expected one of: {} (docs/lab.md)",
+                        s.value,
+                        crate::lab::switch::SWITCHES.join(", ")
+                    ))
+                })?;
+                if spec.switch == crate::lab::Switch::Ovs {
+                    let missing = crate::lab::switch::ovs_missing();
+                    if !missing.is_empty() {
+                        return Err(bad(format!(
+                            "Open vSwitch is not installed here: apt-get install -y {} (or: make deps)",
+                            missing.join(" ")
+                        )));
+                    }
+                }
+            }
+            "switch_cpus" => {
+                let t = s.value.to_string();
+                crate::host::check_cpuset(&t).map_err(bad)?;
+                spec.switch_limits.cpus = Some(t);
+            }
+            "switch_cap" => {
+                let cpus = match &s.value {
+                    Raw::Str(t) => t
+                        .trim()
+                        .strip_suffix('%')
+                        .and_then(|p| p.trim().parse::<f64>().ok())
+                        .map(|p| p / 100.0),
+                    Raw::Float(f) => Some(*f),
+                    Raw::Int(i) => Some(*i as f64),
+                    Raw::Bool(_) => None,
+                };
+                match cpus {
+                    Some(c) if c > 0.0 && c <= crate::host::facts().cpus as f64 => spec.switch_limits.cap = Some(c),
+                    _ => {
+                        return Err(bad(format!(
+                            "got `{}`: a share of the host's CPUs, e.g. \"50%\" (half of one CPU) or 1.5, at most {}",
+                            s.value,
+                            crate::host::facts().cpus
+                        )))
+                    }
+                }
+            }
+            "switch_vcpus" => match &s.value {
+                Raw::Int(n) if (1..=64).contains(n) => spec.switch_limits.vcpus = *n as u32,
+                v => return Err(bad(format!("got `{v}`: the driver domain's vCPUs, 1 to 64"))),
+            },
             other => {
                 return Err(err(
                     &s.origin,
@@ -87,6 +140,29 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
             }
         }
         written.push((key.to_string(), s.value.clone()));
+    }
+    let limits = [
+        ("switch_cpus", spec.switch_limits.cpus.is_some()),
+        ("switch_cap", spec.switch_limits.cap.is_some()),
+    ];
+    for (k, given) in limits {
+        if given && spec.switch == crate::lab::Switch::Bridge {
+            let o =
+                raw.settings.get(&format!("lab.{k}")).map(|s| s.origin.clone()).unwrap_or(Origin::Default);
+            return Err(err(
+                &o,
+                Some(&format!("lab.{k}")),
+                "the kernel's bridge switches in softirq context, on whichever CPU a frame arrives: there is no process to pin or cap; use switch = \"ovs\" or \"driver-domain\"",
+            ));
+        }
+    }
+    if raw.settings.contains_key("lab.switch_vcpus") && spec.switch != crate::lab::Switch::DriverDomain {
+        let o = raw.settings.get("lab.switch_vcpus").map(|s| s.origin.clone()).unwrap_or(Origin::Default);
+        return Err(err(
+            &o,
+            Some("lab.switch_vcpus"),
+            "vCPUs are a driver domain's: use switch = \"driver-domain\"",
+        ));
     }
     Ok((spec, written))
 }

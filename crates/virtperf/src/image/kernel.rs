@@ -31,6 +31,10 @@ const KEEP: &[&str] = &[
     "fs/jbd2/",
     "fs/mbcache.ko",
     "net/core/",
+    // A driver domain's bridge (bridge.ko needs stp.ko and llc.ko).
+    "net/bridge/",
+    "net/802/",
+    "net/llc/",
     "block/",
     "lib/",
     "crypto/",
@@ -39,7 +43,7 @@ const KEEP: &[&str] = &[
 
 /// Bumped whenever [`KEEP`] changes: a kernel directory kept under another version is fetched
 /// again (it lacks modules the guest now needs).
-const KEEP_VERSION: u32 = 2;
+const KEEP_VERSION: u32 = 3;
 
 /// A Debian kernel package at one version.
 #[derive(Debug, Clone, PartialEq)]

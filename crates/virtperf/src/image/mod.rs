@@ -33,6 +33,8 @@ pub const DEVICE_MODULES: &[&str] = &[
     "ahci",
     "sd_mod",
     "nvme",
+    // A driver domain bridges its NICs (`[lab] switch = "driver-domain"`).
+    "bridge",
     // The scratch disk's file system (made on the host with mke2fs -t ext4); ext4 checksums its
     // metadata with crc32c, which the kernel would otherwise ask a modprobe the guest lacks for.
     "crc32c_generic",
@@ -193,7 +195,8 @@ pub fn parse_ldd(s: &str) -> Vec<PathBuf> {
 }
 
 /// The init script of the guest (busybox sh). Its settings come on the kernel command line:
-/// `vp.mods=a,b` modules to load in order, `vp.addr=A/24 vp.mtu=N` the NIC, `vp.ctl=DEV` the
+/// `vp.mods=a,b` modules to load in order, `vp.addr=A/24 vp.mtu=N` the NIC, `vp.bridge=N` a
+/// driver domain's N NICs bridged together (no address), `vp.ctl=DEV` the
 /// agent's line (a virtio console, kept free of kernel messages), `vp.disk=DEV` the scratch disk
 /// (an ext4 file system made on the host), mounted at /scratch — or no /scratch at all when the
 /// mount fails, so that a disk workload fails rather than measure the initramfs's tmpfs.
@@ -205,10 +208,11 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs -o size=50% tmp /tmp
 say() { echo "virtperf-init: $*" > /dev/console; }
-mods= addr= mtu=1500 ctl=/dev/hvc0 mmio= disk=
+mods= addr= mtu=1500 ctl=/dev/hvc0 mmio= disk= bridge=0
 for a in $(cat /proc/cmdline); do
   case "$a" in
     vp.mods=*) mods=${a#vp.mods=} ;;
+    vp.bridge=*) bridge=${a#vp.bridge=} ;;
     vp.addr=*) addr=${a#vp.addr=} ;;
     vp.mtu=*) mtu=${a#vp.mtu=} ;;
     vp.ctl=*) ctl=${a#vp.ctl=} ;;
@@ -224,6 +228,17 @@ ip link set lo up
 if [ -n "$addr" ]; then
   i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
   ip link set eth0 mtu "$mtu" && ip addr add "$addr" dev eth0 && ip link set eth0 up || say "eth0 setup failed"
+fi
+if [ "$bridge" -gt 0 ]; then
+  # A driver domain: every NIC a port of one bridge, no address of its own.
+  brctl addbr br0 || say "brctl addbr failed"
+  n=0; while [ $n -lt "$bridge" ]; do
+    i=0; while [ ! -e /sys/class/net/eth$n ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+    ip link set eth$n mtu "$mtu" && ip link set eth$n up && brctl addif br0 eth$n || say "eth$n not bridged"
+    n=$((n+1))
+  done
+  brctl setfd br0 0; brctl stp br0 off
+  ip link set br0 mtu "$mtu"; ip link set br0 up || say "br0 setup failed"
 fi
 if [ -n "$disk" ]; then
   i=0; while [ ! -e "$disk" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done

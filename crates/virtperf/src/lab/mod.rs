@@ -19,11 +19,14 @@
 //! (netem, tbf with a size table) have no maintained Rust binding, and each command's error text
 //! says precisely what the kernel refused.
 
+pub mod switch;
+
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::host::{delete_netns, netns_path, sh};
 use crate::ledger::{Entry, Ledger};
+pub use switch::{Switch, SwitchLimits};
 
 /// On-the-wire bytes a frame costs beyond what the qdisc sees (`skb->len` = L2 header + IP packet):
 /// FCS 4 + preamble/SFD 8 + inter-frame gap 12. Given to the shaper so that a `rate` of 1 Gbit/s
@@ -51,6 +54,10 @@ pub struct LabSpec {
     /// The `[[host]]` the tester runs on (the seeds' traffic generator on a second machine);
     /// None: this machine, in the lab.
     pub tester_host: Option<String>,
+    /// What joins the endpoints in the hub: the kernel's bridge, Open vSwitch, a driver domain.
+    pub switch: Switch,
+    /// Where the switch runs and how much CPU it gets (OVS, driver domain).
+    pub switch_limits: SwitchLimits,
 }
 
 impl Default for LabSpec {
@@ -62,6 +69,8 @@ impl Default for LabSpec {
             loss_pct: 0.0,
             tester_cpuset: None,
             tester_host: None,
+            switch: Switch::Bridge,
+            switch_limits: SwitchLimits { cpus: None, cap: None, vcpus: 1 },
         }
     }
 }
@@ -197,6 +206,8 @@ pub struct Lab {
     /// One per environment of the experiment, in the experiment's order.
     pub endpoints: Vec<Endpoint>,
     created: Vec<String>,
+    /// `switch = "ovs"`: the running switch (checked by every worker between trials).
+    ovs: Option<std::sync::Mutex<switch::Ovs>>,
 }
 
 pub const TESTER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -234,7 +245,14 @@ impl Lab {
     /// `pairs`: some workload runs between environments (all-pairs), so each environment's own
     /// link is the one to shape; else the tester's link is, shared by every environment and
     /// instance (see [`Lab::build_inner`]).
-    pub fn build(ledger: &mut Ledger, taps: &[bool], spec: &LabSpec, pairs: bool) -> Result<Lab, String> {
+    /// `dir`: where the switch keeps its files (the run's directory).
+    pub fn build(
+        ledger: &mut Ledger,
+        taps: &[bool],
+        spec: &LabSpec,
+        pairs: bool,
+        dir: &Path,
+    ) -> Result<Lab, String> {
         let n = taps.len();
         if n > MAX_ENDPOINTS {
             return Err(format!("at most {MAX_ENDPOINTS} environments per run have a lab address"));
@@ -251,8 +269,9 @@ impl Lab {
                 })
                 .collect(),
             created: Vec::new(),
+            ovs: None,
         };
-        match lab.build_inner(ledger, &prefix, pairs) {
+        match lab.build_inner(ledger, &prefix, pairs, dir) {
             Ok(()) => Ok(lab),
             Err(e) => {
                 lab.teardown(ledger);
@@ -275,11 +294,20 @@ impl Lab {
     /// environments or instances then share, as seed 000's VMs shared their host's NIC. With
     /// all-pairs flows, each environment's link is shaped instead (both ends), so that a pair of
     /// environments is joined by emulated wires; a path between two environments then crosses two.
-    fn build_inner(&mut self, ledger: &mut Ledger, prefix: &str, pairs: bool) -> Result<(), String> {
+    fn build_inner(
+        &mut self,
+        ledger: &mut Ledger,
+        prefix: &str,
+        pairs: bool,
+        dir: &Path,
+    ) -> Result<(), String> {
         let hub = format!("{prefix}-hub");
         self.add_netns(ledger, &hub)?;
-        sh("ip", &["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
-        sh("ip", &["-n", &hub, "link", "set", "br0", "up"])?;
+        let kernel_bridge = self.spec.switch == Switch::Bridge;
+        if kernel_bridge {
+            sh("ip", &["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
+            sh("ip", &["-n", &hub, "link", "set", "br0", "up"])?;
+        }
         let mtu = self.spec.mtu.to_string();
         let ends: Vec<(Endpoint, bool)> = std::iter::once((self.tester.clone(), !pairs))
             .chain(self.endpoints.iter().cloned().map(|e| (e, pairs)))
@@ -288,15 +316,53 @@ impl Lab {
             let ns = ep.netns.as_str();
             self.add_netns(ledger, ns)?;
             let h = format!("h{i}");
+            // OVS sends on its ports through packet sockets that bypass their qdiscs: a shaped
+            // link then runs through a wire namespace of its own, whose kernel bridge forwards
+            // (and shapes) each direction.
+            let wire = (*shaped && self.spec.switch == Switch::Ovs).then(|| format!("{prefix}-w{i}"));
+            let (peer_ns, peer) = match &wire {
+                Some(w) => (w.as_str(), "wh"),
+                None => (ns, "eth0"),
+            };
+            if let Some(w) = &wire {
+                self.add_netns(ledger, w)?;
+            }
             sh(
                 "ip",
                 &[
-                    "-n", &hub, "link", "add", &h, "mtu", &mtu, "type", "veth", "peer", "name", "eth0",
-                    "netns", ns,
+                    "-n", &hub, "link", "add", &h, "mtu", &mtu, "type", "veth", "peer", "name", peer,
+                    "netns", peer_ns,
                 ],
             )?;
-            sh("ip", &["-n", &hub, "link", "set", &h, "master", "br0", "up"])?;
+            if let Some(w) = &wire {
+                sh(
+                    "ip",
+                    &[
+                        "-n", w, "link", "add", "wt", "mtu", &mtu, "type", "veth", "peer", "name", "eth0",
+                        "netns", ns,
+                    ],
+                )?;
+                sh("ip", &["-n", w, "link", "add", "br0", "type", "bridge"])?;
+                for d in ["wh", "wt"] {
+                    sh("ip", &["-n", w, "link", "set", d, "master", "br0", "up"])?;
+                    steer_flows(w, d)?;
+                }
+                sh("ip", &["-n", w, "link", "set", "br0", "up"])?;
+            }
+            match self.spec.switch {
+                Switch::Bridge => sh("ip", &["-n", &hub, "link", "set", &h, "master", "br0", "up"])?,
+                Switch::Ovs => sh("ip", &["-n", &hub, "link", "set", &h, "up"])?,
+                Switch::DriverDomain => {
+                    sh("ip", &["-n", &hub, "link", "set", &h, "up"])?;
+                    switch::plumb_domain_port(&hub, i, &mtu)?;
+                }
+            }
             sh("ip", &["-n", ns, "link", "set", "eth0", "mtu", &mtu])?;
+            // A userspace switch reads frames through packet sockets, where a checksum left to the
+            // NIC (veths leave it to nobody) is never filled in: TCP would drop every such segment.
+            if self.spec.switch == Switch::Ovs {
+                sh("ip", &["netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"])?;
+            }
             match &ep.tap {
                 None => sh("ip", &["-n", ns, "addr", "add", &format!("{}/24", ep.addr), "dev", "eth0"])?,
                 Some(tap) => {
@@ -320,11 +386,46 @@ impl Lab {
                 steer_flows(ns, tap)?;
             }
             if *shaped {
-                self.shape(&hub, &h)?;
+                match &wire {
+                    // Towards the endpoint on the wire's side: the hub's end is OVS's own.
+                    Some(w) => self.shape(w, "wt")?,
+                    None => self.shape(&hub, &h)?,
+                }
                 self.shape(ns, "eth0")?;
             }
         }
+        if self.spec.switch == Switch::Ovs {
+            let ports: Vec<String> = (0..ends.len()).map(|i| format!("h{i}")).collect();
+            let cpus = match &self.spec.switch_limits.cpus {
+                Some(c) => Some(crate::host::check_cpuset(c)?),
+                None => None,
+            };
+            let ovs = switch::Ovs::start(ledger, &hub, &dir.join("ovs"), &ports, cpus.as_deref())?;
+            self.ovs = Some(std::sync::Mutex::new(ovs));
+        }
         Ok(())
+    }
+
+    /// The hub namespace (where the switch runs).
+    pub fn hub_netns_path(&self) -> PathBuf {
+        netns_path(&self.tester.netns.replace("-t", "-hub"))
+    }
+
+    /// The taps a driver domain's NICs attach to, one per endpoint (the tester's first).
+    pub fn domain_taps(&self) -> Vec<String> {
+        (0..=self.endpoints.len()).map(switch::domain_tap).collect()
+    }
+
+    /// The pid of the switch's process, where it has one (`ovs-vswitchd`).
+    pub fn switch_pid(&self) -> Option<u32> {
+        let o = self.ovs.as_ref()?.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(o.vswitchd_pid())
+    }
+
+    /// Why the switch stopped, when it has (a trial then fails with this reason).
+    pub fn switch_gone(&self) -> Option<String> {
+        let mut o = self.ovs.as_ref()?.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        o.gone()
     }
 
     /// Puts the link emulation on the egress of `dev` in `ns`.
@@ -335,7 +436,6 @@ impl Lab {
         }
     }
 
-    /// Removes every namespace of the lab (the processes inside must be gone first).
     /// Gives endpoint `i`'s `eth0` back its address (and with it the lab's route) before another
     /// launch joins it: gVisor's netstack takes them over from the namespace when it starts (runsc
     /// with `network = sandbox`) and does not give them back when it stops, so a relaunched gVisor
@@ -348,7 +448,12 @@ impl Lab {
         sh("ip", &["-n", ns, "link", "set", "eth0", "up"])
     }
 
+    /// Stops the switch, then removes every namespace of the lab (the processes inside must be
+    /// gone first).
     pub fn teardown(&mut self, ledger: &mut Ledger) {
+        if let Some(o) = self.ovs.take() {
+            o.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).stop(ledger);
+        }
         for name in std::mem::take(&mut self.created).iter().rev() {
             delete_netns(name);
             ledger.forget(&Entry::Netns { name: name.clone() });

@@ -129,6 +129,7 @@ pub fn launch_main() -> std::io::Result<()> {
                 .then(|| std::path::PathBuf::from(format!("/proc/{}/ns/net", std::process::id()))),
             guest_net: None,
             scratch_dir: scratch.clone(),
+            bridge: None,
         };
         kind.launch(&mut ctx, &req.params)
     };

@@ -1277,6 +1277,25 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     for l in sizing_lines(&r.manifest) {
         out += &format!("sized from the host: {l}\n");
     }
+    let lab = &r.manifest["lab"];
+    if let Some(sw) = lab["switch"].as_str().filter(|s| *s != "bridge") {
+        let mut how = Vec::new();
+        if let Some(c) = lab["switch_cpus"].as_str() {
+            how.push(format!("pinned to CPU {c}"));
+        }
+        if let Some(c) = lab["switch_cap"].as_f64() {
+            how.push(format!("capped at {:.0} % of a CPU", c * 100.0));
+        }
+        if let Some(v) = lab["switch_vcpus"].as_u64() {
+            how.push(format!("{v} vCPU{}", if v == 1 { "" } else { "s" }));
+        }
+        out += &format!(
+            "the lab's switch ({sw}): {}{}; its host CPU per network trial is the row {}\n",
+            lab["switch_is"].as_str().unwrap_or(sw),
+            if how.is_empty() { String::new() } else { format!(", {}", how.join(", ")) },
+            crate::run::SWITCH_CPU
+        );
+    }
     for s in r.manifest["skipped_environments"].as_array().into_iter().flatten() {
         out += &format!(
             "skipped environment `{}`: this host cannot run it ({})\n",

@@ -34,6 +34,35 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", "--env", "native", "--workload", "memcpy:size=-1"], "key `size`"),
         (vec!["run", "--env", "xen9", "--workload", "cpu"], "unknown environment kind `xen9`"),
+        (vec!["run", "--env", "native", "--workload", "tcp_rr", "--lab", "switch=vde"], "key `lab.switch`"),
+        (
+            vec!["run", "--env", "native", "--workload", "tcp_rr", "--lab", "switch_cpus=0"],
+            "no process to pin",
+        ),
+        (
+            vec!["run", "--env", "native", "--workload", "tcp_rr", "--lab", "switch=ovs,switch_vcpus=2"],
+            "key `lab.switch_vcpus`",
+        ),
+        (
+            vec![
+                "run",
+                "--env",
+                "native",
+                "--workload",
+                "tcp_rr",
+                "--lab",
+                "switch=driver-domain,switch_cap=300%",
+            ],
+            "key `lab.switch_cap`",
+        ),
+        (
+            vec!["run", "--env", "native", "--workload", "cpu", "--precision", "5%", "--launches", "2"],
+            "key `launches`",
+        ),
+        (
+            vec!["run", "--env", "container", "--workload", "cpu", "--precision", "5%"],
+            "has none on its machine",
+        ),
         (vec!["run", "--env", "native", "--workload", "cpu", "--reps", "0"], "--reps 0: key `reps`"),
         (vec!["run", "--env", "native", "--env", "native", "--workload", "cpu"], "distinct name"),
         (vec!["run", "--env", "native", "--workload", "cpu:iterations"], "key=value"),

@@ -58,6 +58,8 @@ fn main() {
         containers::background_load_lands_within_3_points,
         containers::measurements_use_their_own_windows_and_clocks,
         network::instances_share_the_link_and_are_measured_each,
+        network::switches_carry_two_instances_on_one_wire,
+        network::a_dying_switch_fails_the_trial_and_a_killed_run_is_swept,
         faults::one_dead_instance_fails_only_its_trial,
         network::all_pairs_matrix_covers_every_ordered_pair,
         faults::silent_peer_ends_trial_at_deadline_sigterm_removes_lab,

@@ -480,3 +480,157 @@ pub(crate) fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
     assert_no_leftovers(&state);
     Outcome::Pass
 }
+
+/// The lab's switch (VSPERF's deployments): the kernel's bridge, Open vSwitch's userspace
+/// datapath, and a driver domain (a QEMU guest bridging every endpoint's NIC, Xen's dom0), each
+/// carrying 2 instances over one emulated GbE wire: their one-window aggregate never above the
+/// wire's ceiling, the switch's own CPU a row of its own where it is a process, nothing left behind.
+pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
+    if let Some(why) = need_root_and("tc") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let mut ran = Vec::new();
+    let mut skipped = Vec::new();
+    for switch in ["bridge", "ovs", "driver-domain"] {
+        let why = match switch {
+            "ovs" => (!has("ovs-vswitchd") || !has("ethtool"))
+                .then(|| "Open vSwitch or ethtool is not installed (make deps installs them)".to_string()),
+            "driver-domain" => need_qemu(),
+            _ => None,
+        };
+        if let Some(why) = why {
+            skipped.push(format!("{switch}: {why}"));
+            continue;
+        }
+        let db = dir.path().join(format!("{switch}.db"));
+        let out = vp(
+            &[
+                "run",
+                "--env",
+                "native:instances=2",
+                "--workload",
+                "tcp_stream:duration=2s",
+                "--lab",
+                &format!("rate=1gbit,switch={switch}"),
+                "--reps",
+                "2",
+                "--warmup",
+                "0",
+                "--json",
+                "--db",
+                db.to_str().unwrap(),
+            ],
+            &env,
+        );
+        assert!(out.status.success(), "{switch}: {}", String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let agg = row_or_fail(&doc, "native", "tcp_goodput")["mean"].as_f64().unwrap();
+        // One window on one wire: never above the ceiling (+0.5 % for the samples' interpolation).
+        // A userspace switch or a TCG driver domain may well be slower than the wire.
+        assert!(agg <= 0.9415 * 1.005 && agg > 0.05, "{switch}: 2 instances together {agg} Gbit/s");
+        let cpu = result_row(&doc, "native", "switch_cpu_time").ok().and_then(|r| r["mean"].as_f64());
+        match switch {
+            "bridge" => assert!(cpu.is_none(), "the kernel's bridge has no process: {cpu:?}"),
+            _ => assert!(cpu.is_some_and(|c| c > 10.0), "{switch}: its CPU per 2 s trial: {cpu:?}"),
+        }
+        assert_eq!(doc["manifest"]["lab"]["switch"], switch);
+        println!("    {switch}: 2 instances {agg:.3} Gbit/s, switch CPU {cpu:?} ms per trial");
+        ran.push(switch);
+        assert_no_leftovers(&state);
+    }
+    if ran.len() < 3 {
+        // The bridge always runs: report the rest as what was left out, not as a pass of them.
+        return Outcome::Skip(format!("ran {}; left out: {}", ran.join(", "), skipped.join("; ")));
+    }
+    Outcome::Pass
+}
+
+/// A switch that dies mid-run fails the trial in flight and the rest of its network trials, the
+/// run goes on; a virtperf killed with -9 while its OVS runs leaves nothing the next start does not
+/// sweep.
+pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outcome {
+    if let Some(why) = need_root_and("tc") {
+        return Outcome::Skip(why);
+    }
+    if !has("ovs-vswitchd") || !has("ethtool") {
+        return Outcome::Skip("Open vSwitch or ethtool is not installed (make deps installs them)".into());
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let ovs_of = |pid: u32| {
+        wait_for(
+            || {
+                std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+                    let p: u32 = e.file_name().to_string_lossy().parse().ok()?;
+                    let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+                    let s = String::from_utf8_lossy(&cmd);
+                    (s.starts_with("ovs-vswitchd") && s.contains(&format!("run-{pid}/ovs"))).then_some(p)
+                })
+            },
+            20.0,
+        )
+    };
+    let db = dir.path().join("d.db");
+    let args = |db: &Path| -> Vec<String> {
+        [
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "tcp_rr:duration=1s",
+            "--workload",
+            "cpu:iterations=1000000",
+            "--lab",
+            "switch=ovs",
+            "--reps",
+            "6",
+            "--warmup",
+            "0",
+            "--order",
+            "sequential",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let a = args(&db);
+    let child = vp_spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    let switch = ovs_of(child.id()).expect("the lab's OVS started");
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(switch, 9);
+    let out = child.wait_with_output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let failures = doc["failures"].as_array().cloned().unwrap_or_default();
+    assert!(
+        failures.iter().any(|f| f["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("the lab's switch is down: ovs-vswitchd exited"))),
+        "{:#}\n{}",
+        doc["failures"],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The run went on: the CPU trials (no switch involved) all ran.
+    assert_eq!(row_or_fail(&doc, "native", "cpu_rate")["n"], 6, "{:#}", doc["trials"]);
+    assert_no_leftovers(&state);
+    // Killed with -9 while OVS runs: its daemons die with it (PDEATHSIG); the next start sweeps the
+    // rest (namespaces, the run's directory).
+    let db2 = dir.path().join("k.db");
+    let a = args(&db2);
+    let child = vp_spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    ovs_of(child.id()).expect("the lab's OVS started");
+    kill(child.id(), 9);
+    let _ = child.wait_with_output();
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--db", dir.path().join("n.db").to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}

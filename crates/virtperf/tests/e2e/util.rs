@@ -251,8 +251,27 @@ fn ours(s: &str) -> bool {
     !BASELINE.get().is_some_and(|b| b.contains(s)) && !owned_by_live_other(s)
 }
 
+/// Open vSwitch daemons a lab started (their files are in a run's directory: `…/run-PID/ovs/`).
+fn live_switches() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<String> =
+            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let ovs = args.first().is_some_and(|a| a.ends_with("ovs-vswitchd") || a.ends_with("ovsdb-server"));
+        if ovs && args.iter().any(|a| a.contains("/ovs/") && a.contains("run-")) {
+            out.push(format!("switch pid {} {:?}", e.file_name().to_string_lossy(), args));
+        }
+    }
+    out
+}
+
 fn host_things_unfiltered() -> Vec<String> {
     let mut out = live_agents();
+    out.extend(live_switches());
     out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
     out.extend(all_lab_namespaces().into_iter().map(|n| format!("netns {n}")));
     out.extend(libvirt_things());

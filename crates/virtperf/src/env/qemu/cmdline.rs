@@ -22,8 +22,9 @@ pub struct Config {
     pub kernel: PathBuf,
     pub initrd: PathBuf,
     pub append: String,
-    /// NIC model and the tap it is attached to, with its MAC.
-    pub nic: Option<(String, String, String)>,
+    /// Each NIC: its model and the tap it is attached to, with its MAC (a driver domain has one
+    /// per endpoint).
+    pub nics: Vec<(String, String, String)>,
     pub disk: Option<Disk>,
     pub sandbox: bool,
     pub extra: Vec<String>,
@@ -106,13 +107,13 @@ pub fn command_line(c: &Config) -> Vec<String> {
         "-device",
         "virtconsole,chardev=ctl,bus=vser.0",
     ]);
-    if let Some((model, tap, mac)) = &c.nic {
-        push(&["-netdev", &format!("tap,id=n0,ifname={tap},script=no,downscript=no")]);
+    for (i, (model, tap, mac)) in c.nics.iter().enumerate() {
+        push(&["-netdev", &format!("tap,id=n{i},ifname={tap},script=no,downscript=no")]);
         let dev = match model.as_str() {
             "virtio" => virtio("virtio-net"),
             other => other.to_string(),
         };
-        push(&["-device", &format!("{dev},netdev=n0,mac={mac}")]);
+        push(&["-device", &format!("{dev},netdev=n{i},mac={mac}")]);
     }
     if let Some(d) = &c.disk {
         push(&["-drive", &format!("if=none,id=d0,file={},format=raw,cache={}", d.path.display(), d.cache)]);
@@ -141,6 +142,7 @@ pub fn kernel_append(
     net: Option<&GuestNet>,
     extra: Option<&str>,
     disk: Option<&str>,
+    bridge: Option<&BridgeNet>,
 ) -> String {
     let mut s = String::from("console=ttyS0 quiet panic=-1 vp.ctl=/dev/hvc0");
     if let Some(d) = disk {
@@ -155,7 +157,15 @@ pub fn kernel_append(
     if let Some(n) = net {
         let _ = write!(s, " vp.addr={}/24 vp.mtu={}", n.addr, n.mtu);
     }
+    if let Some(b) = bridge {
+        let _ = write!(s, " vp.bridge={} vp.mtu={}", b.taps.len(), b.mtu);
+    }
     s
+}
+
+/// The MAC of a driver domain's NIC `i` (locally administered, apart from the guests' own).
+pub fn bridge_mac(i: usize) -> String {
+    format!("52:54:01:00:00:{:02x}", i & 0xff)
 }
 
 /// A locally administered MAC derived from the guest's address (unique within a lab).

@@ -31,7 +31,7 @@ use serde_json::Value;
 use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::launch::{
-    Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
+    Availability, BridgeNet, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
 };
 use crate::image::{self, Image, ImageSpec, KernelSource};
 
@@ -172,8 +172,10 @@ impl QemuParams {
 
 fn image_spec(params: &BTreeMap<String, Value>) -> ImageSpec {
     let p = QemuParams::of(params);
-    // The NIC's driver always: whether there is a lab is known only at launch.
-    let drivers = drivers(&p.machine, Some(&p.nic), p.disk.as_deref());
+    // The NIC's driver always: whether there is a lab is known only at launch; the bridge too
+    // (a driver domain is this image with `vp.bridge`; ~300 KiB of modules, loaded only there).
+    let mut drivers = drivers(&p.machine, Some(&p.nic), p.disk.as_deref());
+    drivers.push("bridge");
     ImageSpec {
         kernel: match &p.kernel {
             Some(k) => KernelSource::File(PathBuf::from(k)),
@@ -409,11 +411,14 @@ impl Environment for Qemu {
             None => {
                 let img =
                     image_for(params).map_err(|e| LaunchError::Prepare(format!("the guest image: {e}")))?;
-                let wanted = drivers(
+                let mut wanted = drivers(
                     &machine,
-                    ctx.guest_net.as_ref().map(|_| nic_model.as_str()),
+                    (ctx.guest_net.is_some() || ctx.bridge.is_some()).then_some(nic_model.as_str()),
                     (disk_model != "none").then_some(disk_model.as_str()),
                 );
+                if ctx.bridge.is_some() {
+                    wanted.push("bridge");
+                }
                 let mods = img.load_order(&wanted).map_err(|e| LaunchError::Prepare(e.to_string()))?;
                 (img.vmlinux.clone(), img.initramfs.clone(), mods)
             }
@@ -451,8 +456,21 @@ impl Environment for Qemu {
                 ctx.guest_net.as_ref(),
                 machine_append(&machine, accel, host_tsc_khz()).as_deref(),
                 disk.as_ref().map(|d| guest_disk_dev(&d.model)),
+                ctx.bridge.as_ref(),
             ),
-            nic: ctx.guest_net.as_ref().map(|n| (nic_model.clone(), n.tap.clone(), mac_for(n.addr))),
+            nics: match &ctx.bridge {
+                Some(b) => b
+                    .taps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (nic_model.clone(), t.clone(), bridge_mac(i)))
+                    .collect(),
+                None => ctx
+                    .guest_net
+                    .iter()
+                    .map(|n| (nic_model.clone(), n.tap.clone(), mac_for(n.addr)))
+                    .collect(),
+            },
             disk,
             sandbox: sandbox_supported(),
             extra: p.qemu_args.as_deref().and_then(shlex::split).unwrap_or_default(),
@@ -461,8 +479,10 @@ impl Environment for Qemu {
         cmd.args(command_line(&cfg)).current_dir(&dir);
         // The console log lives in the instance's directory while it runs (bounded: rotated).
         let log = Some(dir.join("console.log"));
-        let limits =
-            super::cgroup::Limits { memory_bytes: Some((cfg.memory_mib << 20) + QEMU_MEMORY_OVERHEAD) };
+        let limits = super::cgroup::Limits {
+            memory_bytes: Some((cfg.memory_mib << 20) + QEMU_MEMORY_OVERHEAD),
+            cpu_cap: ctx.bridge.as_ref().and_then(|b| b.cpu_cap),
+        };
         let mut inst = super::launch::launch_guest(ctx, cmd, "qemu", log, limits, teardown)?;
         inst.scratch = scratch;
         if let Some(cpus) = pin {
@@ -522,7 +542,7 @@ mod tests {
             kernel: "/c/vmlinux".into(),
             initrd: "/c/initramfs.cpio".into(),
             append: "console=ttyS0".into(),
-            nic: Some((nic.into(), "tap0".into(), "52:54:00:12:00:0b".into())),
+            nics: vec![(nic.into(), "tap0".into(), "52:54:00:12:00:0b".into())],
             disk: disk.map(|m| Disk { model: m.into(), cache: "none".into(), path: "/r/d.img".into() }),
             sandbox: true,
             extra: vec!["-S".into()],
@@ -579,8 +599,26 @@ mod tests {
         assert_eq!(drivers("q35", None, Some("nvme"))[2..], ["nvme", "crc32c_generic", "ext4"]);
         assert_eq!(drivers("pc", None, Some("sata"))[2..4], ["ahci", "sd_mod"]);
         let net = GuestNet { tap: "tap0".into(), addr: "198.18.0.11".parse().unwrap(), mtu: 9000 };
-        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net), None, None);
+        let s = kernel_append(&["virtio".into(), "virtio_net".into()], Some(&net), None, None, None);
         assert!(s.contains("vp.mods=virtio,virtio_net") && s.contains("vp.addr=198.18.0.11/24 vp.mtu=9000"));
+        // A driver domain: one NIC per tap, bridged in the guest, no address.
+        let b = BridgeNet { taps: vec!["dd0".into(), "dd1".into(), "dd2".into()], mtu: 1500, cpu_cap: None };
+        let s = kernel_append(&[], None, None, None, Some(&b));
+        assert!(s.contains("vp.bridge=3 vp.mtu=1500") && !s.contains("vp.addr"), "{s}");
+        let mut c = cfg(Accel::Tcg, "q35", "virtio", None);
+        c.nics =
+            b.taps.iter().enumerate().map(|(i, t)| ("virtio".into(), t.clone(), bridge_mac(i))).collect();
+        let a = command_line(&c);
+        for i in 0..3 {
+            assert!(
+                has_pair(&a, "-netdev", &format!("tap,id=n{i},ifname=dd{i},script=no,downscript=no")),
+                "{a:?}"
+            );
+            assert!(
+                has_pair(&a, "-device", &format!("virtio-net-pci,netdev=n{i},mac=52:54:01:00:00:0{i}")),
+                "{a:?}"
+            );
+        }
         assert!(s.contains("console=ttyS0") && s.contains("vp.ctl=/dev/hvc0"));
         assert_eq!(mac_for("198.18.0.11".parse().unwrap()), "52:54:00:12:00:0b");
         assert_eq!(
@@ -589,9 +627,8 @@ mod tests {
         );
         assert_eq!(machine_append("microvm", Accel::Kvm, Some(1)), None, "KVM has kvmclock");
         assert_eq!(machine_append("q35", Accel::Tcg, Some(1)), None, "q35 has HPET and the PM timer");
-        assert!(
-            kernel_append(&[], None, Some("tsc_early_khz=1"), Some("/dev/vda")).contains(" tsc_early_khz=1")
-        );
+        assert!(kernel_append(&[], None, Some("tsc_early_khz=1"), Some("/dev/vda"), None)
+            .contains(" tsc_early_khz=1"));
         assert!(host_tsc_khz().is_none_or(|k| k > 100_000), "this host's TSC");
     }
 
