@@ -58,6 +58,7 @@ bench: build
 	bench/libvirt.sh
 	bench/remote.sh
 	bench/precision.sh
+	bench/ovs.sh
 
 clean:
 	$(CARGO) clean
