@@ -97,7 +97,7 @@ pub fn read_toml(path: &str, text: &str) -> Result<RawExperiment, InputError> {
                     err(
                         &origin,
                         Some(key),
-                        "expected a table written [lab] (keys: mtu, rate, delay, loss, tester_cpu, tester_host, switch, switch_cpus, switch_cap, switch_vcpus)",
+                        "expected a table written [lab] (keys: mtu, rate, delay, loss, tester_cpu, tester_host, switch, switch_cpus, switch_cap, switch_vcpus, switch_guest)",
                     )
                 })?;
                 for (k, v) in t.iter() {

@@ -173,6 +173,7 @@ pub const LAB_KEYS: &[&str] = &[
     "switch_cpus",
     "switch_cap",
     "switch_vcpus",
+    "switch_guest",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

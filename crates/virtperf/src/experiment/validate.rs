@@ -127,6 +127,21 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
                     }
                 }
             }
+            // The driver domain's kind: virtperf's QEMU image (the only guest here whose kernel
+            // can bridge: UML's have no bridge built in, and the others are not guests with NICs).
+            "switch_guest" => match &s.value {
+                Raw::Str(g) if g == "qemu" => {}
+                Raw::Str(g) if g == "uml" => {
+                    return Err(bad(
+                        "a UML driver domain cannot bridge here: the UML kernels virtperf runs have no bridge built in (the packaged one's is a module its hostfs root cannot load); use switch_guest = \"qemu\"".into(),
+                    ))
+                }
+                v => {
+                    return Err(bad(format!(
+                        "`{v}` cannot be a driver domain: it must be a guest with NICs of its own and a bridge between them; use switch_guest = \"qemu\""
+                    )))
+                }
+            },
             "switch_vcpus" => match &s.value {
                 Raw::Int(n) if (1..=64).contains(n) => spec.switch_limits.vcpus = *n as u32,
                 v => return Err(bad(format!("got `{v}`: the driver domain's vCPUs, 1 to 64"))),
@@ -156,13 +171,16 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
             ));
         }
     }
-    if raw.settings.contains_key("lab.switch_vcpus") && spec.switch != crate::lab::Switch::DriverDomain {
-        let o = raw.settings.get("lab.switch_vcpus").map(|s| s.origin.clone()).unwrap_or(Origin::Default);
-        return Err(err(
-            &o,
-            Some("lab.switch_vcpus"),
-            "vCPUs are a driver domain's: use switch = \"driver-domain\"",
-        ));
+    for k in ["switch_vcpus", "switch_guest"] {
+        if raw.settings.contains_key(&format!("lab.{k}")) && spec.switch != crate::lab::Switch::DriverDomain {
+            let o =
+                raw.settings.get(&format!("lab.{k}")).map(|s| s.origin.clone()).unwrap_or(Origin::Default);
+            return Err(err(
+                &o,
+                Some(&format!("lab.{k}")),
+                "that is a driver domain's setting: use switch = \"driver-domain\"",
+            ));
+        }
     }
     Ok((spec, written))
 }
