@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use serde::Serialize;
 use serde_json::Value;
 use virtperf_workload::{params, Raw};
@@ -150,10 +149,17 @@ pub fn check(probe: bool) -> Vec<Row> {
     rows
 }
 
+/// `text` wrapped to `width` columns, every line indented by `indent` spaces.
+fn indented(text: &str, indent: usize, width: usize) -> String {
+    let pad = " ".repeat(indent);
+    crate::report::wrap(text, width - indent).lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+/// Doctor's answer in at most 100 columns: one block per environment kind — its name and
+/// whether it is usable on the first line, the detail and the fix wrapped under it.
 pub fn render(rows: &[Row]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec!["environment", "usable", "detail", "fix"]);
+    let width = crate::report::SUMMARY_WIDTH as usize;
+    let mut blocks = String::new();
     for r in rows {
         let usable = match (r.usable, r.probe_ms) {
             (true, Some(ms)) => format!("yes (agent ready + ping in {ms:.0} ms)"),
@@ -161,21 +167,74 @@ pub fn render(rows: &[Row]) -> String {
             (true, None) => "yes".into(),
             (false, _) => "NO".into(),
         };
-        t.add_row(vec![r.environment.clone(), usable, r.detail.clone(), r.fix.clone().unwrap_or_default()]);
+        let head = format!("{:<26} {usable}", r.environment);
+        blocks +=
+            &if head.chars().count() <= width { head + "\n" } else { crate::report::wrap(&head, width) };
+        if !r.detail.is_empty() {
+            blocks += &indented(&r.detail, 4, width);
+        }
+        if let Some(fix) = r.fix.as_deref().filter(|f| !f.is_empty()) {
+            blocks += &indented(&format!("fix: {fix}"), 4, width);
+        }
     }
     let mut out = String::new();
     let f = crate::host::facts();
     if !f.measured() {
-        out += &format!(
-            "host facts from {} (not this machine's; nothing launched): {}\n",
-            f.profile.as_deref().unwrap_or(&f.source),
-            f.brief()
+        out += &crate::report::wrap(
+            &format!(
+                "host facts from {} (not this machine's; nothing launched): {}",
+                f.profile.as_deref().unwrap_or(&f.source),
+                f.brief()
+            ),
+            width,
         );
     }
-    out += &t.to_string();
-    out += &format!("\nstate directory (ledger, scratch): {}\n", crate::ledger::state_dir().display());
+    out += &blocks;
+    out += "\n";
+    out += &crate::report::wrap(
+        &format!("state directory (ledger, scratch): {}", crate::ledger::state_dir().display()),
+        width,
+    );
     if crate::host::facts().kvm.pvm {
-        out += "note: /dev/kvm here is PVM (kvm_pvm): it runs only PVM-enabled guest kernels; QEMU guests will use TCG\n";
+        out += &crate::report::wrap(
+            "note: /dev/kvm here is PVM (kvm_pvm): it runs only PVM-enabled guest kernels; QEMU guests will use TCG",
+            width,
+        );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_fits_100_columns_whatever_the_detail() {
+        let rows = vec![
+            Row {
+                environment: "qemu:accel=kvm".into(),
+                usable: false,
+                detail: "word ".repeat(80),
+                fix: Some("apt-get install something-with-a-long-name ".repeat(5)),
+                probe_ms: None,
+                needs_prepare: false,
+                console: None,
+            },
+            Row {
+                environment: "native".into(),
+                usable: true,
+                detail: "the host itself".into(),
+                fix: None,
+                probe_ms: Some(12.0),
+                needs_prepare: false,
+                console: None,
+            },
+        ];
+        let text = render(&rows);
+        for l in text.lines() {
+            assert!(l.chars().count() <= 100, "{} columns: {l}", l.chars().count());
+        }
+        assert!(text.contains("qemu:accel=kvm") && text.contains("    fix: apt-get install"), "{text}");
+        assert!(text.contains("native                     yes (agent ready + ping in 12 ms)"), "{text}");
+    }
 }

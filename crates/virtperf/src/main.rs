@@ -50,7 +50,7 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Re-render the report of a stored run (default: the latest)
     #[command(
-        after_help = "Examples:\n  virtperf report\n  virtperf report 3 --full\n  virtperf report --html report.html --svg figures/\n  virtperf report 3 --json\n  virtperf report --list"
+        after_help = "Examples:\n  virtperf report\n  virtperf report 3 --full\n  virtperf report --html report.html --svg figures/ --png figures/\n  virtperf report 3 --json\n  virtperf report --list"
     )]
     Report(ReportArgs),
     /// Compare two runs (of one database or two): each metric's change with its CI, regressions flagged
@@ -266,6 +266,9 @@ struct ReportArgs {
     /// Write every figure as an SVG file into this directory (made if missing)
     #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
+    /// Write every figure as a PNG file into this directory (made if missing; embedded font)
+    #[arg(long, value_name = "DIR")]
+    png: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -391,7 +394,7 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
 
 fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let outputs = match export::choose(a.json, a.full, a.html.as_deref(), None, false) {
+    let outputs = match export::choose(a.json, a.full, a.html.as_deref(), None, None, false) {
         Ok(t) => t,
         Err(e) => return Err(bad_input(e)),
     };
@@ -529,10 +532,11 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Err(bad_input(e)),
     };
-    let outputs = match export::choose(a.json, a.full, a.html.as_deref(), a.svg.as_deref(), true) {
-        Ok(t) => t,
-        Err(e) => return Err(bad_input(e)),
-    };
+    let outputs =
+        match export::choose(a.json, a.full, a.html.as_deref(), a.svg.as_deref(), a.png.as_deref(), true) {
+            Ok(t) => t,
+            Err(e) => return Err(bad_input(e)),
+        };
     let rep = report::build(&store, id)?;
     export::write(&outputs, &export::RunData::new(&store, id, &rep))?;
     Ok(ExitStatus::Success)

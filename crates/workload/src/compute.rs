@@ -25,6 +25,9 @@ fn host_sample(metric: &str, value: f64, unit: &str) -> Sample {
 pub struct Cpu;
 
 impl Workload for Cpu {
+    fn family(&self) -> crate::Family {
+        crate::Family::Compute
+    }
     fn kind(&self) -> &'static str {
         "cpu"
     }
@@ -110,6 +113,9 @@ pub fn intmix_kernel(table: &mut [u64], iterations: u64, seed: u64) -> u64 {
 pub struct IntMix;
 
 impl Workload for IntMix {
+    fn family(&self) -> crate::Family {
+        crate::Family::Compute
+    }
     fn kind(&self) -> &'static str {
         "intmix"
     }
@@ -171,6 +177,9 @@ impl Workload for IntMix {
 pub struct Pde;
 
 impl Workload for Pde {
+    fn family(&self) -> crate::Family {
+        crate::Family::Compute
+    }
     fn kind(&self) -> &'static str {
         "pde"
     }
@@ -253,6 +262,9 @@ static MEMCPY_BUFFERS: std::sync::Mutex<(Vec<u8>, Vec<u8>)> = std::sync::Mutex::
 pub struct Memcpy;
 
 impl Workload for Memcpy {
+    fn family(&self) -> crate::Family {
+        crate::Family::Memory
+    }
     fn kind(&self) -> &'static str {
         "memcpy"
     }
@@ -322,6 +334,9 @@ const STREAM_FALLBACK_ELEMENTS: u64 = 4_000_000;
 pub struct Stream;
 
 impl Workload for Stream {
+    fn family(&self) -> crate::Family {
+        crate::Family::Memory
+    }
     fn kind(&self) -> &'static str {
         "stream"
     }
@@ -410,6 +425,9 @@ impl Workload for Stream {
 pub struct Syscall;
 
 impl Workload for Syscall {
+    fn family(&self) -> crate::Family {
+        crate::Family::System
+    }
     fn kind(&self) -> &'static str {
         "syscall"
     }
@@ -462,6 +480,9 @@ impl Workload for Syscall {
 pub struct Sleep;
 
 impl Workload for Sleep {
+    fn family(&self) -> crate::Family {
+        crate::Family::Timer
+    }
     fn kind(&self) -> &'static str {
         "sleep"
     }

@@ -233,6 +233,9 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 impl Workload for Disk {
+    fn family(&self) -> crate::Family {
+        crate::Family::Disk
+    }
     fn kind(&self) -> &'static str {
         "disk"
     }

@@ -226,6 +226,9 @@ const FRAME_SIZE: ParamSpec = ParamSpec {
 };
 
 impl Workload for Frames {
+    fn family(&self) -> crate::Family {
+        crate::Family::Network
+    }
     fn kind(&self) -> &'static str {
         "frames"
     }

@@ -203,6 +203,11 @@ pub trait Workload: Sync {
     fn headline_metrics(&self) -> usize {
         1
     }
+    /// What the workload measures, for the report's answer (its ratios are summarised per
+    /// family: compute, memory, system, timers, disk, network).
+    fn family(&self) -> Family {
+        Family::Other
+    }
     /// How N instances' values of `metric` (its declared name, no `_out`/`_in`/`_host` suffix)
     /// add up into a trial's aggregate. Default: a rate of work (higher is better) is added, the
     /// rest (times, latencies) averaged.
@@ -377,6 +382,34 @@ pub enum LinkBound {
 }
 
 /// Every workload this build knows, in the order `--help` and docs list them.
+/// What a workload measures: the report states each environment's cost per family (the
+/// geometric mean of its workloads' headline ratios).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    Compute,
+    Memory,
+    /// System calls and the kernel's mechanisms (faults, switches, processes, signals, IPC).
+    System,
+    Timer,
+    Disk,
+    Network,
+    Other,
+}
+
+impl Family {
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Compute => "compute",
+            Family::Memory => "memory",
+            Family::System => "system calls & kernel",
+            Family::Timer => "timers",
+            Family::Disk => "disk",
+            Family::Network => "network",
+            Family::Other => "other",
+        }
+    }
+}
+
 pub static REGISTRY: &[&dyn Workload] = &[
     &compute::IntMix,
     &compute::Cpu,

@@ -43,6 +43,13 @@ pub struct Micro {
 }
 
 impl Workload for Micro {
+    fn family(&self) -> crate::Family {
+        if self.kind == "memlat" {
+            crate::Family::Memory
+        } else {
+            crate::Family::System
+        }
+    }
     fn kind(&self) -> &'static str {
         self.kind
     }

@@ -149,6 +149,9 @@ pub fn parse_tests(s: &str) -> Result<Vec<String>, ParamError> {
 }
 
 impl Workload for Rfc2544 {
+    fn family(&self) -> crate::Family {
+        crate::Family::Network
+    }
     fn kind(&self) -> &'static str {
         "rfc2544"
     }

@@ -62,6 +62,9 @@ pub fn histogram(lat_us: &[f64]) -> Vec<(u64, u64)> {
 }
 
 impl Workload for Timer {
+    fn family(&self) -> crate::Family {
+        crate::Family::Timer
+    }
     fn kind(&self) -> &'static str {
         "timer"
     }

@@ -9,6 +9,7 @@
 mod csv;
 mod html;
 mod json;
+mod png;
 mod samples;
 mod text;
 
@@ -79,6 +80,8 @@ pub enum Format {
     Html,
     /// Every figure as its own SVG file (`--svg DIR`).
     Svg,
+    /// Every figure as a PNG file (`--png DIR`), drawn with an embedded font.
+    Png,
 }
 
 impl Format {
@@ -91,6 +94,7 @@ impl Format {
             Format::Samples => Box::new(samples::SamplesJson),
             Format::Html => Box::new(html::HtmlPage),
             Format::Svg => Box::new(html::SvgFigures),
+            Format::Png => Box::new(png::PngFigures),
         }
     }
 }
@@ -140,6 +144,7 @@ pub fn choose(
     full: bool,
     html: Option<&Path>,
     svg: Option<&Path>,
+    png: Option<&Path>,
     files_only_when_asked: bool,
 ) -> Result<Vec<Target>, String> {
     let mut targets = Vec::new();
@@ -147,12 +152,13 @@ pub fn choose(
         targets.push(Target::new(Format::Json, Dest::Stdout));
     } else if full {
         targets.push(Target::new(Format::Table, Dest::Stdout));
-    } else if !(files_only_when_asked && (html.is_some() || svg.is_some())) {
+    } else if !(files_only_when_asked && (html.is_some() || svg.is_some() || png.is_some())) {
         targets.push(Target::new(Format::Summary, Dest::Stdout));
     }
     for (flag, format, dest) in [
         ("--html", Format::Html, html.map(|p| Dest::File(p.to_path_buf()))),
         ("--svg", Format::Svg, svg.map(|d| Dest::Dir(d.to_path_buf()))),
+        ("--png", Format::Png, png.map(|d| Dest::Dir(d.to_path_buf()))),
     ] {
         if let Some(dest) = dest {
             let t = Target::new(format, dest);
@@ -253,18 +259,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let html = dir.path().join("r.html");
         let formats = |t: Vec<Target>| t.into_iter().map(|t| t.format).collect::<Vec<_>>();
-        assert_eq!(formats(choose(false, false, None, None, true).unwrap()), [Format::Summary]);
-        assert_eq!(formats(choose(true, true, None, None, true).unwrap()), [Format::Json]);
-        assert_eq!(formats(choose(false, true, None, None, true).unwrap()), [Format::Table]);
+        assert_eq!(formats(choose(false, false, None, None, None, true).unwrap()), [Format::Summary]);
+        assert_eq!(formats(choose(true, true, None, None, None, true).unwrap()), [Format::Json]);
+        assert_eq!(formats(choose(false, true, None, None, None, true).unwrap()), [Format::Table]);
         // `report --html`: only the file; `run --html`: the summary too.
-        assert_eq!(formats(choose(false, false, Some(&html), None, true).unwrap()), [Format::Html]);
+        assert_eq!(formats(choose(false, false, Some(&html), None, None, true).unwrap()), [Format::Html]);
         assert_eq!(
-            formats(choose(false, false, Some(&html), None, false).unwrap()),
+            formats(choose(false, false, Some(&html), None, None, false).unwrap()),
             [Format::Summary, Format::Html]
         );
-        let e = choose(false, false, None, Some(&html.join("x/y")), true).unwrap_err();
+        let e = choose(false, false, None, Some(&html.join("x/y")), None, true).unwrap_err();
         assert!(e.starts_with("--svg: "), "{e}");
-        let e = choose(false, false, Some(dir.path()), None, true).unwrap_err();
+        let e = choose(false, false, None, None, Some(&html.join("x/y")), true).unwrap_err();
+        assert!(e.starts_with("--png: "), "{e}");
+        assert_eq!(formats(choose(false, false, None, None, Some(dir.path()), true).unwrap()), [Format::Png]);
+        let e = choose(false, false, Some(dir.path()), None, None, true).unwrap_err();
         assert!(e.starts_with("--html: ") && e.contains("is a directory"), "{e}");
     }
 

@@ -206,6 +206,7 @@ mod tests {
             peer: None,
             instance: None,
             workload: c.label.clone(),
+            kind: "disk".into(),
             params: c.params.clone(),
             metric: "disk_write".into(),
             unit: "MB/s".into(),

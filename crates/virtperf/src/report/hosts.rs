@@ -131,7 +131,9 @@ pub fn render(ts: &[HostTable]) -> String {
     );
     for t in ts {
         let mut tab = Table::new();
-        tab.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+        tab.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(super::SUMMARY_WIDTH);
         let mut head =
             vec![Cell::new(format!("{} / {} ({}) {}", t.workload, t.metric, t.unit, arrow(t.better)))];
         head.extend(t.hosts.iter().map(Cell::new));

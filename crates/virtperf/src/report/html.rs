@@ -1,17 +1,25 @@
 //! `virtperf report --html FILE`: one self-contained page (inline CSS and SVG, no fetch of any
-//! kind: a Content-Security-Policy forbids it) that opens offline and prints. The data each
-//! figure receives is prepared here by small functions with unit tests; `figures.rs` draws.
+//! kind: a Content-Security-Policy forbids it) that opens offline, follows the reader's light or
+//! dark setting and prints.
+//!
+//! The page is built around the questions a reader asks, answer first: what each environment
+//! costs, per workload family, in sentences and in one overview figure; then one figure per
+//! question (a family's workloads, a workload's samples, RFC 2544 against frame size, N instances
+//! per count, a disk matrix), never one per metric: the same quantity in other units is drawn
+//! once. The data each figure receives is prepared here by small functions with unit tests;
+//! `figures.rs` draws.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::Result;
+use virtperf_workload::Family;
 
-use super::figures::{self, Figure};
-use super::{fmt_num, mean_text, overhead_text, trial_values, Report};
+use super::figures::{self, Bar, Dot, DotRow, Figure, Line, Stack, Strip};
+use super::{fmt_num, mean_text, overhead_text, trial_values, Report, ResultRow};
 use crate::store::{Store, TrialStatus};
 
-/// The page and its figures (for `--svg DIR`).
+/// The page and its figures (for `--svg DIR` and `--png DIR`).
 pub struct Page {
     pub html: String,
     pub figures: Vec<Figure>,
@@ -19,32 +27,131 @@ pub struct Page {
 
 /// Samples of one workload case × metric, per environment: (value, flagged as outlier).
 pub type SampleGroups = Vec<(String, Vec<(f64, bool)>)>;
-/// A forest row: label, ratio, its 95 % CI.
-pub type ForestRow = (String, f64, Option<[f64; 2]>);
-/// A forest panel: its metric and rows.
-pub type ForestPanel = (String, Vec<ForestRow>);
-/// Named (x, y) series of a line figure.
-pub type Series = Vec<(String, Vec<(f64, f64)>)>;
 /// (workload case, metric, unit) of a group of samples.
 pub type SampleKey = (String, String, String);
+/// A value with its interval.
+type Interval = (f64, Option<[f64; 2]>);
+/// Points of one (environment, direction) against frame size.
+pub type DirSeries = Vec<((String, String), Vec<(f64, f64)>)>;
 
-/// One forest panel per metric (unit): every environment × workload with a ratio to the
-/// baseline, in report order.
-pub fn forest_data(r: &Report) -> Vec<ForestPanel> {
-    let mut panels: Vec<ForestPanel> = Vec::new();
-    for x in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
-        let Some(o) = &x.overhead else { continue };
-        if !o.ratio.is_finite() || o.ratio <= 0.0 {
-            continue;
+/// A ratio as a cost: times the baseline's time, or the baseline's rate over this one's — above 1
+/// is slower whichever way the metric points. The interval follows (inverted for a rate).
+pub fn cost(ratio: f64, ci: Option<[f64; 2]>, better: &str) -> (f64, Option<[f64; 2]>) {
+    if better == "higher" {
+        (1.0 / ratio, ci.filter(|[l, _]| *l > 0.0).map(|[l, h]| [1.0 / h, 1.0 / l]))
+    } else {
+        (ratio, ci)
+    }
+}
+
+/// Whether `metric` (a declared name, or one with a `_out`/`_in`/`_host` suffix) is one of the
+/// headline metrics of workload `kind`: what the answer and the family figures show.
+pub fn is_headline(kind: &str, metric: &str) -> bool {
+    let Some(w) = virtperf_workload::find(kind) else { return false };
+    w.metrics()
+        .iter()
+        .take(w.headline_metrics())
+        .any(|m| metric == m.name || metric.strip_prefix(m.name).is_some_and(|rest| rest.starts_with('_')))
+}
+
+fn family_of(kind: &str) -> Family {
+    virtperf_workload::find(kind).map_or(Family::Other, |w| w.family())
+}
+
+/// One headline ratio of an environment, as a cost.
+#[derive(Debug, Clone)]
+pub struct CostRow {
+    pub environment: String,
+    pub family: Family,
+    /// `workload · metric` (the metric only when the workload has several headlines).
+    pub what: String,
+    pub cost: f64,
+    pub ci: Option<[f64; 2]>,
+}
+
+/// Every environment-level headline ratio (no peers, instances, CPU times), in report order.
+pub fn cost_rows(r: &Report) -> Vec<CostRow> {
+    let several = |x: &ResultRow| {
+        r.results.iter().filter(|y| y.workload == x.workload && is_headline(&y.kind, &y.metric)).count()
+            > r.results.iter().filter(|y| y.workload == x.workload && y.metric == x.metric).count()
+    };
+    r.results
+        .iter()
+        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
+        .filter_map(|x| {
+            let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
+            let (c, ci) = cost(o.ratio, o.ci95, x.better);
+            let what = if several(x) {
+                format!("{} · {}", case_short(&x.workload), x.metric)
+            } else {
+                case_short(&x.workload)
+            };
+            Some(CostRow {
+                environment: x.environment.clone(),
+                family: family_of(&x.kind),
+                what,
+                cost: c,
+                ci,
+            })
+        })
+        .collect()
+}
+
+/// The geometric mean of costs and its interval: each cost's interval as a half-width in log
+/// space, combined as independent (root of the sum of squares over k). None when any lacks one.
+pub fn geomean(items: &[Interval]) -> Interval {
+    let k = items.len().max(1) as f64;
+    let centre = items.iter().map(|(c, _)| c.ln()).sum::<f64>() / k;
+    let halves: Option<Vec<f64>> = items
+        .iter()
+        .map(|(_, ci)| ci.filter(|[l, h]| *l > 0.0 && h > l).map(|[l, h]| (h.ln() - l.ln()) / 2.0))
+        .collect();
+    let ci = halves.map(|h| {
+        let hw = h.iter().map(|x| x * x).sum::<f64>().sqrt() / k;
+        [(centre - hw).exp(), (centre + hw).exp()]
+    });
+    (centre.exp(), ci)
+}
+
+/// An environment's cost on one family: the geometric mean over its workloads, the extremes.
+#[derive(Debug, Clone)]
+pub struct FamilyCost {
+    pub environment: String,
+    pub family: Family,
+    pub cost: f64,
+    pub ci: Option<[f64; 2]>,
+    pub n: usize,
+}
+
+/// Per environment (report order) and family (the enum's order).
+pub fn family_costs(rows: &[CostRow], envs: &[String]) -> Vec<FamilyCost> {
+    let mut out = Vec::new();
+    for e in envs {
+        let mut by: BTreeMap<Family, Vec<Interval>> = BTreeMap::new();
+        for x in rows.iter().filter(|x| x.environment == *e) {
+            by.entry(x.family).or_default().push((x.cost, x.ci));
         }
-        let key = format!("{} ({}, {} is better)", x.metric, x.unit, x.better);
-        let label = format!("{} · {}", x.environment, short(&case_short(&x.workload), 30));
-        match panels.iter_mut().find(|p| p.0 == key) {
-            Some(p) => p.1.push((label, o.ratio, o.ci95)),
-            None => panels.push((key, vec![(label, o.ratio, o.ci95)])),
+        for (family, items) in by {
+            let (cost, ci) = geomean(&items);
+            out.push(FamilyCost { environment: e.clone(), family, cost, ci, n: items.len() });
         }
     }
-    panels
+    out
+}
+
+/// "2.10× slower [1.90, 2.33]", "1.25× faster [1.10, 1.43]", or "no measurable difference (×1.02
+/// [0.99, 1.05])": the interval decides, the number reads the way a person says it.
+pub fn cost_phrase(cost: f64, ci: Option<[f64; 2]>) -> String {
+    let r = |x: f64| if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.2}") };
+    match ci {
+        Some([l, h]) if l <= 1.0 && h >= 1.0 => {
+            format!("no measurable difference (×{} [{}, {}])", r(cost), r(l), r(h))
+        }
+        Some([l, h]) if l > 1.0 => format!("{}× slower [{}, {}]", r(cost), r(l), r(h)),
+        Some([l, h]) => format!("{}× faster [{}, {}]", r(1.0 / cost), r(1.0 / h), r(1.0 / l)),
+        None if cost >= 1.0 => format!("{}× slower (no interval)", r(cost)),
+        None => format!("{}× faster (no interval)", r(1.0 / cost)),
+    }
 }
 
 /// `disk [file_size=16MiB,record_size=64KiB]` → `disk 16MiB,64KiB`: a swept case by its values.
@@ -60,39 +167,6 @@ fn case_short(w: &str) -> String {
         }
         None => w.to_string(),
     }
-}
-
-fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n - 1).collect::<String>())
-    }
-}
-
-/// The microbenchmarks' per-operation metrics (and the syscall one): the mechanisms section.
-pub fn is_mechanism(metric: &str) -> bool {
-    virtperf_workload::micro::METRIC_NAMES.contains(&metric) || metric == "syscall_time"
-}
-
-/// One forest row per environment × mechanism with a ratio to the baseline.
-pub fn mechanism_rows(r: &Report) -> Vec<ForestRow> {
-    r.results
-        .iter()
-        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_mechanism(&x.metric))
-        .filter_map(|x| {
-            let o = x.overhead.as_ref()?;
-            (o.ratio > 0.0 && o.ratio.is_finite()).then(|| {
-                let case = case_short(&x.workload);
-                let what = if case.contains(' ') {
-                    format!("{} {}", x.metric, &case[case.find(' ').unwrap_or(0)..])
-                } else {
-                    x.metric.clone()
-                };
-                (format!("{} · {}", x.environment, short(&what, 30)), o.ratio, o.ci95)
-            })
-        })
-        .collect()
 }
 
 /// Every measured (not warm-up, not failed) sample per workload case and metric, per
@@ -118,6 +192,9 @@ pub fn sample_groups(store: &Store, run_id: i64) -> Result<Vec<(SampleKey, Sampl
     }
     let mut out = Vec::new();
     for ((case, metric), (unit, per_env)) in by {
+        if !is_headline(&cases[case].kind, &metric) {
+            continue;
+        }
         let groups: SampleGroups = per_env
             .into_iter()
             .map(|(e, vals)| {
@@ -131,44 +208,49 @@ pub fn sample_groups(store: &Store, run_id: i64) -> Result<Vec<(SampleKey, Sampl
     Ok(out)
 }
 
-/// RFC 2544: per environment and direction, (frame size, value) for the throughput (frames/s,
-/// and % of the theoretical maximum) and the mean latency.
-pub fn rfc2544_series(rows: &[super::rfc2544::Row]) -> [Series; 3] {
-    let mut fps: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    let mut pct: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    let mut lat: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+/// RFC 2544 against frame size: per environment and direction, the throughput (frames/s, its
+/// NDR; the mean of repeated sizes) and the mean latency; and the theoretical maximum per size.
+pub struct Rfc2544Lines {
+    /// ((environment, direction), points)
+    pub throughput: DirSeries,
+    pub latency: DirSeries,
+    pub line_max: Vec<(f64, f64)>,
+}
+
+pub fn rfc2544_lines(rows: &[super::rfc2544::Row]) -> Rfc2544Lines {
+    type Acc = BTreeMap<(String, String), BTreeMap<u64, (f64, usize)>>;
+    let (mut fps, mut lat): (Acc, Acc) = Default::default();
+    let mut max: BTreeMap<u64, f64> = BTreeMap::new();
     for r in rows {
-        let key = format!("{} {}", r.environment, r.direction);
-        let x = r.frame_size as f64;
+        let key = (r.environment.clone(), r.direction.clone());
         if let Some(t) = r.ndr_fps.or(r.pdr_fps) {
-            fps.entry(key.clone()).or_default().push((x, t));
-            if r.line_max_fps > 0.0 {
-                pct.entry(key.clone()).or_default().push((x, t / r.line_max_fps * 100.0));
-            }
+            let e = fps.entry(key.clone()).or_default().entry(r.frame_size).or_default();
+            e.0 += t;
+            e.1 += 1;
         }
         if let Some(m) = r.latency.get("mean_us").and_then(|v| v.as_f64()) {
-            lat.entry(key).or_default().push((x, m));
+            let e = lat.entry(key).or_default().entry(r.frame_size).or_default();
+            e.0 += m;
+            e.1 += 1;
+        }
+        if r.line_max_fps > 0.0 {
+            max.insert(r.frame_size, r.line_max_fps);
         }
     }
-    // Several trials of one size: their mean, one point per size.
-    let fold = |m: BTreeMap<String, Vec<(f64, f64)>>| -> Series {
+    let fold = |m: Acc| {
         m.into_iter()
-            .map(|(k, pts)| {
-                let mut by: BTreeMap<u64, (f64, usize)> = BTreeMap::new();
-                for (x, y) in pts {
-                    let e = by.entry(x as u64).or_default();
-                    e.0 += y;
-                    e.1 += 1;
-                }
-                (k, by.into_iter().map(|(x, (s, n))| (x as f64, s / n as f64)).collect())
-            })
+            .map(|(k, pts)| (k, pts.into_iter().map(|(x, (s, n))| (x as f64, s / n as f64)).collect()))
             .collect()
     };
-    [fold(fps), fold(pct), fold(lat)]
+    Rfc2544Lines {
+        throughput: fold(fps),
+        latency: fold(lat),
+        line_max: max.into_iter().map(|(x, y)| (x as f64, y)).collect(),
+    }
 }
 
 /// CPU use over one trial, per role, as % of one CPU between consecutive samples.
-pub fn cpu_percent(series: &[(String, f64, i64)]) -> Series {
+pub fn cpu_percent(series: &[(String, f64, i64)]) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut by: BTreeMap<&str, Vec<(f64, i64)>> = BTreeMap::new();
     for (role, ms, ns) in series {
         by.entry(role.as_str()).or_default().push((*ms, *ns));
@@ -199,6 +281,7 @@ fn slug(s: &str) -> String {
 }
 
 /// Collects figures; a figure that cannot be drawn becomes a visible note, not a failed report.
+/// Figures of one section go into one grid (two columns where they fit).
 struct Figs {
     all: Vec<Figure>,
     used: BTreeMap<String, usize>,
@@ -213,9 +296,10 @@ impl Figs {
                 *n += 1;
                 f.id = if *n > 1 { format!("{base}-{n}") } else { base };
                 let html = format!(
-                    "<figure id=\"fig-{}\" class=\"fig\">{}<figcaption>{}</figcaption></figure>\n",
+                    "<figure id=\"fig-{}\" class=\"fig\" data-key=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
                     f.id,
-                    strip_xml_decl(&f.svg),
+                    f.data_key,
+                    f.svg,
                     esc(&f.title)
                 );
                 self.all.push(f);
@@ -226,36 +310,75 @@ impl Figs {
     }
 }
 
-fn strip_xml_decl(svg: &str) -> &str {
-    match svg.find("<svg") {
-        Some(i) => &svg[i..],
-        None => svg,
+fn grid(figs: &str) -> String {
+    if figs.is_empty() {
+        String::new()
+    } else {
+        format!("<div class=\"figs\">\n{figs}</div>\n")
     }
 }
 
 const STYLE: &str = r#"
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:1em 1.5em;color:#111}
-h1{font-size:1.5em;margin:.2em 0}h2{border-bottom:2px solid #0072b2;padding-bottom:.15em;margin-top:1.8em}h3{margin-top:1.4em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.88em;display:block;overflow-x:auto;max-width:100%}code{word-break:break-all}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#eef4fa}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.better{color:#00734d}.worse{color:#b3261e}.same{color:#555}
-figure.fig{margin:.8em 0;break-inside:avoid}figure.fig svg{max-width:100%;height:auto;display:block}
-figcaption{font-size:.85em;color:#444}.warn{color:#b3261e}.muted{color:#555;font-size:.9em}
-nav a{margin-right:1em}
-@media print{body{max-width:none;font-size:11px}nav{display:none}h2{break-before:auto}}
+:root{--fg:#161616;--bg:#ffffff;--muted:#555;--line:#cfd4da;--head:#eef3f8;--accent:#0072b2;--good:#00734d;--bad:#b3261e;--grid:#e2e5e9;--band:#f3f5f8;--ax:#555}
+@media (prefers-color-scheme:dark){:root{--fg:#e6e6e6;--bg:#15171a;--muted:#a9afb6;--line:#3a3f45;--head:#22272d;--accent:#56b4e9;--good:#4cc38a;--bad:#ff8a80;--grid:#2c3137;--band:#1c2024;--ax:#aab}}
+html{background:var(--bg);color:var(--fg)}
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:1em 24px;background:var(--bg);color:var(--fg)}
+h1{font-size:1.5em;margin:.2em 0}h2{border-bottom:2px solid var(--accent);padding-bottom:.15em;margin-top:1.8em}h3{margin:1.3em 0 .4em}
+a{color:var(--accent)}
+.lead{font-size:1.05em;max-width:72em}.lead li{margin:.35em 0}
+.figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:18px 24px;align-items:start}
+figure.fig{margin:0;break-inside:avoid;min-width:0}
+figure.fig svg{width:100%;max-width:760px;height:auto;display:block}
+figcaption{font-size:.9em;color:var(--muted);margin-top:.2em}
+.tw{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
+td,th{border:1px solid var(--line);padding:.25em .5em;text-align:left;vertical-align:top}td{overflow-wrap:anywhere}
+th{background:var(--head)}td.num{text-align:right;font-variant-numeric:tabular-nums}
+code{overflow-wrap:anywhere}
+.better{color:var(--good)}.worse{color:var(--bad)}.same{color:var(--muted)}
+.warn{color:var(--bad)}.muted{color:var(--muted);font-size:.9em}
+nav a{margin-right:1em;display:inline-block}
+svg .bg{fill:var(--bg)}svg .band{fill:var(--band)}svg text.t{fill:var(--fg)}svg .grid{stroke:var(--grid)}svg .ax{stroke:var(--ax)}svg .ref{stroke:var(--fg)}svg .hollow{fill:var(--bg)}svg .mark{stroke:var(--fg)}
+@media print{:root{--fg:#000;--bg:#fff;--muted:#444;--line:#bbb;--head:#eee;--grid:#e5e5e5;--band:#f5f5f5;--ax:#555}body{max-width:none;font-size:11px;padding:0}nav{display:none}.figs{grid-template-columns:1fr 1fr}figure.fig,table{break-inside:avoid}}
 "#;
 
-/// Runs in the browser after load: marks every figure that rendered to a non-empty box, so a
-/// headless browser test (and a reader's devtools) can tell a blank figure from a drawn one.
-const CHECK_SCRIPT: &str = r#"addEventListener('load',function(){var f=document.querySelectorAll('figure.fig svg'),ok=0;for(var i=0;i<f.length;i++){var b=f[i].getBBox();if(b.width>0&&b.height>0&&f[i].childElementCount>0){ok++;f[i].parentNode.setAttribute('data-drawn','1')}}document.body.setAttribute('data-figures',f.length+'/'+ok)});"#;
+/// Runs in the browser after load and writes what a reader (or the headless test) would check
+/// into attributes of `<body>`: figures drawn to a non-empty box, the smallest figure text as
+/// rendered (px), the widest figure and whether anything runs past the page's right edge, two
+/// figures drawing the same data (their data keys), and texts of one figure printed over each
+/// other.
+const CHECK_SCRIPT: &str = r#"addEventListener('load',function(){var d=document,b=d.body,W=d.documentElement.clientWidth,f=d.querySelectorAll('figure.fig svg'),ok=0,minT=1e9,maxR=0,keys={},dup=0,ov=0,ex='';for(var i=0;i<f.length;i++){var s=f[i],bb=s.getBBox(),r=s.getBoundingClientRect();if(bb.width>0&&bb.height>0&&s.childElementCount>0){ok++;s.parentNode.setAttribute('data-drawn','1')}maxR=Math.max(maxR,r.right);var k=s.parentNode.getAttribute('data-key');if(keys[k]){dup++;ex=ex||('same data: '+keys[k]+' and '+s.parentNode.id)}keys[k]=s.parentNode.id;var t=s.querySelectorAll('text'),rs=[];for(var j=0;j<t.length;j++){var q=t[j].getBoundingClientRect();if(q.height>0){minT=Math.min(minT,q.height);rs.push([q,t[j].textContent])}}for(var a=0;a<rs.length;a++)for(var c=a+1;c<rs.length;c++){var p=rs[a][0],o=rs[c][0],w=Math.min(p.right,o.right)-Math.max(p.left,o.left),h=Math.min(p.bottom,o.bottom)-Math.max(p.top,o.top);if(w>2&&h>2){ov++;ex=ex||('overlap in '+s.parentNode.id+': '+rs[a][1]+' / '+rs[c][1])}}}var wide=0,all=d.querySelectorAll('body *');for(var n=0;n<all.length;n++){var e=all[n];if(e.closest('.tw'))continue;if(e.getBoundingClientRect().right>W+1){wide++;ex=ex||('past the right edge: '+e.tagName+' '+(e.id||e.className||''))}}b.setAttribute('data-figures',f.length+'/'+ok);b.setAttribute('data-min-text-px',f.length?minT.toFixed(1):'none');b.setAttribute('data-max-right',Math.round(maxR)+'/'+W);b.setAttribute('data-duplicates',dup);b.setAttribute('data-overlaps',ov);b.setAttribute('data-overflow',wide+(d.documentElement.scrollWidth>W+1?1:0));b.setAttribute('data-example',ex)});"#;
 
 /// Builds the page for run `run_id` whose report is `r`.
 pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
     let mut figs = Figs { all: Vec::new(), used: BTreeMap::new() };
-    let mut body = String::new();
-    let m = &r.manifest;
-    let _ = write!(
-        body,
+    let colors: BTreeMap<String, usize> =
+        r.environments.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
+    let color = |env: &str| colors.get(env).copied().unwrap_or(0);
+    let mut body = header(r);
+    body += &answer(r, &mut figs, &color);
+    body += &family_sections(r, &mut figs, &color);
+    body += &by_host(r);
+    body += &workloads(store, run_id, r, &mut figs, &color)?;
+    body += &network(store, run_id, r, &mut figs, &color)?;
+    body += &rfc2544(r, &mut figs, &color);
+    body += &pairs(r, &mut figs);
+    body += &instances(r, &mut figs, &color);
+    body += &disk(r, &mut figs);
+    body += &timers(r, &mut figs, &color);
+    body += &failures(r);
+    body += &host(r);
+    body += "<p class=\"muted\">mean ± 95 % CI half-width; ×ratio to the baseline [Fieller CI at the level the notes state]; cost = times the baseline's time (or its rate over this one's), so above 1 is slower whichever way the metric points. Raw samples: <code>virtperf export</code>.</p>\n";
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"color-scheme\" content=\"light dark\">\n<title>virtperf run {} — {}</title>\n<style>{STYLE}</style>\n<script>{CHECK_SCRIPT}</script>\n</head><body>\n{body}</body></html>\n",
+        r.run_id,
+        esc(&r.name)
+    );
+    Ok(Page { html, figures: figs.all })
+}
+
+fn header(r: &Report) -> String {
+    let mut h = format!(
         "<h1>virtperf run {} — {}</h1>\n<p class=\"muted\">{} · started {} · finished {} · {} ok, {} failed, {} skipped, {} pending ({} warm-up not counted) · baseline {}</p>\n",
         r.run_id,
         esc(&r.name),
@@ -269,30 +392,614 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
         r.trials.warmup,
         esc(&if r.baselines.is_empty() { "none".to_string() } else { r.baselines.join(", ") })
     );
-    body += "<nav><a href=\"#summary\">Summary</a><a href=\"#workloads\">Workloads</a>";
+    h += "<nav><a href=\"#answer\">Answer</a><a href=\"#workloads\">Workloads</a>";
     let sections = [
         (!r.by_host.is_empty(), "hosts", "By host"),
+        (r.results.iter().any(|x| x.metric == crate::store::CPU_PER_GBIT), "network", "CPU cost"),
         (!r.rfc2544.is_empty(), "rfc2544", "RFC 2544"),
         (r.results.iter().any(|x| x.peer.is_some()), "pairs", "All pairs"),
         (!r.instances.is_empty(), "instances", "Instances"),
         (!r.disk.is_empty(), "disk", "Disk"),
-        (
-            !r.timers.is_empty() || r.results.iter().any(|x| is_mechanism(&x.metric)),
-            "mechanisms",
-            "Mechanisms",
-        ),
+        (!r.timers.is_empty(), "timers", "Timers"),
         (true, "failures", "Failures"),
         (true, "host", "Host"),
     ];
     for (on, id, name) in sections {
         if on {
-            let _ = write!(body, "<a href=\"#{id}\">{name}</a>");
+            let _ = write!(h, "<a href=\"#{id}\">{name}</a>");
         }
     }
-    body += "</nav>\n";
+    h + "</nav>\n"
+}
 
-    // Host and environments.
-    let mut host = String::from("<h2 id=\"host\">Host and environments</h2>\n<table>");
+/// The answer first: per environment, in sentences, what it costs per family (with the
+/// interval), its worst and best case, what failed or was limited by something other than it;
+/// then the overview figure of the same numbers.
+fn answer(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+    let mut out = String::from("<h2 id=\"answer\">The answer: what each environment costs</h2>\n");
+    let rows = cost_rows(r);
+    let others: Vec<String> =
+        r.environments.iter().map(|e| e.name.clone()).filter(|e| !r.is_baseline(e)).collect();
+    let fam = family_costs(&rows, &others);
+    if let Some(b) = &r.natural_baseline {
+        let _ = writeln!(
+            out,
+            "<p>No native environment in this run: every environment is compared with <b>{}</b>, its first.</p>",
+            esc(b)
+        );
+    }
+    if rows.is_empty() {
+        out += "<p class=\"muted\">No ratios: the run has a single environment, or no headline metric was measured in two of them. The workloads' figures follow.</p>\n";
+    }
+    out += "<ul class=\"lead\">\n";
+    for e in &others {
+        let mine: Vec<&FamilyCost> = fam.iter().filter(|f| f.environment == *e).collect();
+        let failed: usize = r.failures.iter().filter(|f| f.environment == *e).map(|f| f.count).sum();
+        if mine.is_empty() && failed == 0 {
+            continue;
+        }
+        let base = r.baselines.first().map(String::as_str).unwrap_or("the baseline");
+        let mut s = format!("<li><b>{}</b> against {}: ", esc(e), esc(base));
+        let parts: Vec<String> = mine
+            .iter()
+            .map(|f| {
+                let n = if f.n > 1 { format!(" ({} workloads, geometric mean)", f.n) } else { String::new() };
+                format!("{} {}{n}", f.family.name(), cost_phrase(f.cost, f.ci))
+            })
+            .collect();
+        s += &esc(&parts.join("; "));
+        s += ".";
+        let env_rows: Vec<&CostRow> = rows.iter().filter(|x| x.environment == *e).collect();
+        if env_rows.len() > 1 {
+            let worst = env_rows.iter().max_by(|a, b| a.cost.total_cmp(&b.cost));
+            let best = env_rows.iter().min_by(|a, b| a.cost.total_cmp(&b.cost));
+            if let (Some(w), Some(b)) = (worst, best) {
+                let _ = write!(
+                    s,
+                    " Worst: {} {}. Best: {} {}.",
+                    esc(&w.what),
+                    esc(&cost_phrase(w.cost, w.ci)),
+                    esc(&b.what),
+                    esc(&cost_phrase(b.cost, b.ci))
+                );
+            }
+        }
+        s += &limits(r, e, failed);
+        s += "</li>\n";
+        out += &s;
+    }
+    out += "</ul>\n";
+    if let Some(p) = &r.precision {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">Precision mode: {} of {} ratios reached ±{}% at the {:.1} % level within the budget; the tables give each interval.</p>",
+            p.met,
+            p.cells.len(),
+            fmt_num(p.target_percent),
+            p.level * 100.0
+        );
+    }
+    let families: Vec<Family> = {
+        let mut v: Vec<Family> = fam.iter().map(|f| f.family).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if fam.len() > 1 {
+        let dot_rows: Vec<DotRow> = families
+            .iter()
+            .map(|fy| DotRow {
+                label: fy.name().to_string(),
+                dots: others
+                    .iter()
+                    .filter_map(|e| fam.iter().find(|f| f.family == *fy && f.environment == *e))
+                    .map(|f| Dot {
+                        color: color(&f.environment),
+                        value: f.cost,
+                        ci: f.ci,
+                        hollow: false,
+                        tip: format!("{}: {}", f.environment, cost_phrase(f.cost, f.ci)),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let legend: Vec<(String, usize, bool)> =
+            others.iter().map(|e| (e.clone(), color(e), false)).collect();
+        out += &grid(&figs.add(figures::dots(
+            "overview",
+            "Cost per workload family: geometric mean of each environment's headline ratios with its interval (log scale; 1 = as the baseline, above 1 slower)",
+            "cost (× the baseline)",
+            &dot_rows,
+            &legend,
+            1.0,
+        )));
+    }
+    out
+}
+
+/// What failed, or was limited by something other than the environment, for the lead.
+fn limits(r: &Report, env: &str, failed: usize) -> String {
+    let mut s = String::new();
+    if failed > 0 {
+        let first = r.failures.iter().find(|f| f.environment == env);
+        let _ = write!(
+            s,
+            " <span class=\"warn\">{failed} trial{} failed or skipped</span>{}.",
+            if failed == 1 { "" } else { "s" },
+            first
+                .map(|f| format!(" ({}: {})", esc(&f.workload), esc(&short(&f.reason, 140))))
+                .unwrap_or_default()
+        );
+    }
+    let gen = r.rfc2544.iter().filter(|x| x.environment == env && x.gen_limited).count();
+    if gen > 0 {
+        let _ = write!(
+            s,
+            " RFC 2544: {gen} of {} results reached the traffic generator's limit, not the environment's.",
+            r.rfc2544.iter().filter(|x| x.environment == env).count()
+        );
+    }
+    let clock: Vec<&str> = r
+        .results
+        .iter()
+        .filter(|x| x.environment == env && x.clock_disagrees)
+        .map(|x| x.workload.as_str())
+        .collect();
+    if !clock.is_empty() {
+        let _ = write!(s, " Its clock disagreed with the host's on {}.", esc(&clock.join(", ")));
+    }
+    for l in r.loads.iter().filter(|l| l.environment == env && !l.reached) {
+        let _ = write!(
+            s,
+            " The background load reached {} % of its {} % target.",
+            fmt_num(l.achieved_mean),
+            fmt_num(l.target_percent)
+        );
+    }
+    s
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
+}
+
+/// One figure per family with more than one workload row: each workload's headline cost per
+/// environment (a family of one row is the overview's row already).
+fn family_sections(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+    let rows = cost_rows(r);
+    let mut by: BTreeMap<Family, Vec<&CostRow>> = BTreeMap::new();
+    for x in &rows {
+        by.entry(x.family).or_default().push(x);
+    }
+    let mut inner = String::new();
+    for (fy, xs) in by {
+        let mut whats: Vec<&str> = Vec::new();
+        for x in &xs {
+            if !whats.contains(&x.what.as_str()) {
+                whats.push(&x.what);
+            }
+        }
+        if whats.len() < 2 {
+            continue;
+        }
+        let mut envs: Vec<&str> = Vec::new();
+        for x in &xs {
+            if !envs.contains(&x.environment.as_str()) {
+                envs.push(&x.environment);
+            }
+        }
+        let dot_rows: Vec<DotRow> = whats
+            .iter()
+            .map(|w| DotRow {
+                label: w.to_string(),
+                dots: xs
+                    .iter()
+                    .filter(|x| x.what == *w)
+                    .map(|x| Dot {
+                        color: color(&x.environment),
+                        value: x.cost,
+                        ci: x.ci,
+                        hollow: false,
+                        tip: format!("{} · {}: {}", x.environment, x.what, cost_phrase(x.cost, x.ci)),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let legend: Vec<(String, usize, bool)> =
+            envs.iter().map(|e| (e.to_string(), color(e), false)).collect();
+        inner += &figs.add(figures::dots(
+            &format!("cost-{}", fy.name()),
+            &format!("{}: each workload's cost (its headline metric), per environment", fy.name()),
+            "cost (× the baseline; log scale)",
+            &dot_rows,
+            &legend,
+            1.0,
+        ));
+    }
+    if inner.is_empty() {
+        return String::new();
+    }
+    format!("<h2 id=\"families\">Cost per workload, by family</h2>\n{}", grid(&inner))
+}
+
+/// Per workload: its table (every metric, every environment) and its headline samples.
+fn workloads(
+    store: &Store,
+    run_id: i64,
+    r: &Report,
+    figs: &mut Figs,
+    color: &dyn Fn(&str) -> usize,
+) -> Result<String> {
+    let mut out = String::from("<h2 id=\"workloads\">Workloads</h2>\n");
+    let groups = sample_groups(store, run_id)?;
+    let mut cases: Vec<&str> = Vec::new();
+    for x in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
+        if !cases.contains(&x.workload.as_str())
+            && !r.disk.iter().any(|d| x.workload.starts_with(&format!("{} [", d.workload)))
+        {
+            cases.push(&x.workload);
+        }
+    }
+    for case in cases {
+        let _ = writeln!(out, "<h3>{}</h3>", esc(case));
+        out += &workload_table(r, case);
+        let mut inner = String::new();
+        let mine: Vec<&(SampleKey, SampleGroups)> =
+            groups.iter().filter(|((c, _, _), _)| c == case).collect();
+        for ((_, metric, unit), g) in mine.iter().map(|x| (&x.0, &x.1)) {
+            // A metric timed on both clocks is one question: each environment's samples on the
+            // clock its table row headlines (the host's for a guest with a clock of its own).
+            let twin = format!("{metric}_host");
+            if metric.ends_with("_host") && mine.iter().any(|x| format!("{}_host", x.0 .1) == *metric) {
+                continue;
+            }
+            let twin_groups = mine.iter().find(|x| x.0 .1 == twin).map(|x| &x.1);
+            let on_host = |env: &str| {
+                r.results.iter().any(|x| {
+                    x.workload == case
+                        && x.metric == *metric
+                        && x.environment == env
+                        && x.clock == Some("host")
+                })
+            };
+            let strips: Vec<Strip> = g
+                .iter()
+                .map(|(env, s)| {
+                    let samples = match twin_groups.and_then(|t| t.iter().find(|(e, _)| e == env)) {
+                        Some((_, h)) if on_host(env) => h.clone(),
+                        _ => s.clone(),
+                    };
+                    Strip { label: env.clone(), color: color(env), samples }
+                })
+                .collect();
+            if strips.iter().all(|x| x.samples.len() <= 1) {
+                continue;
+            }
+            inner += &figs.add(figures::strips(
+                &format!("samples-{case}-{metric}"),
+                &format!("{case} — {metric}: every sample per environment (× = outlier by median/MAD; box = quartiles)"),
+                unit,
+                &strips,
+            ));
+        }
+        out += &grid(&inner);
+    }
+    Ok(out)
+}
+
+/// Network: CPU per Gbit moved, and one trial's host CPU over time per environment.
+fn network(
+    store: &Store,
+    run_id: i64,
+    r: &Report,
+    figs: &mut Figs,
+    color: &dyn Fn(&str) -> usize,
+) -> Result<String> {
+    let bars: Vec<Bar> = r
+        .results
+        .iter()
+        .filter(|x| x.metric == crate::store::CPU_PER_GBIT && x.peer.is_none() && x.instance.is_none())
+        .map(|x| Bar {
+            label: format!("{} · {}", x.environment, case_short(&x.workload)),
+            color: color(&x.environment),
+            value: x.mean,
+            ci: x.ci95,
+        })
+        .collect();
+    if bars.is_empty() {
+        return Ok(String::new());
+    }
+    let mut inner = figs.add(figures::hbars(
+        "cpu-per-gbit",
+        "CPU per Gbit moved: host CPU seconds per Gbit, with the 95 % interval",
+        "CPU s / Gbit",
+        &bars,
+    ));
+    inner += &cpu_series(store, run_id, figs)?;
+    Ok(format!("<h2 id=\"network\">Network: CPU cost</h2>\n{}", grid(&inner)))
+}
+
+/// RFC 2544 (seed 003): throughput against frame size per environment and direction with the
+/// theoretical maximum; latency at that rate.
+fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+    if r.rfc2544.is_empty() {
+        return String::new();
+    }
+    let l = rfc2544_lines(&r.rfc2544);
+    let series = |v: &DirSeries| -> Vec<Line> {
+        v.iter()
+            .map(|((env, dir), pts)| Line {
+                name: format!("{env} {dir}"),
+                color: color(env),
+                dashed: false,
+                hollow: dir == "in",
+                points: pts.clone(),
+            })
+            .collect()
+    };
+    let mut tp = series(&l.throughput);
+    if !l.line_max.is_empty() {
+        tp.push(Line {
+            name: "theoretical maximum (line rate)".into(),
+            color: 6,
+            dashed: true,
+            hollow: false,
+            points: l.line_max.clone(),
+        });
+    }
+    let mut inner = figs.add(figures::lines(
+        "rfc2544-throughput",
+        "RFC 2544 throughput (NDR) against frame size, per environment and direction (hollow: in), and the theoretical maximum",
+        "frame size (bytes, log scale)",
+        "frames/s",
+        &tp,
+        true,
+        false,
+    ));
+    let lat = series(&l.latency);
+    if !lat.is_empty() {
+        let log = super::svg::Axis::wants_log(lat.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        inner += &figs.add(figures::lines(
+            "rfc2544-latency",
+            "RFC 2544 mean latency at the throughput rate, against frame size",
+            "frame size (bytes, log scale)",
+            if log { "µs (log scale)" } else { "µs" },
+            &lat,
+            true,
+            log,
+        ));
+    }
+    format!("<h2 id=\"rfc2544\">RFC 2544</h2>\n{}", grid(&inner))
+}
+
+/// All pairs: one heat map per workload and metric, rows send to columns.
+fn pairs(r: &Report, figs: &mut Figs) -> String {
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    for x in r.results.iter().filter(|x| x.peer.is_some()) {
+        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str());
+        if !keys.contains(&k) && ![super::HOST_CPU, super::TESTER_CPU, super::GUEST_CPU].contains(&k.1) {
+            keys.push(k);
+        }
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = r.environments.iter().map(|e| e.name.clone()).collect();
+    let mut inner = String::new();
+    for (w, metric, unit) in keys {
+        let cells: Vec<Vec<Option<(f64, String)>>> = names
+            .iter()
+            .map(|from| {
+                names
+                    .iter()
+                    .map(|to| {
+                        r.results
+                            .iter()
+                            .find(|x| {
+                                x.workload == w
+                                    && x.metric == metric
+                                    && x.environment == *from
+                                    && x.peer.as_deref() == Some(to)
+                            })
+                            .map(|x| (x.mean, fmt_num(x.mean)))
+                    })
+                    .collect()
+            })
+            .collect();
+        inner += &figs.add(figures::heatmap(
+            &format!("pairs-{w}-{metric}"),
+            &format!("{w}: {metric} ({unit}), rows send to columns"),
+            "from ↓ to →",
+            &names,
+            &names,
+            &cells,
+        ));
+    }
+    format!("<h2 id=\"pairs\">All pairs</h2>\n{}", grid(&inner))
+}
+
+/// Seed 000's figure: per instance count, each instance's share stacked into the aggregate, with
+/// Jain's index under it and the link's ceiling when the lab is shaped.
+fn instances(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+    if r.instances.is_empty() {
+        return String::new();
+    }
+    let mut inner = String::new();
+    for t in &r.instances {
+        let c = t.rows.first().map_or(0, |row| color(&row.environment));
+        let stacks: Vec<Stack> = t
+            .rows
+            .iter()
+            .map(|row| Stack {
+                label: format!("N = {}", row.instances),
+                sub: row.jain.map(|j| format!("Jain {j:.3}")).unwrap_or_default(),
+                color: c,
+                parts: row.per_instance.clone(),
+            })
+            .collect();
+        let ceiling = r
+            .ceilings
+            .iter()
+            .find(|x| x.workload == t.workload && (x.metric == t.metric || t.metric.starts_with(&x.metric)))
+            .map(|x| (x.value, format!("ceiling {}", fmt_num(x.value))));
+        inner += &figs.add(figures::stacked(
+            &format!("instances-{}-{}", t.group, t.metric),
+            &format!(
+                "{} · {}: {} of each instance stacked into the aggregate, per instance count (Jain's fairness index under each bar)",
+                t.group, t.workload, t.metric
+            ),
+            &t.unit,
+            &stacks,
+            ceiling,
+        ));
+    }
+    format!("<h2 id=\"instances\">Instances sharing the host</h2>\n{}", grid(&inner))
+}
+
+/// Seed 001's matrices: per phase and environment, file size × record size, each cell's ratio.
+fn disk(r: &Report, figs: &mut Figs) -> String {
+    if r.disk.is_empty() {
+        return String::new();
+    }
+    let mut inner = String::new();
+    for d in &r.disk {
+        let rows: Vec<String> = d.file_sizes.iter().map(|s| super::disk::size_text(*s)).collect();
+        let cols: Vec<String> = d.record_sizes.iter().map(|s| super::disk::size_text(*s)).collect();
+        for env in &d.environments {
+            let cells: Vec<Vec<Option<(f64, String)>>> = env
+                .cells
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|c| {
+                            c.as_ref().map(|c| {
+                                let ratio = c
+                                    .overhead
+                                    .as_ref()
+                                    .map(|o| format!(" ×{:.2}", o.ratio))
+                                    .unwrap_or_default();
+                                (c.mean, format!("{}{ratio}", fmt_num(c.mean)))
+                            })
+                        })
+                        .collect()
+                })
+                .collect();
+            inner += &figs.add(figures::heatmap(
+                &format!("disk-{}-{}-{}", d.workload, d.metric, env.environment),
+                &format!(
+                    "{} — {} ({}) in {}: file size ↓ × record size →, ×ratio to the baseline",
+                    d.workload, d.metric, d.unit, env.environment
+                ),
+                "file ↓ record →",
+                &rows,
+                &cols,
+                &cells,
+            ));
+        }
+    }
+    format!("<h2 id=\"disk\">Disk: file size × record size</h2>\n{}", grid(&inner))
+}
+
+/// Seed 002's determinism: the wake-up lateness distribution, counts on a log axis.
+fn timers(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+    if r.timers.is_empty() {
+        return String::new();
+    }
+    let series: Vec<Line> = r
+        .timers
+        .iter()
+        .map(|h| {
+            let b = super::timer::log2_buckets(&h.histogram);
+            let pts = b
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| (if i == 0 { 0.5 } else { (1u64 << (i - 1)) as f64 }, *n as f64))
+                .collect();
+            Line {
+                name: format!("{} ({})", h.environment, h.policy),
+                color: color(&h.environment),
+                dashed: false,
+                hollow: false,
+                points: pts,
+            }
+        })
+        .collect();
+    let f = figs.add(figures::lines(
+        "timer-histogram",
+        "Timer wake-up lateness: wake-ups per power-of-two bucket (cyclictest's histogram), counts on a log axis",
+        "lateness (µs, bucket start, log scale)",
+        "wake-ups (log scale)",
+        &series,
+        true,
+        true,
+    ));
+    format!("<h2 id=\"timers\">Timers</h2>\n{}", grid(&f))
+}
+
+/// A campaign: the same environments side by side by host.
+fn by_host(r: &Report) -> String {
+    if r.by_host.is_empty() {
+        return String::new();
+    }
+    let mut body = String::from("<h2 id=\"hosts\">By host</h2>\n<p class=\"muted\">Each host's environments against its own baseline (<code>local</code> ran virtperf); the hosts measured at once, one worker each.</p>\n");
+    for t in &r.by_host {
+        let _ = write!(
+            body,
+            "<h3>{} — {} ({}, {} is better)</h3>\n<div class=\"tw\"><table><tr><th>environment</th>",
+            esc(&t.workload),
+            esc(&t.metric),
+            esc(&t.unit),
+            esc(t.better)
+        );
+        for h in &t.hosts {
+            let _ = write!(body, "<th>{}</th>", esc(h));
+        }
+        body += "</tr>";
+        for row in &t.rows {
+            let _ = write!(body, "<tr><td>{}</td>", esc(&row.environment));
+            for c in &row.cells {
+                match c {
+                    None => body += "<td>—</td>",
+                    Some(c) => {
+                        let text = super::hosts::cell_text(c, t.better);
+                        let _ = write!(body, "<td class=\"num\">{}</td>", esc(&text).replace('\n', "<br>"));
+                    }
+                }
+            }
+            body += "</tr>";
+        }
+        body += "</table></div>\n";
+    }
+    body
+}
+
+fn failures(r: &Report) -> String {
+    let mut out = String::from("<h2 id=\"failures\">Failed and skipped trials</h2>\n");
+    if r.failures.is_empty() {
+        return out + "<p>None.</p>\n";
+    }
+    out += "<div class=\"tw\"><table><tr><th>environment</th><th>workload</th><th>trials</th><th>reason</th></tr>";
+    for f in &r.failures {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(&f.environment),
+            esc(&f.workload),
+            f.count,
+            esc(&f.reason)
+        );
+    }
+    out + "</table></div>\n"
+}
+
+fn host(r: &Report) -> String {
+    let m = &r.manifest;
+    let mut host = String::from("<h2 id=\"host\">Host and environments</h2>\n<div class=\"tw\"><table>");
     for k in [
         "host_name",
         "host_cpu_model",
@@ -312,12 +1019,15 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
         }
     }
     if let Some(lab) = m.get("lab").filter(|l| !l.is_null()) {
-        let _ = write!(host, "<tr><th>lab</th><td>{}</td></tr>", esc(&lab.to_string()));
+        let _ = write!(host, "<tr><th>lab</th><td><code>{}</code></td></tr>", esc(&lab.to_string()));
     }
     for line in super::sizing_lines(m) {
         let _ = write!(host, "<tr><th>sized from the host</th><td>{}</td></tr>", esc(&line));
     }
-    host += "</table>\n<table><tr><th>environment</th><th>kind</th><th>parameters</th><th>runtime</th><th>launches</th><th>start to agent ready (ms)</th></tr>";
+    for line in super::render_notes(r, r.results.iter().any(|x| x.clock.is_some())).lines() {
+        let _ = write!(host, "<tr><th>note</th><td>{}</td></tr>", esc(line));
+    }
+    host += "</table></div>\n<div class=\"tw\"><table><tr><th>environment</th><th>kind</th><th>parameters</th><th>runtime</th><th>launches</th><th>start to agent ready (ms)</th></tr>";
     for e in &r.environments {
         let rt = m["runtimes"][&e.name].as_str().unwrap_or("—");
         let start = e.start_ms.as_ref().map(|s| mean_text(s.mean, s.ci95, s.n)).unwrap_or_else(|| "—".into());
@@ -332,311 +1042,18 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
             esc(&start)
         );
     }
-    host += "</table>\n";
-
-    // Summary: forest plots of every ratio.
-    body += "<h2 id=\"summary\">Summary: overhead versus the baseline</h2>\n";
-    let panels = forest_data(r);
-    if panels.is_empty() {
-        body += "<p class=\"muted\">No ratios: the run has no baseline environment, or no metric was measured in it and another.</p>\n";
-    }
-    for (metric, rows) in &panels {
-        body += &figs.add(figures::forest(&format!("forest-{metric}"), metric, rows));
-    }
-
-    // A campaign: the same environments side by side by host.
-    if !r.by_host.is_empty() {
-        body += "<h2 id=\"hosts\">By host</h2>\n<p class=\"muted\">Each host's environments against its own baseline (<code>local</code> ran virtperf); the hosts measured at once, one worker each.</p>\n";
-        for t in &r.by_host {
-            let _ = write!(
-                body,
-                "<h3>{} — {} ({}, {} is better)</h3>\n<table><tr><th>environment</th>",
-                esc(&t.workload),
-                esc(&t.metric),
-                esc(&t.unit),
-                esc(t.better)
-            );
-            for h in &t.hosts {
-                let _ = write!(body, "<th>{}</th>", esc(h));
-            }
-            body += "</tr>";
-            for row in &t.rows {
-                let _ = write!(body, "<tr><td>{}</td>", esc(&row.environment));
-                for c in &row.cells {
-                    match c {
-                        None => body += "<td>—</td>",
-                        Some(c) => {
-                            let text = super::hosts::cell_text(c, t.better);
-                            let _ =
-                                write!(body, "<td class=\"num\">{}</td>", esc(&text).replace('\n', "<br>"));
-                        }
-                    }
-                }
-                body += "</tr>";
-            }
-            body += "</table>\n";
-        }
-    }
-
-    // Per workload: the samples and the table.
-    body += "<h2 id=\"workloads\">Workloads</h2>\n";
-    let groups = sample_groups(store, run_id)?;
-    let mut last = String::new();
-    for ((case, metric, unit), g) in &groups {
-        if *case != last {
-            let _ = writeln!(body, "<h3>{}</h3>", esc(case));
-            body += &workload_table(r, case);
-            last = case.clone();
-        }
-        if g.iter().all(|x| x.1.len() <= 1) && g.len() <= 1 {
-            continue;
-        }
-        body += &figs.add(figures::strip(
-            &format!("samples-{case}-{metric}"),
-            &format!("{case} — {metric}: every sample (× = outlier, median/MAD)"),
-            unit,
-            g,
-        ));
-    }
-
-    // Network: CPU per Gbit and the CPU time series of one trial per environment.
-    let cpg: Vec<(String, usize, f64, Option<[f64; 2]>)> = r
-        .results
-        .iter()
-        .filter(|x| x.metric == crate::store::CPU_PER_GBIT && x.peer.is_none() && x.instance.is_none())
-        .enumerate()
-        .map(|(i, x)| (format!("{} · {}", x.environment, short(&x.workload, 24)), i, x.mean, x.ci95))
-        .collect();
-    if !cpg.is_empty() {
-        body += "<h2 id=\"network\">Network: CPU cost</h2>\n";
-        body += &figs.add(figures::bars(
-            "cpu-per-gbit",
-            "CPU per Gbit moved (host CPU seconds per Gbit)",
-            "CPU s / Gbit",
-            &cpg,
-        ));
-        body += &cpu_series(store, run_id, &mut figs)?;
-    }
-
-    if !r.rfc2544.is_empty() {
-        body += "<h2 id=\"rfc2544\">RFC 2544</h2>\n";
-        let [fps, pct, lat] = rfc2544_series(&r.rfc2544);
-        body += &figs.add(figures::lines(
-            "rfc2544-throughput",
-            "Throughput (NDR) versus frame size",
-            "frame size (bytes)",
-            "frames/s",
-            &fps,
-            true,
-        ));
-        body += &figs.add(figures::lines(
-            "rfc2544-throughput-pct",
-            "Throughput as % of the theoretical maximum",
-            "frame size (bytes)",
-            "% of line rate",
-            &pct,
-            true,
-        ));
-        if !lat.is_empty() {
-            body += &figs.add(figures::lines(
-                "rfc2544-latency",
-                "Mean latency at the throughput rate",
-                "frame size (bytes)",
-                "µs",
-                &lat,
-                true,
-            ));
-        }
-    }
-
-    // All pairs: one heat map per metric.
-    let mut pair_keys: Vec<(&str, &str, &str)> = Vec::new();
-    for x in r.results.iter().filter(|x| x.peer.is_some()) {
-        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str());
-        if !pair_keys.contains(&k) && ![super::HOST_CPU, super::TESTER_CPU, super::GUEST_CPU].contains(&k.1) {
-            pair_keys.push(k);
-        }
-    }
-    if !pair_keys.is_empty() {
-        body += "<h2 id=\"pairs\">All pairs</h2>\n";
-        let names: Vec<String> = r.environments.iter().map(|e| e.name.clone()).collect();
-        for (w, metric, unit) in pair_keys {
-            let cells: Vec<Vec<Option<(f64, String)>>> = names
-                .iter()
-                .map(|from| {
-                    names
-                        .iter()
-                        .map(|to| {
-                            r.results
-                                .iter()
-                                .find(|x| {
-                                    x.workload == w
-                                        && x.metric == metric
-                                        && x.environment == *from
-                                        && x.peer.as_deref() == Some(to)
-                                })
-                                .map(|x| (x.mean, fmt_num(x.mean)))
-                        })
-                        .collect()
-                })
-                .collect();
-            body += &figs.add(figures::heatmap(
-                &format!("pairs-{w}-{metric}"),
-                &format!("{w}: {metric} ({unit}), rows send to columns"),
-                &names,
-                &names,
-                &cells,
-            ));
-        }
-    }
-
-    if !r.instances.is_empty() {
-        body += "<h2 id=\"instances\">Instances sharing the host</h2>\n";
-        for t in &r.instances {
-            let bars: Vec<(String, usize, f64, Option<[f64; 2]>)> = t
-                .rows
-                .iter()
-                .enumerate()
-                .flat_map(|(g, row)| {
-                    row.per_instance
-                        .iter()
-                        .enumerate()
-                        .map(move |(i, v)| (format!("N={} #{}", row.instances, i + 1), g, *v, None))
-                })
-                .collect();
-            let jain: Vec<String> = t
-                .rows
-                .iter()
-                .map(|row| {
-                    format!(
-                        "N={}: aggregate {}{}",
-                        row.instances,
-                        fmt_num(row.aggregate),
-                        row.jain.map(|j| format!(", Jain {j:.3}")).unwrap_or_default()
-                    )
-                })
-                .collect();
-            body += &figs.add(figures::bars(
-                &format!("instances-{}-{}", t.group, t.metric),
-                &format!("{} · {} — {} per instance ({})", t.group, t.workload, t.metric, jain.join("; ")),
-                &t.unit,
-                &bars,
-            ));
-        }
-    }
-
-    if !r.disk.is_empty() {
-        body += "<h2 id=\"disk\">Disk: file size × record size</h2>\n";
-        for d in &r.disk {
-            let rows: Vec<String> = d.file_sizes.iter().map(|s| super::disk::size_text(*s)).collect();
-            let cols: Vec<String> = d.record_sizes.iter().map(|s| super::disk::size_text(*s)).collect();
-            for env in &d.environments {
-                let cells: Vec<Vec<Option<(f64, String)>>> = env
-                    .cells
-                    .iter()
-                    .map(|row| {
-                        row.iter()
-                            .map(|c| {
-                                c.as_ref().map(|c| {
-                                    let ratio = c
-                                        .overhead
-                                        .as_ref()
-                                        .map(|o| format!(" ×{:.2}", o.ratio))
-                                        .unwrap_or_default();
-                                    (c.mean, format!("{}{ratio}", fmt_num(c.mean)))
-                                })
-                            })
-                            .collect()
-                    })
-                    .collect();
-                body += &figs.add(figures::heatmap(
-                    &format!("disk-{}-{}-{}", d.workload, d.metric, env.environment),
-                    &format!(
-                        "{} — {} ({}) in {}: file size ↓ × record size →, ×ratio to the baseline",
-                        d.workload, d.metric, d.unit, env.environment
-                    ),
-                    &rows,
-                    &cols,
-                    &cells,
-                ));
-            }
-        }
-    }
-
-    let mech = mechanism_rows(r);
-    if !mech.is_empty() || !r.timers.is_empty() {
-        body += "<h2 id=\"mechanisms\">Mechanisms</h2>\n";
-        if !mech.is_empty() {
-            body += &figs.add(figures::forest(
-                "mechanisms",
-                "Cost per operation, ratio to the baseline (cpuid, clocks, faults, switches, processes, signals, IPC, memory latency)",
-                &mech,
-            ));
-        }
-        if !r.timers.is_empty() {
-            let series: Series = r
-                .timers
-                .iter()
-                .map(|h| {
-                    let b = super::timer::log2_buckets(&h.histogram);
-                    let total = b.iter().sum::<u64>().max(1) as f64;
-                    let pts = b
-                        .iter()
-                        .enumerate()
-                        .map(|(i, n)| {
-                            (if i == 0 { 0.5 } else { (1u64 << (i - 1)) as f64 }, *n as f64 / total * 100.0)
-                        })
-                        .collect();
-                    (format!("{} ({})", h.environment, h.policy), pts)
-                })
-                .collect();
-            body += &figs.add(figures::lines(
-                "timer-histogram",
-                "Timer wake-up lateness: share of wake-ups per power-of-two bucket (cyclictest's histogram)",
-                "lateness (µs, bucket start, log scale)",
-                "% of wake-ups",
-                &series,
-                true,
-            ));
-        }
-    }
-
-    body += "<h2 id=\"failures\">Failed and skipped trials</h2>\n";
-    if r.failures.is_empty() {
-        body += "<p>None.</p>\n";
-    } else {
-        body += "<table><tr><th>environment</th><th>workload</th><th>trials</th><th>reason</th></tr>";
-        for f in &r.failures {
-            let _ = write!(
-                body,
-                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                esc(&f.environment),
-                esc(&f.workload),
-                f.count,
-                esc(&f.reason)
-            );
-        }
-        body += "</table>\n";
-    }
-    body += &host;
-    body += "<p class=\"muted\">mean ± 95 % CI half-width (Student t); ×ratio to the baseline [Fieller 95 % CI]; figures drawn with plotters (SVG). Raw samples: <code>virtperf export</code>.</p>\n";
-
-    let html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>virtperf run {} — {}</title>\n<style>{STYLE}</style>\n<script>{CHECK_SCRIPT}</script>\n</head><body>\n{body}</body></html>\n",
-        r.run_id,
-        esc(&r.name)
-    );
-    Ok(Page { html, figures: figs.all })
+    host + "</table></div>\n"
 }
 
 /// The table of one workload case: metric rows, environment columns, mean ± CI and ratio.
 fn workload_table(r: &Report, case: &str) -> String {
     let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
-    let rows: Vec<&super::ResultRow> =
+    let rows: Vec<&ResultRow> =
         r.results.iter().filter(|x| x.workload == case && x.peer.is_none() && x.instance.is_none()).collect();
     if rows.is_empty() {
         return String::new();
     }
+    let envs: Vec<&str> = envs.into_iter().filter(|e| rows.iter().any(|x| x.environment == *e)).collect();
     let mut metrics: Vec<(&str, &str, &str)> = Vec::new();
     for x in &rows {
         let k = (x.metric.as_str(), x.unit.as_str(), x.better);
@@ -644,7 +1061,7 @@ fn workload_table(r: &Report, case: &str) -> String {
             metrics.push(k);
         }
     }
-    let mut t = String::from("<table><tr><th>metric</th>");
+    let mut t = String::from("<div class=\"tw\"><table><tr><th>metric</th>");
     for e in &envs {
         let _ = write!(t, "<th>{}</th>", esc(e));
     }
@@ -674,7 +1091,7 @@ fn workload_table(r: &Report, case: &str) -> String {
         }
         t += "</tr>";
     }
-    t + "</table>\n"
+    t + "</table></div>\n"
 }
 
 /// One network trial per environment: its host CPU over time, per role.
@@ -692,16 +1109,21 @@ fn cpu_series(store: &Store, run_id: i64, figs: &mut Figs) -> Result<String> {
             continue;
         }
         seen.push(t.env_idx);
-        let lines = cpu_percent(&series);
+        let lines: Vec<Line> = cpu_percent(&series)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (role, pts))| Line { name: role, color: i, dashed: false, hollow: false, points: pts })
+            .collect();
         out += &figs.add(figures::lines(
             &format!("cpu-series-{}", envs[t.env_idx].name),
             &format!(
-                "{} · {} (trial {}): host CPU over the trial",
+                "{} · {} (trial {}): host CPU over the trial, per role",
                 envs[t.env_idx].name, cases[t.case_idx].label, t.id
             ),
             "ms since the trial started",
             "% of one CPU",
             &lines,
+            false,
             false,
         ));
     }
@@ -724,14 +1146,13 @@ mod tests {
         assert_eq!(l[0].1, vec![(100.0, 50.0), (200.0, 100.0)]);
     }
 
-    #[test]
-    fn rfc2544_series_average_repeated_sizes_and_give_percent_of_line() {
-        let row = |env: &str, size, ndr: f64| crate::report::rfc2544::Row {
+    fn rfc_row(env: &str, size: u64, ndr: f64) -> crate::report::rfc2544::Row {
+        crate::report::rfc2544::Row {
             environment: env.into(),
             direction: "out".into(),
             frame_size: size,
             quick: true,
-            line_max_fps: 1000.0,
+            line_max_fps: 1000.0 + size as f64,
             ndr_fps: Some(ndr),
             pdr_fps: None,
             ndr_confirmed: true,
@@ -743,12 +1164,78 @@ mod tests {
             b2b_mean: None,
             b2b_capped: false,
             steps: 1,
+        }
+    }
+
+    #[test]
+    fn rfc2544_lines_average_repeated_sizes_and_carry_the_theoretical_maximum() {
+        let rows = [rfc_row("a", 64, 400.0), rfc_row("a", 64, 600.0), rfc_row("a", 128, 900.0)];
+        let l = rfc2544_lines(&rows);
+        assert_eq!(l.throughput[0].1, vec![(64.0, 500.0), (128.0, 900.0)]);
+        assert_eq!(l.throughput[0].0, ("a".to_string(), "out".to_string()));
+        assert_eq!(l.line_max, vec![(64.0, 1064.0), (128.0, 1128.0)]);
+        assert_eq!(l.latency[0].1.len(), 2);
+    }
+
+    #[test]
+    fn a_cost_reads_the_same_way_for_times_and_rates() {
+        // A time twice as long, and a rate half as high: both cost ×2.
+        assert_eq!(cost(2.0, Some([1.5, 2.5]), "lower"), (2.0, Some([1.5, 2.5])));
+        let (c, ci) = cost(0.5, Some([0.4, 0.625]), "higher");
+        assert!((c - 2.0).abs() < 1e-12);
+        let [l, h] = ci.unwrap();
+        assert!((l - 1.6).abs() < 1e-12 && (h - 2.5).abs() < 1e-12);
+        assert_eq!(cost_phrase(2.0, Some([1.5, 2.5])), "2.00× slower [1.50, 2.50]");
+        assert_eq!(cost_phrase(0.8, Some([0.7, 0.9])), "1.25× faster [1.11, 1.43]");
+        assert!(cost_phrase(1.02, Some([0.99, 1.05])).starts_with("no measurable difference"));
+    }
+
+    #[test]
+    fn geomean_combines_log_half_widths() {
+        let (g, ci) = geomean(&[(2.0, Some([1.0, 4.0])), (8.0, Some([4.0, 16.0]))]);
+        assert!((g - 4.0).abs() < 1e-9);
+        // Each half-width is ln 2 in log space: combined sqrt(2)·ln 2 / 2.
+        let hw = 2f64.sqrt() * 2f64.ln() / 2.0;
+        let [l, h] = ci.unwrap();
+        assert!((l - 4.0 * (-hw).exp()).abs() < 1e-9 && (h - 4.0 * hw.exp()).abs() < 1e-9);
+        assert_eq!(geomean(&[(2.0, None), (3.0, Some([2.0, 4.0]))]).1, None);
+    }
+
+    #[test]
+    fn headlines_match_declared_names_and_their_suffixed_forms() {
+        assert!(is_headline("memcpy", "memcpy_time"));
+        assert!(is_headline("tcp_stream", "tcp_goodput_in"));
+        assert!(!is_headline("tcp_stream", "tcp_retransmits"));
+        assert!(!is_headline("no-such-workload", "x"));
+    }
+
+    #[test]
+    fn costs_group_by_family_per_environment() {
+        let mut r = crate::report::summary_test_report();
+        let row = |env: &str, kind: &str, metric: &str, ratio: f64| ResultRow {
+            workload: kind.into(),
+            kind: kind.into(),
+            metric: metric.into(),
+            overhead: Some(crate::report::Overhead {
+                ratio,
+                ci95: Some([ratio * 0.9, ratio * 1.1]),
+                no_ci: None,
+            }),
+            ..crate::report::test_row(env, 1.0, 0.1, "lower")
         };
-        let rows = [row("a", 64, 400.0), row("a", 64, 600.0), row("a", 128, 900.0)];
-        let [fps, pct, lat] = rfc2544_series(&rows);
-        assert_eq!(fps[0].1, vec![(64.0, 500.0), (128.0, 900.0)]);
-        assert_eq!(pct[0].1, vec![(64.0, 50.0), (128.0, 90.0)]);
-        assert_eq!(lat[0].0, "a out");
+        r.results = vec![
+            row("container", "pde", "pde_time", 1.0),
+            row("container", "syscall", "syscall_time", 9.0),
+            row("container", "memcpy", "memcpy_time", 2.0),
+            row("container", "memcpy", "host_cpu_time", 9.0),
+        ];
+        let rows = cost_rows(&r);
+        assert_eq!(rows.len(), 3, "the non-headline metric is left out: {rows:?}");
+        let f = family_costs(&rows, &["container".into()]);
+        assert_eq!(f.len(), 3, "{f:?}");
+        let sys = f.iter().find(|x| x.family == Family::System).unwrap();
+        assert!((sys.cost - 9.0).abs() < 1e-9 && sys.n == 1);
+        assert_eq!(f.iter().find(|x| x.family == Family::Memory).unwrap().n, 1);
     }
 
     #[test]

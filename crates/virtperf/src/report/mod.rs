@@ -10,9 +10,10 @@ pub mod hosts;
 pub mod html;
 pub mod rfc2544;
 mod summary;
+mod svg;
 pub mod timer;
 
-pub use summary::render_summary;
+pub use summary::{render_summary, wrap, WIDTH as SUMMARY_WIDTH};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
@@ -69,6 +70,8 @@ pub struct ResultRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance: Option<u32>,
     pub workload: String,
+    /// The workload's kind (`memcpy`, `tcp_stream`, …): its family and headline metrics.
+    pub kind: String,
     pub params: serde_json::Value,
     pub metric: String,
     pub unit: String,
@@ -242,6 +245,7 @@ impl ResultRow {
             peer: None,
             instance: None,
             workload: case.label.clone(),
+            kind: case.kind.clone(),
             params: case.params.clone(),
             metric: metric.to_string(),
             unit: unit.to_string(),
@@ -435,6 +439,9 @@ pub struct Report {
     pub baseline: Option<String>,
     /// Every machine's baseline: each environment's ratios are to its own machine's.
     pub baselines: Vec<String>,
+    /// The run has no native environment: its ratios are to this one (the first), said so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub natural_baseline: Option<String>,
     /// A campaign across hosts: each workload's figures side by side by host.
     pub by_host: Vec<hosts::HostTable>,
     pub overhead_method: &'static str,
@@ -622,8 +629,23 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     // Each environment is compared with the baseline of its own machine (a campaign has one per
     // host): a ratio across two machines would measure the machines, not the layer.
     let is_base = |e: &crate::store::EnvRow| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline());
-    let base_of: Vec<Option<usize>> =
-        envs.iter().map(|e| envs.iter().find(|b| b.host == e.host && is_base(b)).map(|b| b.idx)).collect();
+    // Without a native environment, the natural baseline: the machine's first environment (a run
+    // of one instance group starts with N = 1), named as such in the notes.
+    let base_of: Vec<Option<usize>> = envs
+        .iter()
+        .map(|e| {
+            envs.iter()
+                .find(|b| b.host == e.host && is_base(b))
+                .or_else(|| envs.iter().find(|b| b.host == e.host))
+                .map(|b| b.idx)
+        })
+        .collect();
+    let natural_baseline = base_of
+        .iter()
+        .flatten()
+        .next()
+        .filter(|b| !is_base(&envs[**b]) && envs.len() > 1)
+        .map(|b| envs[*b].name.clone());
     let baselines: Vec<String> =
         envs.iter().filter(|e| base_of[e.idx] == Some(e.idx)).map(|e| e.name.clone()).collect();
     let baseline = base_of.iter().flatten().next().copied();
@@ -871,6 +893,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         baseline: baseline.map(|b| envs[b].name.clone()),
         by_host: hosts::build(&results, &envs),
         baselines,
+        natural_baseline,
         overhead_method:
             "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
         results,
@@ -1046,7 +1069,9 @@ fn render_matrices(r: &Report, envs: &[&str]) -> String {
     }
     for (w, m, unit) in keys {
         let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(SUMMARY_WIDTH);
         let mut header = vec![Cell::new(format!("{w}\n{m} ({unit})\nfrom ↓ to →"))];
         header.extend(envs.iter().map(|e| Cell::new(*e)));
         t.set_header(header);
@@ -1274,6 +1299,9 @@ pub fn sizing_lines(manifest: &serde_json::Value) -> Vec<String> {
 
 fn render_notes(r: &Report, any_dual: bool) -> String {
     let mut out = String::new();
+    if let Some(b) = &r.natural_baseline {
+        out += &format!("no native environment: every ratio is to `{b}`, the run's first environment\n");
+    }
     for l in sizing_lines(&r.manifest) {
         out += &format!("sized from the host: {l}\n");
     }
@@ -1494,6 +1522,7 @@ pub fn test_row(env: &str, mean: f64, stdev: f64, better: &'static str) -> Resul
         peer: None,
         instance: None,
         workload: "w".into(),
+        kind: "w".into(),
         params: serde_json::json!({}),
         metric: "m".into(),
         unit: "ms".into(),
@@ -1539,6 +1568,7 @@ pub fn summary_test_report() -> Report {
         finished_at: None,
         baseline: Some("native".into()),
         baselines: vec!["native".into()],
+        natural_baseline: None,
         by_host: Vec::new(),
         overhead_method: "fieller",
         results: Vec::new(),

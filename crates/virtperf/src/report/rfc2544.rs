@@ -92,7 +92,9 @@ pub fn render(rows: &[Row]) -> String {
     sizes.sort_unstable();
     sizes.dedup();
     let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(super::SUMMARY_WIDTH);
     let mut head = vec!["throughput, NDR frames/s (% of line)".to_string()];
     head.extend(sizes.iter().map(|s| format!("{s} B")));
     t.set_header(head);
@@ -133,7 +135,9 @@ pub fn render(rows: &[Row]) -> String {
     out += "\n≥ the generator's limit, not the DUT's (it lost nothing at the highest rate the generator reached); ? not confirmed by the final full-length trial\n";
 
     let mut d = comfy_table::Table::new();
-    d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(super::SUMMARY_WIDTH);
     d.set_header(vec![
         "environment · direction · frame",
         "NDR / PDR fps",

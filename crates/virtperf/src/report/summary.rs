@@ -112,26 +112,7 @@ pub fn render_summary(r: &Report) -> String {
     let mut rows = summary_rows(r);
     rows.extend(disk_rows(r));
     if !rows.is_empty() {
-        let mut t = Table::new();
-        t.load_preset(UTF8_HORIZONTAL_ONLY)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(WIDTH);
-        let mut header = vec![Cell::new("workload / metric")];
-        header.extend(r.environments.iter().map(|e| {
-            Cell::new(if r.is_baseline(&e.name) {
-                format!("{} (baseline)", e.name)
-            } else {
-                format!("{}: ×ratio [95% CI]", e.name)
-            })
-        }));
-        t.set_header(header);
-        for (label, cells) in rows {
-            let mut row = vec![Cell::new(label)];
-            row.extend(cells.into_iter().map(Cell::new));
-            t.add_row(row);
-        }
-        out += &t.to_string();
-        out += "\n";
+        out += &if fits(r, &rows) { one_table(r, rows) } else { per_environment(r, &rows) };
     }
     out += &super::hosts::render(&r.by_host);
     let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
@@ -150,6 +131,103 @@ pub fn render_summary(r: &Report) -> String {
     let dual = r.results.iter().any(|x| x.clock.is_some());
     for line in super::render_notes(r, dual).lines() {
         out += &wrap(line, WIDTH as usize);
+    }
+    fit_lines(&out)
+}
+
+/// Every line of `text` within `WIDTH`: a longer one (a seed table's title, an RFC 2544 row) is
+/// broken at spaces, its continuation indented under it.
+pub fn fit_lines(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.chars().count() <= WIDTH as usize {
+            out += line;
+            out.push('\n');
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let pad = &line[..indent];
+        for l in wrap(line.trim_start(), WIDTH as usize - indent).lines() {
+            out += pad;
+            out += l;
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Columns a cell takes: its longest line.
+fn cols(s: &str) -> usize {
+    s.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+fn header(r: &Report, env: &str) -> String {
+    if r.is_baseline(env) {
+        format!("{env} (baseline)")
+    } else {
+        format!("{env}: ×ratio [95% CI]")
+    }
+}
+
+/// Whether one table with a column per environment fits `WIDTH` without breaking a word or a
+/// ratio: each column as wide as its widest cell or header word, plus the table's borders.
+fn fits(r: &Report, rows: &[(String, Vec<String>)]) -> bool {
+    let label = rows.iter().map(|(l, _)| cols(l)).max().unwrap_or(0).max(17);
+    let envs: usize = r
+        .environments
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let word = header(r, &e.name).split(' ').map(|w| w.chars().count()).max().unwrap_or(0);
+            rows.iter().map(|(_, c)| c.get(i).map_or(0, |c| cols(c))).max().unwrap_or(0).max(word)
+        })
+        .sum();
+    label + envs + 3 * (r.environments.len() + 1) < WIDTH as usize
+}
+
+fn table(header: Vec<String>) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic).set_width(WIDTH);
+    t.set_header(header.into_iter().map(Cell::new));
+    t
+}
+
+/// A column per environment: the layout while it fits.
+fn one_table(r: &Report, rows: Vec<(String, Vec<String>)>) -> String {
+    let mut head = vec!["workload / metric".to_string()];
+    head.extend(r.environments.iter().map(|e| header(r, &e.name)));
+    let mut t = table(head);
+    for (label, cells) in rows {
+        let mut row = vec![Cell::new(label)];
+        row.extend(cells.into_iter().map(Cell::new));
+        t.add_row(row);
+    }
+    t.to_string() + "\n"
+}
+
+/// Too many environments for one table: one block per environment, each the baseline's figure
+/// beside that environment's ratio (seed 000's six environments stay readable at 100 columns).
+fn per_environment(r: &Report, rows: &[(String, Vec<String>)]) -> String {
+    let names: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
+    let base = names.iter().position(|e| r.is_baseline(e));
+    let mut out = String::new();
+    for (i, env) in names.iter().enumerate().filter(|(i, _)| Some(*i) != base) {
+        let mut head = vec![format!("{env}: workload / metric")];
+        if let Some(b) = base {
+            head.push(header(r, names[b]));
+        }
+        head.push("×ratio [95% CI] verdict".into());
+        let mut t = table(head);
+        for (label, cells) in rows {
+            let mut row = vec![Cell::new(label)];
+            if let Some(b) = base {
+                row.push(Cell::new(cells.get(b).cloned().unwrap_or_default()));
+            }
+            row.push(Cell::new(cells.get(i).cloned().unwrap_or_default()));
+            t.add_row(row);
+        }
+        out += &t.to_string();
+        out += "\n";
     }
     out
 }
@@ -188,6 +266,7 @@ mod tests {
             peer: None,
             instance: None,
             workload: "memcpy".into(),
+            kind: "memcpy".into(),
             params: serde_json::json!({}),
             metric: metric.into(),
             unit: "ms".into(),
@@ -218,6 +297,56 @@ mod tests {
         let mut r = crate::report::summary_test_report();
         r.results = results;
         r
+    }
+
+    #[test]
+    fn six_environments_get_one_block_each_and_no_word_is_broken() {
+        let names = [
+            "native",
+            "container [instances=1]",
+            "container [instances=2]",
+            "qemu-virtio",
+            "qemu-e1000",
+            "gvisor",
+        ];
+        let mut r = report(Vec::new());
+        r.environments = names
+            .iter()
+            .map(|n| crate::report::EnvSummary {
+                name: n.to_string(),
+                kind: "x".into(),
+                params: serde_json::json!({}),
+                launches: 1,
+                start_ms_mean: None,
+                start_ms: None,
+            })
+            .collect();
+        for (i, n) in names.iter().enumerate() {
+            let mut x = row(n, "tcp_retransmits", 4.5, (i > 0).then_some(1.5));
+            x.workload = "tcp_stream".into();
+            r.results.push(x);
+        }
+        let text = render_summary(&r);
+        for l in text.lines() {
+            assert!(l.chars().count() <= WIDTH as usize, "{} columns: {l}", l.chars().count());
+        }
+        for n in &names[1..] {
+            assert!(text.contains(&format!("{n}: workload / metric")), "a block for {n}: {text}");
+        }
+        assert!(text.contains("tcp_retransmits (ms)"), "the metric is not broken: {text}");
+        assert!(text.matches("×1.500 [1.450, 1.550] worse").count() == 5, "every ratio whole: {text}");
+    }
+
+    #[test]
+    fn long_lines_are_broken_at_spaces_keeping_their_indent() {
+        let text = format!("short\n  {}\n", "word ".repeat(40).trim());
+        let out = fit_lines(&text);
+        assert!(out.lines().all(|l| l.chars().count() <= WIDTH as usize), "{out}");
+        assert!(
+            out.lines().skip(1).all(|l| l.starts_with("  ") && l.trim_start().starts_with("word")),
+            "{out}"
+        );
+        assert_eq!(out.split_whitespace().count(), 41);
     }
 
     #[test]

@@ -48,10 +48,18 @@ fn console_errors(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-/// A fixture run covering every section of the HTML report (samples, ratios, network CPU,
-/// RFC 2544, disk matrix; instances and all pairs in runs of their own) is written as one page
-/// per run, loaded by a real headless browser with no network: no console error, no request,
-/// every expected figure drawn and non-empty; a screenshot is kept as an artifact.
+/// The attributes the page's own check script writes on `<body>` after load.
+fn body_attr<'a>(dom: &'a str, name: &str) -> &'a str {
+    dom.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next()).unwrap_or("")
+}
+
+/// Runs shaped like the examples whose pages people read (the default's families, seed 000's
+/// instances, seed 003's RFC 2544, seed 001's disk matrix and all pairs, the mechanisms and the
+/// timer, six environments on one axis, a run without native), each written as one page, loaded
+/// by a real headless browser with no network at 1280 px: no console error, no request, every
+/// figure drawn, the smallest figure text ≥ 11 px as rendered (getBoundingClientRect), no figure
+/// or table past the right edge, no two figures drawing the same data, no two texts of a figure
+/// over each other; the figures also as SVG and PNG files; screenshots kept as artifacts.
 pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
@@ -69,50 +77,124 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
     let env =
         [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
     let dbs = db.to_str().unwrap();
-    let runs: [(&[&str], &[&str]); 3] = [
+    let six: Vec<String> = (1..=5).map(|i| format!("container:name=container-number-{i}")).collect();
+    let mut six_args: Vec<&str> = vec!["--env", "native"];
+    for c in &six {
+        six_args.extend(["--env", c.as_str()]);
+    }
+    six_args.extend(["--workload", "cpu:target_time=50ms", "--workload", "syscall:target_time=50ms"]);
+    // (name, run arguments, figures that must be drawn)
+    let runs: Vec<(&str, Vec<&str>, &[&str])> = vec![
         (
-            &["--env", "native", "--env", "container"],
-            &[
+            "default",
+            vec![
+                "--env",
+                "native",
+                "--env",
+                "container",
+                "--workload",
+                "cpu:target_time=50ms",
+                "--workload",
+                "intmix:target_time=50ms",
+                "--workload",
+                "syscall:target_time=50ms",
                 "--workload",
                 "memcpy:size=1MiB,copies=2",
                 "--workload",
                 "tcp_stream:duration=400ms",
                 "--workload",
+                "tcp_rr:duration=300ms",
+            ],
+            &[
+                "fig-overview",
+                "fig-cost-compute",
+                "fig-samples-memcpy",
+                "fig-cpu-per-gbit",
+                "fig-cpu-series-",
+            ],
+        ),
+        (
+            "instances",
+            vec!["--env", "container:instances=[1,2]", "--workload", "tcp_stream:duration=300ms"],
+            &["fig-instances-"],
+        ),
+        (
+            "rfc2544",
+            vec![
+                "--env",
+                "native",
+                "--env",
+                "container",
+                "--workload",
                 "rfc2544:quick=true,frame_size=[64,1518],direction=out",
+            ],
+            &["fig-rfc2544-throughput", "fig-rfc2544-latency"],
+        ),
+        (
+            "disk",
+            vec![
+                "--env",
+                "native",
+                "--env",
+                "container",
                 "--workload",
                 "disk:file_size=[1MiB,2MiB],record_size=[64KiB,256KiB],modes=write+read",
             ],
+            &["fig-disk-"],
         ),
-        (&["--env", "container:instances=[1,2]"], &["--workload", "tcp_stream:duration=300ms"]),
-        (&["--env", "native", "--env", "container"], &["--workload", "tcp_rr:duration=300ms,pairs=all"]),
-    ];
-    for (envs, wls) in runs {
-        let mut args = vec!["run"];
-        args.extend(envs);
-        args.extend(wls);
-        args.extend(["--reps", "2", "--warmup", "0", "--db", dbs]);
-        let out = vp(&args, &env);
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let expected: [&[&str]; 3] = [
-        &[
-            "fig-forest-",
-            "fig-samples-memcpy",
-            "fig-cpu-per-gbit",
-            "fig-cpu-series-",
-            "fig-rfc2544-throughput",
-            "fig-rfc2544-latency",
-            "fig-disk-",
-        ],
-        &["fig-instances-"],
-        &["fig-pairs-"],
+        (
+            "mechanisms",
+            vec![
+                "--env",
+                "native",
+                "--env",
+                "container",
+                "--workload",
+                "pagefault:target_time=50ms",
+                "--workload",
+                "ctxswitch:target_time=50ms",
+                "--workload",
+                "fork:target_time=50ms",
+                "--workload",
+                "timer:duration=300ms",
+            ],
+            &["fig-cost-system-calls-kernel", "fig-timer-histogram"],
+        ),
+        (
+            "pairs",
+            vec!["--env", "native", "--env", "container", "--workload", "tcp_rr:duration=300ms,pairs=all"],
+            &["fig-pairs-"],
+        ),
+        ("six", six_args.clone(), &["fig-overview", "fig-samples-cpu"]),
+        (
+            "no-native",
+            vec![
+                "--env",
+                "container:name=c1",
+                "--env",
+                "container:name=c2,cpus=0.5",
+                "--workload",
+                "cpu:target_time=50ms",
+            ],
+            &["fig-samples-cpu"],
+        ),
     ];
     let artifacts = repo_root().join("target/e2e-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
-    for (run, want) in expected.iter().enumerate() {
+    for (run, (name, args, want)) in runs.iter().enumerate() {
+        let mut a = vec!["run"];
+        a.extend(args.iter().copied());
+        a.extend(["--reps", "3", "--warmup", "0", "--db", dbs]);
+        let out = vp(&a, &env);
+        assert!(out.status.success(), "{a:?}: {}", String::from_utf8_lossy(&out.stderr));
+        // The terminal summary keeps to 100 columns, whatever the number of environments.
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            assert!(l.chars().count() <= 100, "{name}: a {}-column summary line: {l}", l.chars().count());
+        }
         let run_id = (run + 1).to_string();
-        let page = dir.path().join(format!("run{run_id}.html"));
-        let svgdir = dir.path().join(format!("svg{run_id}"));
+        let page = dir.path().join(format!("{name}.html"));
+        let svgdir = dir.path().join(format!("svg-{name}"));
+        let pngdir = dir.path().join(format!("png-{name}"));
         let out = vp(
             &[
                 "report",
@@ -123,6 +205,8 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
                 page.to_str().unwrap(),
                 "--svg",
                 svgdir.to_str().unwrap(),
+                "--png",
+                pngdir.to_str().unwrap(),
             ],
             &env,
         );
@@ -130,31 +214,63 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         let html = std::fs::read_to_string(&page).unwrap();
         // Self-contained: no reference to anything outside the page.
         for bad in ["src=\"http", "href=\"http", "url(http", "@import", "<link"] {
-            assert!(!html.contains(bad), "run {run_id}: the page references something outside: {bad}");
+            assert!(!html.contains(bad), "{name}: the page references something outside: {bad}");
+        }
+        if *name == "no-native" {
+            assert!(
+                html.contains("No native environment in this run"),
+                "{name}: the natural baseline is named"
+            );
+            assert!(
+                html.contains("faster") || html.contains("slower"),
+                "{name}: c2 at half a CPU is compared with c1"
+            );
+        } else if *name != "pairs" {
+            // (An all-pairs run has no environment-level ratio: its answer is the matrix.)
+            assert!(html.contains("<ul class=\"lead\">\n<li>"), "{name}: the answer in sentences");
         }
         let (dom, stderr) = browse(&page, None);
         let errors = console_errors(&stderr);
-        assert!(errors.is_empty(), "run {run_id}: the browser logged {errors:#?}");
-        let drawn =
-            dom.split("data-figures=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_else(|| {
-                panic!("run {run_id}: the page's check did not run: {}", &dom[..dom.len().min(400)])
-            });
+        assert!(errors.is_empty(), "{name}: the browser logged {errors:#?}");
+        let drawn = body_attr(&dom, "data-figures");
+        assert!(!drawn.is_empty(), "{name}: the page's check did not run: {}", &dom[..dom.len().min(400)]);
         let (total, ok) = drawn.split_once('/').unwrap();
-        assert!(
-            total.parse::<usize>().unwrap() > 0 && total == ok,
-            "run {run_id}: {ok} of {total} figures drawn"
-        );
+        assert!(total.parse::<usize>().unwrap() > 0 && total == ok, "{name}: {ok} of {total} figures drawn");
         for w in *want {
             let present = dom
                 .match_indices(w)
                 .any(|(i, _)| dom[i..].split('>').next().is_some_and(|tag| tag.contains("data-drawn=\"1\"")));
-            assert!(present, "run {run_id}: no drawn figure {w}*");
+            assert!(present, "{name}: no drawn figure {w}*");
         }
-        // The same figures as SVG files.
-        let files = std::fs::read_dir(&svgdir).unwrap().count();
-        assert_eq!(files.to_string(), total, "run {run_id}: one SVG file per figure");
-        println!("    run {run_id}: {total} figures drawn, no console error");
-        let shot = artifacts.join(format!("report-run{run_id}.png"));
+        let min_text: f64 = body_attr(&dom, "data-min-text-px").parse().unwrap();
+        let example = body_attr(&dom, "data-example");
+        assert!(min_text >= 11.0, "{name}: a figure text renders {min_text} px tall (≥ 11 wanted)");
+        let (right, width) = body_attr(&dom, "data-max-right").split_once('/').unwrap();
+        assert!(
+            right.parse::<f64>().unwrap() <= width.parse::<f64>().unwrap(),
+            "{name}: a figure ends at {right} px of {width}"
+        );
+        assert_eq!(
+            body_attr(&dom, "data-overflow"),
+            "0",
+            "{name}: something runs past the right edge: {example}"
+        );
+        assert_eq!(
+            body_attr(&dom, "data-duplicates"),
+            "0",
+            "{name}: two figures draw the same data: {example}"
+        );
+        assert_eq!(body_attr(&dom, "data-overlaps"), "0", "{name}: texts printed over each other: {example}");
+        // The same figures as SVG and PNG files.
+        for (d, ext) in [(&svgdir, "svg"), (&pngdir, "png")] {
+            let files: Vec<_> = std::fs::read_dir(d).unwrap().flatten().collect();
+            assert_eq!(files.len().to_string(), total, "{name}: one {ext} file per figure");
+            assert!(files.iter().all(|f| f.path().extension().is_some_and(|e| e == ext)));
+        }
+        println!(
+            "    {name}: {total} figures drawn, smallest text {min_text} px, nothing overflows or overlaps"
+        );
+        let shot = artifacts.join(format!("report-{name}.png"));
         let _ = browse(&page, Some(&shot));
         assert!(
             std::fs::metadata(&shot).map(|m| m.len() > 10_000).unwrap_or(false),
@@ -166,6 +282,7 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
     let nowhere = dir.path().join("no/such/dir/r.html");
     for (args, what) in [
         (vec!["report", "99", "--db", dbs, "--html", "x.html"], "run"),
+        (vec!["report", "--db", dbs, "--png", nowhere.to_str().unwrap()], "does not exist"),
         (vec!["report", "--db", dbs, "--html", nowhere.to_str().unwrap()], "does not exist"),
         (vec!["report", "--db", dbs, "--html", dir.path().to_str().unwrap()], "directory"),
     ] {

@@ -111,6 +111,9 @@ pub(crate) const RR_PARAMS: &[ParamSpec] = &[
 pub struct TcpRr;
 
 impl Workload for TcpRr {
+    fn family(&self) -> crate::Family {
+        crate::Family::Network
+    }
     fn kind(&self) -> &'static str {
         "tcp_rr"
     }
@@ -227,6 +230,9 @@ pub struct UdpRr;
 pub(crate) const UDP_RR_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl Workload for UdpRr {
+    fn family(&self) -> crate::Family {
+        crate::Family::Network
+    }
     fn kind(&self) -> &'static str {
         "udp_rr"
     }

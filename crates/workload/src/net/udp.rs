@@ -32,6 +32,9 @@ pub(crate) fn parse(buf: &[u8], flow: u32) -> Option<u64> {
 pub struct UdpStream;
 
 impl Workload for UdpStream {
+    fn family(&self) -> crate::Family {
+        crate::Family::Network
+    }
     fn kind(&self) -> &'static str {
         "udp_stream"
     }
