@@ -35,7 +35,8 @@ NEEDS=(
   "mke2fs:e2fsprogs"  # formats the guests' scratch disks (ext4) on the host
   "fio:fio"           # bench/disk.sh: the reference for the disk workload
   "cyclictest:rt-tests"  # bench/timer.sh: the reference for the timer workload
-  "stress-ng:stress-ng"  # bench/mechanisms.sh: references for syscall, fork and ctxswitch
+  "stress-ng:stress-ng"  # bench/mechanisms.sh: references for syscall, fork and ctxswitch; the stress-ng workload
+  "sysbench:sysbench"    # the sysbench workload (tools inside environments)
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
   "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh
   "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)

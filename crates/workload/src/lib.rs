@@ -16,6 +16,7 @@ pub mod net;
 pub mod params;
 pub mod rfc2544;
 pub mod timer;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -207,6 +208,16 @@ pub trait Workload: Sync {
     /// family: compute, memory, system, timers, disk, network).
     fn family(&self) -> Family {
         Family::Other
+    }
+    /// Programs the workload runs inside the environment (a tool's binary): a guest's image
+    /// carries them and their shared libraries; elsewhere the host's are seen.
+    fn programs(&self, _p: &Params) -> Vec<String> {
+        Vec::new()
+    }
+    /// Which way `metric` is better for a case with these parameters, when the workload lets the
+    /// user say (`command`'s metrics); None: as declared.
+    fn better_for(&self, _metric: &str, _params: &Value) -> Option<Better> {
+        None
     }
     /// How N instances' values of `metric` (its declared name, no `_out`/`_in`/`_host` suffix)
     /// add up into a trial's aggregate. Default: a rate of work (higher is better) is added, the
@@ -440,6 +451,11 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &frames::Frames,
     &rfc2544::Rfc2544,
     &load::Load,
+    &tools::Iperf3,
+    &tools::Fio,
+    &tools::Sysbench,
+    &tools::StressNg,
+    &tools::CommandLine,
 ];
 
 pub fn find(kind: &str) -> Option<&'static dyn Workload> {

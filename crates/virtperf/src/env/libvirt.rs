@@ -122,6 +122,8 @@ struct LvParams {
     memory: u64,
     nic: String,
     disk: Option<String>,
+    /// Tools the workloads run inside the guest (set by the experiment, not the user).
+    extra: Option<String>,
     cache: String,
     disk_size: u64,
     pin: Option<String>,
@@ -141,6 +143,7 @@ impl LvParams {
             memory: num("memory", 512 << 20),
             nic: text("nic").unwrap_or_else(|| "virtio".into()),
             disk: text("disk").filter(|d| d != "none"),
+            extra: text("extra"),
             cache: text("cache").unwrap_or_else(|| "writeback".into()),
             disk_size: num("disk_size", 256 << 20),
             pin: text("pin"),
@@ -188,6 +191,9 @@ impl LvParams {
         m.insert("nic".to_string(), Value::from(self.nic.clone()));
         if let Some(d) = self.disk.as_deref() {
             m.insert("disk".to_string(), Value::from(qemu_disk(d)));
+        }
+        if let Some(x) = self.extra.as_deref() {
+            m.insert("extra".to_string(), Value::from(x));
         }
         m
     }

@@ -3,6 +3,36 @@
 
 use super::*;
 
+/// The tools the workloads run inside an environment (iperf3, fio, …): a guest's image carries
+/// them and their libraries (`extra`, beside any the user named); containers, gVisor and UML see
+/// the host's.
+fn guest_programs(envs: &mut [EnvDef], cases: &[Case]) {
+    let mut progs: Vec<String> = Vec::new();
+    for c in cases {
+        if let Some(w) = virtperf_workload::find(&c.kind) {
+            for p in w.programs(&virtperf_workload::Params(&c.params)) {
+                if !progs.contains(&p) {
+                    progs.push(p);
+                }
+            }
+        }
+    }
+    if progs.is_empty() {
+        return;
+    }
+    for e in envs.iter_mut().filter(|e| e.kind == "qemu" || e.kind == "libvirt") {
+        let mut all: Vec<String> = e.params.get("extra").and_then(Value::as_str).map_or(Vec::new(), |x| {
+            x.split(['+', ' ', ',']).filter(|s| !s.is_empty()).map(String::from).collect()
+        });
+        for p in &progs {
+            if !all.contains(p) {
+                all.push(p.clone());
+            }
+        }
+        e.params.insert("extra".into(), Value::from(all.join("+")));
+    }
+}
+
 /// A delay in µs: `0`, `100us`, `1.5ms`, `1s`.
 pub fn parse_delay_us(r: &Raw) -> Option<u64> {
     match r {
@@ -287,8 +317,9 @@ pub fn validate_on(
     }
 
     let hosts = hosts(raw)?;
-    let envs = environments(raw, &hosts)?;
+    let mut envs = environments(raw, &hosts)?;
     let (workloads, mut cases) = workloads(raw)?;
+    guest_programs(&mut envs, &cases);
     let sizings = size_from_host(&envs, &mut cases, facts);
     let (lab, lab_raw) = lab_spec(raw)?;
     // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.

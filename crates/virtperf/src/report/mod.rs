@@ -249,7 +249,11 @@ impl ResultRow {
             params: case.params.clone(),
             metric: metric.to_string(),
             unit: unit.to_string(),
-            better: better_str(better_of(metric)),
+            better: better_str(
+                virtperf_workload::find(&case.kind)
+                    .and_then(|w| w.better_for(metric, &case.params))
+                    .unwrap_or_else(|| better_of(metric)),
+            ),
             n: s.n,
             mean: s.mean,
             median: s.median,
@@ -1006,6 +1010,52 @@ fn instance_tables(
     out
 }
 
+/// A reference tool beside virtperf's own workload for the same quantity: (tool metric, own
+/// metric). The report says how far they agree in each environment that ran both.
+const CROSS_CHECKS: [(&str, &str); 2] = [("iperf3_goodput", "tcp_goodput"), ("fio_bw", "disk_write")];
+
+/// "iperf3 against tcp_stream in container: 9.41 against 9.62 Gbit/s, ×0.978 [0.95, 1.01]".
+pub fn tool_agreement(r: &Report) -> String {
+    let mut out = String::new();
+    for e in &r.environments {
+        for (tool, own) in CROSS_CHECKS {
+            let row = |m: &str| {
+                r.results.iter().find(|x| {
+                    x.environment == e.name && x.peer.is_none() && x.instance.is_none() && x.metric == m
+                })
+            };
+            let (Some(t), Some(o)) = (row(tool), row(own)) else { continue };
+            if o.mean == 0.0 {
+                continue;
+            }
+            let ratio = t.mean / o.mean;
+            let side = |x: &ResultRow| Summary {
+                n: x.n,
+                mean: x.mean,
+                median: x.median,
+                stdev: x.stdev,
+                min: x.min,
+                max: x.max,
+                cv: x.cv.unwrap_or(f64::NAN),
+                ci95: x.ci95.map(|[l, h]| (l, h)),
+                outliers: Vec::new(),
+            };
+            let ci = ratio_ci(&side(t), &side(o)).and_then(|c| c.ci95).map(|(l, h)| [l, h]);
+            out += &format!(
+                "{} against {} in {}: {} against {} {}, ×{ratio:.3}{}\n",
+                t.workload,
+                o.workload,
+                e.name,
+                fmt_num(t.mean),
+                fmt_num(o.mean),
+                t.unit,
+                ci.map(|[l, h]| format!(" [{l:.3}, {h:.3}]")).unwrap_or_default()
+            );
+        }
+    }
+    out
+}
+
 /// Seed 000's table in the terminal: a line per instance count.
 fn render_instances(r: &Report) -> String {
     let mut out = String::new();
@@ -1299,6 +1349,7 @@ pub fn sizing_lines(manifest: &serde_json::Value) -> Vec<String> {
 
 fn render_notes(r: &Report, any_dual: bool) -> String {
     let mut out = String::new();
+    out += &tool_agreement(r);
     if let Some(b) = &r.natural_baseline {
         out += &format!("no native environment: every ratio is to `{b}`, the run's first environment\n");
     }

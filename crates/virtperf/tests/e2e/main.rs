@@ -19,6 +19,7 @@ mod network;
 mod remote;
 mod report;
 mod rigour;
+mod tools;
 mod util;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -93,6 +94,7 @@ fn main() {
         disk::disk_kill9_scratch_is_swept,
         disk::qemu_disks_virtio_blk_and_ide,
         report::html_report_renders_offline_in_a_headless_browser,
+        tools::tools_run_inside_every_environment_and_agree_with_virtperf,
         report::compare_flags_a_slowed_environment_only,
         mechanisms::mechanisms_run_everywhere_and_make_physical_sense,
     ];
