@@ -411,6 +411,24 @@ impl Workload for Fio {
                 help: "fio --ioengine",
             },
             ParamSpec {
+                name: "end_fsync",
+                kind: ParamKind::Bool,
+                default: Some("true"),
+                help: "fio --end_fsync (the write's fsync in its time, as the disk workload's fsync = true)",
+            },
+            ParamSpec {
+                name: "job",
+                kind: ParamKind::Text,
+                default: Some(""),
+                help: "a fio job file on the host, run instead of the parameters (its text travels to the environment; its directory is the scratch disk)",
+            },
+            ParamSpec {
+                name: "job_text",
+                kind: ParamKind::Text,
+                default: Some(""),
+                help: "the job file's text, filled in by virtperf from `job`",
+            },
+            ParamSpec {
                 name: "iodepth",
                 kind: ParamKind::Int { min: 1, max: 1024 },
                 default: Some("1"),
@@ -463,6 +481,18 @@ impl Workload for Fio {
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
         let dir = ctx.scratch().ok_or("fio needs a scratch disk (none was given to this environment)")?;
+        if let Some(text) = p.str("job_text").ok().filter(|t| !t.is_empty()) {
+            // The user's job file, written beside its files; fio runs it in the scratch directory.
+            let path = format!("{dir}/virtperf-job.fio");
+            std::fs::write(&path, text).map_err(|e| format!("cannot write the job file to {path}: {e}"))?;
+            let argv: Vec<String> =
+                vec!["fio".into(), format!("--directory={dir}"), "--output-format=json".into(), path.clone()];
+            let ran = run_tool(&argv, ctx, true);
+            let _ = std::fs::remove_file(&path);
+            let ran = ran?;
+            ran.check()?;
+            return output(&ran, fio_samples(&parse_json(&ran)?));
+        }
         let argv: Vec<String> = vec![
             "fio".into(),
             "--name=virtperf".into(),
