@@ -775,7 +775,7 @@ mod tests {
         let mut cmd = Cli::command().term_width(100).mut_subcommand("run", |c| c.after_help(run_help()));
         let h = cmd.find_subcommand_mut("run").unwrap().render_long_help().to_string();
         // Wrapped lines may split a kind from its neighbours, never a kind itself.
-        let words: Vec<&str> = h.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+        let words: Vec<&str> = h.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).collect();
         for k in env::REGISTRY.iter().map(|k| k.kind()).chain(virtperf_workload::kinds()) {
             assert!(words.contains(&k), "`{k}` missing from run --help:\n{h}");
         }

@@ -20,6 +20,10 @@ use virtperf_proto::Sample;
 
 use crate::{sample, Better, MetricSpec, Output, ParamError, ParamKind, ParamSpec, Params, RunCtx, Workload};
 
+/// The tool workloads' kinds: their figures depend on programs the host may lack, so the
+/// crate's run-every-workload test leaves them to their own tests and the e2e suite.
+pub const KINDS: [&str; 5] = ["iperf3", "fio", "sysbench", "stress-ng", "command"];
+
 /// Where tools are looked for inside an environment (an agent's PATH may be empty).
 const PATH: [&str; 6] = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 
