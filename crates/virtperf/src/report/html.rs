@@ -158,10 +158,16 @@ pub fn cost_phrase(cost: f64, ci: Option<[f64; 2]>) -> String {
 fn case_short(w: &str) -> String {
     match w.split_once(" [") {
         Some((name, rest)) => {
-            let vals: Vec<&str> = rest
+            let vals: Vec<String> = rest
                 .trim_end_matches(']')
                 .split(',')
-                .map(|kv| kv.split_once('=').map_or(kv, |(_, v)| v))
+                .map(|kv| match kv.split_once('=') {
+                    // Sizes and directions read for themselves (16MiB, out); other keys keep their name.
+                    Some((k, v)) if ["file_size", "record_size", "frame_size", "direction"].contains(&k) => {
+                        v.to_string()
+                    }
+                    _ => kv.to_string(),
+                })
                 .collect();
             format!("{name} {}", vals.join(","))
         }
@@ -424,7 +430,7 @@ fn answer(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String 
     if let Some(b) = &r.natural_baseline {
         let _ = writeln!(
             out,
-            "<p>No native environment in this run: every environment is compared with <b>{}</b>, its first.</p>",
+            "<p>No native environment in this run: each instance count is compared with N = 1 of its group, and each group's first environment with <b>{}</b>, the run's first.</p>",
             esc(b)
         );
     }
@@ -438,7 +444,7 @@ fn answer(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String 
         if mine.is_empty() && failed == 0 {
             continue;
         }
-        let base = r.baselines.first().map(String::as_str).unwrap_or("the baseline");
+        let base = base_name(r, e);
         let mut s = format!("<li><b>{}</b> against {}: ", esc(e), esc(base));
         let parts: Vec<String> = mine
             .iter()
@@ -472,10 +478,10 @@ fn answer(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String 
     if let Some(p) = &r.precision {
         let _ = writeln!(
             out,
-            "<p class=\"muted\">Precision mode: {} of {} ratios reached ±{}% at the {:.1} % level within the budget; the tables give each interval.</p>",
+            "<p class=\"muted\">Precision mode: {} of {} ratios reached ±{} % at the {:.1} % level within the budget; the tables give each interval.</p>",
             p.met,
             p.cells.len(),
-            fmt_num(p.target_percent),
+            super::svg::tick_text(p.target_percent),
             p.level * 100.0
         );
     }
@@ -515,6 +521,16 @@ fn answer(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String 
         )));
     }
     out
+}
+
+/// The environment `env` is compared with: the one its rows' ratios were computed against.
+fn base_name<'a>(r: &'a Report, env: &str) -> &'a str {
+    r.environments
+        .iter()
+        .find(|e| e.name == *env)
+        .and_then(|e| e.baseline.as_deref())
+        .or(r.baselines.first().map(String::as_str))
+        .unwrap_or("the baseline")
 }
 
 /// What failed, or was limited by something other than the environment, for the lead.
@@ -1245,5 +1261,6 @@ mod tests {
         assert_eq!(short("abcdef", 4), "abc…");
         assert_eq!(case_short("disk [file_size=16MiB,record_size=64KiB]"), "disk 16MiB,64KiB");
         assert_eq!(case_short("memcpy"), "memcpy");
+        assert_eq!(case_short("tcp [load=90]"), "tcp load=90");
     }
 }

@@ -349,6 +349,9 @@ pub struct EnvSummary {
     pub start_ms_mean: Option<f64>,
     /// Launch to the agent's hello, host clock: one sample per successful launch.
     pub start_ms: Option<StartTimes>,
+    /// What its ratios are to (None: it is a baseline itself, or there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
 }
 
 /// The start times of an environment's launches (a measurement like any other).
@@ -633,13 +636,18 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     // Each environment is compared with the baseline of its own machine (a campaign has one per
     // host): a ratio across two machines would measure the machines, not the layer.
     let is_base = |e: &crate::store::EnvRow| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline());
-    // Without a native environment, the natural baseline: the machine's first environment (a run
-    // of one instance group starts with N = 1), named as such in the notes.
+    // Without a native environment, the natural baseline: N = 1 of the same instance group (each
+    // count against one instance, as seed 000's table reads), and for the first of each group the
+    // machine's first environment; named as such in the notes.
     let base_of: Vec<Option<usize>> = envs
         .iter()
         .map(|e| {
             envs.iter()
                 .find(|b| b.host == e.host && is_base(b))
+                .or_else(|| {
+                    envs.iter()
+                        .find(|b| b.host == e.host && b.group == e.group && b.idx != e.idx && b.idx < e.idx)
+                })
                 .or_else(|| envs.iter().find(|b| b.host == e.host))
                 .map(|b| b.idx)
         })
@@ -824,6 +832,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                     min: x.min,
                     max: x.max,
                 }),
+                baseline: base_of[e.idx].filter(|b| *b != e.idx).map(|b| envs[b].name.clone()),
             }
         })
         .collect();
@@ -1351,7 +1360,9 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     let mut out = String::new();
     out += &tool_agreement(r);
     if let Some(b) = &r.natural_baseline {
-        out += &format!("no native environment: every ratio is to `{b}`, the run's first environment\n");
+        out += &format!(
+            "no native environment: each instance count is compared with N = 1 of its group, and each group's first with `{b}`, the run's first environment\n"
+        );
     }
     for l in sizing_lines(&r.manifest) {
         out += &format!("sized from the host: {l}\n");
@@ -1610,6 +1621,7 @@ pub fn summary_test_report() -> Report {
         launches: 1,
         start_ms_mean: None,
         start_ms: None,
+        baseline: None,
     };
     Report {
         run_id: 1,

@@ -209,9 +209,12 @@ fn one_table(r: &Report, rows: Vec<(String, Vec<String>)>) -> String {
 /// beside that environment's ratio (seed 000's six environments stay readable at 100 columns).
 fn per_environment(r: &Report, rows: &[(String, Vec<String>)]) -> String {
     let names: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
-    let base = names.iter().position(|e| r.is_baseline(e));
+    let first = names.iter().position(|e| r.is_baseline(e));
     let mut out = String::new();
-    for (i, env) in names.iter().enumerate().filter(|(i, _)| Some(*i) != base) {
+    for (i, env) in names.iter().enumerate().filter(|(_, e)| !r.is_baseline(e)) {
+        // Its own baseline's column (N = 1 of its group when the run has no native).
+        let base =
+            r.environments[i].baseline.as_ref().and_then(|b| names.iter().position(|n| n == b)).or(first);
         let mut head = vec![format!("{env}: workload / metric")];
         if let Some(b) = base {
             head.push(header(r, names[b]));
@@ -319,6 +322,7 @@ mod tests {
                 launches: 1,
                 start_ms_mean: None,
                 start_ms: None,
+                baseline: None,
             })
             .collect();
         for (i, n) in names.iter().enumerate() {
