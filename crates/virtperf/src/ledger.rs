@@ -229,8 +229,8 @@ pub fn undo(e: &Entry, state_dir: &Path) {
         }
         Entry::Netns { name } => crate::host::delete_netns(name),
         Entry::Cgroup { rel } => crate::host::remove_cgroup(rel, 50),
-        Entry::Domain { uri, name } => crate::env::libvirt::destroy_domain(uri, name),
-        Entry::DaemonTap { name } => crate::env::libvirt::sweep_lent_tap(name),
+        Entry::Domain { uri, name } => crate::host::destroy_domain(uri, name),
+        Entry::DaemonTap { name } => crate::host::sweep_lent_tap(name),
     }
 }
 

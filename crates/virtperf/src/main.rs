@@ -13,6 +13,7 @@ mod export;
 mod host;
 mod image;
 mod lab;
+mod layers;
 mod ledger;
 mod plan;
 mod precision;

@@ -29,9 +29,7 @@ use crate::{plan, report};
 /// Set by SIGINT/SIGTERM; every wait checks it.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
-/// Host CPU time of the lab's switch during a network trial (OVS's daemon, the driver domain's
-/// QEMU), ms: xenmon's dom0 line. The kernel's bridge has no process and no such row.
-pub const SWITCH_CPU: &str = "switch_cpu_time";
+pub use crate::store::SWITCH_CPU;
 
 /// Whether process `pid` runs (not gone, not a zombie waiting for its parent).
 fn process_alive(pid: u32) -> bool {

@@ -15,6 +15,9 @@ use virtperf_proto::Sample;
 /// Metrics the orchestrator itself adds to a trial's samples (a workload's own are named by its
 /// `MetricSpec`s): host CPU per Gbit received, of stream workloads…
 pub const CPU_PER_GBIT: &str = "cpu_per_gbit";
+/// Host CPU time of the lab's switch during a network trial (OVS's daemon, the driver domain's
+/// QEMU), ms: xenmon's dom0 line. The kernel's bridge has no process and no such row.
+pub const SWITCH_CPU: &str = "switch_cpu_time";
 /// …and, in an N-instance trial, how far apart the instances started (ms).
 pub const START_SKEW: &str = "start_skew";
 

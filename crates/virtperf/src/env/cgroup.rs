@@ -16,8 +16,14 @@ pub enum CpuProbe {
     CgroupV1(PathBuf),
     /// A cgroup v2 `cpu.stat` file (`usage_usec`).
     CgroupV2(PathBuf),
-    /// An instance on another host: read there, over its SSH session (`crate::remote`).
-    Remote(crate::remote::RemoteCpu),
+    /// An instance on another host: read there, over its SSH session (`remote/` implements the
+    /// reader; env stays below it).
+    Remote(std::sync::Arc<dyn CpuReader>),
+}
+
+/// A CPU clock read somewhere else (a remote instance's, over its session), in ns.
+pub trait CpuReader: Send + Sync + std::fmt::Debug {
+    fn read_ns(&self) -> Option<u64>;
 }
 
 impl CpuProbe {

@@ -395,20 +395,7 @@ fn lent_tap_name(instance_id: &str) -> String {
     format!("vpl{h:08x}")
 }
 
-/// Prefix of every tap lent to a daemon (the sweep deletes only links with it).
-pub const LENT_TAP_PREFIX: &str = "vpl";
-
-/// The network namespace a local libvirt daemon runs in: its pid's, else ours.
-fn daemon_netns_pid() -> u32 {
-    for f in ["/run/libvirtd.pid", "/run/libvirt/virtqemud.pid", "/var/run/libvirtd.pid"] {
-        if let Some(pid) = std::fs::read_to_string(f).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
-            if Path::new(&format!("/proc/{pid}/ns/net")).exists() {
-                return pid;
-            }
-        }
-    }
-    std::process::id()
-}
+use crate::host::{daemon_netns_pid, destroy_domain, sweep_lent_tap};
 
 /// Lends the endpoint's tap to the daemon's namespace under `lent`.
 fn lend_tap(ns: &str, net: &GuestNet, lent: &str) -> Result<(), String> {
@@ -432,31 +419,6 @@ fn return_tap(ns: &str, net: &GuestNet, lent: &str) -> Result<(), String> {
     }
     crate::host::sh("ip", &["-n", ns, "link", "set", "dev", &net.tap, "mtu", &mtu, "master", "br0", "up"])?;
     crate::lab::steer_flows(ns, &net.tap)
-}
-
-/// Deletes a tap a killed run left lent (the sweep's half of [`Entry::DaemonTap`]).
-pub fn sweep_lent_tap(name: &str) {
-    if name.starts_with(LENT_TAP_PREFIX) && name.len() <= 15 {
-        let pid = daemon_netns_pid();
-        let _ = Command::new("nsenter")
-            .arg(format!("--net=/proc/{pid}/ns/net"))
-            .args(["ip", "link", "del", name])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// Powers a domain off (the sweep's and the teardown's half of [`Entry::Domain`]): a transient
-/// one disappears with it, a defined one stays defined.
-pub fn destroy_domain(uri: &str, name: &str) {
-    let _ = Command::new("virsh")
-        .args(["-q", "-c", uri, "destroy", name])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
 }
 
 /// The state of domain `name` at `uri` (`shut off`, `running`, …), or why it cannot be read.
@@ -1057,7 +1019,7 @@ mod tests {
         );
         assert_eq!(guest_drivers("qemu", None, Some("sata"))[2..4], ["ahci", "sd_mod"]);
         let a = lent_tap_name("vp4194304-12i3-999");
-        assert!(a.len() <= 15 && a.starts_with(LENT_TAP_PREFIX), "{a}");
+        assert!(a.len() <= 15 && a.starts_with(crate::host::LENT_TAP_PREFIX), "{a}");
         assert_ne!(a, lent_tap_name("vp4194304-12i3-998"));
         assert_eq!(one_line("error: a\nerror: b\n"), "error: a; error: b");
     }

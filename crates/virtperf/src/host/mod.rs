@@ -349,6 +349,49 @@ pub fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
+// ---- libvirt's leftovers: what the ledger's sweep and env/libvirt.rs both undo (here, below
+// both, so the ledger does not reach up into env/).
+
+/// Prefix of every tap lent to a daemon (the sweep deletes only links with it).
+pub const LENT_TAP_PREFIX: &str = "vpl";
+
+/// The network namespace a local libvirt daemon runs in: its pid's, else ours.
+pub fn daemon_netns_pid() -> u32 {
+    for f in ["/run/libvirtd.pid", "/run/libvirt/virtqemud.pid", "/var/run/libvirtd.pid"] {
+        if let Some(pid) = std::fs::read_to_string(f).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
+            if Path::new(&format!("/proc/{pid}/ns/net")).exists() {
+                return pid;
+            }
+        }
+    }
+    std::process::id()
+}
+
+/// Deletes a tap a killed run left lent (the sweep's half of [`Entry::DaemonTap`]).
+pub fn sweep_lent_tap(name: &str) {
+    if name.starts_with(LENT_TAP_PREFIX) && name.len() <= 15 {
+        let pid = daemon_netns_pid();
+        let _ = Command::new("nsenter")
+            .arg(format!("--net=/proc/{pid}/ns/net"))
+            .args(["ip", "link", "del", name])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Powers a domain off (the sweep's and the teardown's half of [`Entry::Domain`]): a transient
+/// one disappears with it, a defined one stays defined.
+pub fn destroy_domain(uri: &str, name: &str) {
+    let _ = Command::new("virsh")
+        .args(["-q", "-c", uri, "destroy", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -421,8 +421,8 @@ impl std::fmt::Debug for RemoteCpu {
     }
 }
 
-impl RemoteCpu {
-    pub fn read_ns(&self) -> Option<u64> {
+impl crate::env::CpuReader for RemoteCpu {
+    fn read_ns(&self) -> Option<u64> {
         // One question at a time: the lock is held from the question to its answer.
         let rx = self.replies.lock().ok()?;
         while rx.try_recv().is_ok() {}
@@ -596,7 +596,7 @@ pub fn launch(
             .map(|(dir, what)| crate::env::Scratch { dir, what: format!("{what} (on host {})", host.name) }),
         cleanup: Vec::new(),
         // Its host CPU, read on its host (`remote-launch` answers from the instance's probe there).
-        cpu: Some(crate::env::CpuProbe::Remote(cpu)),
+        cpu: Some(crate::env::CpuProbe::Remote(Arc::new(cpu))),
         agent_pid: ready.agent_pid,
         child: inst_child,
         start_time: Default::default(),

@@ -1383,7 +1383,7 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
             "the lab's switch ({sw}): {}{}; its host CPU per network trial is the row {}\n",
             lab["switch_is"].as_str().unwrap_or(sw),
             if how.is_empty() { String::new() } else { format!(", {}", how.join(", ")) },
-            crate::run::SWITCH_CPU
+            crate::store::SWITCH_CPU
         );
     }
     for s in r.manifest["skipped_environments"].as_array().into_iter().flatten() {

@@ -403,3 +403,35 @@ pub(crate) fn doctor_lists_every_kind_with_fixes() -> Outcome {
     assert_no_leftovers(&state);
     Outcome::Pass
 }
+
+/// The suite's own deadline: a virtperf that does not end within its limit is stopped (SIGTERM:
+/// it cleans up) and fails its test with the command line, instead of blocking the suite.
+pub(crate) fn a_hung_virtperf_fails_its_test_with_the_command_line() -> Outcome {
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let db = dir.path().join("h.db");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let args = [
+        "run",
+        "--env",
+        "native",
+        "--workload",
+        "sleep:duration=60s",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    let t0 = Instant::now();
+    let caught = std::panic::catch_unwind(|| vp_within(&args, &env, Duration::from_secs(2)));
+    let msg = match caught {
+        Ok(out) => panic!("a 60 s trial ended within the 2 s deadline? {:?}", out.status),
+        Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(msg.contains("did not end within 2 s") && msg.contains("sleep:duration=60s"), "{msg}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "stopped in {:?}", t0.elapsed());
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}

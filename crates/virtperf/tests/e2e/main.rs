@@ -42,6 +42,7 @@ fn main() {
         cli::agent_answers_every_frame_and_survives_garbage,
         cli::bad_input_exits_2_and_creates_nothing,
         cli::examples_validate,
+        cli::a_hung_virtperf_fails_its_test_with_the_command_line,
         cli::native_run_report_export_agree,
         faults::hung_agent_fails_trial_at_deadline_and_run_goes_on,
         faults::agent_killed_mid_trial_fails_that_trial_only,

@@ -32,8 +32,63 @@ fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     c
 }
 
+/// How long one virtperf invocation may take before the test fails with its command line
+/// (`VIRTPERF_E2E_DEADLINE` seconds; the longest here, a UML kernel build, takes ~6 minutes).
+pub fn deadline() -> std::time::Duration {
+    let secs = std::env::var("VIRTPERF_E2E_DEADLINE").ok().and_then(|s| s.parse().ok()).unwrap_or(900);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Runs virtperf to its end; one that hangs past [`deadline`] is stopped (SIGTERM, then SIGKILL
+/// 10 s later) and fails the test with its command line, instead of blocking the suite.
 pub fn vp(args: &[&str], env: &[(&str, &str)]) -> Output {
-    command(args, env).output().expect("virtperf runs")
+    vp_within(args, env, deadline())
+}
+
+pub fn vp_within(args: &[&str], env: &[(&str, &str)], limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    let mut child =
+        command(args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("virtperf starts");
+    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = so.read_to_end(&mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = se.read_to_end(&mut v);
+        v
+    });
+    let t0 = std::time::Instant::now();
+    let mut termed: Option<std::time::Instant> = None;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        match termed {
+            None if t0.elapsed() > limit => {
+                kill(child.id(), libc::SIGTERM);
+                termed = Some(std::time::Instant::now());
+            }
+            Some(at) if at.elapsed() > std::time::Duration::from_secs(10) => {
+                let _ = child.kill();
+            }
+            _ => {}
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let output =
+        Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() };
+    if termed.is_some() {
+        panic!(
+            "virtperf {} did not end within {} s: stopped. Its stderr:\n{}",
+            args.join(" "),
+            limit.as_secs(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    output
 }
 
 pub fn vp_spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
