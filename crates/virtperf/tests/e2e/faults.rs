@@ -114,8 +114,10 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     assert!(ok_before >= 10 && pending > 0, "ok {ok_before}, pending {pending}");
     assert_eq!(run_status(&db), "interrupted");
     assert_no_leftovers(&state);
+    let done = ok_trials(&db);
     let out = vp(&["run", "--resume", "1", "--json", "--db", db.to_str().unwrap()], &env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_resume_ran_exactly_the_rest(&done, pending, &db);
     assert_eq!(count_trials(&db, "ok"), 2 * 41, "every planned trial exactly once");
     assert_eq!(count_trials(&db, "pending"), 0);
     assert_eq!(run_status(&db), "completed");

@@ -841,8 +841,10 @@ pub(crate) fn remote_campaign_interrupted_resumes_and_killed_is_swept() -> Outco
     assert_eq!(run_status(&db), "interrupted");
     assert_no_leftovers(&state);
     h.assert_clean();
+    let done = ok_trials(&db);
     let out = h.vp(&["run", "--resume", "1", "--json", "--db", dbs], &env);
     let doc = doc_of(&out);
+    assert_resume_ran_exactly_the_rest(&done, pending, &db);
     assert_eq!(count_trials(&db, "ok"), 24, "every planned trial exactly once");
     assert_eq!(run_status(&db), "completed");
     for e in ["native [host=local]", "native [host=b]"] {

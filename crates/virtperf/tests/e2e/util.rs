@@ -215,6 +215,27 @@ pub fn need_root_and(prog: &str) -> Option<String> {
     None
 }
 
+/// Every ok trial's id and when it finished: a resume must leave each one as it was.
+pub fn ok_trials(db: &Path) -> Vec<(i64, String)> {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut st = c.prepare("SELECT id, finished_at FROM trials WHERE status = 'ok' ORDER BY id").unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))
+        .unwrap()
+        .flatten()
+        .collect()
+}
+
+/// Asserts a resume ran exactly the trials that were pending: every trial that was ok before is
+/// untouched (same id, same finish), and the new ok trials are as many as were pending.
+pub fn assert_resume_ran_exactly_the_rest(before: &[(i64, String)], pending_before: i64, db: &Path) {
+    let after = ok_trials(db);
+    for t in before {
+        assert!(after.contains(t), "trial {} (finished {}) was run again or changed by the resume", t.0, t.1);
+    }
+    let new = after.len() as i64 - before.len() as i64;
+    assert_eq!(new, pending_before, "the resume ran {new} trials; {pending_before} were pending");
+}
+
 pub fn count_trials(db: &Path, status: &str) -> i64 {
     let Ok(c) = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
         return 0;
