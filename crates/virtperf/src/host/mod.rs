@@ -270,10 +270,15 @@ pub fn netns_path(name: &str) -> PathBuf {
     PathBuf::from("/run/netns").join(name)
 }
 
+/// Whether `name` is a namespace name this tool makes: `vp` and a digit, no path.
+pub fn netns_is_ours(name: &str) -> bool {
+    name.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        && !name.contains('/')
+}
+
 /// Deletes a namespace this tool made (names start with `vp` and a digit). Idempotent.
 pub fn delete_netns(name: &str) {
-    let ours = name.strip_prefix("vp").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
-    if ours && !name.contains('/') && netns_path(name).exists() {
+    if netns_is_ours(name) && netns_path(name).exists() {
         let _ = sh("ip", &["netns", "delete", name]);
     }
 }

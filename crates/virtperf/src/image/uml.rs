@@ -60,8 +60,13 @@ pub struct UmlKernel {
 
 /// The hash of what makes a build (patch, configuration, steps), without the source version.
 pub fn recipe() -> String {
+    recipe_of(&RECIPE_VERSION.to_string(), PATCH, CONFIG)
+}
+
+/// The recipe hash of these inputs (the function [`recipe`] applies to the shipped ones).
+fn recipe_of(version: &str, patch: &str, config: &str) -> String {
     let mut h = Sha256::new();
-    h.update(format!("uml recipe {RECIPE_VERSION}\n{PATCH}\n{CONFIG}").as_bytes());
+    h.update(format!("uml recipe {version}\n{patch}\n{config}").as_bytes());
     h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
@@ -417,7 +422,13 @@ mod tests {
 
     #[test]
     fn recipe_changes_with_its_inputs_only() {
-        assert_eq!(recipe(), recipe());
+        let v = RECIPE_VERSION.to_string();
+        assert_eq!(recipe(), recipe_of(&v, PATCH, CONFIG), "the shipped inputs");
         assert_eq!(recipe().len(), 12);
+        // Each input changes it (one byte is enough); nothing else does.
+        let base = recipe_of(&v, PATCH, CONFIG);
+        assert_ne!(base, recipe_of(&format!("{v}1"), PATCH, CONFIG), "the recipe version");
+        assert_ne!(base, recipe_of(&v, &format!("{PATCH} "), CONFIG), "the patch");
+        assert_ne!(base, recipe_of(&v, PATCH, &format!("{CONFIG}\nCONFIG_X=y")), "the configuration");
     }
 }

@@ -478,9 +478,25 @@ mod tests {
 
     #[test]
     fn only_our_namespaces_are_ever_deleted() {
-        // Not ours: never passed to `ip netns delete` (and these do not exist anyway).
-        for n in ["default", "vpx", "../vp1", "vp"] {
-            delete_netns(n);
+        for n in ["default", "vpx", "../vp1", "vp", "vp1/../x", "xvp1"] {
+            assert!(!crate::host::netns_is_ours(n), "{n}");
+        }
+        for n in ["vp1", "vp42-e0", "vp7-hub"] {
+            assert!(crate::host::netns_is_ours(n), "{n}");
+        }
+        // With namespaces for real (root): one not ours survives delete_netns, one ours goes.
+        let pid = std::process::id();
+        let (theirs, ours) = (format!("vptest{pid}"), format!("vp9{pid}test"));
+        if crate::host::sh("ip", &["netns", "add", &theirs]).is_ok() {
+            let _ = crate::host::sh("ip", &["netns", "add", &ours]);
+            delete_netns(&theirs);
+            delete_netns(&ours);
+            let (kept, gone) = (netns_path(&theirs).exists(), !netns_path(&ours).exists());
+            let _ = crate::host::sh("ip", &["netns", "delete", &theirs]);
+            assert!(kept, "a namespace not ours was deleted");
+            assert!(gone, "ours was not deleted");
+        } else {
+            println!("skipped the real-namespace half: `ip netns add` needs root");
         }
         assert_eq!(endpoint_addr(0), Ipv4Addr::new(198, 18, 0, 10));
         assert_eq!(endpoint_addr(MAX_ENDPOINTS - 1), Ipv4Addr::new(198, 18, 0, 254));
