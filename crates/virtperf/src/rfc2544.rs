@@ -114,6 +114,22 @@ fn search<E>(
     Ok((lo, hi))
 }
 
+/// Where the PDR search starts, from the throughput steps so far: `hi` is the lowest offered rate
+/// above the NDR that lost more than `tolerance` % (the generator reaching it), else `top`; `lo`
+/// the highest rate below `hi` that passed the tolerance, at least the NDR. (Seeding `hi` with the
+/// lowest rate that failed at *zero* loss capped the PDR about one resolution step above the NDR.)
+fn pdr_bracket(steps: &[Value], ndr: f64, top: f64, tolerance: f64) -> (f64, f64) {
+    let measured = || {
+        steps
+            .iter()
+            .filter(|x| x["test"] == "throughput" && x["gen_limited"] == false)
+            .filter_map(|x| Some((x["offered_fps"].as_f64()?, x["loss_pct"].as_f64().unwrap_or(100.0))))
+    };
+    let hi = measured().filter(|(r, l)| *l > tolerance && *r > ndr).map(|(r, _)| r).fold(top, f64::min);
+    let lo = measured().filter(|(r, l)| *l <= tolerance && *r < hi).map(|(r, _)| r).fold(ndr, f64::max);
+    (lo, hi.max(lo))
+}
+
 /// A searched rate confirmed by a full-length trial, stepping down by `res` at most 3 times;
 /// unconfirmed, the lowest rate tried is returned (and marked so).
 fn confirm<E>(
@@ -177,7 +193,7 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
         } else {
             probe.clone()
         };
-        let (ndr_s, ndr_fail) = if at_top.passes(0.0) {
+        let (ndr_s, _) = if at_top.passes(0.0) {
             (top, f64::INFINITY)
         } else {
             search(&mut log, "ndr", 0.0, top, res, st.search_ms, 0.0)?
@@ -185,18 +201,13 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
         let (n, n_ok, n_m) = confirm(&mut log, "ndr-confirm", ndr_s, res, st, 0.0)?;
         ndr = n;
         let ndr_trial = n_m;
-        // PDR ≥ NDR: search from the NDR up to the lowest rate that failed the tolerance.
-        let failed_pdr = log
-            .steps
-            .iter()
-            .filter(|x| x["test"] == "throughput" && x["gen_limited"] == false)
-            .filter(|x| x["loss_pct"].as_f64().unwrap_or(100.0) > st.loss_tolerance_pct)
-            .filter_map(|x| x["offered_fps"].as_f64())
-            .fold(ndr_fail.min(top), f64::min);
+        // PDR ≥ NDR, searched on its own tolerance: between the highest rate that passed it and
+        // the lowest above that which failed it (up to `top`), from what the NDR search measured.
+        let (pdr_lo, pdr_hi) = pdr_bracket(&log.steps, ndr, top, st.loss_tolerance_pct);
         let pdr_s = if at_top.passes(st.loss_tolerance_pct) {
             top
         } else {
-            search(&mut log, "pdr", ndr, failed_pdr.max(ndr), res, st.search_ms, st.loss_tolerance_pct)?.0
+            search(&mut log, "pdr", pdr_lo, pdr_hi, res, st.search_ms, st.loss_tolerance_pct)?.0
         };
         let (pdr, p_ok) = if pdr_s > ndr + res / 2.0 {
             let (p, ok, _) = confirm(&mut log, "pdr-confirm", pdr_s, res, st, st.loss_tolerance_pct)?;
@@ -393,6 +404,54 @@ mod tests {
         let steps = d["steps"].as_array().unwrap();
         assert!(steps.iter().any(|x| x["phase"] == "ndr-confirm" && x["duration_ms"] == st.trial_ms));
         assert!(steps.len() > 10);
+    }
+
+    /// A DUT whose loss grows with the rate above `clean` (no hard cap): `per_100k` % more loss for
+    /// every 100 000 frames/s beyond it.
+    fn gradual(clean: f64, per_100k: f64) -> impl FnMut(&StepSpec) -> Result<Measured, String> {
+        move |sp: &StepSpec| {
+            let secs = if sp.count > 0 { sp.count as f64 / sp.rate_fps } else { sp.duration_ms as f64 / 1e3 };
+            let sent = if sp.count > 0 { sp.count } else { (sp.rate_fps * secs) as u64 };
+            let loss_pct = ((sp.rate_fps - clean).max(0.0) / 100_000.0 * per_100k).min(100.0);
+            let lost = (sent as f64 * loss_pct / 100.0).ceil() as u64;
+            Ok(Measured {
+                sent,
+                received: sent - lost.min(sent),
+                sent_fps: sp.rate_fps,
+                latency: json!({"count": 500, "mean_us": 20.0, "min_us": 5.0, "p99_us": 50.0, "max_us": 90.0}),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[test]
+    fn the_pdr_is_searched_on_its_own_tolerance_when_loss_grows_gradually() {
+        // Loss from 400 kfps, 0.1 % more per 100 kfps: the NDR is 400 k, and with a 0.1 %
+        // tolerance the PDR is 500 k — far above the NDR's bracket, where the old search stopped.
+        let st = settings(&[("loss_tolerance", json!(0.1))]);
+        let line = line_max_fps(1e9, 64);
+        let (out, _) = run(&st, &mut gradual(400_000.0, 0.1)).unwrap();
+        let (ndr, pdr) = (get(&out, "rfc2544_ndr_fps"), get(&out, "rfc2544_pdr_fps"));
+        let res = line * st.resolution_pct / 100.0;
+        assert!((ndr - 400_000.0).abs() <= res + 1.0, "NDR {ndr}");
+        assert!(
+            pdr <= 500_000.0 + 1.0 && pdr >= 500_000.0 - res - 1.0,
+            "PDR {pdr} (NDR {ndr}, resolution {res})"
+        );
+    }
+
+    #[test]
+    fn the_pdr_bracket_comes_from_the_steps_at_its_tolerance() {
+        let step = |r: f64, l: f64| json!({"test": "throughput", "gen_limited": false, "offered_fps": r, "loss_pct": l});
+        let steps =
+            [step(1000.0, 5.0), step(500.0, 0.05), step(750.0, 0.5), step(400.0, 0.0), step(450.0, 0.01)];
+        // At 0.1 %: 500 passed, 750 failed; the NDR (400) is below both.
+        assert_eq!(pdr_bracket(&steps, 400.0, 1000.0, 0.1), (500.0, 750.0));
+        // Nothing failed the tolerance: up to the top.
+        assert_eq!(pdr_bracket(&steps[1..2], 400.0, 1000.0, 0.1), (500.0, 1000.0));
+        // A generator-limited step is not the DUT's failure.
+        let g = json!({"test": "throughput", "gen_limited": true, "offered_fps": 600.0, "loss_pct": 50.0});
+        assert_eq!(pdr_bracket(&[g], 400.0, 1000.0, 0.1), (400.0, 1000.0));
     }
 
     #[test]
