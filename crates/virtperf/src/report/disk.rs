@@ -221,6 +221,7 @@ mod tests {
             ci95: Some([mean - 1.0, mean + 1.0]),
             no_ci: None,
             outliers: 0,
+            non_finite: 0,
             overhead: ratio.map(|r| Overhead { ratio: r, ci95: Some([r - 0.1, r + 0.1]), no_ci: None }),
             clock: None,
             other_clock: None,

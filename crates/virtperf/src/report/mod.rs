@@ -89,6 +89,9 @@ pub struct ResultRow {
     pub no_ci: Option<&'static str>,
     /// Samples flagged by median/MAD (kept in every statistic).
     pub outliers: usize,
+    /// Samples that were not finite (NaN, ±∞): left out of every figure of the row.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub non_finite: usize,
     pub overhead: Option<Overhead>,
     /// Which clock timed this figure, for metrics measured on both: `host` (the orchestrator's,
     /// around the timed region) for environments with a clock of their own, `guest` (the
@@ -264,6 +267,7 @@ impl ResultRow {
             ci95: s.ci95.map(|(l, h)| [l, h]),
             no_ci: s.no_ci_reason(),
             outliers: s.outliers.len(),
+            non_finite: 0,
             overhead: None,
             clock: None,
             other_clock: None,
@@ -457,6 +461,9 @@ pub struct Report {
     pub clock_checks: Vec<ClockCheck>,
     pub trials: Counts,
     pub failures: Vec<Failure>,
+    /// Metrics with samples that were not finite, left out: (environment, workload, metric, count).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub non_finite: Vec<(String, String, String, usize)>,
     /// The analytic ceilings of the lab's emulated link (empty when unshaped).
     pub ceilings: Vec<Ceiling>,
     /// RFC 2544 procedures, one row per measured trial.
@@ -628,6 +635,10 @@ impl Report {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     let info = store.run(run_id)?;
     let envs = store.environments(run_id)?;
@@ -680,6 +691,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     let mut fails: BTreeMap<(usize, usize, String), usize> = BTreeMap::new();
     // (case, metric, env, instance) → each instance's own values (several instances only).
     let mut inst_values: InstValues = BTreeMap::new();
+    let mut non_finite: BTreeMap<(usize, String, usize), usize> = BTreeMap::new();
     for t in &trials {
         match t.status {
             TrialStatus::Ok if t.warmup => counts.warmup += 1,
@@ -701,6 +713,12 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             let ms = metrics.entry(t.case_idx).or_default();
             if !ms.iter().any(|(n, _)| *n == m) {
                 ms.push((m.clone(), unit));
+            }
+            // A NaN or an infinity would take the whole metric's statistics with it: left out,
+            // counted, and said (the row's `non_finite`, and a note).
+            if !x.is_finite() {
+                *non_finite.entry((t.case_idx, m.clone(), t.env_idx)).or_default() += 1;
+                continue;
             }
             launch_of.entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx))).or_default().push(t.launch_id);
             values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
@@ -806,6 +824,11 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                     other_clock,
                     clock_disagrees: peer.is_none() && disagrees.contains(&(case.idx, ei)),
                     work,
+                    non_finite: if peer.is_none() {
+                        non_finite.get(&(case.idx, shown.to_string(), ei)).copied().unwrap_or(0)
+                    } else {
+                        0
+                    },
                     ..s.row(&env.name, case, m, unit, level)
                 });
             }
@@ -914,6 +937,10 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         clock_checks,
         trials: counts,
         failures,
+        non_finite: non_finite
+            .iter()
+            .map(|((c, m, e), n)| (envs[*e].name.clone(), cases[*c].label.clone(), m.clone(), *n))
+            .collect(),
         ceilings: ceilings(&info.manifest, &cases),
         timers: timer::build(store, &envs, &cases, &trials),
         precision,
@@ -1358,6 +1385,9 @@ pub fn sizing_lines(manifest: &serde_json::Value) -> Vec<String> {
 
 fn render_notes(r: &Report, any_dual: bool) -> String {
     let mut out = String::new();
+    for (e, w, m, n) in &r.non_finite {
+        out += &format!("{e} / {w} / {m}: {n} sample(s) not finite (NaN or ∞), left out of its figures\n");
+    }
     out += &tool_agreement(r);
     if let Some(b) = &r.natural_baseline {
         out += &format!(
@@ -1599,6 +1629,7 @@ pub fn test_row(env: &str, mean: f64, stdev: f64, better: &'static str) -> Resul
         ci95: Some([mean - half, mean + half]),
         no_ci: None,
         outliers: 0,
+        non_finite: 0,
         overhead: None,
         clock: None,
         other_clock: None,
@@ -1639,6 +1670,7 @@ pub fn summary_test_report() -> Report {
         clock_checks: Vec::new(),
         trials: Counts::default(),
         failures: Vec::new(),
+        non_finite: Vec::new(),
         ceilings: Vec::new(),
         rfc2544: Vec::new(),
         loads: Vec::new(),
@@ -1653,6 +1685,64 @@ pub fn summary_test_report() -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_that_is_not_finite_is_left_out_and_said() {
+        use crate::store::{NewEnv, PlannedTrial, TrialOutcome};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("r.db")).unwrap();
+        let env = |n: &str| NewEnv {
+            name: n.into(),
+            kind: n.into(),
+            params: serde_json::json!({}),
+            runtime: None,
+            instances: 1,
+            group: n.into(),
+            host: None,
+        };
+        let plan: Vec<PlannedTrial> = (0..6)
+            .map(|i| PlannedTrial {
+                id: 0,
+                seq: i,
+                env_idx: (i % 2) as usize,
+                case_idx: 0,
+                rep: i / 2,
+                warmup: false,
+                peer_idx: None,
+                block: 0,
+            })
+            .collect();
+        let run = s
+            .create_run(
+                "x",
+                "toml",
+                &serde_json::json!({}),
+                &[env("native"), env("container")],
+                &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
+                &plan,
+            )
+            .unwrap();
+        for (k, t) in s.pending_trials(run).unwrap().iter().enumerate() {
+            let v = if k == 3 { f64::INFINITY } else { 10.0 + k as f64 };
+            let ok = TrialOutcome {
+                status: crate::store::TrialStatus::Ok,
+                samples: vec![virtperf_proto::Sample {
+                    metric: "memcpy_time".into(),
+                    value: v,
+                    unit: "ms".into(),
+                }],
+                ..Default::default()
+            };
+            s.record_trial(t.id, &ok).unwrap();
+        }
+        let r = build(&s, run).unwrap();
+        let row =
+            r.results.iter().find(|x| x.environment == "container" && x.metric == "memcpy_time").unwrap();
+        assert_eq!((row.n, row.non_finite), (2, 1), "the row keeps its finite samples and counts the other");
+        assert!(row.mean.is_finite() && row.overhead.is_some());
+        assert_eq!(r.non_finite, vec![("container".into(), "memcpy".into(), "memcpy_time".into(), 1)]);
+        assert!(render_notes(&r, false).contains("container / memcpy / memcpy_time: 1 sample(s) not finite"));
+    }
 
     #[test]
     fn numbers_keep_four_significant_digits() {

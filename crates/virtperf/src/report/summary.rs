@@ -284,6 +284,7 @@ mod tests {
             ci95: Some([mean - 0.1, mean + 0.1]),
             no_ci: None,
             outliers: 0,
+            non_finite: 0,
             overhead: ratio.map(|r| Overhead { ratio: r, ci95: Some([r - 0.05, r + 0.05]), no_ci: None }),
             clock: None,
             other_clock: None,
