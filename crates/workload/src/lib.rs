@@ -219,6 +219,11 @@ pub trait Workload: Sync {
     fn better_for(&self, _metric: &str, _params: &Value) -> Option<Better> {
         None
     }
+    /// Declared metrics a run reports only when its sample supports them (the timer's tail
+    /// percentiles); the others are in every run's output.
+    fn conditional_metrics(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// How N instances' values of `metric` (its declared name, no `_out`/`_in`/`_host` suffix)
     /// add up into a trial's aggregate. Default: a rate of work (higher is better) is added, the
     /// rest (times, latencies) averaged.
@@ -650,7 +655,9 @@ mod tests {
             })
             .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
             let mut names: Vec<&str> = samples.iter().map(|s| s.metric.as_str()).collect();
-            let mut declared: Vec<&str> = w.metrics().iter().map(|m| m.name).collect();
+            let mut declared: Vec<&str> =
+                w.metrics().iter().map(|m| m.name).filter(|m| !w.conditional_metrics().contains(m)).collect();
+            names.retain(|n| !w.conditional_metrics().contains(n));
             names.sort();
             declared.sort();
             assert_eq!(names, declared, "{}", w.kind());

@@ -22,10 +22,42 @@ const METRICS: &[MetricSpec] = &[
     m("timer_p99", "99th percentile of wake-up lateness"),
     m("timer_p999", "99.9th percentile of wake-up lateness"),
     m("timer_max", "largest wake-up lateness (the worst case)"),
+    MetricSpec {
+        name: "timer_overruns",
+        unit: "periods",
+        better: Better::Lower,
+        help: "deadlines missed whole (a wake-up later than a period skips them, as cyclictest; counted, not hidden)",
+    },
+    MetricSpec {
+        name: "timer_early",
+        unit: "wake-ups",
+        better: Better::Lower,
+        help: "wake-ups before their deadline: impossible on a sound clock (the lateness figures count them as 0)",
+    },
 ];
 
-/// Histogram resolution: 1 µs buckets up to this, one overflow bucket above (as cyclictest -h).
+/// Percentiles reported only when the sample holds at least this many wake-ups beyond them (a
+/// p99.9 of 2000 samples is the third-largest: not a percentile anyone can rely on).
+pub const TAIL_SAMPLES: f64 = 10.0;
+
+/// Whether `n` samples support the quantile `q`: at least [`TAIL_SAMPLES`] beyond it.
+pub fn supports(n: usize, q: f64) -> bool {
+    n as f64 * (1.0 - q) >= TAIL_SAMPLES
+}
+
+/// Histogram resolution: 1 µs buckets up to this (as cyclictest -h), log-spaced above (one per
+/// doubling: 10 ms, 20 ms, 40 ms, …), so a 100 ms stall is not one overflow bucket with the rest.
 pub const HIST_MAX_US: usize = 10_000;
+
+/// The bucket (its start, µs) of a lateness.
+pub fn bucket(l_us: f64) -> u64 {
+    let l = l_us.max(0.0);
+    if l < HIST_MAX_US as f64 {
+        l as u64
+    } else {
+        HIST_MAX_US as u64 * (1u64 << ((l / HIST_MAX_US as f64).log2().floor() as u32).min(40))
+    }
+}
 
 fn now_ns() -> i128 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -51,12 +83,11 @@ pub fn stats(sorted: &[f64]) -> [f64; 6] {
     [sorted[0], mean, q(0.5), q(0.99), q(0.999), sorted[sorted.len() - 1]]
 }
 
-/// Sparse histogram: (µs, count) for every non-empty 1 µs bucket, the last one `HIST_MAX_US`
-/// holding everything above.
+/// Sparse histogram: (µs, count) for every non-empty bucket ([`bucket`]).
 pub fn histogram(lat_us: &[f64]) -> Vec<(u64, u64)> {
     let mut h = std::collections::BTreeMap::new();
     for l in lat_us {
-        *h.entry((l.max(0.0) as u64).min(HIST_MAX_US as u64)).or_insert(0u64) += 1;
+        *h.entry(bucket(*l)).or_insert(0u64) += 1;
     }
     h.into_iter().collect()
 }
@@ -113,13 +144,19 @@ impl Workload for Timer {
     fn metrics(&self) -> &'static [MetricSpec] {
         METRICS
     }
+    fn conditional_metrics(&self) -> &'static [&'static str] {
+        &["timer_p99", "timer_p999"]
+    }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
         let interval = p.u64("interval")? as i128 * 1_000_000;
         let wakeups = (p.u64("duration")? as i128 * 1_000_000 / interval).max(1) as usize;
         let priority = p.u64("priority")? as i32;
         // Its own thread: the scheduling policy applies to it alone, never to the agent.
-        let (lat, policy) = std::thread::scope(|s| {
-            s.spawn(|| -> Result<(Vec<f64>, String), String> {
+        type Ran = (Vec<f64>, String, u64, u64, i128);
+        let (lat, policy, overruns, early, earliest) = std::thread::scope(|s| {
+            s.spawn(|| -> Result<Ran, String> {
+                // Its CPU counts in the run's (guest_cpu_time).
+                let _cpu = ctx.thread_cpu();
                 let policy = if priority > 0 {
                     let sp = libc::sched_param { sched_priority: priority };
                     // SAFETY: sets this thread's policy (pid 0 = the calling thread).
@@ -135,6 +172,7 @@ impl Workload for Timer {
                     "SCHED_OTHER".to_string()
                 };
                 let mut lat = Vec::with_capacity(wakeups);
+                let (mut overruns, mut early, mut earliest) = (0u64, 0u64, 0i128);
                 let mut next = now_ns() + interval;
                 for _ in 0..wakeups {
                     if ctx.stopped() {
@@ -163,15 +201,21 @@ impl Workload for Timer {
                         }
                     }
                     let late = now_ns() - next;
+                    if late < 0 {
+                        early += 1;
+                        earliest = earliest.min(late);
+                    }
                     lat.push(late.max(0) as f64 / 1e3);
                     next += interval;
-                    // A wake-up later than a whole period: skip the missed deadlines (as cyclictest).
+                    // A wake-up later than a whole period: skip the missed deadlines (as
+                    // cyclictest), each one counted.
                     let now = now_ns();
                     while next <= now {
                         next += interval;
+                        overruns += 1;
                     }
                 }
-                Ok((lat, policy))
+                Ok((lat, policy, overruns, early, earliest))
             })
             .join()
             .map_err(|_| "the timer thread panicked".to_string())?
@@ -179,11 +223,32 @@ impl Workload for Timer {
         let mut sorted = lat.clone();
         sorted.sort_by(f64::total_cmp);
         let st = stats(&sorted);
-        let samples = METRICS.iter().zip(st).map(|(m, v)| sample(m.name, v, "us")).collect();
+        let n = sorted.len();
+        let mut samples: Vec<_> = METRICS
+            .iter()
+            .zip(st)
+            .filter(|(m, _)| match m.name {
+                "timer_p99" => supports(n, 0.99),
+                "timer_p999" => supports(n, 0.999),
+                _ => true,
+            })
+            .map(|(m, v)| sample(m.name, v, "us"))
+            .collect();
+        let left_out: Vec<&str> = [("timer_p99", 0.99), ("timer_p999", 0.999)]
+            .iter()
+            .filter(|(_, q)| !supports(n, *q))
+            .map(|(m, _)| *m)
+            .collect();
+        samples.push(sample("timer_overruns", overruns as f64, "periods"));
+        samples.push(sample("timer_early", early as f64, "wake-ups"));
         Ok(Output {
             samples,
             extra: json!({
                 "wakeups": lat.len(),
+                "overruns": overruns,
+                "early": early,
+                "earliest_us": earliest as f64 / 1e3,
+                "percentiles_left_out": left_out,
                 "interval_us": interval / 1000,
                 "policy": policy,
                 "histogram_us": histogram(&lat),
@@ -203,8 +268,10 @@ mod tests {
         let [min, mean, p50, p99, p999, max] = stats(&v);
         assert_eq!((min, p50, p99, p999, max), (1.0, 501.0, 990.0, 999.0, 1000.0));
         assert!((mean - 500.5).abs() < 1e-9);
-        let h = histogram(&[0.2, 0.7, 3.5, 20_000.0]);
-        assert_eq!(h, vec![(0, 2), (3, 1), (HIST_MAX_US as u64, 1)]);
+        let h = histogram(&[0.2, 0.7, 3.5, 15_000.0, 20_000.0, 100_000.0]);
+        assert_eq!(h, vec![(0, 2), (3, 1), (10_000, 1), (20_000, 1), (80_000, 1)], "log-spaced above 10 ms");
+        // p99.9 of 2000 wake-ups is the third-largest: not reported; of 10 000, it is.
+        assert!(!supports(2000, 0.999) && supports(10_000, 0.999) && supports(1000, 0.99));
     }
 
     #[test]
@@ -216,11 +283,18 @@ mod tests {
         let o = Timer.run(&Params(&p), &RunCtx::detached()).unwrap();
         let took = t0.elapsed().as_secs_f64();
         assert_eq!(o.extra["wakeups"], 200);
+        assert_eq!(o.extra["early"], 0, "a sound clock never wakes a TIMER_ABSTIME sleep early");
+        let names: Vec<&str> = o.samples.iter().map(|s| s.metric.as_str()).collect();
+        assert!(
+            !names.contains(&"timer_p99") && !names.contains(&"timer_p999"),
+            "200 samples support neither: {names:?}"
+        );
+        assert!(names.contains(&"timer_overruns") && names.contains(&"timer_early"));
         // 200 deadlines 1 ms apart: about 200 ms, never much less (it sleeps to each one).
         assert!((0.19..2.0).contains(&took), "{took} s");
         let get = |n: &str| o.samples.iter().find(|s| s.metric == n).unwrap().value;
         assert!(get("timer_min") >= 0.0 && get("timer_min") <= get("timer_p50"));
-        assert!(get("timer_p99") <= get("timer_max"));
+        assert!(get("timer_p50") <= get("timer_max"));
         let counted: u64 =
             o.extra["histogram_us"].as_array().unwrap().iter().map(|b| b[1].as_u64().unwrap()).sum();
         assert_eq!(counted, 200);
