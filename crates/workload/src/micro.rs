@@ -450,6 +450,8 @@ where
 {
     std::thread::scope(|s| {
         let other = s.spawn(move || -> Result<(), String> {
+            // The partner's CPU is the run's too (guest_cpu_time).
+            let _cpu = ctx.thread_cpu();
             for _ in 0..n {
                 pong()?;
             }
@@ -736,6 +738,20 @@ pub static SIGNAL: Micro = Micro {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_partner_threads_cpu_counts_in_the_runs() {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let total = crate::ThreadCpuTotal::default();
+        let ctx = RunCtx::with_hooks(&stop, &|| {}, &|| {}, None, &total);
+        let raw: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(serde_json::json!({"iterations": 20000})).unwrap();
+        let p = crate::params::revalidate(CTXSWITCH.params(), &raw).unwrap();
+        CTXSWITCH.run(&Params(&p), &ctx).unwrap();
+        let ns = total.user_ns.load(std::sync::atomic::Ordering::Relaxed)
+            + total.system_ns.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(ns > 0, "the partner thread's CPU was not counted");
+    }
     use std::collections::BTreeMap;
 
     fn run(w: &Micro, params: serde_json::Value) -> Result<(f64, Value), String> {
