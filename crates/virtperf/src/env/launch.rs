@@ -159,6 +159,12 @@ pub trait Environment: Sync {
     fn is_baseline(&self) -> bool {
         false
     }
+    /// True when the environment sees only the files its image carries (a guest booted from
+    /// virtperf's initramfs): the programs a workload runs (a tool's binary) must be put in it,
+    /// through the `extra` parameter. Every other kind sees the host's binaries.
+    fn carries_programs(&self) -> bool {
+        false
+    }
     /// True when the agent's files are the host's own, so that a workload may write a directory
     /// of the host (`dir=`); every other kind writes on its own scratch disk.
     fn on_host_fs(&self) -> bool {

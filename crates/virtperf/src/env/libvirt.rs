@@ -494,6 +494,9 @@ fn qemu_pid(name: &str) -> Option<u32> {
 }
 
 impl Environment for Libvirt {
+    fn carries_programs(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         "libvirt"
     }

@@ -36,7 +36,7 @@ fn guest_programs(envs: &mut [EnvDef], cases: &[Case]) {
     if progs.is_empty() {
         return;
     }
-    for e in envs.iter_mut().filter(|e| e.kind == "qemu" || e.kind == "libvirt") {
+    for e in envs.iter_mut().filter(|e| crate::env::find(&e.kind).is_some_and(|k| k.carries_programs())) {
         let mut all: Vec<String> = e.params.get("extra").and_then(Value::as_str).map_or(Vec::new(), |x| {
             x.split(['+', ' ', ',']).filter(|s| !s.is_empty()).map(String::from).collect()
         });

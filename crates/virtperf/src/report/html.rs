@@ -273,9 +273,7 @@ pub fn cpu_percent(series: &[(String, f64, i64)]) -> Vec<(String, Vec<(f64, f64)
         .collect()
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+use super::svg::esc;
 
 fn slug(s: &str) -> String {
     let mut out: String =
@@ -362,8 +360,9 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
         r.environments.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
     let color = |env: &str| colors.get(env).copied().unwrap_or(0);
     let mut body = header(r);
-    body += &answer(r, &mut figs, &color);
-    body += &family_sections(r, &mut figs, &color);
+    let costs = cost_rows(r);
+    body += &answer(r, &costs, &mut figs, &color);
+    body += &family_sections(&costs, &mut figs, &color);
     body += &by_host(r);
     body += &workloads(store, run_id, r, &mut figs, &color)?;
     body += &network(store, run_id, r, &mut figs, &color)?;
@@ -421,12 +420,11 @@ fn header(r: &Report) -> String {
 /// The answer first: per environment, in sentences, what it costs per family (with the
 /// interval), its worst and best case, what failed or was limited by something other than it;
 /// then the overview figure of the same numbers.
-fn answer(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
     let mut out = String::from("<h2 id=\"answer\">The answer: what each environment costs</h2>\n");
-    let rows = cost_rows(r);
     let others: Vec<String> =
         r.environments.iter().map(|e| e.name.clone()).filter(|e| !r.is_baseline(e)).collect();
-    let fam = family_costs(&rows, &others);
+    let fam = family_costs(rows, &others);
     if let Some(b) = &r.natural_baseline {
         let _ = writeln!(
             out,
@@ -585,10 +583,9 @@ fn short(s: &str, n: usize) -> String {
 
 /// One figure per family with more than one workload row: each workload's headline cost per
 /// environment (a family of one row is the overview's row already).
-fn family_sections(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
-    let rows = cost_rows(r);
+fn family_sections(rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
     let mut by: BTreeMap<Family, Vec<&CostRow>> = BTreeMap::new();
-    for x in &rows {
+    for x in rows {
         by.entry(x.family).or_default().push(x);
     }
     let mut inner = String::new();

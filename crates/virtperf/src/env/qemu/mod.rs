@@ -253,6 +253,9 @@ pub fn vcpu_index(comm: &str) -> Option<usize> {
 }
 
 impl Environment for Qemu {
+    fn carries_programs(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         "qemu"
     }
