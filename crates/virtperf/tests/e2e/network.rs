@@ -209,6 +209,11 @@ pub(crate) fn instances_share_the_link_and_are_measured_each() -> Outcome {
                 // pass the wire: at most the ceiling + 0.5 % (interpolation between samples), and it
                 // fills most of it.
                 let top = 0.9415 * 1.005;
+                println!(
+                    "    {} N={n}: {agg:.4} Gbit/s together ({:+.2} % of the ceiling)",
+                    t["environment"].as_str().unwrap_or("?"),
+                    (agg / 0.9415 - 1.0) * 100.0
+                );
                 assert!(
                     (0.9415 * 0.8..=top).contains(&agg),
                     "{n} instances together: {agg} Gbit/s (ceiling 0.9415, at most {top:.4})"

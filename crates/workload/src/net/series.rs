@@ -128,6 +128,18 @@ impl Window {
         if end <= start {
             return None;
         }
+        // A flow's rate changes when another starts or stops; a count interpolated across such a
+        // change puts bytes of the faster part inside the window (a flow alone at the full rate
+        // until `start` looks as if it kept part of that rate after it). So the window's edges move
+        // inward to instants where every flow's bracketing samples lie inside [start, end]: the
+        // latest of each flow's first sample at or after `start`, the earliest of each flow's last
+        // sample at or before `end` (when the flows are too short for that, the plain span).
+        let inner_start = flows.iter().filter_map(|s| s.iter().map(|p| p[0]).find(|&t| t >= start)).max();
+        let inner_end = flows.iter().filter_map(|s| s.iter().rev().map(|p| p[0]).find(|&t| t <= end)).min();
+        let (start, end) = match (inner_start, inner_end) {
+            (Some(a), Some(b)) if b > a => (a, b),
+            _ => (start, end),
+        };
         Some(Window {
             start_ns: start,
             end_ns: end,
@@ -179,6 +191,28 @@ mod tests {
         let w = Window::of(&[a, b]).unwrap();
         let sum: f64 = w.rates().iter().sum();
         assert!((sum - 100.0).abs() < 1e-9, "{sum}");
+    }
+
+    #[test]
+    fn a_rate_change_between_samples_stays_outside_the_window() {
+        // A 100-unit/s link. A alone from 0 s, sampled every second; B joins at 5.05 s (sampled at
+        // 6.05, 7.05, …), then each gets 50/s until 10.05 s. Interpolating A at 5.05 s between its
+        // samples at 5 s (500) and 6 s (552.5) gives 502.6 where A had 505: A would seem to carry
+        // 2.4 units more inside the window — the sum would pass the link.
+        let a: Vec<[u64; 2]> = (0..=10)
+            .map(|i: u64| {
+                let t = i as f64;
+                let c = if t <= 5.05 { 100.0 * t } else { 505.0 + 50.0 * (t - 5.05) };
+                [i * 1_000_000_000, (c * 1000.0).round() as u64]
+            })
+            .chain(std::iter::once([10_050_000_000, 755_000]))
+            .collect();
+        let b: Vec<[u64; 2]> =
+            (0..=5).map(|i: u64| [5_050_000_000 + i * 1_000_000_000, i * 50_000]).collect();
+        let w = Window::of(&[a, b]).unwrap();
+        let sum: f64 = w.rates().iter().sum::<f64>() / 1000.0;
+        assert!((sum - 100.0).abs() < 1e-6, "the link's 100/s exactly: {sum} over {w:?}");
+        assert_eq!((w.start_ns, w.end_ns), (6_000_000_000, 10_050_000_000), "{w:?}");
     }
 
     #[test]
