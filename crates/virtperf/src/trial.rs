@@ -687,8 +687,11 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
         }
     }
     let procedure = virtperf_workload::find(&case.kind).is_some_and(|w| w.procedure());
+    let cluster = virtperf_workload::find(&case.kind).is_some_and(|w| w.cluster());
     let mut b = if procedure {
         rfc2544_trial(p, spec, timeout)?
+    } else if cluster {
+        cluster_trial(p, spec, deadline)?
     } else if case.network {
         let direction = case.params.get("direction").and_then(Value::as_str).unwrap_or("out");
         network(p, direction, spec, deadline)?
@@ -993,6 +996,124 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         transfer: bytes.zip(first_started).zip(last_result).map(|((b, w0), w1)| (b, w0, w1)),
         windows,
         instance_samples,
+    })
+}
+
+/// A file system across the instances (`pfs`): a server in each instance (instance 0, started
+/// last, makes the volume over every brick), then one client on the tester writes and reads
+/// through it; the servers stop after the client. A server that dies while the client runs ends
+/// its own run with the reason, which fails the trial (the client's error is joined to it).
+fn cluster_trial(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
+    let n = p.duts.len();
+    let lab = |what: &str| Fail::Failed { reason: what.into(), dut_broken: Vec::new(), tester_broken: false };
+    let addrs: Vec<String> = p
+        .duts
+        .iter()
+        .map(|d| d.addr.clone())
+        .collect::<Option<_>>()
+        .ok_or_else(|| lab("a pfs volume needs the lab, which was not built"))?;
+    let scratch: Vec<String> = p
+        .duts
+        .iter()
+        .map(|d| d.inst.scratch.as_ref().map(|s| s.dir.clone()))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            lab("each pfs server keeps its brick on its instance's scratch disk, and one has none")
+        })?;
+    let tester_addr = p.tester.as_ref().map(|t| t.addr.clone()).ok_or_else(|| Fail::Failed {
+        reason: "the lab's tester (the pfs client) is not running".into(),
+        dut_broken: Vec::new(),
+        tester_broken: true,
+    })?;
+    let bricks: Vec<String> = (0..n)
+        .map(|k| {
+            let home = virtperf_workload::pfs::home(std::path::Path::new(&scratch[k]));
+            format!("{}:{}", addrs[k], home.join("brick").display())
+        })
+        .collect();
+    let role = |side: Side, bind: &str, peer: &str| NetRole {
+        side,
+        bind: bind.to_string(),
+        peer: peer.to_string(),
+        port: virtperf_workload::pfs::PORT,
+        flow: 1,
+        instrument: side == Side::Client,
+    };
+    // Instance 0 last: it probes the others, which must listen by then.
+    let mut servers = Vec::new();
+    for k in (0..n).rev() {
+        let mut params = spec.params.clone();
+        if k == 0 {
+            params.insert("bricks".into(), json!(bricks.join(",")));
+        }
+        let s = WorkloadSpec {
+            params,
+            net: Some(role(Side::Server, &addrs[k], &tester_addr)),
+            scratch: Some(scratch[k].clone()),
+            ..spec.clone()
+        };
+        let (tag, _) = p.send(Who::Dut(k), s)?;
+        let what = if k == 0 { "the pfs server of instance 0 (making the volume)" } else { "a pfs server" };
+        p.wait_started(Who::Dut(k), tag, deadline, what)?;
+        servers.push((k, tag));
+    }
+    let c = WorkloadSpec {
+        net: Some(role(Side::Client, &tester_addr, &addrs[0])),
+        scratch: None,
+        ..spec.clone()
+    };
+    let (ctag, csent) = p.send(Who::Tester, c)?;
+    let client = p
+        .wait_started(Who::Tester, ctag, deadline, "the pfs client")
+        .and_then(|_| p.wait_result(Who::Tester, ctag, deadline, "the pfs client"));
+    // Stop the servers whatever the client did; a server's own failure is the better reason.
+    let mut server_out = Vec::new();
+    let mut server_err = None;
+    for &(k, tag) in servers.iter().rev() {
+        let never = AtomicBool::new(false);
+        let who = Who::Dut(k);
+        if let Err(e) = p.inst(who)?.conn.call(Request::Stop { target: tag }, Duration::from_secs(5), &never)
+        {
+            server_err.get_or_insert(fail(who, "stopping a pfs server", e));
+            continue;
+        }
+        match p.wait_result(who, tag, Instant::now() + Duration::from_secs(20), "a pfs server") {
+            Ok(r) => server_out.push((k, r.guest_cpu_ns, r.out.extra)),
+            Err(e) => {
+                server_err.get_or_insert(e);
+            }
+        }
+    }
+    let c = match (client, server_err) {
+        (Ok(c), None) => c,
+        (Err(Fail::Interrupted), _) | (_, Some(Fail::Interrupted)) => return Err(Fail::Interrupted),
+        (Ok(_), Some(e)) => return Err(e),
+        (
+            Err(Fail::Failed { reason: cr, tester_broken, .. }),
+            Some(Fail::Failed { reason, dut_broken, .. }),
+        ) => return Err(Fail::Failed { reason: format!("{reason}; {cr}"), dut_broken, tester_broken }),
+        (Err(e), None) => return Err(e),
+    };
+    let host_ns = c.at.duration_since(csent).as_nanos() as u64;
+    let guest_cpu_ns = server_out.iter().map(|s| s.1).sum();
+    server_out.sort_by_key(|s| s.0);
+    let volume = server_out.iter().find_map(|s| s.2.get("volume").filter(|v| !v.is_null()).cloned());
+    let mut windows = Vec::new();
+    windows.extend(c.window_ns.map(|w| (Who::Tester, w)));
+    Ok(Body {
+        host_ns,
+        guest_ns: c.guest_ns,
+        guest_cpu_ns,
+        samples: c.out.samples,
+        extra: Some(json!({
+            "client": c.out.extra,
+            "volume": volume,
+            "servers": server_out.iter().map(|s| s.2.clone()).collect::<Vec<_>>(),
+        })),
+        rtt: None,
+        transfer: None,
+        windows,
+        instance_samples: Vec::new(),
     })
 }
 

@@ -424,7 +424,10 @@ impl Workload for Disk {
 /// contains it).
 fn statfs_type(dir: &Path) -> String {
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // The calling thread's mounts (a thread may have a mount namespace of its own: pfs's client).
+    let info = std::fs::read_to_string("/proc/thread-self/mountinfo")
+        .or_else(|_| std::fs::read_to_string("/proc/self/mountinfo"))
+        .unwrap_or_default();
     let mut best = (0usize, String::from("unknown"));
     for l in info.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();

@@ -14,6 +14,7 @@ pub mod load;
 pub mod micro;
 pub mod net;
 pub mod params;
+pub mod pfs;
 pub mod rfc2544;
 pub mod timer;
 pub mod tools;
@@ -271,6 +272,13 @@ pub trait Workload: Sync {
     fn merge(&self, server: &Output, client: &Output) -> Vec<Sample> {
         server.samples.iter().chain(&client.samples).cloned().collect()
     }
+    /// True for a workload whose servers run in every instance of the environment and whose one
+    /// client runs on the lab's tester against all of them (`pfs`: a file system across the N
+    /// instances); the orchestrator starts the servers, gives instance 0 the others' addresses,
+    /// runs the client, then stops the servers.
+    fn cluster(&self) -> bool {
+        false
+    }
     /// True for a procedure the orchestrator drives as many steps of another workload (RFC 2544:
     /// steps of `frames`); the agent never runs it itself.
     fn procedure(&self) -> bool {
@@ -449,6 +457,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &compute::Sleep,
     &compute::Noop,
     &disk::Disk,
+    &pfs::Pfs,
     &net::TcpStream,
     &net::UdpStream,
     &net::TcpRr,

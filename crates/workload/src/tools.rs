@@ -39,6 +39,8 @@ fn package_of(prog: &str) -> &str {
         "iperf3" => "iperf3",
         "fio" => "fio",
         "sysbench" => "sysbench",
+        "glusterd" | "gluster" | "glusterfsd" => "glusterfs-server",
+        "glusterfs" => "glusterfs-client",
         other => other,
     }
 }

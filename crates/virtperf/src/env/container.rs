@@ -54,7 +54,108 @@ const PARAMS: &[ParamSpec] = &[
         default: Some("bind"),
         help: "the scratch disk at /scratch: bind (a host directory, bind-mounted) or overlay (overlayfs, as a Docker container's root layer: its upper layer in a host directory)",
     },
+    ParamSpec {
+        name: "capabilities",
+        kind: ParamKind::Text,
+        default: None,
+        help: "capabilities the container's processes keep, separated by commas (or `+` on the command line); `docker` stands for Docker's default set (pfs servers: \"docker,SYS_ADMIN\", as `docker run --cap-add SYS_ADMIN`); none by default",
+    },
 ];
+
+/// The capabilities a container may be given (capabilities(7)), without the `CAP_` prefix.
+const CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// Docker's default set (`capabilities = "docker"`), as moby's oci/caps/defaults.go lists it.
+const DOCKER_DEFAULT: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// The `capabilities` parameter as OCI names (`CAP_SYS_ADMIN`), or what is wrong with it. The word
+/// `docker` stands for Docker's default set (`docker,SYS_ADMIN`: `docker run --cap-add SYS_ADMIN`).
+pub fn capabilities_of(params: &BTreeMap<String, Value>) -> Result<Vec<String>, String> {
+    let Some(text) = params.get("capabilities").and_then(Value::as_str) else { return Ok(Vec::new()) };
+    let words: Vec<String> = text
+        .split([',', '+', ' '])
+        .map(|c| c.trim().to_ascii_uppercase())
+        .flat_map(|c| {
+            if c == "DOCKER" {
+                DOCKER_DEFAULT.iter().map(|d| d.to_string()).collect()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for c in words.into_iter().filter(|c| !c.is_empty()).map(|c| {
+            let bare = c.strip_prefix("CAP_").unwrap_or(&c).to_string();
+            if CAPABILITIES.contains(&bare.as_str()) {
+                Ok(format!("CAP_{bare}"))
+            } else {
+                Err(format!("`{c}` is not a Linux capability (capabilities(7)) nor `docker` (Docker's default set); e.g. capabilities = \"docker,SYS_ADMIN\""))
+            }
+        }) {
+        let c = c?;
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
 
 /// Host paths bind-mounted read-only into the container.
 const BINDS: &[&str] = &["/usr", "/etc", "/opt"];
@@ -197,6 +298,7 @@ pub fn oci_config(
         Some(p) => Some(json!({"type": "network", "path": p})),
         None => Some(json!({"type": "network"})),
     };
+    let caps = capabilities_of(params).unwrap_or_default();
     let namespaces: Vec<Value> = [
         Some(json!({"type": "pid"})),
         net,
@@ -215,7 +317,8 @@ pub fn oci_config(
             "args": [AGENT_PATH, "agent"],
             "env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "VIRTPERF_ENV=container"],
             "cwd": "/tmp",
-            "noNewPrivileges": true
+            "noNewPrivileges": true,
+            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps}
         },
         "root": {"path": "rootfs", "readonly": true},
         "hostname": "virtperf",
@@ -255,9 +358,12 @@ fn write_bundle(
     for b in BINDS {
         std::fs::create_dir_all(rootfs.join(b.trim_start_matches('/')))?;
     }
-    for d in ["proc", "dev", "tmp"] {
+    // /run, /var/log and /var/lib as on any Linux root: mount points for a process that makes a mount
+    // namespace of its own (pfs servers put tmpfs and logs there); empty and read-only otherwise.
+    for d in ["proc", "dev", "tmp", "run", "var/log", "var/lib"] {
         std::fs::create_dir_all(rootfs.join(d))?;
     }
+    std::os::unix::fs::symlink("/run", rootfs.join("var/run"))?;
     if let Some(d) = scratch {
         std::fs::create_dir_all(rootfs.join(scratch::GUEST_DIR.trim_start_matches('/')))?;
         if params.get("disk").and_then(Value::as_str) == Some("overlay") && runtime != "runsc" {
@@ -281,6 +387,7 @@ impl Environment for Container {
         PARAMS
     }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
+        capabilities_of(params).map_err(|m| ParamError::new("capabilities", m))?;
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
             crate::host::check_cpuset(s).map_err(|e| ParamError::new("cpuset", e))?;
         }

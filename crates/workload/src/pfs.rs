@@ -1,0 +1,713 @@
+//! `pfs`: seed 001's parallel file system — servers in the N instances of an environment, each
+//! with a brick on its scratch disk, one volume across them, and a client on the lab's tester that
+//! writes and reads one file through it sequentially (as `disk` does, file and record sizes alike).
+//! Seed 001 ran PVFS2; Debian does not package it (nor OrangeFS), so this is GlusterFS (Debian's
+//! glusterfs-server): a distributed volume whose files are cut into shards spread over the bricks
+//! (`shard`, PVFS2's striping), a replicated one, or a dispersed (erasure-coded) one.
+//!
+//! The agent runs both sides. A **server** (`NetRole::side = Server`, one per instance) starts
+//! `glusterd` bound to its lab address, with its state, logs and brick under `SCRATCH/pfs`, in a
+//! mount namespace of its own (a tmpfs on /run for the sockets glusterd puts there whatever its
+//! options say, its logs bound on /var/log): nothing of it is seen outside, and every process in
+//! that namespace — glusterd, the brick daemons it forks — is stopped with it. The server of
+//! instance 0 is given the bricks (`bricks`, set by the orchestrator) and makes the volume: peer
+//! probes, `volume create … force`, the shard options, `volume start`. A server whose glusterd or
+//! brick dies ends its run with the log's tail, which fails the trial. The **client** (the tester)
+//! mounts the volume with the FUSE client in a mount namespace of its own thread (a tmpfs on /tmp
+//! holds the mount point), runs `disk`'s write and read phases on it — fsync in the write's time,
+//! the client's cached pages dropped before the read — and unmounts. The FUSE client is killed with
+//! the thread that started it (`PR_SET_PDEATHSIG`); a server left by a killed run is found by the
+//! namespace recorded in its directory ([`sweep`]).
+//!
+//! Written by hand around the stock daemons, not with a cluster manager: what is measured is the
+//! file system's data path through each isolation layer, and the set-up must fit inside a trial.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
+use crate::tools::find_program;
+use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use virtperf_proto::Side;
+
+pub struct Pfs;
+
+/// The volume's name (one volume per trial; the servers start afresh each trial).
+pub const VOLUME: &str = "virtperf";
+/// glusterd's management port.
+pub const PORT: u16 = 24007;
+/// How long a server or the client may take to come up.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The FUSE file system's magic (statfs f_type).
+const FUSE_MAGIC: i64 = 0x6573_5546;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "volume",
+        kind: ParamKind::Choice(&["distribute", "replicate", "disperse"]),
+        default: Some("distribute"),
+        help: "the volume across the N servers: distribute (files, or their shards, spread over the bricks), replicate (every brick holds everything), disperse (erasure-coded over N ≥ 3, one brick's worth of redundancy)",
+    },
+    ParamSpec {
+        name: "shard",
+        kind: ParamKind::Size { min: 0, max: 1 << 30 },
+        default: Some("4MiB"),
+        help: "cut each file into shards of this size spread over the bricks (PVFS2's striping; GlusterFS's features.shard, 4 MiB at least); 0: whole files",
+    },
+    ParamSpec {
+        name: "file_size",
+        kind: ParamKind::Size { min: 1 << 20, max: 1 << 40 },
+        default: Some("256MiB"),
+        help: "size of the file written and read through the client (iozone -s)",
+    },
+    ParamSpec {
+        name: "record_size",
+        kind: ParamKind::Size { min: 4096, max: 64 << 20 },
+        default: Some("1MiB"),
+        help: "bytes per write or read call (iozone -r)",
+    },
+    ParamSpec {
+        name: "bricks",
+        kind: ParamKind::Text,
+        default: None,
+        help: "set by virtperf, not by hand: the bricks ADDRESS:PATH,… given to instance 0's server, which makes the volume",
+    },
+];
+
+const METRICS: &[MetricSpec] = &[
+    MetricSpec {
+        name: "pfs_write",
+        unit: "MB/s",
+        better: Better::Higher,
+        help: "sequential write through the client, fsync included",
+    },
+    MetricSpec {
+        name: "pfs_read",
+        unit: "MB/s",
+        better: Better::Higher,
+        help: "sequential read through the client, its cached pages dropped first",
+    },
+];
+
+impl Workload for Pfs {
+    fn kind(&self) -> &'static str {
+        "pfs"
+    }
+    fn summary(&self) -> &'static str {
+        "seed 001's parallel file system: GlusterFS servers in the N instances (bricks on their scratch disks), a client on the tester writing and reading one file"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        METRICS
+    }
+    fn family(&self) -> crate::Family {
+        crate::Family::Disk
+    }
+    fn headline_metrics(&self) -> usize {
+        2
+    }
+    fn programs(&self, _p: &Params) -> Vec<String> {
+        // glusterd forks the brick daemons from the same binary (glusterfsd); gluster is its CLI.
+        vec!["glusterd".into(), "glusterfsd".into(), "gluster".into()]
+    }
+    fn announces_ready(&self) -> bool {
+        true
+    }
+    fn marks_timed_region(&self) -> bool {
+        true
+    }
+    fn needs_peer(&self) -> bool {
+        true
+    }
+    fn needs_scratch(&self) -> bool {
+        true
+    }
+    fn cluster(&self) -> bool {
+        true
+    }
+    fn aggregation(&self, _metric: &str, _p: &Params) -> crate::Aggregation {
+        // One client measures the whole volume: its figure is the trial's.
+        crate::Aggregation::Max
+    }
+    fn check(&self, p: &Params) -> Result<(), ParamError> {
+        for prog in ["glusterd", "gluster", "glusterfs"] {
+            find_program(prog).map_err(|m| ParamError::new("kind", m))?;
+        }
+        let shard = p.u64("shard").map_err(|m| ParamError::new("shard", m))?;
+        if shard != 0 && shard < 4 << 20 {
+            return Err(ParamError::new(
+                "shard",
+                format!("GlusterFS shards are 4 MiB at least (got {shard} bytes): give 4MiB or more, or 0 for whole files"),
+            ));
+        }
+        Ok(())
+    }
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        let role = ctx.net()?.clone();
+        match role.side {
+            Side::Server => serve(p, ctx, &role.bind),
+            Side::Client => client(p, ctx, &role.peer),
+        }
+    }
+}
+
+/// The volume's shape for `gluster volume create`, given its N bricks.
+pub fn shape(volume: &str, n: usize) -> Result<Vec<String>, String> {
+    match (volume, n) {
+        ("distribute", _) => Ok(Vec::new()),
+        ("replicate", 2..) => Ok(vec!["replica".into(), n.to_string()]),
+        ("disperse", 3..) => Ok(vec!["disperse".into(), n.to_string(), "redundancy".into(), "1".into()]),
+        ("replicate", _) => Err("a replicated volume needs 2 servers at least: instances = 2 or more".into()),
+        ("disperse", _) => Err("a dispersed volume needs 3 servers at least: instances = 3 or more".into()),
+        (other, _) => Err(format!("unknown volume type `{other}`")),
+    }
+}
+
+// ---- the server ------------------------------------------------------------------------------
+
+/// A server's directory below the scratch disk.
+pub fn home(scratch: &Path) -> PathBuf {
+    scratch.join("pfs")
+}
+
+fn serve(p: &Params, ctx: &RunCtx, bind: &str) -> Result<Output, String> {
+    let scratch = ctx.scratch().ok_or(
+        "a pfs server keeps its brick on the environment's scratch disk, and this one has none (qemu: disk = virtio-blk; uml: disk = ubd)",
+    )?;
+    let home = home(Path::new(scratch));
+    let glusterd = find_program("glusterd")?;
+    let gluster = find_program("gluster")?;
+    // Its own thread: the mount namespace made for glusterd is this thread's.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut server = Server::start(&home, &glusterd, bind)?;
+            let made = match p.0.get("bricks").and_then(Value::as_str).filter(|b| !b.is_empty()) {
+                Some(bricks) => Some(server.make_volume(&gluster, p, bricks)?),
+                None => None,
+            };
+            ctx.ready();
+            while !ctx.stopped() {
+                server.alive()?;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok(Output {
+                samples: Vec::new(),
+                extra: json!({"bind": bind, "home": home, "volume": made, "version": version(&glusterd)}),
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the pfs server's thread panicked".into()))
+    })
+}
+
+struct Server {
+    home: PathBuf,
+    glusterd: Child,
+    /// The mount namespace glusterd and its bricks live in (its inode).
+    mntns: Option<u64>,
+}
+
+impl Server {
+    fn start(home: &Path, glusterd: &str, bind: &str) -> Result<Server, String> {
+        sweep(home);
+        let _ = std::fs::remove_dir_all(home);
+        for d in ["lib", "run", "log", "brick"] {
+            std::fs::create_dir_all(home.join(d))
+                .map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+        }
+        if let Some(missing) = missing_capabilities() {
+            return Err(format!(
+                "a pfs server needs {missing}, which this environment's processes lack (GlusterFS keeps trusted.* extended attributes on its brick, in directories only root's DAC_OVERRIDE enters, and the server gets a mount namespace of its own); a container gets them with capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN)"
+            ));
+        }
+        let vol = home.join("glusterd.vol");
+        std::fs::write(&vol, volfile(home, bind))
+            .map_err(|e| format!("cannot write {}: {e}", vol.display()))?;
+        private_mounts(&home.join("log"))?;
+        let mntns = own_mntns();
+        if let Some(ino) = mntns {
+            std::fs::write(home.join("mntns"), ino.to_string())
+                .map_err(|e| format!("cannot record the namespace: {e}"))?;
+        }
+        let log = home.join("log").join("glusterd.log");
+        let mut cmd = Command::new(glusterd);
+        cmd.arg("-N")
+            .arg("-f")
+            .arg(&vol)
+            .arg("-l")
+            .arg(&log)
+            .arg("-p")
+            .arg(home.join("run").join("glusterd.pid"));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().map_err(|e| format!("cannot start {glusterd}: {e}"))?;
+        let mut server = Server { home: home.to_path_buf(), glusterd: child, mntns };
+        let t0 = Instant::now();
+        loop {
+            server.alive()?;
+            let addr = format!("{bind}:{PORT}");
+            if let Ok(a) = addr.parse::<std::net::SocketAddr>() {
+                if std::net::TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok() {
+                    return Ok(server);
+                }
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                return Err(format!(
+                    "glusterd did not listen on {addr} within {} s; its log ends: {}",
+                    START_TIMEOUT.as_secs(),
+                    tail(&log)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Err when glusterd, or a brick daemon it started, is gone.
+    fn alive(&mut self) -> Result<(), String> {
+        if let Ok(Some(st)) = self.glusterd.try_wait() {
+            return Err(format!(
+                "glusterd exited ({st}); its log ends: {}",
+                tail(&self.home.join("log").join("glusterd.log"))
+            ));
+        }
+        for (pidfile, pid) in brick_pids(&self.home) {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(format!(
+                    "a brick daemon (pid {pid}, {}) died; its log ends: {}",
+                    pidfile.display(),
+                    tail(&brick_log(&self.home))
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn cli(&self, gluster: &str, args: &[&str]) -> Result<String, String> {
+        let sock = "/run/gluster/glusterd.socket";
+        let out = Command::new(gluster)
+            .arg(format!("--glusterd-sock={sock}"))
+            .arg("--mode=script")
+            .arg("--timeout=30")
+            .arg(format!("--log-file={}", self.home.join("log").join("cli.log").display()))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {gluster}: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string()
+            + String::from_utf8_lossy(&out.stderr).trim();
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(format!(
+                "gluster {}: {text}; glusterd's log ends: {}; a brick's: {}",
+                args.join(" "),
+                tail(&self.home.join("log").join("glusterd.log")),
+                tail(&brick_log(&self.home))
+            ))
+        }
+    }
+
+    /// Instance 0 makes the volume over `bricks` (ADDRESS:PATH,…, its own first).
+    fn make_volume(&mut self, gluster: &str, p: &Params, bricks: &str) -> Result<Value, String> {
+        let list: Vec<&str> = bricks.split(',').filter(|b| !b.is_empty()).collect();
+        let me = list.first().and_then(|b| b.split(':').next()).unwrap_or_default();
+        let peers: Vec<&str> = list.iter().filter_map(|b| b.split(':').next()).filter(|a| *a != me).collect();
+        for peer in &peers {
+            self.cli(gluster, &["peer", "probe", peer])?;
+        }
+        // Probed peers turn "Peer in Cluster (Connected)" a moment after the probe returns.
+        let t0 = Instant::now();
+        loop {
+            self.alive()?;
+            let status = self.cli(gluster, &["peer", "status"])?;
+            if status.matches("Peer in Cluster (Connected)").count() >= peers.len() {
+                break;
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                return Err(format!("the servers did not all join the pool: {status}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let volume = p.str("volume")?;
+        let mut create: Vec<String> = vec!["volume".into(), "create".into(), VOLUME.into()];
+        create.extend(shape(volume, list.len())?);
+        create.extend(["transport".into(), "tcp".into()]);
+        create.extend(list.iter().map(|b| b.to_string()));
+        create.push("force".into());
+        let args: Vec<&str> = create.iter().map(String::as_str).collect();
+        self.cli(gluster, &args)?;
+        let shard = p.u64("shard")?;
+        let mut options = vec![("network.ping-timeout", "5".to_string())];
+        if shard > 0 {
+            options.push(("features.shard", "on".into()));
+            options.push(("features.shard-block-size", format!("{}MB", shard >> 20)));
+        }
+        for (k, v) in &options {
+            self.cli(gluster, &["volume", "set", VOLUME, k, v])?;
+        }
+        self.cli(gluster, &["volume", "start", VOLUME])?;
+        // Every brick online before the client mounts.
+        let t0 = Instant::now();
+        loop {
+            self.alive()?;
+            let st = self.cli(gluster, &["volume", "status", VOLUME, "detail"])?;
+            let online =
+                st.lines().filter(|l| l.starts_with("Online") && l.trim_end().ends_with('Y')).count();
+            if online >= list.len() {
+                break;
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                return Err(format!("the volume's bricks did not all come online: {st}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(json!({
+            "name": VOLUME, "type": volume, "bricks": list, "shard_bytes": shard,
+            "options": options.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        }))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.glusterd.kill();
+        let _ = self.glusterd.wait();
+        if let Some(ino) = self.mntns {
+            kill_namespace(ino);
+        }
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+fn volfile(home: &Path, bind: &str) -> String {
+    // The keepalive options are not optional: without them glusterd 10 cannot connect to a peer
+    // ("connect returned -2" in its log). The CLI socket is in the namespace's own /run.
+    format!(
+        "volume management\n    type mgmt/glusterd\n    option working-directory {lib}\n    option run-directory {run}\n    option glusterd-sockfile /run/gluster/glusterd.socket\n    option transport-type socket\n    option transport.socket.keepalive-time 10\n    option transport.socket.keepalive-interval 2\n    option transport.socket.read-fail-log off\n    option transport.socket.bind-address {bind}\n    option transport.socket.listen-port {PORT}\n    option ping-timeout 0\n    option event-threads 1\n    option max-port 60999\nend-volume\n",
+        lib = home.join("lib").display(),
+        run = home.join("run").display(),
+    )
+}
+
+fn brick_pids(home: &Path) -> Vec<(PathBuf, u32)> {
+    let dir = home.join("run").join("vols").join(VOLUME);
+    let Ok(rd) = std::fs::read_dir(&dir) else { return Vec::new() };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+        .filter_map(|p| {
+            let pid = std::fs::read_to_string(&p).ok()?.trim().parse().ok()?;
+            Some((p, pid))
+        })
+        .collect()
+}
+
+fn brick_log(home: &Path) -> PathBuf {
+    let dir = home.join("log").join("glusterfs").join("bricks");
+    std::fs::read_dir(&dir).ok().and_then(|rd| rd.flatten().map(|e| e.path()).next()).unwrap_or(dir)
+}
+
+fn version(glusterd: &str) -> String {
+    Command::new(glusterd)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The last lines of a log, for a refusal.
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("({}: {e})", path.display()));
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" E ") || l.contains(" C ")).collect();
+    let pick: Vec<&str> = if lines.is_empty() { text.lines().collect() } else { lines };
+    pick[pick.len().saturating_sub(6)..].join(" | ")
+}
+
+// ---- namespaces ------------------------------------------------------------------------------
+
+/// Gives the calling thread a mount namespace of its own (CLONE_NEWNS implies CLONE_FS, which a
+/// thread may unshare alone), with nothing propagating back, a tmpfs on /run (glusterd's
+/// sockets) and `log` bound on /var/log (the daemons' logs, kept on the scratch disk).
+fn private_mounts(log: &Path) -> Result<(), String> {
+    let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
+    let (root, run, varlog, tmpfs) = (c("/")?, c("/run")?, c("/var/log")?, c("tmpfs")?);
+    let log_c = c(&log.to_string_lossy())?;
+    let err = |what: &str| {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EPERM) {
+            format!("{what}: {e} — a pfs server needs CAP_SYS_ADMIN (a mount namespace of its own, and the trusted.* extended attributes GlusterFS keeps on its brick); a container gets it with capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN)")
+        } else {
+            format!("{what}: {e}")
+        }
+    };
+    // SAFETY: unshare(2) on the calling thread; no memory is passed.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(err("unshare(CLONE_NEWNS)"));
+    }
+    // SAFETY: mount(2) with valid NUL-terminated strings that outlive the calls.
+    unsafe {
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(err("making / private"));
+        }
+        if libc::mount(
+            tmpfs.as_ptr(),
+            run.as_ptr(),
+            tmpfs.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(err("a tmpfs on /run"));
+        }
+    }
+    std::fs::create_dir_all("/run/gluster").map_err(|e| format!("cannot create /run/gluster: {e}"))?;
+    // glusterd writes below /var/lib/glusterd whatever its working directory (the shared-storage
+    // brick's path): a tmpfs on /var/lib, in this namespace only.
+    let varlib = c("/var/lib")?;
+    // SAFETY: as above.
+    if unsafe {
+        libc::mount(
+            tmpfs.as_ptr(),
+            varlib.as_ptr(),
+            tmpfs.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(err("a tmpfs on /var/lib"));
+    }
+    if !Path::new("/var/log").is_dir() {
+        return Err("there is no /var/log here to hold the daemons' logs".into());
+    }
+    // SAFETY: as above.
+    if unsafe {
+        libc::mount(log_c.as_ptr(), varlog.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+    } != 0
+    {
+        return Err(err("binding the log directory on /var/log"));
+    }
+    Ok(())
+}
+
+/// The capabilities a server needs and this process lacks (CapEff of /proc/self/status), named;
+/// None when it has them all (or the file cannot be read: the server's own errors say more).
+fn missing_capabilities() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let eff = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+    let bits = u64::from_str_radix(eff, 16).ok()?;
+    let missing: Vec<&str> = [(21u32, "CAP_SYS_ADMIN"), (1u32, "CAP_DAC_OVERRIDE")]
+        .into_iter()
+        .filter(|(bit, _)| bits & (1u64 << *bit) == 0)
+        .map(|(_, name)| name)
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(" and "))
+}
+
+/// The calling thread's mount namespace (inode of /proc/thread-self/ns/mnt).
+fn own_mntns() -> Option<u64> {
+    ns_inode(Path::new("/proc/thread-self/ns/mnt"))
+}
+
+fn ns_inode(link: &Path) -> Option<u64> {
+    let target = std::fs::read_link(link).ok()?;
+    let t = target.to_string_lossy();
+    t.strip_prefix("mnt:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// SIGKILLs every process in mount namespace `ino` (glusterd and the brick daemons it forked).
+fn kill_namespace(ino: u64) {
+    let me = std::process::id();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if pid as u32 == me {
+            continue;
+        }
+        if ns_inode(&e.path().join("ns").join("mnt")) == Some(ino) {
+            // SAFETY: kill(2) on a pid read from /proc; a process in our namespace.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Stops what a server left in `home` (a run killed with it): the processes of the mount
+/// namespace it recorded. Called before its directory is removed.
+pub fn sweep(home: &Path) {
+    if let Some(ino) = std::fs::read_to_string(home.join("mntns")).ok().and_then(|s| s.trim().parse().ok()) {
+        // Never our own namespace (a server's file copied elsewhere must not kill the agent's).
+        if own_mntns() != Some(ino) && ns_inode(Path::new("/proc/self/ns/mnt")) != Some(ino) {
+            kill_namespace(ino);
+        }
+    }
+}
+
+/// The child dies with the thread that started it (no FUSE client or glusterd outlives its run).
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; nothing is allocated in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+// ---- the client ------------------------------------------------------------------------------
+
+fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
+    let glusterfs = find_program("glusterfs")?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _cpu = ctx.thread_cpu();
+            // A mount namespace of this thread's: the mount point on a tmpfs of its own.
+            let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
+            let (root, tmp, tmpfs) = (c("/")?, c("/tmp")?, c("tmpfs")?);
+            // SAFETY: unshare(2) and mount(2) on the calling thread with valid strings.
+            unsafe {
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    return Err(format!("unshare(CLONE_NEWNS): {}", std::io::Error::last_os_error()));
+                }
+                if libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                    || libc::mount(
+                        tmpfs.as_ptr(),
+                        tmp.as_ptr(),
+                        tmpfs.as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV,
+                        std::ptr::null(),
+                    ) != 0
+                {
+                    return Err(format!("a private tmpfs on /tmp: {}", std::io::Error::last_os_error()));
+                }
+            }
+            let mnt = Path::new("/tmp/pfs");
+            std::fs::create_dir_all(mnt).map_err(|e| format!("cannot create {}: {e}", mnt.display()))?;
+            let log = Path::new("/tmp/client.log");
+            let mut cmd = Command::new(&glusterfs);
+            cmd.arg("-N")
+                .arg(format!("--volfile-server={server}"))
+                .arg(format!("--volfile-id={VOLUME}"))
+                .arg("-l")
+                .arg(log)
+                .arg(mnt)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            die_with_parent(&mut cmd);
+            let child = cmd.spawn().map_err(|e| format!("cannot start {glusterfs}: {e}"))?;
+            let mut mount = Mount { child, mnt: mnt.to_path_buf() };
+            let t0 = Instant::now();
+            while fs_type(mnt) != Some(FUSE_MAGIC) {
+                if let Ok(Some(st)) = mount.child.try_wait() {
+                    return Err(format!("the GlusterFS client exited ({st}); its log ends: {}", tail(log)));
+                }
+                if t0.elapsed() > START_TIMEOUT {
+                    return Err(format!(
+                        "the volume was not mounted within {} s; the client's log ends: {}",
+                        START_TIMEOUT.as_secs(),
+                        tail(log)
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mut q: BTreeMap<String, Value> = BTreeMap::new();
+            q.insert("file_size".into(), json!(p.u64("file_size")?));
+            q.insert("record_size".into(), json!(p.u64("record_size")?));
+            q.insert("modes".into(), json!("write,read"));
+            q.insert("direct".into(), json!(false));
+            q.insert("fsync".into(), json!(true));
+            q.insert("dir".into(), json!(mnt));
+            let out = crate::disk::Disk.run(&Params(&q), ctx)?;
+            let pick = |m: &str| out.samples.iter().find(|s| s.metric == m).map(|s| s.value);
+            let (w, r) = (pick("disk_write"), pick("disk_read"));
+            let samples = [("pfs_write", w), ("pfs_read", r)]
+                .into_iter()
+                .filter_map(|(m, v)| v.map(|v| sample(m, v, "MB/s")))
+                .collect();
+            let mut extra = out.extra;
+            extra["server"] = json!(server);
+            drop(mount);
+            Ok(Output { samples, extra })
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the pfs client's thread panicked".into()))
+    })
+}
+
+struct Mount {
+    child: Child,
+    mnt: PathBuf,
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Ok(c) = CString::new(self.mnt.to_string_lossy().as_bytes()) {
+            // SAFETY: umount2 on a NUL-terminated path of our own mount namespace.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fs_type(p: &Path) -> Option<i64> {
+    let c = CString::new(p.to_string_lossy().as_bytes()).ok()?;
+    // SAFETY: statfs fills the struct we own from a NUL-terminated path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_shapes_follow_the_servers() {
+        assert_eq!(shape("distribute", 1).unwrap(), Vec::<String>::new());
+        assert_eq!(shape("replicate", 2).unwrap(), ["replica", "2"]);
+        assert_eq!(shape("disperse", 3).unwrap(), ["disperse", "3", "redundancy", "1"]);
+        assert!(shape("replicate", 1).unwrap_err().contains("2 servers"));
+        assert!(shape("disperse", 2).unwrap_err().contains("3 servers"));
+    }
+
+    #[test]
+    fn the_volfile_binds_the_lab_address_and_keeps_state_in_home() {
+        let v = volfile(Path::new("/scratch/pfs"), "198.18.0.3");
+        assert!(v.contains("option transport.socket.bind-address 198.18.0.3"), "{v}");
+        assert!(v.contains("option working-directory /scratch/pfs/lib"), "{v}");
+        assert!(v.contains("option run-directory /scratch/pfs/run"), "{v}");
+        assert!(v.contains("keepalive-time"), "glusterd 10 cannot probe a peer without it: {v}");
+    }
+
+    #[test]
+    fn namespace_links_parse() {
+        let ino = own_mntns().expect("/proc/thread-self/ns/mnt");
+        assert!(ino > 0);
+        assert_eq!(ns_inode(Path::new("/nonexistent")), None);
+    }
+}
