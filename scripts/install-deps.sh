@@ -37,6 +37,8 @@ NEEDS=(
   "cyclictest:rt-tests"  # bench/timer.sh: the reference for the timer workload
   "stress-ng:stress-ng"  # bench/mechanisms.sh: references for syscall, fork and ctxswitch; the stress-ng workload
   "sysbench:sysbench"    # the sysbench workload (tools inside environments)
+  "glusterd:glusterfs-server"   # the pfs workload's servers (seed 001's parallel file system)
+  "glusterfs:glusterfs-client"  #   and its client on the tester (FUSE)
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
   "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh
   "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)

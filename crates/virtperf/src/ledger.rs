@@ -211,6 +211,9 @@ pub fn undo(e: &Entry, state_dir: &Path) {
         }
         Entry::ScratchDir { path } => {
             if path.join(SCRATCH_MARKER).is_file() {
+                // A pfs server a killed run left running on it (glusterd and its bricks, in the
+                // mount namespace it recorded there) goes first.
+                virtperf_workload::pfs::sweep(&virtperf_workload::pfs::home(path));
                 let _ = std::fs::remove_dir_all(path);
             } else {
                 // Recorded, but the marker was never written: only an empty directory goes.

@@ -193,13 +193,17 @@ fn serve(p: &Params, ctx: &RunCtx, bind: &str) -> Result<Output, String> {
                 None => None,
             };
             ctx.ready();
+            // The most this server's brick held while the client ran (the client removes its
+            // file at the end): shards spread over the volume show on every brick.
+            let mut brick_bytes = 0;
             while !ctx.stopped() {
                 server.alive()?;
+                brick_bytes = brick_bytes.max(bytes_below(&home.join("brick")));
                 std::thread::sleep(Duration::from_millis(100));
             }
             Ok(Output {
                 samples: Vec::new(),
-                extra: json!({"bind": bind, "home": home, "volume": made, "version": version(&glusterd)}),
+                extra: json!({"bind": bind, "home": home, "volume": made, "version": version(&glusterd), "brick_bytes": brick_bytes}),
             })
         })
         .join()
@@ -230,6 +234,10 @@ impl Server {
         let vol = home.join("glusterd.vol");
         std::fs::write(&vol, volfile(home, bind))
             .map_err(|e| format!("cannot write {}: {e}", vol.display()))?;
+        // The brick daemons glusterd forks and detaches become this process's children (not
+        // init's), so that they are reaped when stopped.
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
         private_mounts(&home.join("log"))?;
         let mntns = own_mntns();
         if let Some(ino) = mntns {
@@ -396,6 +404,28 @@ fn volfile(home: &Path, bind: &str) -> String {
     )
 }
 
+/// Bytes of the regular files below `dir`, leaving out `.glusterfs` (hard links to the same
+/// files, and GlusterFS's own small state).
+fn bytes_below(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut total = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(m) = e.path().symlink_metadata() else { continue };
+            if m.is_dir() {
+                if e.file_name() != ".glusterfs" {
+                    stack.push(e.path());
+                }
+            } else if m.is_file() && seen.insert((m.dev(), m.ino())) {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
 fn brick_pids(home: &Path) -> Vec<(PathBuf, u32)> {
     let dir = home.join("run").join("vols").join(VOLUME);
     let Ok(rd) = std::fs::read_dir(&dir) else { return Vec::new() };
@@ -461,6 +491,8 @@ fn private_mounts(log: &Path) -> Result<(), String> {
             libc::MS_REC | libc::MS_PRIVATE,
             std::ptr::null(),
         ) != 0
+            // (gVisor refuses propagation flags with EINVAL; its mounts never reach the host.)
+            && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
         {
             return Err(err("making / private"));
         }
@@ -530,10 +562,12 @@ fn ns_inode(link: &Path) -> Option<u64> {
     t.strip_prefix("mnt:[")?.strip_suffix(']')?.parse().ok()
 }
 
-/// SIGKILLs every process in mount namespace `ino` (glusterd and the brick daemons it forked).
+/// SIGKILLs every process in mount namespace `ino` (glusterd and the brick daemons it forked),
+/// and reaps those that were this process's children (see PR_SET_CHILD_SUBREAPER above).
 fn kill_namespace(ino: u64) {
     let me = std::process::id();
     let Ok(rd) = std::fs::read_dir("/proc") else { return };
+    let mut killed = Vec::new();
     for e in rd.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
         if pid as u32 == me {
@@ -542,7 +576,18 @@ fn kill_namespace(ino: u64) {
         if ns_inode(&e.path().join("ns").join("mnt")) == Some(ino) {
             // SAFETY: kill(2) on a pid read from /proc; a process in our namespace.
             unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed.push(pid);
         }
+    }
+    let t0 = Instant::now();
+    while !killed.is_empty() && t0.elapsed() < Duration::from_secs(2) {
+        killed.retain(|&pid| {
+            let mut st = 0;
+            // SAFETY: waitpid on a pid we just killed; ECHILD (not ours) ends the wait for it.
+            let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+            r == 0
+        });
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

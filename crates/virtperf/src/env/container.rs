@@ -376,7 +376,26 @@ fn write_bundle(
     std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&cfg)?)
 }
 
+/// Whether a container with these parameters can run file-system servers (see
+/// [`Environment::serves_files`]): the capabilities they need.
+pub fn serves_files(params: &BTreeMap<String, Value>) -> Result<(), String> {
+    let caps = capabilities_of(params)?;
+    let missing: Vec<&str> =
+        ["CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE"].into_iter().filter(|c| !caps.iter().any(|x| x == c)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a GlusterFS server needs {} (a mount namespace of its own, trusted.* extended attributes on its brick, directories only root's DAC_OVERRIDE enters), which this container drops: give it capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN, as `docker run --cap-add SYS_ADMIN`)",
+            missing.join(" and ")
+        ))
+    }
+}
+
 impl Environment for Container {
+    fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
+        serves_files(params)
+    }
     fn kind(&self) -> &'static str {
         "container"
     }

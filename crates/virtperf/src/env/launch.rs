@@ -165,6 +165,16 @@ pub trait Environment: Sync {
     fn carries_programs(&self) -> bool {
         false
     }
+    /// Whether file-system servers (GlusterFS's glusterd and bricks: `pfs`) can run in it with
+    /// these parameters; Err says why not and what to do. They need root's CAP_SYS_ADMIN and
+    /// CAP_DAC_OVERRIDE, a mount namespace of their own, trusted.* extended attributes on the
+    /// scratch disk, and the daemons with their translators.
+    fn serves_files(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
+        Err(format!(
+            "{} environments do not run file-system servers yet (their image or sandbox lacks GlusterFS's daemons and translators)",
+            self.kind()
+        ))
+    }
     /// True when the agent's files are the host's own, so that a workload may write a directory
     /// of the host (`dir=`); every other kind writes on its own scratch disk.
     fn on_host_fs(&self) -> bool {

@@ -53,6 +53,9 @@ impl Environment for Native {
     fn is_baseline(&self) -> bool {
         true
     }
+    fn serves_files(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
+        Ok(())
+    }
     fn on_host_fs(&self) -> bool {
         true
     }

@@ -1135,6 +1135,38 @@ pub(crate) fn check_instances(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -
             ));
         }
     }
+    // A file system across the instances: servers where they can run, a volume their number
+    // can make.
+    for c in cases.iter().filter(|c| virtperf_workload::find(&c.kind).is_some_and(|w| w.cluster())) {
+        for e in envs {
+            let Some(k) = env::find(&e.kind) else { continue };
+            if let Err(why) = k.serves_files(&e.params) {
+                return Err(err(
+                    whole,
+                    Some("kind"),
+                    format!("workload `{}` runs its servers in environment `{}`: {why}", c.label, e.name),
+                ));
+            }
+            let volume = c.params.get("volume").and_then(Value::as_str).unwrap_or("distribute");
+            if let Err(why) = virtperf_workload::pfs::shape(volume, e.instances as usize) {
+                return Err(err(
+                    whole,
+                    Some("volume"),
+                    format!(
+                        "workload `{}` in environment `{}` ({} instances): {why}",
+                        c.label, e.name, e.instances
+                    ),
+                ));
+            }
+        }
+        if c.params.contains_key("bricks") {
+            return Err(err(
+                whole,
+                Some("bricks"),
+                format!("workload `{}`: bricks is set by virtperf (each instance's address and scratch disk); leave it out", c.label),
+            ));
+        }
+    }
     Ok(())
 }
 
