@@ -114,8 +114,11 @@ impl Workload for Pfs {
         2
     }
     fn programs(&self, _p: &Params) -> Vec<String> {
-        // glusterd forks the brick daemons from the same binary (glusterfsd); gluster is its CLI.
-        vec!["glusterd".into(), "glusterfsd".into(), "gluster".into()]
+        // glusterd forks the brick daemons from the same binary (glusterfsd); gluster is its CLI;
+        // the translators and transports it loads with dlopen are a directory of their own.
+        let mut v: Vec<String> = vec!["glusterd".into(), "glusterfsd".into(), "gluster".into()];
+        v.extend(plugin_dir());
+        v
     }
     fn announces_ready(&self) -> bool {
         true
@@ -156,6 +159,17 @@ impl Workload for Pfs {
             Side::Client => client(p, ctx, &role.peer),
         }
     }
+}
+
+/// The directory of GlusterFS's plug-ins on this host (`…/glusterfs/VERSION`, holding `xlator`,
+/// `rpc-transport`, `auth`), from `glusterfsd --print-xlatordir`. Not its parent: that holds
+/// geo-replication's gsyncd, which glusterd runs at start when present (a python program).
+pub fn plugin_dir() -> Option<String> {
+    let prog = find_program("glusterfsd").ok()?;
+    let out = Command::new(prog).arg("--print-xlatordir").stdin(Stdio::null()).output().ok()?;
+    let xlators = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let dir = Path::new(&xlators).parent()?;
+    (dir.is_absolute() && dir.is_dir()).then(|| dir.to_string_lossy().into_owned())
 }
 
 /// The volume's shape for `gluster volume create`, given its N bricks.
@@ -203,7 +217,7 @@ fn serve(p: &Params, ctx: &RunCtx, bind: &str) -> Result<Output, String> {
             }
             Ok(Output {
                 samples: Vec::new(),
-                extra: json!({"bind": bind, "home": home, "volume": made, "version": version(&glusterd), "brick_bytes": brick_bytes}),
+                extra: json!({"bind": bind, "home": home, "volume": made, "version": version(&glusterd), "brick_bytes": brick_bytes, "setup_ms": server.timings()}),
             })
         })
         .join()
@@ -216,6 +230,8 @@ struct Server {
     glusterd: Child,
     /// The mount namespace glusterd and its bricks live in (its inode).
     mntns: Option<u64>,
+    /// How long each step of the set-up took (ms): glusterd's start, each CLI call.
+    steps: Vec<(String, f64)>,
 }
 
 impl Server {
@@ -256,13 +272,14 @@ impl Server {
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         die_with_parent(&mut cmd);
         let child = cmd.spawn().map_err(|e| format!("cannot start {glusterd}: {e}"))?;
-        let mut server = Server { home: home.to_path_buf(), glusterd: child, mntns };
+        let mut server = Server { home: home.to_path_buf(), glusterd: child, mntns, steps: Vec::new() };
         let t0 = Instant::now();
         loop {
             server.alive()?;
             let addr = format!("{bind}:{PORT}");
             if let Ok(a) = addr.parse::<std::net::SocketAddr>() {
                 if std::net::TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok() {
+                    server.steps.push(("glusterd listening".into(), t0.elapsed().as_secs_f64() * 1e3));
                     return Ok(server);
                 }
             }
@@ -297,7 +314,15 @@ impl Server {
         Ok(())
     }
 
-    fn cli(&self, gluster: &str, args: &[&str]) -> Result<String, String> {
+    fn cli(&mut self, gluster: &str, args: &[&str]) -> Result<String, String> {
+        let t0 = Instant::now();
+        let r = self.cli_once(gluster, args);
+        let step = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
+        self.steps.push((step, t0.elapsed().as_secs_f64() * 1e3));
+        r
+    }
+
+    fn cli_once(&self, gluster: &str, args: &[&str]) -> Result<String, String> {
         let sock = "/run/gluster/glusterd.socket";
         let out = Command::new(gluster)
             .arg(format!("--glusterd-sock={sock}"))
@@ -357,9 +382,12 @@ impl Server {
             options.push(("features.shard", "on".into()));
             options.push(("features.shard-block-size", format!("{}MB", shard >> 20)));
         }
+        // One call for every option (each CLI start costs seconds in an emulated guest).
+        let mut set: Vec<&str> = vec!["volume", "set", VOLUME];
         for (k, v) in &options {
-            self.cli(gluster, &["volume", "set", VOLUME, k, v])?;
+            set.extend([*k, v.as_str()]);
         }
+        self.cli(gluster, &set)?;
         self.cli(gluster, &["volume", "start", VOLUME])?;
         // Every brick online before the client mounts.
         let t0 = Instant::now();
@@ -380,6 +408,15 @@ impl Server {
             "name": VOLUME, "type": volume, "bricks": list, "shard_bytes": shard,
             "options": options.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         }))
+    }
+
+    /// The set-up's steps and their times (ms), for the trial's detail.
+    fn timings(&self) -> Value {
+        json!(self
+            .steps
+            .iter()
+            .map(|(k, ms)| json!({"step": k, "ms": (ms * 10.0).round() / 10.0}))
+            .collect::<Vec<_>>())
     }
 }
 
@@ -478,6 +515,12 @@ fn private_mounts(log: &Path) -> Result<(), String> {
             format!("{what}: {e}")
         }
     };
+    // The mount points, where a guest's initramfs lacks them (a host and a container have them).
+    for d in ["/run", "/var/lib", "/var/log"] {
+        if !Path::new(d).exists() {
+            let _ = std::fs::create_dir_all(d);
+        }
+    }
     // SAFETY: unshare(2) on the calling thread; no memory is passed.
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
         return Err(err("unshare(CLONE_NEWNS)"));
@@ -508,6 +551,10 @@ fn private_mounts(log: &Path) -> Result<(), String> {
         }
     }
     std::fs::create_dir_all("/run/gluster").map_err(|e| format!("cannot create /run/gluster: {e}"))?;
+    if std::fs::symlink_metadata("/var/run").is_err() {
+        // A guest's initramfs has no /var/run (glusterd's brick sockets are named below it).
+        let _ = std::os::unix::fs::symlink("/run", "/var/run");
+    }
     // glusterd writes below /var/lib/glusterd whatever its working directory (the shared-storage
     // brick's path): a tmpfs on /var/lib, in this namespace only.
     let varlib = c("/var/lib")?;
@@ -686,7 +733,9 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
             q.insert("direct".into(), json!(false));
             q.insert("fsync".into(), json!(true));
             q.insert("dir".into(), json!(mnt));
-            let out = crate::disk::Disk.run(&Params(&q), ctx)?;
+            let out = crate::disk::Disk
+                .run(&Params(&q), ctx)
+                .map_err(|e| format!("{e}; the GlusterFS client's log ends: {}", tail(log)))?;
             let pick = |m: &str| out.samples.iter().find(|s| s.metric == m).map(|s| s.value);
             let (w, r) = (pick("disk_write"), pick("disk_read"));
             let samples = [("pfs_write", w), ("pfs_read", r)]

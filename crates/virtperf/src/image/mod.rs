@@ -181,6 +181,15 @@ pub fn shared_libraries(prog: &Path) -> Result<Vec<PathBuf>, ImageError> {
     Ok(parse_ldd(&String::from_utf8_lossy(&out.stdout)))
 }
 
+/// Shared libraries a shared object needs (a plug-in has no loader of its own, so
+/// [`shared_libraries`] would find none), as `ldd` resolves them.
+fn libraries_of(so: &Path) -> Result<Vec<PathBuf>, ImageError> {
+    let out = Command::new("ldd").arg(so).stdin(Stdio::null()).output().map_err(|e| {
+        ImageError::Missing(format!("ldd (libc-bin) is needed to find {}'s libraries: {e}", so.display()))
+    })?;
+    Ok(parse_ldd(&String::from_utf8_lossy(&out.stdout)))
+}
+
 /// Paths in `ldd` output: `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)` and the
 /// loader line `/lib64/ld-linux-x86-64.so.2 (0x...)`.
 pub fn parse_ldd(s: &str) -> Vec<PathBuf> {
@@ -285,17 +294,30 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
             (p.display().to_string(), None, p.clone())
         }
     };
-    let extra: Vec<PathBuf> = spec
-        .extra
-        .iter()
-        .map(|e| {
-            crate::host::which(e).ok_or_else(|| {
+    // Programs by name (found on the host's PATH), and absolute paths of files or directories
+    // kept where they are on the host (a program's plug-ins, loaded with dlopen: GlusterFS's
+    // translators), each ELF among them with its libraries.
+    let mut extra: Vec<PathBuf> = Vec::new();
+    let mut trees: Vec<(String, PathBuf)> = Vec::new();
+    for e in &spec.extra {
+        if e.starts_with('/') {
+            let p = Path::new(e);
+            if !p.exists() {
+                return Err(ImageError::Missing(format!(
+                    "{e}, to be copied into the guest, does not exist on the host"
+                )));
+            }
+            for f in files_below(p) {
+                trees.push((rel(&f), f));
+            }
+        } else {
+            extra.push(crate::host::which(e).ok_or_else(|| {
                 ImageError::Missing(format!(
                     "extra program {e} is not installed on the host (apt-get install {e})"
                 ))
-            })
-        })
-        .collect::<Result<_, _>>()?;
+            })?);
+        }
+    }
     let modules = match &kern {
         Some(k) => k.load_order(&spec.drivers.iter().map(String::as_str).collect::<Vec<_>>())?,
         None => Vec::new(),
@@ -307,6 +329,10 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
     hash_file(&mut h, &busybox)?;
     for e in &extra {
         hash_file(&mut h, e)?;
+    }
+    for (name, f) in &trees {
+        h.update(name.as_bytes());
+        hash_file(&mut h, f)?;
     }
     if let KernelSource::File(p) = &spec.kernel {
         hash_file(&mut h, p)?;
@@ -350,12 +376,23 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
             files.push((rel(&lib), lib));
         }
         for e in &extra {
-            files.push((
-                format!("usr/bin/{}", e.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()),
-                e.clone(),
-            ));
+            let name = format!("usr/bin/{}", e.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+            // Also where it is on the host: a daemon may exec another by its full path
+            // (glusterd starts /usr/sbin/glusterfsd).
+            if rel(e) != name {
+                files.push((rel(e), e.clone()));
+            }
+            files.push((name, e.clone()));
             for lib in shared_libraries(e)? {
                 files.push((rel(&lib), lib));
+            }
+        }
+        for (name, f) in &trees {
+            files.push((name.clone(), f.clone()));
+            if is_elf(f) {
+                for lib in libraries_of(f)? {
+                    files.push((rel(&lib), lib));
+                }
             }
         }
         if let Some(k) = &kern {
@@ -412,6 +449,30 @@ fn prune(images: &Path, keep: usize, current: &str) {
             let _ = std::fs::remove_dir_all(p);
         }
     }
+}
+
+/// The files below `p` (itself when it is a file), symbolic links followed, in a stable order.
+fn files_below(p: &Path) -> Vec<PathBuf> {
+    if p.is_file() {
+        return vec![p.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(p).into_iter().flatten().flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for e in entries {
+        if e.is_dir() {
+            out.extend(files_below(&e));
+        } else if e.is_file() {
+            out.push(e);
+        }
+    }
+    out
+}
+
+fn is_elf(p: &Path) -> bool {
+    let mut head = [0u8; 4];
+    std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head == b"\x7fELF"
 }
 
 fn rel(p: &Path) -> String {

@@ -95,7 +95,7 @@ fn main() {
         disk::disk_bad_input_exits_2_and_creates_nothing,
         disk::disk_kill9_scratch_is_swept,
         disk::qemu_disks_virtio_blk_and_ide,
-        pfs::pfs_volume_across_two_instances_native_and_container,
+        pfs::pfs_volume_across_two_instances_native_container_and_guest,
         report::html_report_renders_offline_in_a_headless_browser,
         tools::tools_run_inside_every_environment_and_agree_with_virtperf,
         report::compare_flags_a_slowed_environment_only,

@@ -35,7 +35,7 @@ fn need_gluster() -> Option<String> {
 /// client on the tester writes and reads through FUSE, the file's shards land on both servers'
 /// bricks, nothing stays behind; environments that cannot serve files are refused before anything
 /// is made (exit 2), with the reason; kill -9 in flight leaves servers the next start sweeps.
-pub(crate) fn pfs_volume_across_two_instances_native_and_container() -> Outcome {
+pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Outcome {
     if let Some(why) = need_gluster() {
         return Outcome::Skip(why);
     }
@@ -106,7 +106,8 @@ pub(crate) fn pfs_volume_across_two_instances_native_and_container() -> Outcome 
     for (e, w, needle) in [
         ("container:instances=2", "pfs", "capabilities = \"docker,SYS_ADMIN\""),
         ("gvisor:instances=2", "pfs", "gVisor"),
-        ("qemu:instances=2", "pfs", "qemu environments do not run file-system servers"),
+        ("uml:instances=2,disk=ubd", "pfs", "does not run in UML"),
+        ("qemu:instances=2", "pfs", "scratch disk"),
         ("native:instances=2", "pfs:volume=disperse", "3 servers at least"),
         ("native", "pfs:bricks=x:/y", "set by virtperf"),
     ] {
@@ -116,6 +117,55 @@ pub(crate) fn pfs_volume_across_two_instances_native_and_container() -> Outcome 
         assert!(err.contains(needle), "{e} {w}: {err}");
     }
     assert_no_leftovers(&state);
+
+    // In QEMU guests: the image carries glusterd, its translators and their libraries.
+    match need_qemu() {
+        Some(why) => println!("    qemu part skipped: {why}"),
+        None => {
+            let out = vp(
+                &[
+                    "run",
+                    "--env",
+                    "qemu:instances=2,disk=virtio-blk",
+                    "--workload",
+                    "pfs:file_size=32MiB",
+                    "--reps",
+                    "1",
+                    "--warmup",
+                    "0",
+                    "--json",
+                    "--db",
+                    db.to_str().unwrap(),
+                ],
+                &env,
+            );
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let w = doc["results"].as_array().unwrap().iter().find(|r| r["metric"] == "pfs_write").cloned();
+            let Some(w) = w else {
+                panic!("no pfs_write from the guests: {}", String::from_utf8_lossy(&out.stderr))
+            };
+            let raw = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
+            let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+            let t = raw["trials"].as_array().unwrap().last().unwrap().clone();
+            assert_eq!(t["status"], "ok", "{t:#}");
+            let bricks: Vec<u64> = t["extra"]["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["brick_bytes"].as_u64().unwrap())
+                .collect();
+            assert!(
+                bricks.len() == 2 && bricks.iter().all(|b| *b >= 4 << 20),
+                "shards in both guests: {bricks:?}"
+            );
+            println!(
+                "    qemu guests (TCG here): write {:.1} MB/s; bricks {bricks:?}",
+                w["mean"].as_f64().unwrap()
+            );
+            assert_no_leftovers(&state);
+        }
+    }
 
     // kill -9 while the servers run: the next start stops them and removes their bricks.
     let child = vp_spawn(

@@ -253,6 +253,13 @@ pub fn vcpu_index(comm: &str) -> Option<usize> {
 }
 
 impl Environment for Qemu {
+    fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
+        // The image carries glusterd, its translators and their libraries (the workload's
+        // programs); the bricks need the scratch disk.
+        self.scratch(params)
+            .map(|_| ())
+            .map_err(|e| format!("its servers keep their bricks on a scratch disk: {}", e.message))
+    }
     fn carries_programs(&self) -> bool {
         true
     }
