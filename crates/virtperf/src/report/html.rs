@@ -794,7 +794,7 @@ fn pairs(r: &Report, figs: &mut Figs) -> String {
     let mut keys: Vec<(&str, &str, &str)> = Vec::new();
     for x in r.results.iter().filter(|x| x.peer.is_some()) {
         let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str());
-        if !keys.contains(&k) && ![super::HOST_CPU, super::TESTER_CPU, super::GUEST_CPU].contains(&k.1) {
+        if !keys.contains(&k) && !super::CPU_TIMES.contains(&k.1) {
             keys.push(k);
         }
     }

@@ -32,6 +32,9 @@ pub const HOST_CPU: &str = "host_cpu_time";
 pub const TESTER_CPU: &str = "tester_cpu_time";
 pub const GUEST_CPU: &str = "guest_cpu_time";
 pub use crate::store::CPU_PER_GBIT;
+/// The CPU times every trial carries beside its workload's own metrics (the host's for the
+/// environment, the tester's, the agent's inside it).
+pub const CPU_TIMES: [&str; 3] = [HOST_CPU, TESTER_CPU, GUEST_CPU];
 const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
 
 /// The clock check, per armed trial: the host's span of the timed region (`go` → `result`, less
@@ -1146,7 +1149,7 @@ fn render_matrices(r: &Report, envs: &[&str]) -> String {
     let mut out = String::new();
     let mut keys: Vec<(&str, &str, &str)> = Vec::new();
     // Raw CPU times are in the JSON; the matrices show the workload's metrics and CPU per Gbit.
-    let shown = |m: &str| ![HOST_CPU, TESTER_CPU, GUEST_CPU].contains(&m);
+    let shown = |m: &str| !CPU_TIMES.contains(&m);
     for x in r.results.iter().filter(|x| x.peer.is_some() && shown(&x.metric)) {
         let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str());
         if !keys.contains(&k) {
