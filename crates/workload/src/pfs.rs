@@ -303,7 +303,7 @@ impl Server {
             ));
         }
         for (pidfile, pid) in brick_pids(&self.home) {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+            if !running(pid) {
                 return Err(format!(
                     "a brick daemon (pid {pid}, {}) died; its log ends: {}",
                     pidfile.display(),
@@ -474,6 +474,22 @@ fn brick_pids(home: &Path) -> Vec<(PathBuf, u32)> {
             Some((p, pid))
         })
         .collect()
+}
+
+/// Whether `pid` runs: not gone, not a zombie (a brick daemon is this process's child through the
+/// subreaper, so a dead one stays a zombie until reaped — which this does).
+fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+    match state {
+        None | Some("Z") | Some("X") => {
+            let mut st = 0;
+            // SAFETY: waitpid on a dead process's pid; ECHILD when it is not our child.
+            unsafe { libc::waitpid(pid as i32, &mut st, libc::WNOHANG) };
+            false
+        }
+        Some(_) => true,
+    }
 }
 
 fn brick_log(home: &Path) -> PathBuf {

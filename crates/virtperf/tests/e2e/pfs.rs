@@ -167,6 +167,55 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         }
     }
 
+    // A brick daemon killed while the client writes fails that trial, with the reason; the next
+    // trial makes its volume afresh and passes.
+    let db2 = dir.path().join("dies.db");
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native:instances=2",
+            "--workload",
+            "pfs:file_size=2GiB,record_size=64KiB",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--order",
+            "sequential",
+            "--db",
+            db2.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let brick = wait_for(
+        || {
+            let p = gluster_processes();
+            (p.iter().filter(|c| c.contains("--brick-name")).count() == 2)
+                .then(|| p.into_iter().find(|c| c.contains("--brick-name")))
+                .flatten()
+        },
+        60.0,
+    );
+    assert!(brick.is_some(), "the servers never ran: {:?}", gluster_processes());
+    // Let the client start writing, then kill one brick (listed again: a brick daemon forks away
+    // from the process glusterd started, whose pid the first listing may have caught).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let brick = gluster_processes().into_iter().find(|c| c.contains("--brick-name")).unwrap();
+    let bpid: u32 = brick.split_whitespace().next().unwrap().parse().unwrap();
+    kill(bpid, 9);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{err}");
+    assert_eq!((count_trials(&db2, "failed"), count_trials(&db2, "ok")), (1, 1), "{err}");
+    assert!(
+        err.contains("brick daemon") || err.contains("not connected") || err.contains("Transport endpoint"),
+        "the reason names the dead brick or the lost connection: {err}"
+    );
+    println!("    brick {bpid} killed mid-write: that trial failed with the reason, the next one passed");
+    assert_no_leftovers(&state);
+    assert!(gluster_processes().is_empty(), "left running: {:?}", gluster_processes());
+
     // kill -9 while the servers run: the next start stops them and removes their bricks.
     let child = vp_spawn(
         &[
