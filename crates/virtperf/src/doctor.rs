@@ -149,6 +149,35 @@ pub fn check(probe: bool) -> Vec<Row> {
     rows
 }
 
+/// Where `pfs`'s file-system servers (GlusterFS) run, per kind, with what they need or why not.
+fn file_servers(width: usize) -> String {
+    let gluster = virtperf_workload::tools::find_program("glusterd")
+        .and_then(|_| virtperf_workload::tools::find_program("glusterfs"));
+    let mut out =
+        format!("{:<26} {}\n", "pfs servers (GlusterFS)", if gluster.is_ok() { "see below" } else { "NO" });
+    if let Err(why) = gluster {
+        return out + &indented(&format!("{why} (and glusterfs-client for the tester's mount)"), 4, width);
+    }
+    let with = |k: &str, v: &str| -> BTreeMap<String, Value> { [(k.to_string(), Value::from(v))].into() };
+    let cases: [(&str, BTreeMap<String, Value>, &str); 6] = [
+        ("native", BTreeMap::new(), ""),
+        ("container", with("capabilities", "docker,SYS_ADMIN"), " with capabilities = \"docker,SYS_ADMIN\""),
+        ("qemu", with("disk", "virtio-blk"), " with a scratch disk (disk = \"virtio-blk\"…)"),
+        ("gvisor", BTreeMap::new(), ""),
+        ("uml", with("disk", "ubd"), ""),
+        ("libvirt", BTreeMap::new(), ""),
+    ];
+    for (kind, params, how) in cases {
+        let Some(k) = env::find(kind) else { continue };
+        let line = match k.serves_files(&params) {
+            Ok(()) => format!("{kind}: yes{how}"),
+            Err(why) => format!("{kind}: no — {why}"),
+        };
+        out += &indented(&line, 4, width);
+    }
+    out
+}
+
 /// `text` wrapped to `width` columns, every line indented by `indent` spaces.
 fn indented(text: &str, indent: usize, width: usize) -> String {
     let pad = " ".repeat(indent);
@@ -177,6 +206,7 @@ pub fn render(rows: &[Row]) -> String {
             blocks += &indented(&format!("fix: {fix}"), 4, width);
         }
     }
+    blocks += &file_servers(width);
     let mut out = String::new();
     let f = crate::host::facts();
     if !f.measured() {

@@ -171,7 +171,7 @@ pub trait Environment: Sync {
     /// scratch disk, and the daemons with their translators.
     fn serves_files(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
         Err(format!(
-            "{} environments do not run file-system servers yet (their image or sandbox lacks GlusterFS's daemons and translators)",
+            "file-system servers are not tried in {} environments yet: run them natively, in containers or in qemu guests",
             self.kind()
         ))
     }
