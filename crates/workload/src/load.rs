@@ -259,10 +259,13 @@ mod tests {
     fn duty_cycle_lands_near_its_target() {
         // Loose bounds: unit tests share the machine with each other. The ±3-point check on an idle
         // core is in the end-to-end suite and in the benchmark.
+        // A loaded host (other tests, CI neighbours: 2 CPU hogs here took a 90 % target to 60 %)
+        // cannot give 90 % of a CPU; a low target it can. So: 30 % within 15 points, 90 % clearly
+        // above it and never above a whole CPU.
         let _cpu = crate::cpu_heavy();
-        for target in [30.0, 90.0] {
-            let got = achieved(target);
-            assert!(got > target - 15.0 && got <= 100.5, "target {target}%, achieved {got:.1}%");
-        }
+        let low = achieved(30.0);
+        assert!((15.0..=45.0).contains(&low), "target 30%, achieved {low:.1}%");
+        let high = achieved(90.0);
+        assert!(high > low + 15.0 && high <= 100.5, "target 90%, achieved {high:.1}% (30%: {low:.1}%)");
     }
 }
