@@ -351,6 +351,42 @@ fn host_things_unfiltered() -> Vec<String> {
     out.extend(virtperf_cgroups().into_iter().map(|p| format!("cgroup {}", p.display())));
     out.extend(all_lab_namespaces().into_iter().map(|n| format!("netns {n}")));
     out.extend(libvirt_things());
+    out.extend(mounts_and_daemons());
+    out
+}
+
+/// Mounts a run could leave (below virtperf's state or scratch directories, a GlusterFS client's
+/// FUSE mount, an overlay), file-system daemons (GlusterFS: glusterd, glusterfsd and the client
+/// are one binary), and loop devices backed by virtperf's files.
+fn mounts_and_daemons() -> Vec<String> {
+    let mut out = Vec::new();
+    for l in std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (Some(mp), Some(dash)) = (f.get(4), f.iter().position(|x| *x == "-")) else { continue };
+        let fstype = f.get(dash + 1).copied().unwrap_or("");
+        if mp.contains("virtperf")
+            || fstype == "fuse.glusterfs"
+            || (fstype == "overlay" && mp.contains("/scratch"))
+        {
+            out.push(format!("mount {mp} ({fstype})"));
+        }
+    }
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
+        if exe.to_string_lossy().ends_with("/glusterfsd") {
+            out.push(format!("glusterfs process {}", e.file_name().to_string_lossy()));
+        }
+    }
+    for e in std::fs::read_dir("/sys/block").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let back = std::fs::read_to_string(e.path().join("loop/backing_file")).unwrap_or_default();
+        if back.contains("virtperf") {
+            out.push(format!("loop device {name} on {}", back.trim()));
+        }
+    }
     out
 }
 
