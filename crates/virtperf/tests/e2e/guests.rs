@@ -182,7 +182,11 @@ pub(crate) fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
         return Outcome::Skip(why);
     }
     // virtperf's own kernel runs beside whatever `auto` picked (the packaged one where it works).
-    let patched = doctor_unusable("uml:kernel=virtperf").is_none();
+    let patched_why = doctor_unusable("uml:kernel=virtperf");
+    if let Some(why) = &patched_why {
+        dropped("virtperf's own UML kernel beside the packaged one", why);
+    }
+    let patched = patched_why.is_none();
     let dir = tempdir();
     let db = dir.path().join("u.db");
     let state = dir.path().join("state");

@@ -13,6 +13,9 @@ pub(crate) fn network_workloads_native_and_container_root_ns_untouched() -> Outc
     let state = dir.path().join("state");
     let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
     let with_container = has("runc");
+    if !with_container {
+        dropped("the container side", "runc is not installed (make deps installs it)");
+    }
     let mut args = vec!["run", "--env", "native"];
     if with_container {
         args.extend(["--env", "container"]);
@@ -96,6 +99,9 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("frame_size"));
     assert!(!db.exists(), "a refused run created its database");
     let with_container = has("runc");
+    if !with_container {
+        dropped("the container side", "runc is not installed (make deps installs it)");
+    }
     let mut args = vec!["run", "--env", "native"];
     if with_container {
         args.extend(["--env", "container"]);
@@ -449,6 +455,8 @@ pub(crate) fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
     let mut envs = vec!["native", "native:name=b"];
     if has("runc") {
         envs.push("container");
+    } else {
+        dropped("the container's rows", "runc is not installed (make deps installs it)");
     }
     let mut args = vec!["run"];
     for e in &envs {

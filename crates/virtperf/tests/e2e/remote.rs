@@ -617,7 +617,11 @@ pub(crate) fn remote_guests_are_timed_on_their_hosts_clock() -> Outcome {
         Err(why) => return Outcome::Skip(why),
     };
     h.seed_guest_cache();
-    let gvisor = doctor_unusable("gvisor").is_none();
+    let gvisor_why = doctor_unusable("gvisor");
+    if let Some(why) = &gvisor_why {
+        dropped("gVisor on host b", why);
+    }
+    let gvisor = gvisor_why.is_none();
     let mut envs =
         String::from("[[env]]\nkind = \"qemu\"\nmachine = \"microvm\"\nname = \"microvm@b\"\nhost = \"b\"\n");
     if gvisor {
@@ -769,7 +773,11 @@ pub(crate) fn remote_disks_write_on_their_hosts_scratch() -> Outcome {
         Ok(h) => h,
         Err(why) => return Outcome::Skip(why),
     };
-    let qemu = need_qemu().or_else(|| doctor_unusable("qemu")).is_none();
+    let qemu_why = need_qemu().or_else(|| doctor_unusable("qemu"));
+    if let Some(why) = &qemu_why {
+        dropped("a QEMU guest's disk on host b", why);
+    }
+    let qemu = qemu_why.is_none();
     let mut envs = String::from("[[env]]\nkind = \"native\"\nname = \"native@b\"\nhost = \"b\"\n");
     if qemu {
         h.seed_guest_cache();

@@ -473,3 +473,20 @@ pub fn need_qemu() -> Option<String> {
             .then(|| "needs busybox-static (apt-get install busybox-static, or make deps)".to_string())
     })
 }
+
+/// Parts of the running test left out because this host lacks what they need: the harness counts
+/// the test apart ("with parts left out") and lists them, instead of a silent pass.
+static DROPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Leaves out a part of the running test, saying what and why (printed now, listed at the end).
+pub fn dropped(part: &str, why: &str) {
+    println!("    left out: {part}: {why}");
+    if let Ok(mut d) = DROPPED.lock() {
+        d.push(format!("{part}: {why}"));
+    }
+}
+
+/// The parts left out since the last call (the harness: before and after each test).
+pub fn take_dropped() -> Vec<String> {
+    DROPPED.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default()
+}
