@@ -217,7 +217,7 @@ pub(crate) fn instances_share_the_link_and_are_measured_each() -> Outcome {
                 let top = 0.9415 * 1.005;
                 println!(
                     "    {} N={n}: {agg:.4} Gbit/s together ({:+.2} % of the ceiling)",
-                    t["environment"].as_str().unwrap_or("?"),
+                    t["group"].as_str().unwrap_or("?"),
                     (agg / 0.9415 - 1.0) * 100.0
                 );
                 assert!(
