@@ -968,19 +968,34 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                     machines.hold([share.machine()])
                 };
                 // The environments not in this trial are paused while it runs.
-                let frozen: Vec<(String, Option<env::Pauser>)> = if exp.freeze_idle {
-                    let others: Vec<(String, Option<env::Pauser>)> = slots
+                type Idle = (String, Option<env::Pauser>, Option<u32>);
+                let (mut idle_count, mut paused_how) = (0usize, Vec::<&'static str>::new());
+                let frozen: Vec<Idle> = if exp.freeze_idle {
+                    let others: Vec<Idle> = slots
                         .iter()
                         .enumerate()
                         .filter(|(i, _)| *i != e && Some(*i) != peer_idx)
                         .flat_map(|(_, s)| {
-                            s.instances.iter().flatten().map(|i| (i.id.clone(), i.pauser.clone()))
+                            s.instances.iter().flatten().map(|i| {
+                                let pid = i
+                                    .child
+                                    .as_ref()
+                                    .map(|c| c.id())
+                                    .or((i.agent_pid > 0).then_some(i.agent_pid));
+                                (i.id.clone(), i.pauser.clone(), pid)
+                            })
                         })
                         .collect();
+                    idle_count = others.len();
                     others
                         .into_iter()
-                        .filter(|(id, p)| match env::pause(id, p.as_ref(), true) {
-                            Ok(()) => true,
+                        .filter(|(id, p, pid)| match env::pause(id, p.as_ref(), *pid, true) {
+                            Ok(how) => {
+                                if !paused_how.contains(&how) {
+                                    paused_how.push(how);
+                                }
+                                true
+                            }
                             Err(why) => {
                                 if !freeze_warned {
                                     eprintln!("virtperf: cannot pause an idle environment ({why}); it runs beside the trials");
@@ -1191,9 +1206,20 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
                         }
                     }
                 };
-                for (fid, p) in &frozen {
-                    if let Err(why) = env::pause(fid, p.as_ref(), false) {
+                for (fid, p, pid) in &frozen {
+                    if let Err(why) = env::pause(fid, p.as_ref(), *pid, false) {
                         eprintln!("virtperf: cannot resume {fid}: {why}");
+                    }
+                }
+                let mut outcome = outcome;
+                if idle_count > 0 {
+                    // Whether this trial's idle neighbours were paused, stored with it.
+                    let x = outcome.extra.get_or_insert_with(|| serde_json::json!({}));
+                    if let Some(o) = x.as_object_mut() {
+                        o.insert(
+                            "idle_neighbours".into(),
+                            serde_json::json!({"idle": idle_count, "paused": frozen.len(), "how": paused_how}),
+                        );
                     }
                 }
                 store.record_trial(id, &outcome)?;

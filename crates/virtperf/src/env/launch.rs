@@ -304,12 +304,60 @@ pub struct Instance {
 /// How an instance outside virtperf's cgroups is paused and resumed.
 pub type Pauser = std::sync::Arc<dyn Fn(bool) -> Result<(), String> + Send + Sync>;
 
-/// Pauses or resumes instance `id`: through its own pauser, else its cgroup's freezer.
-pub fn pause(id: &str, pauser: Option<&Pauser>, frozen: bool) -> Result<(), String> {
+/// Pauses or resumes instance `id`: through its own pauser, else its cgroup's freezer, else (no
+/// writable freezer here) by SIGSTOP/SIGCONT of the process tree virtperf started for it (`pid`).
+/// Says how it was done.
+pub fn pause(
+    id: &str,
+    pauser: Option<&Pauser>,
+    pid: Option<u32>,
+    frozen: bool,
+) -> Result<&'static str, String> {
     match pauser {
-        Some(p) => p(frozen),
-        None => super::cgroup::freeze(id, frozen),
+        Some(p) => p(frozen).map(|()| "its own pauser (virsh suspend)"),
+        None => match super::cgroup::freeze(id, frozen) {
+            Ok(()) => Ok("the cgroup freezer"),
+            Err(why) => match pid {
+                Some(pid) => signal_tree(pid, frozen)
+                    .map(|()| "SIGSTOP/SIGCONT")
+                    .map_err(|e| format!("{why}; and by signals: {e}")),
+                None => Err(why),
+            },
+        },
     }
+}
+
+/// SIGSTOP (or SIGCONT) to `pid` and every process below it.
+pub fn signal_tree(pid: u32, stop: bool) -> Result<(), String> {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    // Parents before children; a child found through its parent's pid.
+    let all: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid = stat[stat.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(all.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+    // SAFETY: kill(2) on processes of the instance virtperf started (its tree, read just now).
+    if unsafe { libc::kill(pid as i32, sig) } != 0 {
+        return Err(format!("kill {pid}: {}", std::io::Error::last_os_error()));
+    }
+    for p in &tree[1..] {
+        // SAFETY: as above; a child that ended meanwhile is no error.
+        unsafe { libc::kill(*p as i32, sig) };
+    }
+    Ok(())
 }
 
 impl Instance {
@@ -562,5 +610,45 @@ fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u3
             source: CallError::Protocol(format!("expected hello, got {other:?}")),
             console: conn.tail().lines(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(pid: u32) -> String {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        s.rfind(')').and_then(|i| s[i + 2..].split_whitespace().next()).unwrap_or("?").to_string()
+    }
+
+    #[test]
+    fn signals_pause_and_resume_a_whole_process_tree() {
+        // The fallback when no cgroup freezer can be written: a shell and the sleep it started.
+        let mut child = std::process::Command::new("sh").args(["-c", "sleep 30; true"]).spawn().unwrap();
+        let pid = child.id();
+        let grandchild = (0..200)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(5));
+                std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+                    let p: u32 = e.file_name().to_str()?.parse().ok()?;
+                    let st = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                    let ppid: u32 = st[st.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()?;
+                    (ppid == pid).then_some(p)
+                })
+            })
+            .expect("sh started sleep");
+        signal_tree(pid, true).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!((state(pid), state(grandchild)), ("T".to_string(), "T".to_string()), "both stopped");
+        signal_tree(pid, false).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_ne!(state(pid), "T");
+        assert_ne!(state(grandchild), "T");
+        // SAFETY: kill(2) on the sleep this test started.
+        unsafe { libc::kill(grandchild as i32, libc::SIGKILL) };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(signal_tree(4_000_000, true).is_err(), "no such process");
     }
 }

@@ -93,6 +93,18 @@ pub(crate) fn container_cpu_limit_is_enforced() -> Outcome {
     let ratio = small["overhead"]["ratio"].as_f64().unwrap();
     // A 30 % CFS quota over a ~0.2 s loop: well under native, whatever the noise.
     assert!(ratio < 0.6, "cpus=0.3 should slow a CPU loop down, ratio {ratio}");
+    // While one environment runs its trial the other is paused, and each trial says so.
+    let raw = vp(
+        &["export", "--format", "json", "--db", db.to_str().unwrap()],
+        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    );
+    let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+    for t in raw["trials"].as_array().unwrap() {
+        let n = &t["extra"]["idle_neighbours"];
+        assert_eq!((n["idle"].as_u64(), n["paused"].as_u64()), (Some(1), Some(1)), "{t:#}");
+        let how = n["how"][0].as_str().unwrap_or_default();
+        assert!(how == "the cgroup freezer" || how == "SIGSTOP/SIGCONT", "{n}");
+    }
     assert_no_leftovers(&state);
     Outcome::Pass
 }
