@@ -267,6 +267,14 @@ pub fn launch_guest(
     inst.await_hello(ctx, started)
 }
 
+/// `params` over the defaults its schema declares: the one place a default is written is the
+/// parameter's [`ParamSpec`] (a parameter struct reading these needs no fallbacks of its own).
+pub fn with_defaults(specs: &[ParamSpec], params: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+    let mut all = virtperf_workload::params::resolve(specs, &BTreeMap::new()).unwrap_or_default();
+    all.extend(params.iter().map(|(k, v)| (k.clone(), v.clone())));
+    all
+}
+
 /// How to stop an instance for good.
 pub trait Teardown: Send {
     /// Stops everything the instance runs and removes what it created (ledger entries included).

@@ -133,19 +133,21 @@ struct LvParams {
 
 impl LvParams {
     fn of(params: &BTreeMap<String, Value>) -> LvParams {
+        // Defaults from PARAMS (the one place they are written).
+        let params = &crate::env::with_defaults(PARAMS, params);
         let text =
             |k: &str| params.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from);
-        let num = |k: &str, d: u64| params.get(k).and_then(Value::as_u64).unwrap_or(d);
+        let num = |k: &str| params.get(k).and_then(Value::as_u64).unwrap_or_default();
         LvParams {
-            uri: text("uri").unwrap_or_else(|| "qemu:///system".into()),
-            domain_type: text("domain_type").unwrap_or_else(|| "auto".into()),
-            vcpus: num("vcpus", 1) as u32,
-            memory: num("memory", 512 << 20),
-            nic: text("nic").unwrap_or_else(|| "virtio".into()),
+            uri: text("uri").unwrap_or_default(),
+            domain_type: text("domain_type").unwrap_or_default(),
+            vcpus: num("vcpus") as u32,
+            memory: num("memory"),
+            nic: text("nic").unwrap_or_default(),
             disk: text("disk").filter(|d| d != "none"),
             extra: text("extra"),
-            cache: text("cache").unwrap_or_else(|| "writeback".into()),
-            disk_size: num("disk_size", 256 << 20),
+            cache: text("cache").unwrap_or_default(),
+            disk_size: num("disk_size"),
             pin: text("pin"),
             domain: text("domain"),
             snapshot: text("snapshot"),
@@ -901,6 +903,17 @@ pub fn example_domain_xml(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameters_left_out_take_the_schema_defaults() {
+        let p = LvParams::of(&BTreeMap::new());
+        assert_eq!(
+            (p.uri.as_str(), p.domain_type.as_str(), p.nic.as_str()),
+            ("qemu:///system", "auto", "virtio")
+        );
+        assert_eq!((p.vcpus, p.memory, p.disk_size), (1, 512 << 20, 256 << 20));
+        assert_eq!((p.cache.as_str(), p.disk.as_deref()), ("writeback", None));
+    }
 
     fn spec(dtype: &str, nic: bool, disk: Option<&str>) -> DomainSpec {
         DomainSpec {

@@ -148,18 +148,20 @@ struct QemuParams {
 
 impl QemuParams {
     fn of(params: &BTreeMap<String, Value>) -> QemuParams {
+        // Defaults from PARAMS (the one place they are written).
+        let params = &crate::env::with_defaults(PARAMS, params);
         let text =
             |k: &str| params.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from);
-        let num = |k: &str, d: u64| params.get(k).and_then(Value::as_u64).unwrap_or(d);
+        let num = |k: &str| params.get(k).and_then(Value::as_u64).unwrap_or_default();
         QemuParams {
-            accel: text("accel").unwrap_or_else(|| "auto".into()),
-            machine: text("machine").unwrap_or_else(|| "q35".into()),
-            vcpus: num("vcpus", 1) as u32,
-            memory: num("memory", 512 << 20),
-            nic: text("nic").unwrap_or_else(|| "virtio".into()),
+            accel: text("accel").unwrap_or_default(),
+            machine: text("machine").unwrap_or_default(),
+            vcpus: num("vcpus") as u32,
+            memory: num("memory"),
+            nic: text("nic").unwrap_or_default(),
             disk: text("disk").filter(|d| d != "none"),
-            cache: text("cache").unwrap_or_else(|| "writeback".into()),
-            disk_size: num("disk_size", 256 << 20),
+            cache: text("cache").unwrap_or_default(),
+            disk_size: num("disk_size"),
             pin: text("pin"),
             qemu_args: text("qemu_args"),
             kernel: text("kernel"),
@@ -513,6 +515,16 @@ fn runtime_version() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameters_left_out_take_the_schema_defaults() {
+        let p = QemuParams::of(&BTreeMap::new());
+        assert_eq!((p.accel.as_str(), p.machine.as_str(), p.nic.as_str()), ("auto", "q35", "virtio"));
+        assert_eq!((p.vcpus, p.memory, p.disk_size), (1, 512 << 20, 256 << 20));
+        assert_eq!((p.cache.as_str(), p.disk.as_deref()), ("writeback", None));
+        let given: BTreeMap<String, Value> = [("vcpus".to_string(), Value::from(2))].into();
+        assert_eq!(QemuParams::of(&given).vcpus, 2, "a given value wins");
+    }
 
     fn facts(dev: bool, pvm: bool, hw: bool) -> KvmFacts {
         KvmFacts { dev: if dev { Ok(()) } else { Err("/dev/kvm: No such file".into()) }, pvm, hw }
