@@ -124,6 +124,39 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     let again = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &env);
     assert_eq!(again.status.code(), Some(2), "a completed run cannot be resumed");
     assert_no_leftovers(&state);
+
+    // Ctrl-C (SIGINT), then a hang-up (SIGHUP) while the first is being handled: the same clean
+    // end — exit 130, the run interrupted and resumable, nothing left.
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "native:name=b",
+            "--workload",
+            "sleep:duration=40ms",
+            "--reps",
+            "40",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    wait_for(|| (count_trials(&db, "ok") >= 2 * 41 + 5).then_some(()), 20.0).expect("run 2 stored trials");
+    kill(pid, libc::SIGINT);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    kill(pid, libc::SIGHUP);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 2"), "{err}");
+    assert_no_leftovers(&state);
+    let out = vp(&["run", "--resume", "2", "--db", db.to_str().unwrap()], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count_trials(&db, "pending"), 0);
+    assert_no_leftovers(&state);
     Outcome::Pass
 }
 
