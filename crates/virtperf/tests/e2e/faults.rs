@@ -153,6 +153,15 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 2"), "{err}");
     assert_no_leftovers(&state);
+    // kill -9 of the resume itself: the next resume sweeps what it left and finishes the rest.
+    let ok_now = count_trials(&db, "ok");
+    let child = vp_spawn(&["run", "--resume", "2", "--db", db.to_str().unwrap()], &env);
+    let pid = child.id();
+    wait_for(|| (count_trials(&db, "ok") >= ok_now + 3).then_some(()), 20.0)
+        .expect("the resume stored trials");
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    assert!(count_trials(&db, "pending") > 0, "killed before the end");
     let out = vp(&["run", "--resume", "2", "--db", db.to_str().unwrap()], &env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(count_trials(&db, "pending"), 0);
