@@ -787,3 +787,64 @@ pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -
     assert_no_leftovers(&state);
     Outcome::Pass
 }
+
+/// kill -9 of a run while its QEMU guest boots: the guest (whose files are in the run's state
+/// directory) is stopped by the next start's sweep, nothing stays.
+pub(crate) fn qemu_killed_during_boot_is_swept() -> Outcome {
+    if let Some(why) = need_qemu() {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let db = dir.path().join("b.db");
+    let state = dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let child = vp_spawn(
+        &[
+            "run",
+            "--env",
+            "qemu",
+            "--workload",
+            "noop",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let pid = child.id();
+    // Its guest is named after the run: `-name vpPID-…`.
+    let mark = format!("vp{pid}-");
+    let qemu = wait_for(|| qemu_named(&mark), 60.0);
+    kill(pid, 9);
+    let _ = child.wait_with_output();
+    let Some(qemu) = qemu else { panic!("no QEMU process named {mark}… appeared") };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stayed = qemu_named(&mark).is_some();
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_leftovers(&state);
+    assert!(qemu_named(&mark).is_none(), "QEMU {qemu} still runs");
+    println!(
+        "    killed while QEMU {qemu} booted; {} after the run died, gone after the next start",
+        if stayed { "it still ran" } else { "it had ended" }
+    );
+    Outcome::Pass
+}
+
+/// The pid of a QEMU process whose `-name` starts with `mark`.
+fn qemu_named(mark: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> =
+            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let named = args.iter().skip_while(|a| *a != "-name").nth(1).is_some_and(|n| n.starts_with(mark));
+        (args.first().is_some_and(|a| a.contains("qemu-system")) && named).then_some(pid)
+    })
+}

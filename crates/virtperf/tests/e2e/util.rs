@@ -377,6 +377,19 @@ fn mounts_and_daemons() -> Vec<String> {
             out.push(format!("glusterfs process {}", e.file_name().to_string_lossy()));
         }
     }
+    // QEMU guests, named after their run (`-name vpPID-…`).
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<String> =
+            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.first().is_some_and(|a| a.contains("qemu-system")) {
+            if let Some(name) =
+                args.iter().skip_while(|a| *a != "-name").nth(1).filter(|n| n.starts_with("vp"))
+            {
+                out.push(format!("qemu {name}"));
+            }
+        }
+    }
     for e in std::fs::read_dir("/sys/block").into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !name.starts_with("loop") {
@@ -425,6 +438,27 @@ pub fn leftover_things(state: &Path) -> Vec<String> {
         .map(|e| format!("state entry {}", e.path().display()))
         .collect();
     out.extend(host_things_unfiltered().into_iter().filter(|s| ours(s)));
+    out.extend(processes_naming(state));
+    out
+}
+
+/// Processes whose command line names `dir` (a guest's QEMU or UML kernel, a daemon a run
+/// started with its files there).
+pub fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.parse::<u32>().is_err() || name == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if !needle.is_empty() && cmd.contains(&needle) {
+            out.push(format!("process {name} {}", cmd.trim()));
+        }
+    }
     out
 }
 
