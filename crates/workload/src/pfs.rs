@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::tools::find_program;
+use crate::tools::{die_with_parent, find_program};
 use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 use virtperf_proto::Side;
 
@@ -662,20 +662,6 @@ pub fn sweep(home: &Path) {
         if own_mntns() != Some(ino) && ns_inode(Path::new("/proc/self/ns/mnt")) != Some(ino) {
             kill_namespace(ino);
         }
-    }
-}
-
-/// The child dies with the thread that started it (no FUSE client or glusterd outlives its run).
-fn die_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe; nothing is allocated in the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
 }
 

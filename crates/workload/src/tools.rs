@@ -45,6 +45,22 @@ fn package_of(prog: &str) -> &str {
     }
 }
 
+/// The child gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG): no daemon,
+/// client or helper outlives the run (or the agent) that started it.
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and affects only the child being created; the closure
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The tool's path inside this environment, or how to get it.
 pub fn find_program(prog: &str) -> Result<String, String> {
     if prog.contains('/') {

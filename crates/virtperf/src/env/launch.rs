@@ -508,16 +508,7 @@ pub fn spawn_with_pipes(
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     if die_with_parent {
-        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and only affects the child being
-        // created; the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        virtperf_workload::tools::die_with_parent(cmd);
     }
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { what: what.to_string(), source })?;
     ledger.record_process(child.id(), what);

@@ -275,15 +275,7 @@ fn probe_uncached(kernel: &Path, label: &str, cache: &Path) -> Probe {
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::piped())
     .process_group(0);
-    // SAFETY: prctl(PR_SET_PDEATHSIG) in the forked child only; async-signal-safe, no allocation.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    virtperf_workload::tools::die_with_parent(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

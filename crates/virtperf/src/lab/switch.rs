@@ -160,20 +160,11 @@ fn wait_for(what: &str, deadline: Duration, mut ok: impl FnMut() -> bool) -> Res
 }
 
 fn vsctl(db: &str, args: &[&str]) -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new("ovs-vsctl");
     cmd.arg(format!("--db={db}")).args(args);
     // It dies with this process: a run killed while it waits on the switch's database would
     // otherwise leave it waiting out its own timeout (seen by the e2e leftover check).
-    // SAFETY: prctl is async-signal-safe; nothing is allocated in the child.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    virtperf_workload::tools::die_with_parent(&mut cmd);
     crate::host::run(&mut cmd, &format!("`ovs-vsctl {}`", args.join(" "))).map(drop)
 }
 
