@@ -175,14 +175,11 @@ pub fn shared_libraries(prog: &Path) -> Result<Vec<PathBuf>, ImageError> {
     if !has_interp(&data) {
         return Ok(Vec::new());
     }
-    let out = Command::new("ldd").arg(prog).stdin(Stdio::null()).output().map_err(|e| {
-        ImageError::Missing(format!("ldd (libc-bin) is needed to find {}'s libraries: {e}", prog.display()))
-    })?;
-    Ok(parse_ldd(&String::from_utf8_lossy(&out.stdout)))
+    libraries_of(prog)
 }
 
-/// Shared libraries a shared object needs (a plug-in has no loader of its own, so
-/// [`shared_libraries`] would find none), as `ldd` resolves them.
+/// Shared libraries an ELF file needs, as `ldd` resolves them — a shared object too (a plug-in
+/// has no loader of its own, so [`shared_libraries`] would take it for a static program).
 fn libraries_of(so: &Path) -> Result<Vec<PathBuf>, ImageError> {
     let out = Command::new("ldd").arg(so).stdin(Stdio::null()).output().map_err(|e| {
         ImageError::Missing(format!("ldd (libc-bin) is needed to find {}'s libraries: {e}", so.display()))
