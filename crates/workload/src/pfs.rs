@@ -516,15 +516,11 @@ fn tail(path: &Path) -> String {
 
 // ---- namespaces ------------------------------------------------------------------------------
 
-/// Gives the calling thread a mount namespace of its own (CLONE_NEWNS implies CLONE_FS, which a
-/// thread may unshare alone), with nothing propagating back, a tmpfs on /run (glusterd's
-/// sockets) and `log` bound on /var/log (the daemons' logs, kept on the scratch disk).
+/// A server's mounts: a mount namespace of the calling thread's own ([`own_mount_namespace`]), a
+/// tmpfs on /run (glusterd's sockets) and on /var/lib, and `log` bound on /var/log (the daemons'
+/// logs, kept on the scratch disk).
 fn private_mounts(log: &Path) -> Result<(), String> {
-    let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
-    let (root, run, varlog, tmpfs) = (c("/")?, c("/run")?, c("/var/log")?, c("tmpfs")?);
-    let log_c = c(&log.to_string_lossy())?;
-    let err = |what: &str| {
-        let e = std::io::Error::last_os_error();
+    let err = |what: &str, e: std::io::Error| {
         if e.raw_os_error() == Some(libc::EPERM) {
             format!("{what}: {e} — a pfs server needs CAP_SYS_ADMIN (a mount namespace of its own, and the trusted.* extended attributes GlusterFS keeps on its brick); a container gets it with capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN)")
         } else {
@@ -537,35 +533,8 @@ fn private_mounts(log: &Path) -> Result<(), String> {
             let _ = std::fs::create_dir_all(d);
         }
     }
-    // SAFETY: unshare(2) on the calling thread; no memory is passed.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-        return Err(err("unshare(CLONE_NEWNS)"));
-    }
-    // SAFETY: mount(2) with valid NUL-terminated strings that outlive the calls.
-    unsafe {
-        if libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-            // (gVisor refuses propagation flags with EINVAL; its mounts never reach the host.)
-            && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
-        {
-            return Err(err("making / private"));
-        }
-        if libc::mount(
-            tmpfs.as_ptr(),
-            run.as_ptr(),
-            tmpfs.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(err("a tmpfs on /run"));
-        }
-    }
+    own_mount_namespace().map_err(|(what, e)| err(what, e))?;
+    mount_tmpfs("/run").map_err(|e| err("a tmpfs on /run", e))?;
     std::fs::create_dir_all("/run/gluster").map_err(|e| format!("cannot create /run/gluster: {e}"))?;
     if std::fs::symlink_metadata("/var/run").is_err() {
         // A guest's initramfs has no /var/run (glusterd's brick sockets are named below it).
@@ -573,31 +542,68 @@ fn private_mounts(log: &Path) -> Result<(), String> {
     }
     // glusterd writes below /var/lib/glusterd whatever its working directory (the shared-storage
     // brick's path): a tmpfs on /var/lib, in this namespace only.
-    let varlib = c("/var/lib")?;
-    // SAFETY: as above.
-    if unsafe {
-        libc::mount(
-            tmpfs.as_ptr(),
-            varlib.as_ptr(),
-            tmpfs.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            std::ptr::null(),
-        )
-    } != 0
-    {
-        return Err(err("a tmpfs on /var/lib"));
-    }
+    mount_tmpfs("/var/lib").map_err(|e| err("a tmpfs on /var/lib", e))?;
     if !Path::new("/var/log").is_dir() {
         return Err("there is no /var/log here to hold the daemons' logs".into());
     }
-    // SAFETY: as above.
+    let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
+    let (log_c, varlog) = (c(&log.to_string_lossy())?, c("/var/log")?);
+    // SAFETY: mount(2) with valid NUL-terminated strings that outlive the call.
     if unsafe {
         libc::mount(log_c.as_ptr(), varlog.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
     } != 0
     {
-        return Err(err("binding the log directory on /var/log"));
+        return Err(err("binding the log directory on /var/log", std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// Gives the calling thread a mount namespace of its own (CLONE_NEWNS implies CLONE_FS, which a
+/// thread may unshare alone) from which no mount propagates back. On failure, the step and its
+/// error.
+fn own_mount_namespace() -> Result<(), (&'static str, std::io::Error)> {
+    // SAFETY: unshare(2) on the calling thread; no memory is passed.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(("unshare(CLONE_NEWNS)", std::io::Error::last_os_error()));
+    }
+    // SAFETY: mount(2) with a valid NUL-terminated path and null optional arguments.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        let e = std::io::Error::last_os_error();
+        // (gVisor refuses propagation flags with EINVAL; its mounts never reach the host.)
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(("making / private", e));
+        }
+    }
+    Ok(())
+}
+
+/// A fresh tmpfs on `dir`, in the calling thread's mount namespace.
+fn mount_tmpfs(dir: &str) -> std::io::Result<()> {
+    let dir = CString::new(dir)?;
+    // SAFETY: mount(2) with valid NUL-terminated strings that outlive the call.
+    let r = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            dir.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The capabilities a server needs and this process lacks (CapEff of /proc/self/status), named;
@@ -673,31 +679,8 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
         s.spawn(|| {
             let _cpu = ctx.thread_cpu();
             // A mount namespace of this thread's: the mount point on a tmpfs of its own.
-            let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
-            let (root, tmp, tmpfs) = (c("/")?, c("/tmp")?, c("tmpfs")?);
-            // SAFETY: unshare(2) and mount(2) on the calling thread with valid strings.
-            unsafe {
-                if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                    return Err(format!("unshare(CLONE_NEWNS): {}", std::io::Error::last_os_error()));
-                }
-                if libc::mount(
-                    std::ptr::null(),
-                    root.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ) != 0
-                    || libc::mount(
-                        tmpfs.as_ptr(),
-                        tmp.as_ptr(),
-                        tmpfs.as_ptr(),
-                        libc::MS_NOSUID | libc::MS_NODEV,
-                        std::ptr::null(),
-                    ) != 0
-                {
-                    return Err(format!("a private tmpfs on /tmp: {}", std::io::Error::last_os_error()));
-                }
-            }
+            own_mount_namespace().map_err(|(what, e)| format!("{what}: {e}"))?;
+            mount_tmpfs("/tmp").map_err(|e| format!("a private tmpfs on /tmp: {e}"))?;
             let mnt = Path::new("/tmp/pfs");
             std::fs::create_dir_all(mnt).map_err(|e| format!("cannot create {}: {e}", mnt.display()))?;
             let log = Path::new("/tmp/client.log");
