@@ -839,12 +839,5 @@ pub(crate) fn qemu_killed_during_boot_is_swept() -> Outcome {
 
 /// The pid of a QEMU process whose `-name` starts with `mark`.
 fn qemu_named(mark: &str) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-        let args: Vec<String> =
-            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        let named = args.iter().skip_while(|a| *a != "-name").nth(1).is_some_and(|n| n.starts_with(mark));
-        (args.first().is_some_and(|a| a.contains("qemu-system")) && named).then_some(pid)
-    })
+    qemu_guests().into_iter().find(|(_, n)| n.starts_with(mark)).map(|(pid, _)| pid)
 }

@@ -3,20 +3,6 @@
 use crate::util::*;
 use crate::Outcome;
 
-/// Live GlusterFS processes (glusterd, glusterfsd, glusterfs are one binary): none may outlive a run.
-fn gluster_processes() -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
-        if exe.to_string_lossy().ends_with("/glusterfsd") {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let cmd: String = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            out.push(format!("{} {}", e.file_name().to_string_lossy(), cmd.trim()));
-        }
-    }
-    out
-}
-
 fn need_gluster() -> Option<String> {
     need_root_and_env("container")
         .or_else(|| need_root_and("glusterd"))

@@ -355,6 +355,38 @@ fn host_things_unfiltered() -> Vec<String> {
     out
 }
 
+/// Live GlusterFS processes (glusterd, glusterfsd, glusterfs are one binary), each as its pid
+/// and command line.
+pub fn gluster_processes() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
+        if exe.to_string_lossy().ends_with("/glusterfsd") {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmd: String = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            out.push(format!("{} {}", e.file_name().to_string_lossy(), cmd.trim()));
+        }
+    }
+    out
+}
+
+/// Running QEMU processes and their `-name` (a virtperf guest's is `vpPID-…`, after its run).
+pub fn qemu_guests() -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<String> =
+            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.first().is_some_and(|a| a.contains("qemu-system")) {
+            if let Some(name) = args.iter().skip_while(|a| *a != "-name").nth(1) {
+                out.push((pid, name.clone()));
+            }
+        }
+    }
+    out
+}
+
 /// Mounts a run could leave (below virtperf's state or scratch directories, a GlusterFS client's
 /// FUSE mount, an overlay), file-system daemons (GlusterFS: glusterd, glusterfsd and the client
 /// are one binary), and loop devices backed by virtperf's files.
@@ -371,25 +403,11 @@ fn mounts_and_daemons() -> Vec<String> {
             out.push(format!("mount {mp} ({fstype})"));
         }
     }
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
-        if exe.to_string_lossy().ends_with("/glusterfsd") {
-            out.push(format!("glusterfs process {}", e.file_name().to_string_lossy()));
-        }
-    }
+    out.extend(gluster_processes().into_iter().map(|p| format!("glusterfs process {p}")));
     // QEMU guests, named after their run (`-name vpPID-…`).
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-        let args: Vec<String> =
-            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        if args.first().is_some_and(|a| a.contains("qemu-system")) {
-            if let Some(name) =
-                args.iter().skip_while(|a| *a != "-name").nth(1).filter(|n| n.starts_with("vp"))
-            {
-                out.push(format!("qemu {name}"));
-            }
-        }
-    }
+    out.extend(
+        qemu_guests().into_iter().filter(|(_, n)| n.starts_with("vp")).map(|(_, n)| format!("qemu {n}")),
+    );
     for e in std::fs::read_dir("/sys/block").into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !name.starts_with("loop") {
