@@ -91,6 +91,40 @@ pub fn standing(env: &Groups, baseline: &Groups, target: f64) -> Standing {
     Standing { ratio, relative_half_width: rhw, distance: rhw / target, noisier }
 }
 
+/// Most repetitions one launch of a case gets in precision mode, however cheap they are.
+pub const MAX_REPS_PER_LAUNCH: usize = 25;
+
+/// How many repetitions of a case a new launch should hold, after Kalibera and Jones ("Rigorous
+/// benchmarking in reasonable time", ISMM 2013, the optimal number of iterations per execution):
+/// n = ⌈√((c₂ / c₁) · T²₁ / T²₂)⌉, with c₁ the cost of one repetition, c₂ the cost of a launch
+/// (its start and warm-ups) and T²₁, T²₂ the within- and between-launch variance components
+/// estimated from `groups` so far. Cheap, launch-quiet repetitions get many per launch; where
+/// launches differ, launches are what pays. Bounded below by `min` (the experiment's `reps`) and
+/// above by what costs no more than the launch itself (and [`MAX_REPS_PER_LAUNCH`]); `min`
+/// until two launches have shown what varies.
+pub fn reps_per_launch(groups: &Groups, trial_cost: f64, launch_cost: f64, min: usize) -> usize {
+    let min = min.max(1);
+    if !(trial_cost > 0.0 && launch_cost >= 0.0) {
+        return min;
+    }
+    let most = ((launch_cost / trial_cost).floor() as usize).clamp(min, MAX_REPS_PER_LAUNCH.max(min));
+    let Some(n) = Nested::of(groups).filter(|n| n.launches >= 2 && n.trials > n.launches) else {
+        return min;
+    };
+    if n.var_trial <= 0.0 {
+        return min;
+    }
+    if n.var_launch <= 0.0 {
+        return most;
+    }
+    let best = ((launch_cost / trial_cost) * n.var_trial / n.var_launch).sqrt().ceil();
+    if best.is_finite() {
+        (best as usize).clamp(min, most)
+    } else {
+        most
+    }
+}
+
 /// The cell furthest from its target and the side to add to, or None when every cell is done.
 pub fn next(standings: &[Standing]) -> Option<(usize, Side)> {
     standings
@@ -135,17 +169,32 @@ mod tests {
         }
     }
 
-    /// Runs precision mode on one cell to the end: `min` launches of `reps` on each side (or,
-    /// with `launches = false`, one launch of `min` repetitions), then one more launch (or
-    /// repetition) at a time on the side `next` names, until the target is met or `max` units a
-    /// side; returns whether the final interval covers the true ratio, and how many units it took.
+    /// How a simulated run grows: launches of a fixed size, launches sized by
+    /// [`reps_per_launch`] (a repetition costing 1, a launch [`LAUNCH_COST`]), or repetitions
+    /// of one launch.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Design {
+        Launches,
+        Allocated,
+        Repetitions,
+    }
+
+    /// A launch's cost in repetitions in the simulation (a TCG guest's boot and warm-ups against
+    /// 0.2 s trials is of this order).
+    const LAUNCH_COST: f64 = 30.0;
+
+    /// Runs precision mode on one cell to the end: 3 launches of 3 repetitions on each side (or,
+    /// for `Repetitions`, one launch of 3), then one more launch (or repetition) at a time on the
+    /// side `next` names, until the target is met or `max` units a side; returns whether the
+    /// final interval covers the true ratio, how many units it took and what they cost.
     fn simulate(
         rng: &mut Rng,
         env: &Truth,
         base: &Truth,
-        launches: bool,
+        design: Design,
         target: f64,
-    ) -> (Option<bool>, usize) {
+    ) -> (Option<bool>, usize, f64) {
+        let launches = design != Design::Repetitions;
         let (min, reps, max) = if launches { (3, 3, 40) } else { (3, 0, 400) };
         // One launch: what its interval covers is that launch; the repetitions are drawn with no
         // launch effect to miss (the whole spread within the launch).
@@ -159,6 +208,8 @@ mod tests {
         };
         let (mut a, mut b) = (start(env, rng), start(base, rng));
         let size = |g: &Vec<Vec<f64>>| if launches { g.len() } else { g[0].len() };
+        let cost =
+            |g: &Vec<Vec<f64>>| g.len() as f64 * LAUNCH_COST + g.iter().map(Vec::len).sum::<usize>() as f64;
         loop {
             let s = standing(&a, &b, target);
             let side = match next(std::slice::from_ref(&s)) {
@@ -166,17 +217,20 @@ mod tests {
                 _ => {
                     let truth = env.mean / base.mean;
                     let covered = s.ratio.and_then(|r| r.ci95).map(|(lo, hi)| lo <= truth && truth <= hi);
-                    return (covered, size(&a) + size(&b));
+                    return (covered, size(&a) + size(&b), cost(&a) + cost(&b));
                 }
             };
             let (g, t) = match side {
                 Side::Env => (&mut a, env),
                 Side::Baseline => (&mut b, base),
             };
-            if launches {
-                g.push(t.launch_of(rng, reps));
-            } else {
-                g[0].push(rng.normal(t.mean, sd(t)));
+            match design {
+                Design::Launches => g.push(t.launch_of(rng, reps)),
+                Design::Allocated => {
+                    let n = reps_per_launch(g, 1.0, LAUNCH_COST, reps);
+                    g.push(t.launch_of(rng, n));
+                }
+                Design::Repetitions => g[0].push(rng.normal(t.mean, sd(t))),
             }
         }
     }
@@ -197,14 +251,17 @@ mod tests {
         ]
     }
 
-    fn coverage(launches: bool, seed: u64) {
+    /// Coverage of each simulated cell's intervals under `design`, and the mean cost of a run.
+    fn coverage(design: Design, seed: u64) -> Vec<f64> {
+        let mut costs = Vec::new();
         for (i, (env, base, target)) in cells().iter().enumerate() {
             let mut rng = Rng(seed + i as u64);
-            let (mut covered, mut stated, mut units) = (0usize, 0usize, 0usize);
+            let (mut covered, mut stated, mut units, mut spent) = (0usize, 0usize, 0usize, 0.0);
             let runs = 2000;
             for _ in 0..runs {
-                let (c, n) = simulate(&mut rng, env, base, launches, *target);
+                let (c, n, cost) = simulate(&mut rng, env, base, design, *target);
                 units += n;
+                spent += cost;
                 if let Some(c) = c {
                     stated += 1;
                     covered += usize::from(c);
@@ -214,26 +271,59 @@ mod tests {
             // 2000 runs: the binomial standard error at 95 % is 0.005; 0.94 is two of them below.
             assert!(
                 cov >= 0.94,
-                "cell {i} ({}): coverage {cov:.4} over {stated} intervals ({:.1} units a run)",
-                if launches { "launches" } else { "repetitions" },
+                "cell {i} ({design:?}): coverage {cov:.4} over {stated} intervals ({:.1} units a run)",
                 units as f64 / runs as f64
             );
             assert_eq!(stated, runs, "cell {i}: every run ends with an interval");
+            costs.push(spent / runs as f64);
         }
+        costs
     }
 
     /// The promise of precision mode with launches (the two-level model): under the stopping
     /// rule, the stated intervals cover the true ratio at least 94 % of the time.
     #[test]
     fn coverage_under_the_rule_and_the_two_level_model_stays_at_least_94_percent() {
-        coverage(true, 2013);
+        coverage(Design::Launches, 2013);
     }
 
     /// The same with one launch, repetitions added one at a time (what the interval then covers
     /// is that launch; here the repetitions have no launch effect to miss).
     #[test]
     fn coverage_under_the_rule_with_one_launch_stays_at_least_94_percent() {
-        coverage(false, 1955);
+        coverage(Design::Repetitions, 1955);
+    }
+
+    /// Launches sized after Kalibera and Jones keep the coverage, and cost less where the
+    /// repetitions are noisy and the launches quiet (cells 1 and 5: the spread lies within a
+    /// launch, so cheap repetitions do the work of costly launches); nowhere do they cost much more.
+    #[test]
+    fn launches_sized_by_their_variance_components_keep_coverage_and_cost_less() {
+        let fixed = coverage(Design::Launches, 2013);
+        let sized = coverage(Design::Allocated, 2013);
+        for (i, (f, s)) in fixed.iter().zip(&sized).enumerate() {
+            eprintln!("cell {i}: fixed launches cost {f:.0}, sized {s:.0} ({:.2}×)", s / f);
+            assert!(*s <= f * 1.15, "cell {i}: sized launches cost {s:.0} against {f:.0}");
+        }
+        for i in [1, 5] {
+            assert!(sized[i] <= fixed[i] * 0.7, "cell {i}: {:.0} against {:.0}", sized[i], fixed[i]);
+        }
+    }
+
+    /// The allocation itself: many repetitions where launches are quiet and repetitions cheap,
+    /// few where launches differ, bounded by the launch's own cost and the experiment's minimum.
+    #[test]
+    fn repetitions_per_launch_follow_the_costs_and_the_variance_components() {
+        let quiet = vec![vec![10.0, 14.0, 6.0], vec![9.0, 13.0, 8.0], vec![12.0, 7.0, 11.0]];
+        let launchy = vec![vec![10.0, 10.1, 9.9], vec![20.0, 20.2, 19.9], vec![15.0, 15.1, 14.8]];
+        assert_eq!(reps_per_launch(&quiet, 1.0, 30.0, 2), 25, "no launch effect: as many as the cap");
+        assert_eq!(reps_per_launch(&quiet, 1.0, 8.0, 2), 8, "no more than the launch costs");
+        assert_eq!(reps_per_launch(&launchy, 1.0, 30.0, 2), 2, "launches differ: the minimum");
+        assert_eq!(reps_per_launch(&quiet[..1], 1.0, 30.0, 2), 2, "one launch shows nothing");
+        assert_eq!(reps_per_launch(&quiet, 0.0, 30.0, 3), 3, "no cost known");
+        // Between: √(c₂/c₁ · T²₁/T²₂) with T²₁ = 1, T²₂ = 1 − 1/3.
+        let mid = vec![vec![9.0, 10.0, 11.0], vec![10.0, 11.0, 12.0], vec![11.0, 12.0, 13.0]];
+        assert_eq!(reps_per_launch(&mid, 1.0, 24.0, 2), 6);
     }
 
     /// What the correction is for: the ordinary 95 % interval, stopped on by the same rule, falls

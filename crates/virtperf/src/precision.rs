@@ -25,7 +25,15 @@ pub struct Cell {
     /// The metric as the report headlines it (the host clock's twin for a guest with its own).
     pub metric: String,
     pub standing: Standing,
+    /// Repetitions a new launch of the environment (`[0]`) or of its baseline (`[1]`) should hold
+    /// of this case: Kalibera and Jones' optimum from each side's variance components and costs
+    /// ([`sequential::reps_per_launch`]).
+    pub reps: [usize; 2],
 }
+
+/// What the orchestrator adds to a trial's host span (planning, storing, the idle neighbours'
+/// freeze): measured at 4–7 ms a trial on 3 ms `memcpy` trials natively.
+const TRIAL_OVERHEAD_S: f64 = 0.005;
 
 /// The baseline of environment `e`: the environment of its machine that is the bare host.
 pub fn baseline_of(exp: &Experiment, e: usize) -> Option<usize> {
@@ -68,6 +76,17 @@ pub fn cells(
     // A case whose trials keep failing in an environment is not waited for: more launches would
     // fail the same way (the report lists its failures).
     let health = store.case_health(run_id)?;
+    let (trial_costs, starts) = (store.trial_costs(run_id)?, store.launch_costs(run_id)?);
+    let trial_cost = |e: usize, c: usize| trial_costs.get(&(e, c)).map_or(0.0, |s| s + TRIAL_OVERHEAD_S);
+    // A launch: its start, then a warm-up of every watched case.
+    let launch_cost = |e: usize| {
+        starts.get(&e).copied().unwrap_or(0.0)
+            + (0..exp.cases.len()).filter(|&c| watched(exp, c)).map(|c| trial_cost(e, c)).sum::<f64>()
+                * exp.warmup as f64
+    };
+    let reps_of = |e: usize, c: usize, groups: &[Vec<f64>]| {
+        sequential::reps_per_launch(groups, trial_cost(e, c), launch_cost(e), exp.reps.max(1) as usize)
+    };
     let failing = |e: usize, c: usize| health.get(&(e, c)).is_some_and(|&(failed, last)| failed >= 2 && last);
     let values = |e: usize, c: usize, m: &str| -> Vec<Vec<f64>> {
         groups
@@ -94,7 +113,8 @@ pub fn cells(
                     continue;
                 }
                 let standing = sequential::standing(&a, &base, p.percent / 100.0);
-                out.push(Cell { env: e, base: b, case: c, metric, standing });
+                let reps = [reps_of(e, c, &a), reps_of(b, c, &base)];
+                out.push(Cell { env: e, base: b, case: c, metric, standing, reps });
             }
         }
     }
@@ -104,8 +124,9 @@ pub fn cells(
 /// What precision mode runs next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Unit {
-    /// A new launch of environment `env` with its warm-ups and `reps` repetitions of each case.
-    Launch { env: usize, cases: Vec<usize> },
+    /// A new launch of environment `env` with its warm-ups and, of each case, the repetitions
+    /// given beside it (at least the experiment's `reps`).
+    Launch { env: usize, cases: Vec<(usize, usize)> },
     /// One more repetition of `case` in `env`'s current launch.
     Rep { env: usize, case: usize },
 }
@@ -123,15 +144,21 @@ pub fn next_unit(exp: &Experiment, cells: &[Cell]) -> Option<Unit> {
         return Some(Unit::Rep { env, case: cell.case });
     }
     // A launch measures every case of the environment still short of its target (for a
-    // baseline: every case where an environment compared with it is).
-    let mut cases: Vec<usize> = cells
-        .iter()
-        .filter(|x| !x.standing.met() && (x.env == env || x.base == env))
-        .map(|x| x.case)
-        .collect();
-    cases.sort_unstable();
-    cases.dedup();
-    Some(Unit::Launch { env, cases })
+    // baseline: every case where an environment compared with it is), each as often as the
+    // neediest of its cells asks.
+    let mut cases: std::collections::BTreeMap<usize, usize> = BTreeMap::new();
+    for x in cells.iter().filter(|x| !x.standing.met()) {
+        let reps = if x.env == env {
+            x.reps[0]
+        } else if x.base == env {
+            x.reps[1]
+        } else {
+            continue;
+        };
+        let n = cases.entry(x.case).or_default();
+        *n = (*n).max(reps);
+    }
+    Some(Unit::Launch { env, cases: cases.into_iter().collect() })
 }
 
 /// The trials of `unit`, to append to the run's plan (ids and seq are the store's to give).
@@ -163,9 +190,13 @@ pub fn trials(
             let block = last_block + 1;
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(exp.seed ^ seed.rotate_left(17));
             let mut out = Vec::new();
-            for (n, warmup) in [(exp.warmup, true), (exp.reps, false)] {
+            let most = cases.iter().map(|c| u32::try_from(c.1).unwrap_or(u32::MAX)).max().unwrap_or(0);
+            for (n, warmup) in [(exp.warmup, true), (most, false)] {
                 for r in 0..n {
-                    let mut round: Vec<usize> = cases.clone();
+                    // Round r holds every case with more than r repetitions (all of them for the
+                    // warm-ups), shuffled like the plan's rounds.
+                    let mut round: Vec<usize> =
+                        cases.iter().filter(|c| warmup || c.1 > r as usize).map(|c| c.0).collect();
                     if exp.order != crate::experiment::Order::Sequential {
                         round.shuffle(&mut rng);
                     }
@@ -235,6 +266,8 @@ mod tests {
             let o = TrialOutcome {
                 status: TrialStatus::Ok,
                 samples: vec![Sample { metric: metric.into(), value: v, unit: "x".into() }],
+                // syscall trials of 200 ms, memcpy ones of 3 ms
+                host_ns: Some(if t.case_idx == 0 { 200_000_000 } else { 3_000_000 }),
                 launch_id: Some(1000 * t.env_idx as i64 + i64::from(t.block)),
                 ..Default::default()
             };
@@ -259,14 +292,42 @@ mod tests {
         assert!(memcpy.standing.met(), "{memcpy:?}");
         let syscall = cells.iter().find(|c| c.case == 0).unwrap();
         assert!(!syscall.standing.met(), "{syscall:?}");
-        assert_eq!(next_unit(&e, &cells), Some(Unit::Launch { env: 1, cases: vec![0] }));
+        assert_eq!(next_unit(&e, &cells), Some(Unit::Launch { env: 1, cases: vec![(0, 3)] }));
         // The launch: a block of its own after the planned three, warm-ups then reps.
-        let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: vec![0] }, 1).unwrap();
+        let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: vec![(0, 3)] }, 1).unwrap();
         assert_eq!(t.len(), (e.warmup + e.reps) as usize);
         assert!(t.iter().all(|x| x.block == 3 && x.env_idx == 1 && x.case_idx == 0));
         assert!(t.iter().filter(|x| !x.warmup).all(|x| x.rep >= 9), "reps continue after the plan's");
         // Nothing short: nothing to run. An environment that gave up is not waited for.
         assert!(cells_met_or_gone(&e, &s, run));
+    }
+
+    #[test]
+    fn a_launch_holds_more_of_a_cheap_case_whose_spread_lies_within_launches() {
+        let e = exp(3);
+        let dir = tempfile::tempdir().unwrap();
+        // memcpy: noisy from trial to trial, the same from launch to launch, 3 ms a trial;
+        // syscall: 200 ms a trial, container launches differ.
+        let (s, run) = store_with(&e, dir.path(), &|env, case, rep| match (env, case) {
+            (_, 1) => 10.0 * (env + 1) as f64 + [0.0, 3.0, -3.0][(rep % 3) as usize],
+            (0, 0) => 100.0 + (rep % 3) as f64 * 0.1,
+            (_, _) => 300.0 + [0.0, 40.0, -35.0][(rep / 3 % 3) as usize] + (rep % 3) as f64,
+        });
+        let cells = cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
+        let memcpy = cells.iter().find(|c| c.case == 1).unwrap();
+        let syscall = cells.iter().find(|c| c.case == 0).unwrap();
+        assert!(!memcpy.standing.met() && !syscall.standing.met(), "{cells:?}");
+        // A launch costs its warm-ups (≈ 0.2 s): ≈ 25 memcpy trials of 8 ms with the overhead.
+        assert!(memcpy.reps[0] >= 20, "{memcpy:?}");
+        assert_eq!(syscall.reps[0], 3, "{syscall:?}");
+        let Some(Unit::Launch { env: 1, cases }) = next_unit(&e, &cells) else { panic!("{cells:?}") };
+        assert_eq!(cases, vec![(0, 3), (1, memcpy.reps[0])]);
+        let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: cases.clone() }, 1).unwrap();
+        let measured = |c: usize| t.iter().filter(|x| !x.warmup && x.case_idx == c).count();
+        assert_eq!((measured(0), measured(1)), (3, memcpy.reps[0]));
+        assert_eq!(t.iter().filter(|x| x.warmup).count(), 2, "one warm-up of each case");
+        // The first rounds interleave both cases; memcpy's extra repetitions come after.
+        assert!(t[2..4].iter().any(|x| x.case_idx == 0) && t[2..4].iter().any(|x| x.case_idx == 1), "{t:?}");
     }
 
     fn cells_met_or_gone(e: &Experiment, s: &Store, run: i64) -> bool {

@@ -510,6 +510,42 @@ impl Store {
         Ok(out)
     }
 
+    /// What a trial of each environment × case costs so far, in seconds: the median of its ended
+    /// trials' host spans with the agent's round trip (precision mode's c₁; a few milliseconds of
+    /// the orchestrator's own work are added by the caller).
+    pub fn trial_costs(&self, run: i64) -> Result<std::collections::BTreeMap<(usize, usize), f64>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT env_idx, case_idx, host_ns + coalesce(rtt_ns, 0) FROM trials
+             WHERE run_id = ?1 AND peer_idx IS NULL AND status = 'ok' AND host_ns IS NOT NULL",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize, r.get::<_, i64>(2)?))
+        })?;
+        let mut spans: std::collections::BTreeMap<(usize, usize), Vec<i64>> = Default::default();
+        for row in rows {
+            let (e, c, ns) = row?;
+            spans.entry((e, c)).or_default().push(ns);
+        }
+        Ok(spans
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_unstable();
+                (k, v[v.len() / 2] as f64 / 1e9)
+            })
+            .collect())
+    }
+
+    /// What starting each environment costs so far, in seconds: the mean of its ready launches'
+    /// times from launch to the agent's hello (precision mode's c₂, with the warm-ups).
+    pub fn launch_costs(&self, run: i64) -> Result<std::collections::BTreeMap<usize, f64>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT env_idx, avg(start_ms) FROM instances
+             WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL GROUP BY env_idx",
+        )?;
+        let rows = st.query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get::<_, f64>(1)? / 1e3)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Where an environment's plan ends: its last block, and the last repetition of each case.
     pub fn plan_tail(
         &self,
