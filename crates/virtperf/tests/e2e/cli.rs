@@ -439,3 +439,31 @@ pub(crate) fn a_hung_virtperf_fails_its_test_with_the_command_line() -> Outcome 
     assert_no_leftovers(&state);
     Outcome::Pass
 }
+
+/// A required environment (VIRTPERF_E2E_REQUIRE, set by .ci/run) whose test would skip fails
+/// that test instead; an environment not required still skips with its reason; one that can run
+/// goes on. And the environments .ci/run requires are doctor's own rows.
+pub(crate) fn a_required_environment_that_would_skip_fails_its_test() -> Outcome {
+    let required = vec!["gvisor".to_string(), "uml:kernel=virtperf".to_string()];
+    let why = || Some("doctor says no".to_string());
+    let failed = std::panic::catch_unwind(|| unless_required_in(&required, "gvisor", why()));
+    let message = failed.as_ref().err().and_then(|p| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+    assert!(message.contains("gvisor is required") && message.contains("doctor says no"), "{failed:?}");
+    assert!(std::panic::catch_unwind(|| unless_required_in(&required, "uml:kernel=virtperf", why())).is_err());
+    assert_eq!(unless_required_in(&required, "uml", why()), why(), "not required: skipped with the reason");
+    assert_eq!(unless_required_in(&required, "gvisor", None), None, "usable: runs");
+    // .ci/run's list names rows doctor has (a misspelt one would require nothing).
+    let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/run")).unwrap();
+    let line =
+        ci.lines().find(|l| l.contains("VIRTPERF_E2E_REQUIRE=")).expect(".ci/run sets VIRTPERF_E2E_REQUIRE");
+    let list = line.split_once('=').unwrap().1.trim_matches('"');
+    let doc: serde_json::Value =
+        serde_json::from_slice(&vp(&["doctor", "--quick", "--json"], &[]).stdout).unwrap();
+    let rows: Vec<&str> =
+        doc["environments"].as_array().unwrap().iter().filter_map(|r| r["environment"].as_str()).collect();
+    for env in list.split(',') {
+        assert!(rows.contains(&env), ".ci/run requires {env}, which doctor has no row for ({rows:?})");
+    }
+    println!("    required on this machine kind by .ci/run: {list}; now: {:?}", required_envs());
+    Outcome::Pass
+}

@@ -43,6 +43,7 @@ fn main() {
         cli::agent_answers_every_frame_and_survives_garbage,
         cli::bad_input_exits_2_and_creates_nothing,
         cli::examples_validate,
+        cli::a_required_environment_that_would_skip_fails_its_test,
         cli::a_hung_virtperf_fails_its_test_with_the_command_line,
         cli::native_run_report_export_agree,
         faults::hung_agent_fails_trial_at_deadline_and_run_goes_on,
@@ -103,6 +104,13 @@ fn main() {
         mechanisms::mechanisms_run_everywhere_and_make_physical_sense,
     ];
     util::take_baseline();
+    let required = util::required_envs();
+    if !required.is_empty() {
+        println!(
+            "required here (VIRTPERF_E2E_REQUIRE): {}; a test of one of them that would skip fails",
+            required.join(", ")
+        );
+    }
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut failures = Vec::new();

@@ -148,10 +148,44 @@ pub fn has(prog: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The environments this machine kind must run (`VIRTPERF_E2E_REQUIRE`, a comma-separated list
+/// of doctor's rows such as `container,uml:kernel=virtperf`; .ci/run sets it). doctor is code
+/// under test: a regression that called gVisor unusable would otherwise turn its tests into
+/// skips and leave the suite green.
+pub fn required_envs() -> Vec<String> {
+    std::env::var("VIRTPERF_E2E_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// `why` as a skip reason, unless `env` is required on this machine kind: then the test fails
+/// with it.
+fn unless_required(env: &str, why: Option<String>) -> Option<String> {
+    unless_required_in(&required_envs(), env, why)
+}
+
+/// [`unless_required`] against the list `required`.
+pub fn unless_required_in(required: &[String], env: &str, why: Option<String>) -> Option<String> {
+    let why = why?;
+    assert!(
+        !required.iter().any(|r| r == env),
+        "{env} is required on this machine kind (VIRTPERF_E2E_REQUIRE) but the test would skip: {why}"
+    );
+    Some(why)
+}
+
 /// Why `env` (e.g. `uml`, `qemu:accel=kvm`) cannot run on this host, in doctor's words (its
 /// quick checks, which include the UML probe boot); None when it can. A test of an environment
-/// the host cannot run is skipped with this reason, never failed, never passed.
+/// the host cannot run is skipped with this reason, never failed, never passed — unless the
+/// environment is required here ([`required_envs`]): then the test fails.
 pub fn doctor_unusable(env: &str) -> Option<String> {
+    unless_required(env, doctor_verdict(env))
+}
+
+fn doctor_verdict(env: &str) -> Option<String> {
     let out = vp(&["doctor", "--quick", "--json"], &[]);
     let doc: serde_json::Value = match serde_json::from_slice(&out.stdout) {
         Ok(d) => d,
@@ -174,7 +208,7 @@ pub fn doctor_unusable(env: &str) -> Option<String> {
 /// Root first (containers, namespaces), then doctor's verdict on `env`.
 pub fn need_root_and_env(env: &str) -> Option<String> {
     if !is_root() {
-        return Some("needs root (namespaces, cgroups, taps)".into());
+        return unless_required(env, Some("needs root (namespaces, cgroups, taps)".into()));
     }
     doctor_unusable(env)
 }
@@ -521,8 +555,9 @@ pub fn assert_no_leftovers(state: &Path) {
 
 pub fn need_qemu() -> Option<String> {
     need_root_and_env("qemu").or_else(|| {
-        (!std::path::Path::new("/bin/busybox").exists())
-            .then(|| "needs busybox-static (apt-get install busybox-static, or make deps)".to_string())
+        let why = (!std::path::Path::new("/bin/busybox").exists())
+            .then(|| "needs busybox-static (apt-get install busybox-static, or make deps)".to_string());
+        unless_required("qemu", why)
     })
 }
 
