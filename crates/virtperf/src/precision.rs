@@ -225,7 +225,7 @@ mod tests {
         raw.workloads.push(read_flag("--workload", "syscall").unwrap());
         raw.workloads.push(read_flag("--workload", "memcpy").unwrap());
         for (k, v) in
-            [("launches", Raw::Int(launches)), ("reps", Raw::Int(3)), ("precision", Raw::Str("5%".into()))]
+            [("launches", Raw::Int(launches)), ("reps", Raw::Int(4)), ("precision", Raw::Str("5%".into()))]
         {
             raw.settings.insert(k.into(), RawSetting { value: v, origin: Origin::Default });
         }
@@ -278,12 +278,12 @@ mod tests {
 
     #[test]
     fn the_furthest_cell_gets_a_launch_of_the_cases_still_short() {
-        let e = exp(3);
+        let e = exp(4);
         let dir = tempfile::tempdir().unwrap();
         // syscall: container 3× native and noisy between launches; memcpy: both quiet.
         let (s, run) = store_with(&e, dir.path(), &|env, case, rep| match (env, case) {
             (0, 0) => 100.0 + (rep % 3) as f64 * 0.1,
-            (1, 0) => 300.0 + [0.0, 40.0, -35.0][(rep / 3 % 3) as usize] + (rep % 3) as f64,
+            (1, 0) => 300.0 + [0.0, 40.0, -35.0][(rep / 4 % 3) as usize] + (rep % 3) as f64,
             (_, _) => 10.0 + rep as f64 * 0.001 + env as f64,
         });
         let cells = cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
@@ -292,26 +292,26 @@ mod tests {
         assert!(memcpy.standing.met(), "{memcpy:?}");
         let syscall = cells.iter().find(|c| c.case == 0).unwrap();
         assert!(!syscall.standing.met(), "{syscall:?}");
-        assert_eq!(next_unit(&e, &cells), Some(Unit::Launch { env: 1, cases: vec![(0, 3)] }));
-        // The launch: a block of its own after the planned three, warm-ups then reps.
-        let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: vec![(0, 3)] }, 1).unwrap();
+        assert_eq!(next_unit(&e, &cells), Some(Unit::Launch { env: 1, cases: vec![(0, 4)] }));
+        // The launch: a block of its own after the planned four, warm-ups then reps.
+        let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: vec![(0, 4)] }, 1).unwrap();
         assert_eq!(t.len(), (e.warmup + e.reps) as usize);
-        assert!(t.iter().all(|x| x.block == 3 && x.env_idx == 1 && x.case_idx == 0));
-        assert!(t.iter().filter(|x| !x.warmup).all(|x| x.rep >= 9), "reps continue after the plan's");
+        assert!(t.iter().all(|x| x.block == 4 && x.env_idx == 1 && x.case_idx == 0));
+        assert!(t.iter().filter(|x| !x.warmup).all(|x| x.rep >= 16), "reps continue after the plan's");
         // Nothing short: nothing to run. An environment that gave up is not waited for.
         assert!(cells_met_or_gone(&e, &s, run));
     }
 
     #[test]
     fn a_launch_holds_more_of_a_cheap_case_whose_spread_lies_within_launches() {
-        let e = exp(3);
+        let e = exp(4);
         let dir = tempfile::tempdir().unwrap();
         // memcpy: noisy from trial to trial, the same from launch to launch, 3 ms a trial;
         // syscall: 200 ms a trial, container launches differ.
         let (s, run) = store_with(&e, dir.path(), &|env, case, rep| match (env, case) {
             (_, 1) => 10.0 * (env + 1) as f64 + [0.0, 3.0, -3.0][(rep % 3) as usize],
             (0, 0) => 100.0 + (rep % 3) as f64 * 0.1,
-            (_, _) => 300.0 + [0.0, 40.0, -35.0][(rep / 3 % 3) as usize] + (rep % 3) as f64,
+            (_, _) => 300.0 + [0.0, 40.0, -35.0][(rep / 4 % 3) as usize] + (rep % 3) as f64,
         });
         let cells = cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
         let memcpy = cells.iter().find(|c| c.case == 1).unwrap();
@@ -319,12 +319,12 @@ mod tests {
         assert!(!memcpy.standing.met() && !syscall.standing.met(), "{cells:?}");
         // A launch costs its warm-ups (≈ 0.2 s): ≈ 25 memcpy trials of 8 ms with the overhead.
         assert!(memcpy.reps[0] >= 20, "{memcpy:?}");
-        assert_eq!(syscall.reps[0], 3, "{syscall:?}");
+        assert_eq!(syscall.reps[0], 4, "{syscall:?}");
         let Some(Unit::Launch { env: 1, cases }) = next_unit(&e, &cells) else { panic!("{cells:?}") };
-        assert_eq!(cases, vec![(0, 3), (1, memcpy.reps[0])]);
+        assert_eq!(cases, vec![(0, 4), (1, memcpy.reps[0])]);
         let t = trials(&e, &s, run, &Unit::Launch { env: 1, cases: cases.clone() }, 1).unwrap();
         let measured = |c: usize| t.iter().filter(|x| !x.warmup && x.case_idx == c).count();
-        assert_eq!((measured(0), measured(1)), (3, memcpy.reps[0]));
+        assert_eq!((measured(0), measured(1)), (4, memcpy.reps[0]));
         assert_eq!(t.iter().filter(|x| x.warmup).count(), 2, "one warm-up of each case");
         // The first rounds interleave both cases; memcpy's extra repetitions come after.
         assert!(t[2..4].iter().any(|x| x.case_idx == 0) && t[2..4].iter().any(|x| x.case_idx == 1), "{t:?}");
@@ -348,6 +348,6 @@ mod tests {
         let cells = cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
         assert_eq!(next_unit(&e, &cells), Some(Unit::Rep { env: 0, case: 0 }));
         let t = trials(&e, &s, run, &Unit::Rep { env: 0, case: 0 }, 1).unwrap();
-        assert_eq!((t.len(), t[0].rep, t[0].block, t[0].warmup), (1, 3, 0, false));
+        assert_eq!((t.len(), t[0].rep, t[0].block, t[0].warmup), (1, 4, 0, false));
     }
 }

@@ -1068,8 +1068,8 @@ pub(crate) fn check_lab(
 }
 
 /// Precision mode compares each environment with its machine's baseline, and needs enough
-/// repetitions before its rule may stop a cell: 3 launches (or 3 repetitions of one launch), the
-/// minimum its simulated coverage holds for (virtperf_stats::sequential).
+/// repetitions before its rule may stop a cell: 4 launches (or 4 repetitions of one launch), the
+/// minimum its simulated coverage holds for (virtperf_stats::sequential::MIN_UNITS).
 fn check_precision(
     raw: &RawExperiment,
     whole: &Origin,
@@ -1094,18 +1094,19 @@ fn check_precision(
             ),
         ));
     }
-    if launches == 2 {
+    let min = virtperf_stats::sequential::MIN_UNITS;
+    if launches > 1 && launches < min {
         return Err(err(
             &at("launches"),
             Some("launches"),
-            "precision mode needs at least 3 launches (2 leave one degree of freedom between launches, too few for its stopping rule to keep its intervals' coverage): launches = 3, or launches = 1 for repetitions of one launch",
+            format!("precision mode needs at least {min} launches ({launches} leave too few degrees of freedom between launches for its stopping rule to keep its intervals' coverage): launches = {min}, or launches = 1 for repetitions of one launch"),
         ));
     }
-    if launches == 1 && reps < 3 {
+    if launches == 1 && reps < min {
         return Err(err(
             &at("reps"),
             Some("reps"),
-            "precision mode needs at least 3 repetitions before its stopping rule may judge a cell: reps = 3 or more",
+            format!("precision mode needs at least {min} repetitions before its stopping rule may judge a cell: reps = {min} or more"),
         ));
     }
     Ok(())

@@ -114,7 +114,7 @@ pub struct ResultRow {
     pub launches: usize,
     /// What the interval covers: `launches` (launch-to-launch variation included) or `one launch`.
     pub ci_covers: &'static str,
-    /// The confidence level the intervals were computed at: 0.95, or precision mode's 0.995 (what
+    /// The confidence level the intervals were computed at: 0.95, or precision mode's 0.99 (what
     /// keeps 95 % coverage under its stopping rule).
     pub ci_level: f64,
     /// With two or more launches: how the variance splits between launches and repetitions.

@@ -84,6 +84,14 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
             "key `launches`",
         ),
         (
+            vec!["run", "--env", "native", "--workload", "cpu", "--precision", "5%", "--launches", "3"],
+            "needs at least 4 launches",
+        ),
+        (
+            vec!["run", "--env", "native", "--workload", "cpu", "--precision", "5%", "--reps", "3"],
+            "needs at least 4 repetitions",
+        ),
+        (
             vec!["run", "--env", "container", "--workload", "cpu", "--precision", "5%"],
             "has none on its machine",
         ),
