@@ -130,8 +130,14 @@ fn pdr_bracket(steps: &[Value], ndr: f64, top: f64, tolerance: f64) -> (f64, f64
     (lo, hi.max(lo))
 }
 
-/// A searched rate confirmed by a full-length trial, stepping down by `res` at most 3 times;
-/// unconfirmed, the lowest rate tried is returned (and marked so).
+/// Full-length trials a confirmation may spend halving the rate, after its steps of `res`.
+const CONFIRM_HALVINGS: usize = 8;
+
+/// A searched rate confirmed by a full-length trial: stepping down by `res` at most 3 times, then
+/// halving (at most [`CONFIRM_HALVINGS`] times: to 1/256 of the last step), so that what is returned is a
+/// rate that passed a full-length trial — (rate, true, its trial) — or, when none did,
+/// (0, false, the last trial): not determined. A searched rate that lost frames at full length is
+/// never reported as a throughput.
 fn confirm<E>(
     log: &mut Log<E>,
     phase: &str,
@@ -141,8 +147,8 @@ fn confirm<E>(
     tolerance: f64,
 ) -> Result<(f64, bool, Option<Measured>), E> {
     let (mut r, mut last) = (rate, None);
-    for _ in 0..4 {
-        if r <= 0.0 {
+    for i in 0..4 + CONFIRM_HALVINGS {
+        if r < 1.0 {
             break;
         }
         let m = log
@@ -151,10 +157,10 @@ fn confirm<E>(
             return Ok((r, true, Some(m)));
         }
         last = Some(m);
-        r -= res;
+        r = if i < 3 { r - res } else { r / 2.0 };
     }
-    // Not confirmed: the last rate tried, with what was measured there.
-    Ok((r.max(0.0) + res, false, last))
+    // Not determined: no full-length trial passed; what was measured last stays in the steps.
+    Ok((0.0, false, last))
 }
 
 /// Runs the tests of `st` with `run` doing each step; returns the trial's samples and its detail.
@@ -200,7 +206,7 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
         };
         let (n, n_ok, n_m) = confirm(&mut log, "ndr-confirm", ndr_s, res, st, 0.0)?;
         ndr = n;
-        let ndr_trial = n_m;
+        let ndr_trial = n_m.filter(|_| n_ok);
         // PDR ≥ NDR, searched on its own tolerance: between the highest rate that passed it and
         // the lowest above that which failed it (up to `top`), from what the NDR search measured.
         let (pdr_lo, pdr_hi) = pdr_bracket(&log.steps, ndr, top, st.loss_tolerance_pct);
@@ -211,17 +217,28 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
         };
         let (pdr, p_ok) = if pdr_s > ndr + res / 2.0 {
             let (p, ok, _) = confirm(&mut log, "pdr-confirm", pdr_s, res, st, st.loss_tolerance_pct)?;
-            (p.max(ndr), ok)
+            // A PDR that no full-length trial confirmed falls back on a confirmed NDR.
+            if ok {
+                (p.max(ndr), true)
+            } else {
+                (ndr, n_ok)
+            }
         } else {
             (ndr, n_ok)
         };
-        let gen_limited = probe.gen_limited && ndr >= top - res;
-        out.push(s("rfc2544_ndr_fps", ndr, "fps"));
-        out.push(s("rfc2544_ndr_mbps", mbps(ndr), "Mbit/s"));
-        out.push(s("rfc2544_ndr_wire_mbps", ndr * (l + 20.0) * 8.0 / 1e6, "Mbit/s"));
-        out.push(s("rfc2544_ndr_line_pct", ndr / line_max * 100.0, "%"));
-        out.push(s("rfc2544_pdr_fps", pdr, "fps"));
-        out.push(s("rfc2544_pdr_mbps", mbps(pdr), "Mbit/s"));
+        let gen_limited = n_ok && probe.gen_limited && ndr >= top - res;
+        // Only rates that passed a full-length trial are throughputs: without one, the NDR (and
+        // the PDR with it) is not determined and no figure is stored for it.
+        if n_ok {
+            out.push(s("rfc2544_ndr_fps", ndr, "fps"));
+            out.push(s("rfc2544_ndr_mbps", mbps(ndr), "Mbit/s"));
+            out.push(s("rfc2544_ndr_wire_mbps", ndr * (l + 20.0) * 8.0 / 1e6, "Mbit/s"));
+            out.push(s("rfc2544_ndr_line_pct", ndr / line_max * 100.0, "%"));
+        }
+        if p_ok {
+            out.push(s("rfc2544_pdr_fps", pdr, "fps"));
+            out.push(s("rfc2544_pdr_mbps", mbps(pdr), "Mbit/s"));
+        }
         out.push(s("rfc2544_gen_limited", if gen_limited { 1.0 } else { 0.0 }, "bool"));
         if let Some(m) = &ndr_trial {
             if let Some(c) = m.dut_cpu_pct {
@@ -231,16 +248,32 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
                 out.push(s("rfc2544_guest_cpu_pct", c, "%"));
             }
         }
+        let lowest = log
+            .steps
+            .iter()
+            .filter(|x| x["phase"] == "ndr-confirm")
+            .filter_map(|x| x["offered_fps"].as_f64())
+            .fold(f64::INFINITY, f64::min);
         detail["throughput"] = json!({
-            "ndr_fps": ndr, "ndr_confirmed": n_ok, "pdr_fps": pdr, "pdr_confirmed": p_ok,
+            "ndr_fps": n_ok.then_some(ndr), "ndr_confirmed": n_ok,
+            "pdr_fps": p_ok.then_some(pdr), "pdr_confirmed": p_ok,
+            "not_determined": (!n_ok).then(|| format!(
+                "no full-length trial passed: frames lost at every rate confirmed, down to {lowest:.0} fps"
+            )),
             "gen_limited": gen_limited, "ndr_mbps": mbps(ndr), "pdr_mbps": mbps(pdr),
             "ndr_cpu": ndr_trial.as_ref().map(|m| json!({"dut_host_pct": m.dut_cpu_pct, "guest_pct": m.guest_cpu_pct})),
         });
     }
 
-    // Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial.
-    if st.runs("latency") {
-        let rate = if ndr > 0.0 { ndr } else { res };
+    // Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial, at
+    // a rate that passed one — never at a throughput that was not determined.
+    let undetermined = st.runs("latency") && !(detail["throughput"]["ndr_confirmed"] == true);
+    if undetermined {
+        detail["latency"] =
+            json!({"skipped": "the throughput (NDR) was not determined: no rate passed a full-length trial"});
+    }
+    if st.runs("latency") && !undetermined {
+        let rate = ndr;
         let m = log.step(
             "latency",
             StepSpec { test: "latency", rate_fps: rate, duration_ms: st.trial_ms, count: 0 },
@@ -438,6 +471,58 @@ mod tests {
             pdr <= 500_000.0 + 1.0 && pdr >= 500_000.0 - res - 1.0,
             "PDR {pdr} (NDR {ndr}, resolution {res})"
         );
+    }
+
+    /// A DUT that loses frames only in full-length trials above `long_cap` (a buffer that the
+    /// short search trials never fill) and everywhere above `cap`.
+    fn slow_to_fill(
+        cap: f64,
+        long_cap: f64,
+        trial_ms: u64,
+    ) -> impl FnMut(&StepSpec) -> Result<Measured, String> {
+        let mut inner = model(cap, 2e6);
+        move |sp: &StepSpec| {
+            let mut m = inner(sp)?;
+            if sp.duration_ms >= trial_ms && sp.rate_fps > long_cap && sp.test == "throughput" {
+                m.received = m.sent - m.sent / 10;
+            }
+            Ok(m)
+        }
+    }
+
+    #[test]
+    fn an_ndr_is_a_rate_that_passed_a_full_length_trial_or_not_determined() {
+        let st = settings(&[]);
+        // The search finds ~500 k; full-length trials lose above 100 k: the confirmation halves
+        // down to a rate that passes, and that is the NDR.
+        let (out, d) = run(&st, &mut slow_to_fill(500_000.0, 100_000.0, st.trial_ms)).unwrap();
+        let ndr = get(&out, "rfc2544_ndr_fps");
+        assert!(ndr <= 100_000.0 && ndr > 40_000.0, "NDR {ndr}");
+        assert_eq!(d["throughput"]["ndr_confirmed"], true);
+        let confirmed = d["steps"].as_array().unwrap().iter().filter(|x| x["phase"] == "ndr-confirm").count();
+        assert!((5..=4 + CONFIRM_HALVINGS).contains(&confirmed), "{confirmed} confirmation trials");
+        // Latency ran at that rate.
+        let lat = d["steps"].as_array().unwrap().iter().find(|x| x["phase"] == "latency").unwrap();
+        assert_eq!(lat["offered_fps"].as_f64(), Some(ndr));
+        // Full-length trials lose at every rate: no NDR, no PDR, no latency at a rate that lost.
+        let st = settings(&[("tests", json!("throughput,latency"))]);
+        let (out, d) = run(&st, &mut slow_to_fill(500_000.0, 0.0, st.trial_ms)).unwrap();
+        assert!(
+            out.iter().all(|x| !x.metric.starts_with("rfc2544_ndr") && !x.metric.starts_with("rfc2544_pdr")),
+            "{out:?}"
+        );
+        assert!(out.iter().all(|x| !x.metric.starts_with("rfc2544_latency")), "{out:?}");
+        assert_eq!(d["throughput"]["ndr_confirmed"], false);
+        assert!(d["throughput"]["ndr_fps"].is_null());
+        assert!(
+            d["throughput"]["not_determined"]
+                .as_str()
+                .is_some_and(|n| n.contains("no full-length trial passed")),
+            "{d}"
+        );
+        assert!(d["latency"]["skipped"].is_string(), "{}", d["latency"]);
+        let row = crate::report::rfc2544::Row::from_detail("e", &json!({"rfc2544": d})).unwrap();
+        assert!(row.ndr_undetermined && row.ndr_fps.is_none());
     }
 
     #[test]

@@ -1169,6 +1169,7 @@ mod tests {
             ndr_fps: Some(ndr),
             pdr_fps: None,
             ndr_confirmed: true,
+            ndr_undetermined: false,
             gen_limited: false,
             dut_cpu_pct: None,
             guest_cpu_pct: None,

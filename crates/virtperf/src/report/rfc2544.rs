@@ -15,6 +15,8 @@ pub struct Row {
     pub ndr_fps: Option<f64>,
     pub pdr_fps: Option<f64>,
     pub ndr_confirmed: bool,
+    /// The throughput test ran and no rate passed a full-length trial: no NDR to report.
+    pub ndr_undetermined: bool,
     /// The DUT passed everything the generator could send: its throughput is at least the NDR.
     pub gen_limited: bool,
     pub dut_cpu_pct: Option<f64>,
@@ -42,6 +44,7 @@ impl Row {
             ndr_fps: f(&t["ndr_fps"]),
             pdr_fps: f(&t["pdr_fps"]),
             ndr_confirmed: t["ndr_confirmed"] == true,
+            ndr_undetermined: t["not_determined"].is_string(),
             gen_limited: t["gen_limited"] == true,
             dut_cpu_pct: f(&t["ndr_cpu"]["dut_host_pct"]),
             guest_cpu_pct: f(&t["ndr_cpu"]["guest_pct"]),
@@ -124,6 +127,7 @@ pub fn render(rows: &[Row]) -> String {
                         if r.ndr_confirmed { "" } else { "?" },
                         n / r.line_max_fps * 100.0
                     ),
+                    None if r.ndr_undetermined => "n/d".into(),
                     None => "—".into(),
                 })
                 .unwrap_or_default();
@@ -132,7 +136,7 @@ pub fn render(rows: &[Row]) -> String {
         t.add_row(cells);
     }
     out += &t.to_string();
-    out += "\n≥ the generator's limit, not the DUT's (it lost nothing at the highest rate the generator reached); ? not confirmed by the final full-length trial\n";
+    out += "\n≥ the generator's limit, not the DUT's (it lost nothing at the highest rate the generator reached); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
 
     let mut d = comfy_table::Table::new();
     d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
