@@ -545,12 +545,16 @@ fn limits(r: &Report, env: &str, failed: usize) -> String {
                 .unwrap_or_default()
         );
     }
-    let gen = r.rfc2544.iter().filter(|x| x.environment == env && x.gen_limited).count();
+    let all = r.rfc2544.iter().filter(|x| x.environment == env).count();
+    let gen = r.rfc2544.iter().filter(|x| x.environment == env && x.tester_limited()).count();
     if gen > 0 {
+        let _ = write!(s, " RFC 2544: {gen} of {all} results reached the tester's traffic generator's limit, not the environment's.");
+    }
+    let tx = r.rfc2544.iter().filter(|x| x.environment == env && x.sender_limited()).count();
+    if tx > 0 {
         let _ = write!(
             s,
-            " RFC 2544: {gen} of {} results reached the traffic generator's limit, not the environment's.",
-            r.rfc2544.iter().filter(|x| x.environment == env).count()
+            " RFC 2544: {tx} of {all} results (direction out) are the environment's own sending limit: the generator runs inside it."
         );
     }
     let clock: Vec<&str> = r

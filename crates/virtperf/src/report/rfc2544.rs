@@ -30,6 +30,19 @@ pub struct Row {
 }
 
 impl Row {
+    /// The generator ran out before the DUT did, and the generator is the tester's (directions
+    /// `in` and `reflect`): the figure is a lower bound of the DUT's throughput.
+    pub fn tester_limited(&self) -> bool {
+        self.gen_limited && self.direction != "out"
+    }
+
+    /// The generator ran out, and in direction `out` the generator runs inside the environment:
+    /// the rate it reached is the environment's own sending limit (seed 003's TX figure), a
+    /// figure of the DUT, not a bound.
+    pub fn sender_limited(&self) -> bool {
+        self.gen_limited && self.direction == "out"
+    }
+
     /// Reads a stored trial's detail (`extra.rfc2544`).
     pub fn from_detail(environment: &str, d: &Value) -> Option<Row> {
         let d = d.get("rfc2544")?;
@@ -122,9 +135,15 @@ pub fn render(rows: &[Row]) -> String {
                 .map(|r| match r.ndr_fps {
                     Some(n) => format!(
                         "{}{}{} ({:.1} %)",
-                        if r.gen_limited { "≥" } else { "" },
+                        if r.tester_limited() { "≥" } else { "" },
                         super::fmt_num(n),
-                        if r.ndr_confirmed { "" } else { "?" },
+                        if r.sender_limited() {
+                            "†"
+                        } else if r.ndr_confirmed {
+                            ""
+                        } else {
+                            "?"
+                        },
                         n / r.line_max_fps * 100.0
                     ),
                     None if r.ndr_undetermined => "n/d".into(),
@@ -136,7 +155,7 @@ pub fn render(rows: &[Row]) -> String {
         t.add_row(cells);
     }
     out += &t.to_string();
-    out += "\n≥ the generator's limit, not the DUT's (it lost nothing at the highest rate the generator reached); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
+    out += "\n≥ the tester's generator limit, not the DUT's (directions in and reflect: the DUT lost nothing at the highest rate the tester sent); † the DUT's own sending limit (direction out: the generator runs inside it, and it lost nothing at the highest rate it sent); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
 
     let mut d = comfy_table::Table::new();
     d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
@@ -190,6 +209,37 @@ pub fn render(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Who ran out decides what a generator-limited figure means: the tester's generator (in,
+    /// reflect) bounds the DUT from below (≥); the DUT's own (out) is its sending limit (†); and
+    /// a throughput no full-length trial confirmed prints n/d.
+    #[test]
+    fn a_generator_limit_is_attributed_by_direction() {
+        let detail = |dir: &str, gen: bool, ndr: Option<f64>| {
+            serde_json::json!({"rfc2544": {
+                "direction": dir, "frame_size": 64, "line_max_fps": 1_488_095.0,
+                "throughput": {"ndr_fps": ndr, "ndr_confirmed": ndr.is_some(), "gen_limited": gen,
+                    "not_determined": if ndr.is_none() { Some("no full-length trial passed") } else { None }},
+            }})
+        };
+        let rows: Vec<Row> =
+            [("in", true, Some(400_000.0)), ("out", true, Some(300_000.0)), ("reflect", false, None)]
+                .iter()
+                .map(|(d, g, n)| Row::from_detail("e", &detail(d, *g, *n)).unwrap())
+                .collect();
+        assert!(rows[0].tester_limited() && !rows[0].sender_limited());
+        assert!(rows[1].sender_limited() && !rows[1].tester_limited());
+        let text = render(&rows);
+        let line = |dir: &str| {
+            text.lines().find(|l| l.contains(&format!("e · {dir}"))).unwrap_or_default().to_string()
+        };
+        assert!(line("in").contains("≥400"), "{text}");
+        assert!(
+            line("out").contains("300") && line("out").contains('†') && !line("out").contains('≥'),
+            "{text}"
+        );
+        assert!(line("reflect").contains("n/d"), "{text}");
+    }
 
     /// A trial's detail comes from the agent, which runs inside an untrusted guest: reading any
     /// JSON it could send never panics.
