@@ -363,6 +363,9 @@ pub struct TrialRow {
     pub samples: Vec<Sample>,
     /// Each instance's samples (several instances only).
     pub instance_samples: Vec<(u32, Sample)>,
+    /// Several instances of an armed run: each one's (host span, guest span, calibration
+    /// median, its spread) in ns, for the clock check (one instance: the trial's own columns).
+    pub clock_instances: Vec<[i64; 4]>,
 }
 
 impl Store {
@@ -730,7 +733,8 @@ impl Store {
     pub fn trials(&self, run: i64) -> Result<Vec<TrialRow>> {
         let mut st = self.conn.prepare(
             "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns,
-                    tester_cpu_ns, peer_idx, rtt_ns, rtt_jitter_ns, block, launch_id, work
+                    tester_cpu_ns, peer_idx, rtt_ns, rtt_jitter_ns, block, launch_id, work,
+                    CASE WHEN json_valid(extra) THEN json_extract(extra, '$.clock_instances') END
              FROM trials WHERE run_id = ?1 ORDER BY seq",
         )?;
         let mut trials: Vec<TrialRow> = st
@@ -757,6 +761,13 @@ impl Store {
                     work: r.get(18)?,
                     samples: Vec::new(),
                     instance_samples: Vec::new(),
+                    // Written by virtperf itself; anything else there reads as none.
+                    clock_instances: r
+                        .get::<_, Option<String>>(19)
+                        .ok()
+                        .flatten()
+                        .and_then(|t| serde_json::from_str(&t).ok())
+                        .unwrap_or_default(),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;

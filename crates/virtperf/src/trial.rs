@@ -786,6 +786,9 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     let (mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u64, 0u64, 0u64);
     let (mut per, mut windows, mut extras, mut starts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut relayed = false;
+    // Each instance's two clocks over its own run (host span, guest span, its calibration): the
+    // clock check of several instances, one point per instance.
+    let mut clocks = Vec::with_capacity(n);
     for (k, &tag) in tags.iter().enumerate() {
         let r = p.wait_result(Who::Dut(k), tag, deadline, "the workload")?;
         relayed |= r.relayed.is_some();
@@ -794,6 +797,7 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
         if let Some(w) = w {
             samples.extend(w.on_host_clock(&virtperf_workload::Params(&spec.params), h));
         }
+        clocks.push(json!([h, r.guest_ns, cal[k].0.as_nanos() as u64, cal[k].1.as_nanos() as u64]));
         host_ns = host_ns.max(h);
         guest_ns = guest_ns.max(r.guest_ns);
         guest_cpu_ns += r.guest_cpu_ns;
@@ -815,8 +819,11 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     let skew = start_skew_ms(&gos, shared_clock.then_some(starts));
     let details: Vec<Detail> = extras.iter().map(|e| Detail { run: e.clone(), flows: Vec::new() }).collect();
     let (samples, instance_samples, _) = combine(per, &details, spec, skew);
-    let mut extra =
-        if n == 1 { extras.pop().filter(|e| !e.is_null()) } else { Some(json!({ "instances": extras })) };
+    let mut extra = if n == 1 {
+        extras.pop().filter(|e| !e.is_null())
+    } else {
+        Some(json!({ "instances": extras, "clock_instances": clocks }))
+    };
     if relayed {
         // Provenance: the host span was timed on the environment's host, not here.
         if let Some(o) = extra.get_or_insert_with(|| json!({})).as_object_mut() {
@@ -829,7 +836,7 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
         guest_cpu_ns,
         samples,
         extra,
-        // One instance: its calibration, for the clock check (several: no per-trial check).
+        // One instance: its calibration, for the clock check (several: `clock_instances`).
         rtt: (n == 1).then(|| (cal[0].0.as_nanos() as u64, cal[0].1.as_nanos() as u64)),
         transfer: None,
         windows,

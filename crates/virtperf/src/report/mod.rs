@@ -345,6 +345,8 @@ pub struct ClockCheck {
     pub tolerance_ms: f64,
     /// Most trials agree.
     pub agree: bool,
+    /// Instances that ran at once (one point per instance and trial when more than one).
+    pub instances: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -691,6 +693,8 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
     // (case, env) → per armed trial (host ns, guest ns, tolerance ns)
     type Spans = Vec<(f64, f64, f64)>;
     let mut clocks: BTreeMap<(usize, usize), Spans> = BTreeMap::new();
+    // (case, environment) → the most instances whose clocks one trial checked.
+    let mut clock_instances: BTreeMap<(usize, usize), usize> = BTreeMap::new();
     let mut fails: BTreeMap<(usize, usize, String), usize> = BTreeMap::new();
     // (case, metric, env, instance) → each instance's own values (several instances only).
     let mut inst_values: InstValues = BTreeMap::new();
@@ -726,11 +730,18 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             launch_of.entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx))).or_default().push(t.launch_id);
             values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
         }
-        // Only armed trials: their host span covers exactly the guest's timed region.
+        // Only armed trials: their host span covers exactly the guest's timed region. Several
+        // instances: one point per instance, each on its own calibration.
         if let (Some(h), Some(g), Some(rtt), Some(jit)) = (t.host_ns, t.guest_ns, t.rtt_ns, t.rtt_jitter_ns) {
             let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
             clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
         }
+        for &[h, g, rtt, jit] in &t.clock_instances {
+            let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
+            clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
+        }
+        let n = clock_instances.entry((t.case_idx, t.env_idx)).or_insert(1);
+        *n = (*n).max(t.clock_instances.len());
     }
     let own_clock = |ei: usize| crate::env::find(&envs[ei].kind).is_some_and(|k| k.own_clock());
     let mut clock_checks = Vec::new();
@@ -761,6 +772,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             median_offset_pct: virtperf_stats::median(&rel),
             tolerance_ms: virtperf_stats::median(&tols),
             agree,
+            instances: clock_instances.get(&(*c, *e)).copied().unwrap_or(1),
         });
     }
 
@@ -1251,7 +1263,7 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
     }
     for c in r.clock_checks.iter().filter(|c| !c.agree) {
         out += &format!(
-            "warning: clocks disagree for {} / {}: only {}/{} trials within tolerance; host − guest {:+.3} ms ({:+.2} %); its figures are headlined on the {} clock\n",
+            "warning: clocks disagree for {} / {}: only {}/{} trials within tolerance; host − guest {:+.3} ms ({:+.2} %); its figures are headlined on the {} clock{}\n",
             c.environment,
             c.workload,
             c.agreeing,
@@ -1259,6 +1271,14 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
             c.median_offset_ms,
             c.median_offset_pct,
             c.headline,
+            if c.instances > 1 {
+                format!(
+                    " ({} instances at once, one point each: where they keep every CPU busy, a result waits for one before it is stamped here, which lengthens host spans)",
+                    c.instances
+                )
+            } else {
+                String::new()
+            },
         );
     }
     out

@@ -55,6 +55,7 @@ fn main() {
         rigour::calibration_fits_each_environment_to_its_target_time,
         rigour::launches_run_blocks_on_fresh_launches_and_intervals_cover_them,
         rigour::precision_mode_stops_at_its_target_or_its_budget_and_resumes,
+        rigour::several_instances_get_a_clock_check_each,
         containers::container_cpu_limit_is_enforced,
         network::network_workloads_native_and_container_root_ns_untouched,
         faults::kill9_during_network_trial_lab_is_swept,

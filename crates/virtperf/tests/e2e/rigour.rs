@@ -309,3 +309,62 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     assert_no_leftovers(&state);
     Outcome::Pass
 }
+
+/// Several instances get the two-clock check too: one point per instance and trial, each on its
+/// own calibration; a single instance keeps one point per trial. (Whether the clocks agree
+/// depends on the host's CPUs — two busy instances on two CPUs delay the stamping here — so the
+/// test checks what is counted and said, not the verdict.)
+pub(crate) fn several_instances_get_a_clock_check_each() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let db = dir.path().join("c.db");
+    let (out, doc) = run_json(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            "container:instances=2,name=two",
+            "--workload",
+            "memcpy:size=8MiB,copies=5",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &state,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let checks = doc["clock_checks"].as_array().unwrap();
+    let of = |e: &str| checks.iter().find(|c| c["environment"] == e).unwrap_or_else(|| panic!("{checks:#?}"));
+    assert_eq!((of("native")["trials"].as_u64(), of("native")["instances"].as_u64()), (Some(3), Some(1)));
+    assert_eq!((of("two")["trials"].as_u64(), of("two")["instances"].as_u64()), (Some(6), Some(2)));
+    let two = of("two");
+    println!(
+        "    2 instances: host − guest {:+.3} ms ({:+.2} %), {}/6 within ±{:.3} ms",
+        two["median_offset_ms"].as_f64().unwrap_or(f64::NAN),
+        two["median_offset_pct"].as_f64().unwrap_or(f64::NAN),
+        two["agreeing"],
+        two["tolerance_ms"].as_f64().unwrap_or(f64::NAN)
+    );
+    // The guest span of each point is one instance's own run (8 MiB × 5 takes milliseconds).
+    let g = two["guest_ms_mean"].as_f64().unwrap();
+    assert!(g > 0.1 && g < 1000.0, "{two}");
+    let text =
+        String::from_utf8_lossy(&vp(&["report", "--db", db.to_str().unwrap()], &[]).stdout).to_string();
+    assert!(
+        text.contains("clock check (host − guest per armed trial, median)") && text.contains("two "),
+        "{text}"
+    );
+    if two["agree"] == false {
+        assert!(text.contains("2 instances at once, one point each"), "{text}");
+    }
+    assert_no_leftovers(&state);
+    Outcome::Pass
+}
