@@ -53,6 +53,63 @@ impl CpuProbe {
     }
 }
 
+/// Where cgroup v2 is mounted (the unified hierarchy: `/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` beside v1 controllers).
+fn cgroup2_mount() -> Option<PathBuf> {
+    let s = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    s.lines().find(|l| l.contains(" - cgroup2 ")).and_then(|l| l.split_whitespace().nth(4)).map(PathBuf::from)
+}
+
+/// The CPU accounting of the cgroup that process `pid` lives in, at the level whose name holds
+/// `own` — a libvirt domain's `machine/qemu-1-NAME.libvirt-qemu` (QEMU itself sits in its
+/// `emulator` child, the vCPU threads in `vcpuN` beside it) or its systemd scope. Such a group
+/// counts every task of the domain, vhost workers included (they join their owner's cgroups),
+/// where QEMU's process clock counts only its threads. Either hierarchy: cgroup v1's `cpuacct`
+/// or v2's `cpu.stat` (libvirt uses v2 where it is mounted, even beside v1 controllers). None when
+/// no level names `own` (a shared cgroup: the root, a session) or nothing can be read.
+pub fn own_cgroup_probe(pid: u32, own: &str) -> Option<CpuProbe> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let v1_mount = || {
+        crate::host::cgroup_mounts()
+            .into_iter()
+            .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().split(',').any(|c| c == "cpuacct")))
+    };
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
+        let (mount, v2) = if controllers.is_empty() {
+            (cgroup2_mount(), true)
+        } else if controllers.split(',').any(|c| c == "cpuacct") {
+            (v1_mount(), false)
+        } else {
+            continue;
+        };
+        let Some(mount) = mount else { continue };
+        // The path down to the first level that names `own` (systemd escapes '-' as \x2d).
+        let mut dir = mount;
+        let mut named = false;
+        for level in path.split('/').filter(|x| !x.is_empty()) {
+            dir.push(level);
+            if level.replace("\\x2d", "-").contains(own) {
+                named = true;
+                break;
+            }
+        }
+        if !named {
+            continue;
+        }
+        let probe = if v2 {
+            CpuProbe::CgroupV2(dir.join("cpu.stat"))
+        } else {
+            CpuProbe::CgroupV1(dir.join("cpuacct.usage"))
+        };
+        if probe.read_ns().is_some() {
+            return Some(probe);
+        }
+    }
+    None
+}
+
 /// The cgroup v1 `cpuacct` mount, or the v2 unified root (`/sys/fs/cgroup` with `cgroup.controllers`).
 pub fn cpu_cgroup_root() -> Option<(PathBuf, bool)> {
     for m in crate::host::cgroup_mounts() {
@@ -285,6 +342,55 @@ mod tests {
         .unwrap();
         let after = me.read_ns().unwrap();
         assert!(after - before >= 80_000_000, "an exited thread's CPU is kept: {} ns", after - before);
+    }
+
+    /// A process in a cgroup named after it is read through that cgroup, at the named level
+    /// (libvirt puts QEMU in an `emulator` child of the domain's group), in each hierarchy this
+    /// host mounts; one in a shared cgroup is not.
+    #[test]
+    fn a_process_in_its_own_cgroup_is_read_through_it() {
+        let v1 = crate::host::cgroup_mounts()
+            .into_iter()
+            .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().split(',').any(|c| c == "cpuacct")));
+        let mut tried = 0;
+        for (mount, v2) in [(v1, false), (cgroup2_mount(), true)] {
+            let Some(mount) = mount else { continue };
+            let name = format!("vptest-own-{}-{}", std::process::id(), u8::from(v2));
+            let (group, leaf) = (mount.join(&name), mount.join(&name).join("emulator"));
+            if std::fs::create_dir_all(&leaf).is_err() {
+                eprintln!("skipped {}: cannot make a cgroup there (needs root)", mount.display());
+                continue;
+            }
+            let mut child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+            let joined = std::fs::write(leaf.join("cgroup.procs"), child.id().to_string());
+            let shared = own_cgroup_probe(std::process::id(), &name);
+            let probe = own_cgroup_probe(child.id(), &name);
+            let other = own_cgroup_probe(child.id(), "some-other-domain");
+            std::thread::sleep(Duration::from_millis(50));
+            let a = probe.as_ref().and_then(CpuProbe::read_ns);
+            std::thread::sleep(Duration::from_millis(200));
+            let b = probe.as_ref().and_then(CpuProbe::read_ns);
+            child.kill().unwrap();
+            child.wait().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = std::fs::remove_dir(&leaf);
+            let _ = std::fs::remove_dir(&group);
+            if joined.is_err() {
+                eprintln!("skipped {}: cannot move a process into a cgroup there", mount.display());
+                continue;
+            }
+            assert!(shared.is_none() && other.is_none(), "{shared:?} {other:?}");
+            let want = if v2 { group.join("cpu.stat") } else { group.join("cpuacct.usage") };
+            match &probe {
+                Some(CpuProbe::CgroupV1(p)) if !v2 && *p == want => {}
+                Some(CpuProbe::CgroupV2(p)) if v2 && *p == want => {}
+                p => panic!("{p:?}, wanted {}", want.display()),
+            }
+            let used = b.unwrap() - a.unwrap();
+            assert!(used > 50_000_000, "a busy loop used {used} ns of its cgroup's CPU in 200 ms");
+            tried += 1;
+        }
+        eprintln!("hierarchies tried: {tried}");
     }
 
     #[test]

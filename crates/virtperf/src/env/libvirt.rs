@@ -707,7 +707,10 @@ fn attach(
     let inst = Instance {
         scratch: None,
         cleanup: Vec::new(),
-        cpu: qemu_pid(name).map(CpuProbe::Proc),
+        // The domain's cgroup where libvirt made one (every task of the domain, vhost workers
+        // included); QEMU's own process clock otherwise.
+        cpu: qemu_pid(name)
+            .map(|pid| crate::env::cgroup::own_cgroup_probe(pid, name).unwrap_or(CpuProbe::Proc(pid))),
         agent_pid: 0,
         child: None,
         start_time: Default::default(),
