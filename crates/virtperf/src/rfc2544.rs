@@ -165,11 +165,8 @@ fn confirm<E>(
 
 /// Runs the tests of `st` with `run` doing each step; returns the trial's samples and its detail.
 pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value), E> {
-    let l = st.frame_size as f64;
     let line_max = line_max_fps(st.line_bps, st.frame_size);
-    let mbps = |fps: f64| fps * l * 8.0 / 1e6;
     let mut log = Log { run, steps: Vec::new() };
-    let mut out = Vec::new();
     let mut detail = json!({
         "frame_size": st.frame_size, "direction": st.direction, "quick": st.quick,
         "line_rate_bps": st.line_bps, "line_max_fps": line_max, "trial_ms": st.trial_ms,
@@ -188,85 +185,117 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
     detail["top_fps"] = json!(top);
     detail["generator_limited_probe"] = json!(probe.gen_limited);
 
-    // Throughput: NDR then PDR (§26.1).
-    let mut ndr = 0.0;
-    if st.runs("throughput") || st.runs("latency") {
-        let at_top = if probe.gen_limited {
-            log.step(
-                "top",
-                StepSpec { test: "throughput", rate_fps: top, duration_ms: st.search_ms, count: 0 },
-            )?
-        } else {
-            probe.clone()
-        };
-        let (ndr_s, _) = if at_top.passes(0.0) {
-            (top, f64::INFINITY)
-        } else {
-            search(&mut log, "ndr", 0.0, top, res, st.search_ms, 0.0)?
-        };
-        let (n, n_ok, n_m) = confirm(&mut log, "ndr-confirm", ndr_s, res, st, 0.0)?;
-        ndr = n;
-        let ndr_trial = n_m.filter(|_| n_ok);
-        // PDR ≥ NDR, searched on its own tolerance: between the highest rate that passed it and
-        // the lowest above that which failed it (up to `top`), from what the NDR search measured.
-        let (pdr_lo, pdr_hi) = pdr_bracket(&log.steps, ndr, top, st.loss_tolerance_pct);
-        let pdr_s = if at_top.passes(st.loss_tolerance_pct) {
-            top
-        } else {
-            search(&mut log, "pdr", pdr_lo, pdr_hi, res, st.search_ms, st.loss_tolerance_pct)?.0
-        };
-        let (pdr, p_ok) = if pdr_s > ndr + res / 2.0 {
-            let (p, ok, _) = confirm(&mut log, "pdr-confirm", pdr_s, res, st, st.loss_tolerance_pct)?;
-            // A PDR that no full-length trial confirmed falls back on a confirmed NDR.
-            if ok {
-                (p.max(ndr), true)
-            } else {
-                (ndr, n_ok)
-            }
+    let mut t = Trial { st, log, out: Vec::new(), detail, line_max, top, res, probe };
+    let ndr = if st.runs("throughput") || st.runs("latency") { throughput(&mut t)? } else { 0.0 };
+    latency(&mut t, ndr)?;
+    if st.runs("frame_loss") {
+        frame_loss(&mut t)?;
+    }
+    if st.runs("back_to_back") {
+        back_to_back(&mut t)?;
+    }
+    t.detail["steps"] = json!(t.log.steps);
+    Ok((t.out, t.detail))
+}
+
+/// What the procedures of one trial share: the settings, the step log, the samples and detail so
+/// far, and the rates the probe fixed (the line's maximum, the highest rate searched, the
+/// resolution).
+struct Trial<'x, 'a, 'b, E> {
+    st: &'x Settings,
+    log: Log<'a, 'b, E>,
+    out: Vec<Sample>,
+    detail: Value,
+    line_max: f64,
+    top: f64,
+    res: f64,
+    /// The first step: at the line's maximum, what the generator reached.
+    probe: Measured,
+}
+
+/// Throughput: NDR then PDR (§26.1).
+/// Returns the NDR (0 when not determined).
+fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
+    let (st, top, res, line_max, probe) = (t.st, t.top, t.res, t.line_max, t.probe.clone());
+    let Trial { log, out, detail, .. } = t;
+    let l = st.frame_size as f64;
+    let mbps = |fps: f64| fps * l * 8.0 / 1e6;
+    let at_top = if probe.gen_limited {
+        log.step("top", StepSpec { test: "throughput", rate_fps: top, duration_ms: st.search_ms, count: 0 })?
+    } else {
+        probe.clone()
+    };
+    let (ndr_s, _) = if at_top.passes(0.0) {
+        (top, f64::INFINITY)
+    } else {
+        search(log, "ndr", 0.0, top, res, st.search_ms, 0.0)?
+    };
+    let (ndr, n_ok, n_m) = confirm(log, "ndr-confirm", ndr_s, res, st, 0.0)?;
+    let ndr_trial = n_m.filter(|_| n_ok);
+    // PDR ≥ NDR, searched on its own tolerance: between the highest rate that passed it and
+    // the lowest above that which failed it (up to `top`), from what the NDR search measured.
+    let (pdr_lo, pdr_hi) = pdr_bracket(&log.steps, ndr, top, st.loss_tolerance_pct);
+    let pdr_s = if at_top.passes(st.loss_tolerance_pct) {
+        top
+    } else {
+        search(log, "pdr", pdr_lo, pdr_hi, res, st.search_ms, st.loss_tolerance_pct)?.0
+    };
+    let (pdr, p_ok) = if pdr_s > ndr + res / 2.0 {
+        let (p, ok, _) = confirm(log, "pdr-confirm", pdr_s, res, st, st.loss_tolerance_pct)?;
+        // A PDR that no full-length trial confirmed falls back on a confirmed NDR.
+        if ok {
+            (p.max(ndr), true)
         } else {
             (ndr, n_ok)
-        };
-        let gen_limited = n_ok && probe.gen_limited && ndr >= top - res;
-        // Only rates that passed a full-length trial are throughputs: without one, the NDR (and
-        // the PDR with it) is not determined and no figure is stored for it.
-        if n_ok {
-            out.push(s("rfc2544_ndr_fps", ndr, "fps"));
-            out.push(s("rfc2544_ndr_mbps", mbps(ndr), "Mbit/s"));
-            out.push(s("rfc2544_ndr_wire_mbps", ndr * (l + 20.0) * 8.0 / 1e6, "Mbit/s"));
-            out.push(s("rfc2544_ndr_line_pct", ndr / line_max * 100.0, "%"));
         }
-        if p_ok {
-            out.push(s("rfc2544_pdr_fps", pdr, "fps"));
-            out.push(s("rfc2544_pdr_mbps", mbps(pdr), "Mbit/s"));
-        }
-        out.push(s("rfc2544_gen_limited", if gen_limited { 1.0 } else { 0.0 }, "bool"));
-        if let Some(m) = &ndr_trial {
-            if let Some(c) = m.dut_cpu_pct {
-                out.push(s("rfc2544_dut_cpu_pct", c, "% of a CPU"));
-            }
-            if let Some(c) = m.guest_cpu_pct {
-                out.push(s("rfc2544_guest_cpu_pct", c, "%"));
-            }
-        }
-        let lowest = log
-            .steps
-            .iter()
-            .filter(|x| x["phase"] == "ndr-confirm")
-            .filter_map(|x| x["offered_fps"].as_f64())
-            .fold(f64::INFINITY, f64::min);
-        detail["throughput"] = json!({
-            "ndr_fps": n_ok.then_some(ndr), "ndr_confirmed": n_ok,
-            "pdr_fps": p_ok.then_some(pdr), "pdr_confirmed": p_ok,
-            "not_determined": (!n_ok).then(|| format!(
-                "no full-length trial passed: frames lost at every rate confirmed, down to {lowest:.0} fps"
-            )),
-            "gen_limited": gen_limited, "ndr_mbps": mbps(ndr), "pdr_mbps": mbps(pdr),
-            "ndr_cpu": ndr_trial.as_ref().map(|m| json!({"dut_host_pct": m.dut_cpu_pct, "guest_pct": m.guest_cpu_pct})),
-        });
+    } else {
+        (ndr, n_ok)
+    };
+    let gen_limited = n_ok && probe.gen_limited && ndr >= top - res;
+    // Only rates that passed a full-length trial are throughputs: without one, the NDR (and
+    // the PDR with it) is not determined and no figure is stored for it.
+    if n_ok {
+        out.push(s("rfc2544_ndr_fps", ndr, "fps"));
+        out.push(s("rfc2544_ndr_mbps", mbps(ndr), "Mbit/s"));
+        out.push(s("rfc2544_ndr_wire_mbps", ndr * (l + 20.0) * 8.0 / 1e6, "Mbit/s"));
+        out.push(s("rfc2544_ndr_line_pct", ndr / line_max * 100.0, "%"));
     }
+    if p_ok {
+        out.push(s("rfc2544_pdr_fps", pdr, "fps"));
+        out.push(s("rfc2544_pdr_mbps", mbps(pdr), "Mbit/s"));
+    }
+    out.push(s("rfc2544_gen_limited", if gen_limited { 1.0 } else { 0.0 }, "bool"));
+    if let Some(m) = &ndr_trial {
+        if let Some(c) = m.dut_cpu_pct {
+            out.push(s("rfc2544_dut_cpu_pct", c, "% of a CPU"));
+        }
+        if let Some(c) = m.guest_cpu_pct {
+            out.push(s("rfc2544_guest_cpu_pct", c, "%"));
+        }
+    }
+    let lowest = log
+        .steps
+        .iter()
+        .filter(|x| x["phase"] == "ndr-confirm")
+        .filter_map(|x| x["offered_fps"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    detail["throughput"] = json!({
+        "ndr_fps": n_ok.then_some(ndr), "ndr_confirmed": n_ok,
+        "pdr_fps": p_ok.then_some(pdr), "pdr_confirmed": p_ok,
+        "not_determined": (!n_ok).then(|| format!(
+            "no full-length trial passed: frames lost at every rate confirmed, down to {lowest:.0} fps"
+        )),
+        "gen_limited": gen_limited, "ndr_mbps": mbps(ndr), "pdr_mbps": mbps(pdr),
+        "ndr_cpu": ndr_trial.as_ref().map(|m| json!({"dut_host_pct": m.dut_cpu_pct, "guest_pct": m.guest_cpu_pct})),
+    });
+    Ok(ndr)
+}
 
-    // Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial, at
-    // a rate that passed one — never at a throughput that was not determined.
+/// Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial, at
+/// a rate that passed one — never at a throughput that was not determined.
+fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
+    let st = t.st;
+    let Trial { log, out, detail, .. } = t;
     let undetermined = st.runs("latency") && !(detail["throughput"]["ndr_confirmed"] == true);
     if undetermined {
         detail["latency"] =
@@ -295,79 +324,79 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
             "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited, "summary": lat,
         });
     }
+    Ok(())
+}
 
-    // Frame loss (§26.3): 100 % of the highest rate, then 10 % steps down until two successive
-    // trials lose nothing.
-    if st.runs("frame_loss") {
-        let mut curve = Vec::new();
-        let mut zero_run = 0;
-        for tenth in (1..=10).rev() {
-            let rate = top * tenth as f64 / 10.0;
-            let m = log.step(
-                "frame_loss",
-                StepSpec { test: "frame_loss", rate_fps: rate, duration_ms: st.search_ms, count: 0 },
-            )?;
-            curve.push(json!({
-                "offered_fps": rate, "pct_of_top": tenth * 10, "pct_of_line": rate / line_max * 100.0,
-                "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited,
-            }));
-            if tenth == 10 {
-                out.push(s("rfc2544_loss_at_max_pct", m.loss_pct(), "%"));
-            }
-            zero_run = if m.lost() == 0 { zero_run + 1 } else { 0 };
-            if zero_run == 2 {
-                break;
+/// Frame loss (§26.3): 100 % of the highest rate, then 10 % steps down until two successive
+/// trials lose nothing.
+fn frame_loss<E>(t: &mut Trial<E>) -> Result<(), E> {
+    let (st, top, line_max) = (t.st, t.top, t.line_max);
+    let Trial { log, out, detail, .. } = t;
+    let mut curve = Vec::new();
+    let mut zero_run = 0;
+    for tenth in (1..=10).rev() {
+        let rate = top * tenth as f64 / 10.0;
+        let m = log.step(
+            "frame_loss",
+            StepSpec { test: "frame_loss", rate_fps: rate, duration_ms: st.search_ms, count: 0 },
+        )?;
+        curve.push(json!({
+            "offered_fps": rate, "pct_of_top": tenth * 10, "pct_of_line": rate / line_max * 100.0,
+            "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited,
+        }));
+        if tenth == 10 {
+            out.push(s("rfc2544_loss_at_max_pct", m.loss_pct(), "%"));
+        }
+        zero_run = if m.lost() == 0 { zero_run + 1 } else { 0 };
+        if zero_run == 2 {
+            break;
+        }
+    }
+    detail["frame_loss"] = json!({"curve": curve, "ended_with_two_zero": zero_run == 2});
+    Ok(())
+}
+
+/// Back-to-back (§26.4): the longest burst at the highest rate with no loss, averaged.
+fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
+    let (st, top) = (t.st, t.top);
+    let Trial { log, out, detail, .. } = t;
+    let max_len = ((top * st.b2b_ms as f64 / 1000.0).round() as u64).max(2);
+    let res_len = ((max_len as f64 * st.resolution_pct / 100.0).round() as u64).max(1);
+    let mut lens = Vec::new();
+    let mut capped = 0;
+    for _ in 0..st.b2b_trials {
+        let burst = |log: &mut Log<E>, n: u64| {
+            log.step(
+                "back_to_back",
+                StepSpec { test: "back_to_back", rate_fps: top, duration_ms: st.b2b_ms.max(10), count: n },
+            )
+        };
+        let m = burst(log, max_len)?;
+        if m.lost() == 0 {
+            capped += 1;
+            lens.push(max_len);
+            continue;
+        }
+        // The resolution is relative to what passes (at least one frame): on a path that
+        // loses short bursts the search goes on down instead of stopping at 0.
+        let (mut lo, mut hi) = (0u64, max_len);
+        while hi - lo > res_len.min(lo * res_len / max_len).max(1) {
+            let mid = (lo + hi) / 2;
+            if burst(log, mid)?.lost() == 0 {
+                lo = mid;
+            } else {
+                hi = mid;
             }
         }
-        detail["frame_loss"] = json!({"curve": curve, "ended_with_two_zero": zero_run == 2});
+        lens.push(lo);
     }
-
-    // Back-to-back (§26.4): the longest burst at the highest rate with no loss, averaged.
-    if st.runs("back_to_back") {
-        let max_len = ((top * st.b2b_ms as f64 / 1000.0).round() as u64).max(2);
-        let res_len = ((max_len as f64 * st.resolution_pct / 100.0).round() as u64).max(1);
-        let mut lens = Vec::new();
-        let mut capped = 0;
-        for _ in 0..st.b2b_trials {
-            let burst = |log: &mut Log<E>, n: u64| {
-                log.step(
-                    "back_to_back",
-                    StepSpec {
-                        test: "back_to_back",
-                        rate_fps: top,
-                        duration_ms: st.b2b_ms.max(10),
-                        count: n,
-                    },
-                )
-            };
-            let m = burst(&mut log, max_len)?;
-            if m.lost() == 0 {
-                capped += 1;
-                lens.push(max_len);
-                continue;
-            }
-            // The resolution is relative to what passes (at least one frame): on a path that
-            // loses short bursts the search goes on down instead of stopping at 0.
-            let (mut lo, mut hi) = (0u64, max_len);
-            while hi - lo > res_len.min(lo * res_len / max_len).max(1) {
-                let mid = (lo + hi) / 2;
-                if burst(&mut log, mid)?.lost() == 0 {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            lens.push(lo);
-        }
-        let mean = lens.iter().sum::<u64>() as f64 / lens.len().max(1) as f64;
-        out.push(s("rfc2544_b2b_frames", mean, "frames"));
-        detail["back_to_back"] = json!({
-            "rate_fps": top, "max_burst": max_len, "bursts": lens, "mean": mean,
-            "capped": capped, "resolution_frames": res_len,
-        });
-    }
-    detail["steps"] = json!(log.steps);
-    Ok((out, detail))
+    let mean = lens.iter().sum::<u64>() as f64 / lens.len().max(1) as f64;
+    out.push(s("rfc2544_b2b_frames", mean, "frames"));
+    detail["back_to_back"] = json!({
+        "rate_fps": top, "max_burst": max_len, "bursts": lens, "mean": mean,
+        "capped": capped, "resolution_frames": res_len,
+    });
+    Ok(())
 }
 
 #[cfg(test)]
