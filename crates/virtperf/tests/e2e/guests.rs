@@ -394,6 +394,12 @@ pub(crate) fn uml_patched_kernel_uses_the_hosts_xsave_size() -> Outcome {
     };
     let out = vp(&["image", "build", "--uml", "--json"], &[]);
     if out.status.code() == Some(3) {
+        // Asked of apt, not of virtperf: a source package the archive offers must build.
+        assert!(
+            !apt_candidate("linux-source-6.12"),
+            "apt offers linux-source-6.12, yet virtperf could not build its UML kernel: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
         return Outcome::Skip(format!(
             "cannot build virtperf's UML kernel here: {}",
             String::from_utf8_lossy(&out.stderr).trim()
@@ -473,6 +479,12 @@ pub(crate) fn qemu_microvm_guest_clock_agrees_with_the_host() -> Outcome {
         &env,
     );
     if out.status.code() == Some(3) {
+        // Asked of QEMU, not of virtperf: a machine type this QEMU lists must run.
+        assert!(
+            !qemu_has_machine("microvm"),
+            "qemu-system-x86_64 lists the microvm machine, yet virtperf refused it: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
         return Outcome::Skip(format!(
             "microvm cannot run here: {}",
             String::from_utf8_lossy(&out.stderr).trim()

@@ -577,3 +577,20 @@ pub fn dropped(part: &str, why: &str) {
 pub fn take_dropped() -> Vec<String> {
     DROPPED.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default()
 }
+
+/// Whether apt offers package `pkg` (a candidate version in `apt-cache policy`): a fact of the
+/// host, asked without virtperf.
+pub fn apt_candidate(pkg: &str) -> bool {
+    Command::new("apt-cache").args(["policy", pkg]).output().is_ok_and(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l.trim().strip_prefix("Candidate:").is_some_and(|v| v.trim() != "(none)"))
+    })
+}
+
+/// Whether the host's qemu-system-x86_64 lists machine type `name` (`-machine help`).
+pub fn qemu_has_machine(name: &str) -> bool {
+    Command::new("qemu-system-x86_64").args(["-machine", "help"]).output().is_ok_and(|o| {
+        String::from_utf8_lossy(&o.stdout).lines().any(|l| l.split_whitespace().next() == Some(name))
+    })
+}
