@@ -27,7 +27,7 @@ run: deps-run
 # Unit tests, then end-to-end tests that really start agents and containers (a test whose
 # requirement is missing, e.g. root for containers, prints `skipped: reason`), then lint.
 test: build
-	$(CARGO) test --release --workspace --locked
+	VIRTPERF_UNIT_REQUIRE=1 $(CARGO) test --release --workspace --locked
 	@scripts/lint.sh
 
 unit: deps

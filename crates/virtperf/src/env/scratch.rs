@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn an_image_is_preallocated_and_holds_an_ext4_file_system() {
         if mke2fs().is_none() {
-            eprintln!("skipped: no mke2fs on this host");
+            crate::host::unit_skip("no mke2fs on this host");
             return;
         }
         let d = tempfile::tempdir().unwrap();

@@ -496,7 +496,7 @@ mod tests {
             assert!(kept, "a namespace not ours was deleted");
             assert!(gone, "ours was not deleted");
         } else {
-            println!("skipped the real-namespace half: `ip netns add` needs root");
+            crate::host::unit_skip("the real-namespace half: `ip netns add` needs root");
         }
         assert_eq!(endpoint_addr(0), Ipv4Addr::new(198, 18, 0, 10));
         assert_eq!(endpoint_addr(MAX_ENDPOINTS - 1), Ipv4Addr::new(198, 18, 0, 254));
