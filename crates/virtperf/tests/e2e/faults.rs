@@ -63,7 +63,7 @@ pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
         ],
         &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
     );
-    let agent = wait_for(|| children_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
+    let agent = wait_for(|| agents_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
     std::thread::sleep(std::time::Duration::from_millis(500));
     kill(agent, 9);
     let out = child.wait_with_output().unwrap();
@@ -292,7 +292,7 @@ pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
     );
     let pid = child.id();
     // The run's agents are its children; kill one of them during the first trial.
-    let agents = wait_for(|| Some(children_of(pid)).filter(|c| c.len() >= 3), 10.0).expect("three agents");
+    let agents = wait_for(|| Some(agents_of(pid)).filter(|c| c.len() >= 3), 10.0).expect("three agents");
     std::thread::sleep(std::time::Duration::from_millis(700));
     kill(agents[1], 9);
     let out = child.wait_with_output().unwrap();

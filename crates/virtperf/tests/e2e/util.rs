@@ -132,6 +132,19 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Direct children of `pid` that are virtperf agents (`… agent` on their command line): a run
+/// also starts short-lived helpers (`zcat /proc/config.gz` for the host's facts, `ip`, `tc`),
+/// which a test that kills "the first child" could hit instead.
+pub fn agents_of(pid: u32) -> Vec<u32> {
+    children_of(pid)
+        .into_iter()
+        .filter(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|b| b.split(|x| *x == 0).nth(1).is_some_and(|a| a == b"agent"))
+        })
+        .collect()
+}
+
 pub fn kill(pid: u32, sig: i32) {
     // SAFETY: kill(2) on a pid this test started; no memory is involved.
     unsafe { libc::kill(pid as i32, sig) };
