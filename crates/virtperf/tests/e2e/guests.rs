@@ -552,7 +552,10 @@ pub(crate) fn qemu_two_instances_stream_together() -> Outcome {
         .filter(|r| r["metric"] == "tcp_goodput" && r["instance"].is_number())
         .map(|r| r["mean"].as_f64().unwrap_or(0.0))
         .collect();
-    assert!(each.len() == 2 && each.iter().all(|&g| g > 0.01), "both guests streamed: {each:?}");
+    // Floors a tenth of what a lone TCG virtio guest carries here (1.9 Gbit/s with iperf3,
+    // MACHINE-NOTES), halved for two sharing the host: a path that barely moves fails.
+    println!("    each guest: {each:?} Gbit/s");
+    assert!(each.len() == 2 && each.iter().all(|&g| g > 0.1), "both guests streamed: {each:?}");
     let agg = row_or_fail(&doc, "vm", "tcp_goodput")["mean"].as_f64().unwrap_or(0.0);
     assert!((agg - each.iter().sum::<f64>()).abs() < 1e-9, "{agg} vs {each:?}");
     assert_no_leftovers(&state);
@@ -616,7 +619,11 @@ pub(crate) fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
     let mean =
         |env: &str, metric: &str| -> f64 { row_or_fail(&doc, env, metric)["mean"].as_f64().unwrap_or(0.0) };
     let (v, e) = (mean("qemu:nic=virtio", "tcp_goodput"), mean("qemu:nic=e1000", "tcp_goodput"));
-    assert!(v > 0.05 && e > 0.01, "goodput through the guests' NICs: virtio {v}, e1000 {e} Gbit/s");
+    // Floors about a tenth of iperf3 through the same TCG NICs here (virtio 1.9, e1000 0.86
+    // Gbit/s, MACHINE-NOTES; this test measured 4.75 and 1.88): a NIC path that barely moves
+    // fails.
+    println!("    virtio {v:.3} Gbit/s, e1000 {e:.3} Gbit/s");
+    assert!(v > 0.2 && e > 0.08, "goodput through the guests' NICs: virtio {v}, e1000 {e} Gbit/s");
     assert!(v > e, "paravirtual beats emulated (the seeds' result): virtio {v} vs e1000 {e} Gbit/s");
     assert!(mean("qemu:nic=virtio", "memcpy_time") > mean("native", "memcpy_time"));
     // A guest's compute figures are headlined on the host's clock, and its own clock agrees:

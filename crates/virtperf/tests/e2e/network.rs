@@ -69,7 +69,10 @@ pub(crate) fn network_workloads_native_and_container_root_ns_untouched() -> Outc
             .find(|r| r["environment"] == *e && r["metric"] == "tcp_goodput")
             .and_then(|r| r["mean"].as_f64())
             .unwrap();
-        assert!(gp > 0.05, "{e}: TCP goodput {gp} Gbit/s over a veth is implausibly low");
+        // A veth carries 14 Gbit/s of iperf3 here (MACHINE-NOTES; 13–20 measured by the tools
+        // test); 1 Gbit/s is far below any healthy run and above the 0.39 a reordering path gave.
+        println!("    {e}: TCP goodput {gp:.2} Gbit/s");
+        assert!(gp > 1.0, "{e}: TCP goodput {gp} Gbit/s over a veth is implausibly low");
     }
     // CPU time series at ≥ 10 Hz: a 1 s flow gives at least 10 points per role.
     let c = rusqlite::Connection::open(&db).unwrap();
