@@ -3,8 +3,9 @@
 # time):
 #   A. the fixed design users ran so far: reps = 10 on one launch of each environment (95 % Fieller
 #      intervals that cover that launch only);
-#   B. examples/default.toml as it ships: precision mode on launches (launches = 4 of one repetition, more launches
-#      where a ratio is short of ±5 %, within its budget; intervals from the spread of launch means,
+#   B. examples/default.toml as it ships: precision mode on launches (4 launches of one repetition,
+#      more launches where a ratio is short of ±5 %, within its budget; intervals from the spread
+#      of launch means,
 #      stated at the level that keeps 95 % coverage under the stopping rule).
 # Both run the same environments and workloads with the same calibrated operation counts per trial.
 # Printed: wall time of each (target: B <= 0.5 × A), and per ratio (environment × workload ×
