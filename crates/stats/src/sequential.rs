@@ -75,14 +75,9 @@ impl Standing {
 /// Where the ratio `env / baseline` stands against `target` (relative half-width, 0.02 = 2 %),
 /// its interval at precision mode's [`LEVEL`].
 pub fn standing(env: &Groups, baseline: &Groups, target: f64) -> Standing {
-    standing_with(env, baseline, target, LEVEL, MIN_DF)
-}
-
-/// [`standing`] at confidence `level`, a cell stopping only with `min_df` on each side.
-pub fn standing_with(env: &Groups, baseline: &Groups, target: f64, level: f64, min_df: f64) -> Standing {
     let (a, b) = (side_estimate(env), side_estimate(baseline));
-    let ratio = a.zip(b).and_then(|(a, b)| ratio_ci_at(&a, &b, level));
-    let enough = a.zip(b).is_some_and(|(a, b)| a.df >= min_df && b.df >= min_df);
+    let ratio = a.zip(b).and_then(|(a, b)| ratio_ci_at(&a, &b, LEVEL));
+    let enough = a.zip(b).is_some_and(|(a, b)| a.df >= MIN_DF && b.df >= MIN_DF);
     let rhw = match ratio.and_then(|r| r.ci95.map(|(lo, hi)| (hi - lo) / 2.0 / r.ratio.abs())) {
         Some(x) if x.is_finite() && enough => x,
         _ => f64::INFINITY,

@@ -76,11 +76,17 @@ pub fn cells(
     // A case whose trials keep failing in an environment is not waited for: more launches would
     // fail the same way (the report lists its failures).
     let health = store.case_health(run_id)?;
-    let (trial_costs, starts) = (store.trial_costs(run_id)?, store.launch_costs(run_id)?);
+    let trial_costs = store.trial_costs(run_id)?;
     let trial_cost = |e: usize, c: usize| trial_costs.get(&(e, c)).map_or(0.0, |s| s + TRIAL_OVERHEAD_S);
+    // Each environment's mean start (launch to hello), in seconds.
+    let mut starts: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+    for (e, ms) in store.start_times(run_id)? {
+        let s = starts.entry(e).or_default();
+        *s = (s.0 + ms / 1e3, s.1 + 1.0);
+    }
     // A launch: its start, then a warm-up of every watched case.
     let launch_cost = |e: usize| {
-        starts.get(&e).copied().unwrap_or(0.0)
+        starts.get(&e).map_or(0.0, |(sum, n)| sum / n)
             + (0..exp.cases.len()).filter(|&c| watched(exp, c)).map(|c| trial_cost(e, c)).sum::<f64>()
                 * exp.warmup as f64
     };
@@ -146,7 +152,7 @@ pub fn next_unit(exp: &Experiment, cells: &[Cell]) -> Option<Unit> {
     // A launch measures every case of the environment still short of its target (for a
     // baseline: every case where an environment compared with it is), each as often as the
     // neediest of its cells asks.
-    let mut cases: std::collections::BTreeMap<usize, usize> = BTreeMap::new();
+    let mut cases: BTreeMap<usize, usize> = BTreeMap::new();
     for x in cells.iter().filter(|x| !x.standing.met()) {
         let reps = if x.env == env {
             x.reps[0]

@@ -538,17 +538,6 @@ impl Store {
             .collect())
     }
 
-    /// What starting each environment costs so far, in seconds: the mean of its ready launches'
-    /// times from launch to the agent's hello (precision mode's c₂, with the warm-ups).
-    pub fn launch_costs(&self, run: i64) -> Result<std::collections::BTreeMap<usize, f64>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT env_idx, avg(start_ms) FROM instances
-             WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL GROUP BY env_idx",
-        )?;
-        let rows = st.query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get::<_, f64>(1)? / 1e3)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
     /// Where an environment's plan ends: its last block, and the last repetition of each case.
     pub fn plan_tail(
         &self,

@@ -69,18 +69,13 @@ fn cgroup2_mount() -> Option<PathBuf> {
 /// no level names `own` (a shared cgroup: the root, a session) or nothing can be read.
 pub fn own_cgroup_probe(pid: u32, own: &str) -> Option<CpuProbe> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let v1_mount = || {
-        crate::host::cgroup_mounts()
-            .into_iter()
-            .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().split(',').any(|c| c == "cpuacct")))
-    };
     for line in text.lines() {
         let mut f = line.splitn(3, ':');
         let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
         let (mount, v2) = if controllers.is_empty() {
             (cgroup2_mount(), true)
         } else if controllers.split(',').any(|c| c == "cpuacct") {
-            (v1_mount(), false)
+            (cpuacct_mount(), false)
         } else {
             continue;
         };
@@ -110,13 +105,17 @@ pub fn own_cgroup_probe(pid: u32, own: &str) -> Option<CpuProbe> {
     None
 }
 
+/// Where cgroup v1's `cpuacct` controller is mounted (alone or with others, e.g. `cpu,cpuacct`).
+fn cpuacct_mount() -> Option<PathBuf> {
+    crate::host::cgroup_mounts()
+        .into_iter()
+        .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().split(',').any(|c| c == "cpuacct")))
+}
+
 /// The cgroup v1 `cpuacct` mount, or the v2 unified root (`/sys/fs/cgroup` with `cgroup.controllers`).
 pub fn cpu_cgroup_root() -> Option<(PathBuf, bool)> {
-    for m in crate::host::cgroup_mounts() {
-        let name = m.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.split(',').any(|c| c == "cpuacct") {
-            return Some((m, false));
-        }
+    if let Some(m) = cpuacct_mount() {
+        return Some((m, false));
     }
     let root = Path::new("/sys/fs/cgroup");
     root.join("cgroup.controllers").exists().then(|| (root.to_path_buf(), true))
@@ -349,11 +348,8 @@ mod tests {
     /// host mounts; one in a shared cgroup is not.
     #[test]
     fn a_process_in_its_own_cgroup_is_read_through_it() {
-        let v1 = crate::host::cgroup_mounts()
-            .into_iter()
-            .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().split(',').any(|c| c == "cpuacct")));
         let mut tried = 0;
-        for (mount, v2) in [(v1, false), (cgroup2_mount(), true)] {
+        for (mount, v2) in [(cpuacct_mount(), false), (cgroup2_mount(), true)] {
             let Some(mount) = mount else { continue };
             let name = format!("vptest-own-{}-{}", std::process::id(), u8::from(v2));
             let (group, leaf) = (mount.join(&name), mount.join(&name).join("emulator"));

@@ -732,16 +732,18 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         }
         // Only armed trials: their host span covers exactly the guest's timed region. Several
         // instances: one point per instance, each on its own calibration.
-        if let (Some(h), Some(g), Some(rtt), Some(jit)) = (t.host_ns, t.guest_ns, t.rtt_ns, t.rtt_jitter_ns) {
+        let own = match (t.host_ns, t.guest_ns, t.rtt_ns, t.rtt_jitter_ns) {
+            (Some(h), Some(g), Some(rtt), Some(jit)) => Some([h, g, rtt, jit]),
+            _ => None,
+        };
+        for [h, g, rtt, jit] in own.into_iter().chain(t.clock_instances.iter().copied()) {
             let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
             clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
         }
-        for &[h, g, rtt, jit] in &t.clock_instances {
-            let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
-            clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
+        if !t.clock_instances.is_empty() {
+            let n = clock_instances.entry((t.case_idx, t.env_idx)).or_insert(1);
+            *n = (*n).max(t.clock_instances.len());
         }
-        let n = clock_instances.entry((t.case_idx, t.env_idx)).or_insert(1);
-        *n = (*n).max(t.clock_instances.len());
     }
     let own_clock = |ei: usize| crate::env::find(&envs[ei].kind).is_some_and(|k| k.own_clock());
     let mut clock_checks = Vec::new();

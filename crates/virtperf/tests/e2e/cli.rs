@@ -465,10 +465,8 @@ pub(crate) fn a_required_environment_that_would_skip_fails_its_test() -> Outcome
     let line =
         ci.lines().find(|l| l.contains("VIRTPERF_E2E_REQUIRE=")).expect(".ci/run sets VIRTPERF_E2E_REQUIRE");
     let list = line.split_once('=').unwrap().1.trim_matches('"');
-    let doc: serde_json::Value =
-        serde_json::from_slice(&vp(&["doctor", "--quick", "--json"], &[]).stdout).unwrap();
-    let rows: Vec<&str> =
-        doc["environments"].as_array().unwrap().iter().filter_map(|r| r["environment"].as_str()).collect();
+    let rows = doctor_rows().unwrap();
+    let rows: Vec<&str> = rows.iter().filter_map(|r| r["environment"].as_str()).collect();
     for env in list.split(',') {
         assert!(rows.contains(&env), ".ci/run requires {env}, which doctor has no row for ({rows:?})");
     }

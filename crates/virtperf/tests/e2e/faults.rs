@@ -345,11 +345,6 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     let pid = child.id();
     // The tester agent (`virtperf agent` in the lab's `-t` namespace), not a helper the lab runs
     // there for a moment (`ip netns exec …`): stopping one of those stops nothing.
-    let is_agent = |p: u32| {
-        std::fs::read(format!("/proc/{p}/cmdline"))
-            .map(|c| c.split(|&b| b == 0).nth(1) == Some(&b"agent"[..]))
-            .unwrap_or(false)
-    };
     let tester = wait_for(
         || children_of(pid).into_iter().find(|c| is_agent(*c) && netns_of(*c).ends_with("-t")),
         20.0,

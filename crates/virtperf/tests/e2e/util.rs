@@ -136,13 +136,13 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 /// also starts short-lived helpers (`zcat /proc/config.gz` for the host's facts, `ip`, `tc`),
 /// which a test that kills "the first child" could hit instead.
 pub fn agents_of(pid: u32) -> Vec<u32> {
-    children_of(pid)
-        .into_iter()
-        .filter(|c| {
-            std::fs::read(format!("/proc/{c}/cmdline"))
-                .is_ok_and(|b| b.split(|x| *x == 0).nth(1).is_some_and(|a| a == b"agent"))
-        })
-        .collect()
+    children_of(pid).into_iter().filter(|c| is_agent(*c)).collect()
+}
+
+/// Whether process `pid` runs `… agent` (a virtperf agent, not a helper of the run).
+pub fn is_agent(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|b| b.split(|x| *x == 0).nth(1).is_some_and(|a| a == b"agent"))
 }
 
 pub fn kill(pid: u32, sig: i32) {
@@ -198,13 +198,19 @@ pub fn doctor_unusable(env: &str) -> Option<String> {
     unless_required(env, doctor_verdict(env))
 }
 
-fn doctor_verdict(env: &str) -> Option<String> {
+/// doctor's rows, one per environment it knows (`virtperf doctor --quick --json`).
+pub fn doctor_rows() -> Result<Vec<serde_json::Value>, String> {
     let out = vp(&["doctor", "--quick", "--json"], &[]);
-    let doc: serde_json::Value = match serde_json::from_slice(&out.stdout) {
-        Ok(d) => d,
-        Err(e) => return Some(format!("`virtperf doctor --json` printed no JSON ({e}): cannot tell")),
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("`virtperf doctor --json` printed no JSON ({e}): cannot tell"))?;
+    Ok(doc["environments"].as_array().cloned().unwrap_or_default())
+}
+
+fn doctor_verdict(env: &str) -> Option<String> {
+    let rows = match doctor_rows() {
+        Ok(r) => r,
+        Err(e) => return Some(e),
     };
-    let rows = doc["environments"].as_array().cloned().unwrap_or_default();
     let Some(row) = rows.iter().find(|r| r["environment"] == env) else {
         return Some(format!("doctor has no row for {env}"));
     };
