@@ -22,10 +22,9 @@ pub(crate) fn agent_answers_every_frame_and_survives_garbage() -> Outcome {
 }
 
 pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("x.db");
-    let db_s = db.to_str().unwrap();
-    let bad_file = dir.path().join("bad.toml");
+    let fx = Fixture::new();
+    let db_s = fx.db_str();
+    let bad_file = fx.path("bad.toml");
     std::fs::write(
         &bad_file,
         "reps = 3\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = \"lots\"\n",
@@ -44,39 +43,15 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
             "key `lab.switch_vcpus`",
         ),
         (
-            vec![
-                "run",
-                "--env",
-                "native",
-                "--workload",
-                "tcp_rr",
-                "--lab",
-                "switch=driver-domain,switch_guest=uml",
-            ],
+            words("run --env native --workload tcp_rr --lab switch=driver-domain,switch_guest=uml"),
             "cannot bridge",
         ),
         (
-            vec![
-                "run",
-                "--env",
-                "native",
-                "--workload",
-                "tcp_rr",
-                "--lab",
-                "switch=driver-domain,switch_guest=gvisor",
-            ],
+            words("run --env native --workload tcp_rr --lab switch=driver-domain,switch_guest=gvisor"),
             "key `lab.switch_guest`",
         ),
         (
-            vec![
-                "run",
-                "--env",
-                "native",
-                "--workload",
-                "tcp_rr",
-                "--lab",
-                "switch=driver-domain,switch_cap=300%",
-            ],
+            words("run --env native --workload tcp_rr --lab switch=driver-domain,switch_cap=300%"),
             "key `lab.switch_cap`",
         ),
         (
@@ -125,15 +100,7 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
         (vec!["run", "--env", "native:instances=0", "--workload", "cpu"], "key `instances`"),
         (vec!["run", "--env", "qemu:memory=8GiB,instances=[1,4]", "--workload", "cpu"], "key `instances`"),
         (
-            vec![
-                "run",
-                "--env",
-                "native:instances=2",
-                "--env",
-                "container",
-                "--workload",
-                "tcp_rr:pairs=all",
-            ],
+            words("run --env native:instances=2 --env container --workload tcp_rr:pairs=all"),
             "key `instances`",
         ),
         (vec!["run", "--env", "uml:kernel=/nonexistent", "--workload", "cpu"], "key `kernel`"),
@@ -144,12 +111,12 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
     for (args, needle) in cases {
         let mut a = args.clone();
         a.extend(["--db", db_s]);
-        let out = vp(&a, &[("VIRTPERF_STATE_DIR", dir.path().join("state").to_str().unwrap())]);
+        let out = vp(&a, &[("VIRTPERF_STATE_DIR", fx.path("state").to_str().unwrap())]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: `{err}` lacks `{needle}`");
-        assert!(!db.exists(), "{args:?} created the database");
-        assert!(!dir.path().join("state").exists(), "{args:?} created the state directory");
+        assert!(!fx.db.exists(), "{args:?} created the database");
+        assert!(!fx.path("state").exists(), "{args:?} created the state directory");
     }
     Outcome::Pass
 }
@@ -234,22 +201,17 @@ pub(crate) fn examples_validate() -> Outcome {
         }
         // A measurement never runs on replaced facts: refused as bad input, nothing created.
         if let Some(pf) = profile {
-            let dir = tempdir();
-            let db = dir.path().join("r.db");
-            let out = vp(
-                &["run", "--env", "native", "--workload", "noop", "--db", db.to_str().unwrap()],
-                &[("VIRTPERF_HOST_FACTS", pf.to_str().unwrap())],
-            );
+            let fx = Fixture::new().with_var("VIRTPERF_HOST_FACTS", pf.to_str().unwrap());
+            let out = fx.vp("run --env native --workload noop");
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{err}");
-            assert!(err.contains("validation only") && !db.exists(), "{err}");
+            assert!(err.contains("validation only") && !fx.db.exists(), "{err}");
         }
     }
     // A facts file that is wrong is bad input naming the file, the line and the key.
-    let dir = tempdir();
-    let bad = dir.path().join("bad.toml");
+    let fx = Fixture::new();
     let text = std::fs::read_to_string(root.join("host-profiles/intel-xeon.toml")).unwrap();
-    std::fs::write(&bad, text.replace("cpus = 2", "cpus = \"two\"")).unwrap();
+    let bad = fx.file("bad.toml", &text.replace("cpus = 2", "cpus = \"two\""));
     let out = vp(
         &["run", "--dry-run", "--env", "native", "--workload", "noop"],
         &[("VIRTPERF_HOST_FACTS", bad.to_str().unwrap())],
@@ -260,8 +222,7 @@ pub(crate) fn examples_validate() -> Outcome {
     assert!(err.contains(&format!("bad.toml:{line}: key `cpus`")), "{err}");
     // `doctor --facts` prints this machine's facts in the format the override reads.
     let out = vp(&["doctor", "--facts"], &[]);
-    let mine = dir.path().join("mine.toml");
-    std::fs::write(&mine, &out.stdout).unwrap();
+    let mine = fx.file("mine.toml", &String::from_utf8_lossy(&out.stdout));
     let out = vp(
         &["run", "--dry-run", "--env", "native", "--workload", "stream"],
         &[("VIRTPERF_HOST_FACTS", mine.to_str().unwrap())],
@@ -271,30 +232,9 @@ pub(crate) fn examples_validate() -> Outcome {
 }
 
 pub(crate) fn native_run_report_export_agree() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("r.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "native:name=pinned,cpuset=0",
-            "--workload",
-            "cpu:iterations=200000",
-            "--workload",
-            "pde:n=[16,32],iterations=5",
-            "--reps",
-            "5",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fx = Fixture::new();
+    let out = fx.ok("run --env native --env native:name=pinned,cpuset=0 --workload \
+         cpu:iterations=200000 --workload pde:n=[16,32],iterations=5 --reps 5 --json");
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     let results = run["results"].as_array().unwrap();
     // 3 cases × 2 envs × (metric + host_cpu_time)
@@ -319,20 +259,16 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
     assert!(run["manifest"]["git_revision"].is_string());
     assert_eq!(run["trials"]["ok"], 30);
     // report re-renders the same results from the database.
-    let rep = vp(&["report", "--json", "--db", db.to_str().unwrap()], &[]);
-    let again: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    let again = fx.report();
     assert_eq!(again["results"], run["results"]);
-    let table = vp(&["report", "--db", db.to_str().unwrap()], &[]);
-    let t = String::from_utf8_lossy(&table.stdout);
+    let t = fx.text("report");
     assert!(t.contains("native (baseline)") && t.contains("cpu_rate (Mops/s)") && t.contains("×"), "{t}");
     // export: every sample, warm-ups included.
-    let csv = vp(&["export", "--format", "csv", "--db", db.to_str().unwrap()], &[]);
-    let csv = String::from_utf8_lossy(&csv.stdout);
+    let csv = fx.text("export --format csv");
     assert!(csv.starts_with("run_id,trial_id,seq,environment,workload,params,rep,warmup,status"));
     // Each trial: its metric and the same metric on the host clock (METRIC_host).
     assert_eq!(csv.lines().count(), 1 + 2 * 3 * 6 * 2, "{csv}");
-    let json = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &[]);
-    let j: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let j = fx.export();
     assert_eq!(j["trials"].as_array().unwrap().len(), 36);
     assert!(j["experiment"].as_str().unwrap().contains("[[workload]]"));
     // Start time is a measurement: n, mean, CI, min and max per environment.
@@ -345,7 +281,7 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
         );
     }
     // A cell measured once claims no interval: no `± 0`, no ratio CI.
-    let db1 = dir.path().join("one.db");
+    let db1 = fx.path("one.db");
     let out = vp(
         &[
             "run",
@@ -363,7 +299,7 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
             "--db",
             db1.to_str().unwrap(),
         ],
-        &env,
+        &fx.env(),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -374,14 +310,13 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
     let t = vp(&["report", "--db", db1.to_str().unwrap()], &[]);
     let t = String::from_utf8_lossy(&t.stdout);
     assert!(t.contains("(n=1)") && !t.contains("± 0 ") && t.contains("no CI"), "{t}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 pub(crate) fn doctor_lists_every_kind_with_fixes() -> Outcome {
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let out = vp(&["doctor", "--json"], &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())]);
+    let fx = Fixture::new();
+    let out = fx.bare("doctor --json");
     assert!(out.status.success());
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = d["environments"].as_array().unwrap();
@@ -408,35 +343,21 @@ pub(crate) fn doctor_lists_every_kind_with_fixes() -> Outcome {
         assert!(!detail.contains('\n') && detail.len() < 600, "one line, not a console dump: {r}");
     }
     assert_eq!(rows.iter().find(|r| r["environment"] == "native").unwrap()["usable"], true);
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 /// The suite's own deadline: a virtperf that does not end within its limit is stopped (SIGTERM:
 /// it cleans up) and fails its test with the command line, instead of blocking the suite.
 pub(crate) fn a_hung_virtperf_fails_its_test_with_the_command_line() -> Outcome {
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let db = dir.path().join("h.db");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let args = [
-        "run",
-        "--env",
-        "native",
-        "--workload",
-        "sleep:duration=60s",
-        "--reps",
-        "1",
-        "--warmup",
-        "0",
-        "--db",
-        db.to_str().unwrap(),
-    ];
+    let fx = Fixture::new();
+    let args = words("run --env native --workload sleep:duration=60s --reps 1 --warmup 0 --db");
+    let args = [&args[..], &[fx.db_str()]].concat();
     let t0 = Instant::now();
     // The panic is the expected outcome here: not printed as if a test had failed.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let caught = std::panic::catch_unwind(|| vp_within(&args, &env, Duration::from_secs(2)));
+    let caught = std::panic::catch_unwind(|| vp_within(&args, &fx.env(), Duration::from_secs(2)));
     std::panic::set_hook(hook);
     let msg = match caught {
         Ok(out) => panic!("a 60 s trial ended within the 2 s deadline? {:?}", out.status),
@@ -444,7 +365,7 @@ pub(crate) fn a_hung_virtperf_fails_its_test_with_the_command_line() -> Outcome 
     };
     assert!(msg.contains("did not end within 2 s") && msg.contains("sleep:duration=60s"), "{msg}");
     assert!(t0.elapsed() < Duration::from_secs(20), "stopped in {:?}", t0.elapsed());
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 

@@ -6,28 +6,8 @@ pub(crate) fn avionics_1000_reps_native_and_container() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("a.db");
-    let state = dir.path().join("state");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container",
-            "--workload",
-            "memcpy",
-            "--reps",
-            "1000",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fx = Fixture::new();
+    let run = fx.json("run --env native --env container --workload memcpy --reps 1000");
     let row = |env: &str, metric: &str| row_or_fail(&run, env, metric);
     let native = row("native", "memcpy_time");
     assert_eq!(native["n"], 1000);
@@ -59,7 +39,7 @@ pub(crate) fn avionics_1000_reps_native_and_container() -> Outcome {
         "{:#}",
         run["clock_checks"]
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -67,73 +47,31 @@ pub(crate) fn container_cpu_limit_is_enforced() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("c.db");
-    let state = dir.path().join("state");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container:cpus=0.3,memory=256MiB,name=small",
-            "--workload",
-            "cpu:iterations=100000000",
-            "--reps",
-            "3",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
+    let fx = Fixture::new();
+    let run = fx.json(
+        "run --env native --env container:cpus=0.3,memory=256MiB,name=small --workload \
+         cpu:iterations=100000000 --reps 3",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let small = row_or_fail(&run, "small", "cpu_rate");
     let ratio = small["overhead"]["ratio"].as_f64().unwrap();
     // A 30 % CFS quota over a ~0.2 s loop: well under native, whatever the noise.
     assert!(ratio < 0.6, "cpus=0.3 should slow a CPU loop down, ratio {ratio}");
     // While one environment runs its trial the other is paused, and each trial says so.
-    let raw = vp(
-        &["export", "--format", "json", "--db", db.to_str().unwrap()],
-        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
-    );
-    let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+    let raw = fx.export();
     for t in raw["trials"].as_array().unwrap() {
         let n = &t["extra"]["idle_neighbours"];
         assert_eq!((n["idle"].as_u64(), n["paused"].as_u64()), (Some(1), Some(1)), "{t:#}");
         let how = n["how"][0].as_str().unwrap_or_default();
         assert!(how == "the cgroup freezer" || how == "SIGSTOP/SIGCONT", "{n}");
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 /// Seed 000's softloader: the achieved CPU of a 50 % and a 90 % load, measured, within ±3 points.
 pub(crate) fn background_load_lands_within_3_points() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("l.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "sleep:duration=1s,load=[50,90]",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fx = Fixture::new();
+    let doc = fx.json("run --env native --workload sleep:duration=1s,load=[50,90] --reps 3 --warmup 0");
     for target in [50.0, 90.0] {
         let row = doc["results"]
             .as_array()
@@ -147,7 +85,7 @@ pub(crate) fn background_load_lands_within_3_points() -> Outcome {
         let got = row["mean"].as_f64().unwrap();
         assert!((got - target).abs() <= 3.0, "target {target} %, achieved {got:.2} %");
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -159,35 +97,12 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
     if let Some(why) = need_root_and("tc") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("m.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "tcp_stream:duration=2s,load=[0,90],name=s",
-            "--workload",
-            "memcpy:size=4MiB,copies=20",
-            "--workload",
-            "intmix:iterations=5000000",
-            "--lab",
-            "rate=1gbit,mtu=1500",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let fx = Fixture::new();
+    let doc = fx.json(
+        "run --env native --workload tcp_stream:duration=2s,load=[0,90],name=s \
+         --workload memcpy:size=4MiB,copies=20 --workload intmix:iterations=5000000 \
+         --lab rate=1gbit,mtu=1500 --reps 3 --warmup 0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = doc["results"].as_array().unwrap();
     let mean = |w: &str, m: &str| {
         rows.iter()
@@ -204,8 +119,7 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
         "guest CPU with the loader {loaded:.0} ms vs {idle:.0} ms without: the loader is counted"
     );
     // (2) Recompute cpu_per_gbit of every shaped stream trial from what was stored.
-    let exp = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &[]);
-    let ex: serde_json::Value = serde_json::from_slice(&exp.stdout).unwrap();
+    let ex = fx.export();
     let mut checked = 0;
     for t in ex["trials"].as_array().unwrap().iter().filter(|t| t["workload_kind"] == "tcp_stream") {
         let tr = &t["extra"]["transfer"];
@@ -251,6 +165,6 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
         checks.len() >= 2 && checks.iter().all(|c| c["agree"] == true && c["trials"] == 3),
         "{checks:#?}"
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }

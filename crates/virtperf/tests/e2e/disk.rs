@@ -45,32 +45,15 @@ fn scratch_leftovers(root: &std::path::Path) -> Vec<String> {
 /// run's scratch directory and in one writing into an overlay's upper layer; the matrix is in the
 /// report; the scratch directory is empty afterwards.
 pub(crate) fn disk_every_mode_native_and_container() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("d.db");
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
-    let mut args = vec!["run", "--env", "native"];
+    let fx = Fixture::new().with_scratch();
+    let scratch = fx.scratch();
+    let mut line = String::from("run --env native");
     let container = need_root_and_env("container");
     if container.is_none() {
-        args.extend(["--env", "container:disk=bind", "--env", "container:disk=overlay"]);
+        line += " --env container:disk=bind --env container:disk=overlay";
     }
-    args.extend([
-        "--workload",
-        "disk:file_size=4MiB,record_size=[64KiB,1MiB]",
-        "--reps",
-        "2",
-        "--warmup",
-        "0",
-        "--json",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let out = vp(&args, &env);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc =
+        fx.json(&(line + " --workload disk:file_size=4MiB,record_size=[64KiB,1MiB] --reps 2 --warmup 0"));
     check_disk_rows(&doc, "native");
     if container.is_none() {
         check_disk_rows(&doc, "container:disk=bind");
@@ -79,17 +62,15 @@ pub(crate) fn disk_every_mode_native_and_container() -> Outcome {
     // The matrix: one row per environment and file size, one column per record size.
     let m = doc["disk"].to_string();
     assert!(m.contains("disk_write") && m.contains("64KiB") && m.contains("1MiB"), "{m}");
-    let text = vp(&["report", "--full", "--db", db.to_str().unwrap()], &env);
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = fx.text("report --full");
     assert!(text.contains("disk_write") && text.contains("native · 4MiB"), "{text}");
-    let short = vp(&["report", "--db", db.to_str().unwrap()], &env);
-    let short = String::from_utf8_lossy(&short.stdout);
+    let short = fx.text("report");
     assert!(
         short.contains("--full") && !short.contains("native · 4MiB"),
         "the summary points to the matrices: {short}"
     );
     assert!(scratch_leftovers(&scratch).is_empty(), "{:?}", scratch_leftovers(&scratch));
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     match container {
         Some(why) => Outcome::Skip(format!("native ran; containers: {why}")),
         None => Outcome::Pass,
@@ -102,10 +83,8 @@ pub(crate) fn disk_full_fails_that_case_and_the_run_goes_on() -> Outcome {
     if let Some(why) = need_root_and("mount") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("f.db");
-    let state = dir.path().join("state");
-    let small = dir.path().join("small");
+    let fx = Fixture::new();
+    let small = fx.path("small");
     std::fs::create_dir(&small).unwrap();
     let mnt = std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=8m", "vp-e2e-small", small.to_str().unwrap()])
@@ -121,32 +100,15 @@ pub(crate) fn disk_full_fails_that_case_and_the_run_goes_on() -> Outcome {
         }
     }
     let _guard = Umount(small.clone());
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
     let wl = format!("disk:file_size=[1MiB,32MiB],record_size=256KiB,modes=write,dir={}", small.display());
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            &wl,
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let out = fx.vp(&format!("run --env native --workload {wl} --reps 2 --warmup 0 --json"));
     // Some trials failed: the run says so in its exit code, and reports the rest.
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let fails = doc["failures"].to_string();
     assert!(fails.contains("no space left"), "the reason is told: {fails}");
-    assert_eq!(count_trials(&db, "failed"), 2, "both trials of the 32MiB case: {fails}");
-    assert_eq!(count_trials(&db, "ok"), 2, "the 1MiB case ran");
+    assert_eq!(count_trials(&fx.db, "failed"), 2, "both trials of the 32MiB case: {fails}");
+    assert_eq!(count_trials(&fx.db, "ok"), 2, "the 1MiB case ran");
     let ok = doc["results"]
         .as_array()
         .unwrap()
@@ -159,18 +121,16 @@ pub(crate) fn disk_full_fails_that_case_and_the_run_goes_on() -> Outcome {
     // The files are gone, from the full disk too.
     let left: Vec<_> = std::fs::read_dir(&small).unwrap().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "{left:?}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 /// Bad disk parameters are refused before anything is created, naming the key.
 pub(crate) fn disk_bad_input_exits_2_and_creates_nothing() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("x.db");
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
+    let fx = Fixture::new();
+    let scratch = fx.path("scratch");
     std::fs::create_dir(&scratch).unwrap();
-    let missing = dir.path().join("nowhere");
+    let missing = fx.path("nowhere");
     let missing_wl = format!("disk:dir={}", missing.display());
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--env", "native", "--workload", "disk:file_size=1MiB,record_size=4MiB"], "record_size"),
@@ -186,16 +146,13 @@ pub(crate) fn disk_bad_input_exits_2_and_creates_nothing() -> Outcome {
         ),
         (vec!["--env", "container:disk=bind", "--workload", "disk:dir=/tmp"], "dir"),
     ];
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
     for (extra, key) in cases {
-        let mut args = vec!["run", "--db", db.to_str().unwrap()];
-        args.extend(extra.iter());
-        let out = vp(&args, &env);
+        let args = [&["run"][..], &extra].concat();
+        let out = fx.vp_args(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(&format!("`{key}`")), "{args:?} names `{key}`: {err}");
-        assert!(!db.exists(), "{args:?} created the database");
+        assert!(!fx.db.exists(), "{args:?} created the database");
         assert!(scratch_leftovers(&scratch).is_empty(), "{args:?}: {:?}", scratch_leftovers(&scratch));
     }
     assert!(!missing.exists());
@@ -205,29 +162,12 @@ pub(crate) fn disk_bad_input_exits_2_and_creates_nothing() -> Outcome {
 /// kill -9 of a run in the middle of a disk trial leaves its scratch directory and file; the next
 /// start sweeps them (the ledger recorded them before they were made).
 pub(crate) fn disk_kill9_scratch_is_swept() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("k.db");
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
+    let fx = Fixture::new().with_scratch();
+    let scratch = fx.scratch();
     // syncwrite of 4 KiB records makes the trial long enough to be caught in flight.
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "disk:file_size=256MiB,record_size=4KiB,modes=syncwrite",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let child = fx.spawn(
+        "run --env native --workload \
+         disk:file_size=256MiB,record_size=4KiB,modes=syncwrite --reps 1 --warmup 0",
     );
     let pid = child.id();
     let file = wait_for(
@@ -244,16 +184,12 @@ pub(crate) fn disk_kill9_scratch_is_swept() -> Outcome {
         panic!("no disk file appeared below {}: {:?}", scratch.display(), walk(&scratch));
     };
     // The agent was the run's child: it dies with it or is killed by the sweep; wait for it to go.
-    let _ = wait_for(|| (!file.exists() || !leftover_things(&state).is_empty()).then_some(()), 2.0);
+    let _ = wait_for(|| (!file.exists() || !leftover_things(&fx.state).is_empty()).then_some(()), 2.0);
     assert!(!scratch_leftovers(&scratch).is_empty(), "kill -9 left the scratch for the sweep");
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    fx.ok("run --env native --workload noop --reps 1");
     let left = wait_for(|| scratch_leftovers(&scratch).is_empty().then_some(()), 5.0);
     assert!(left.is_some(), "swept: {:?}", walk(&scratch));
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -280,40 +216,19 @@ pub(crate) fn qemu_disks_virtio_blk_and_ide() -> Outcome {
     if !has("mke2fs") {
         return Outcome::Skip("needs mke2fs (apt-get install e2fsprogs, or make deps)".into());
     }
-    let dir = tempdir();
-    let db = dir.path().join("q.db");
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "qemu:disk=virtio-blk,disk_size=64MiB",
-            "--env",
-            "qemu:disk=ide,disk_size=64MiB",
-            "--workload",
-            "disk:file_size=8MiB,record_size=256KiB",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let fx = Fixture::new().with_scratch();
+    let scratch = fx.scratch();
+    let doc = fx.json(
+        "run --env qemu:disk=virtio-blk,disk_size=64MiB --env \
+         qemu:disk=ide,disk_size=64MiB --workload \
+         disk:file_size=8MiB,record_size=256KiB --reps 2 --warmup 0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (v, i) = ("qemu:disk=virtio-blk,disk_size=64MiB", "qemu:disk=ide,disk_size=64MiB");
     check_disk_rows(&doc, v);
     check_disk_rows(&doc, i);
     let w = |e: &str| row_or_fail(&doc, e, "disk_write")["mean"].as_f64().unwrap_or(0.0);
     println!("    disk_write: virtio-blk {:.1} MB/s, ide {:.1} MB/s", w(v), w(i));
     assert!(scratch_leftovers(&scratch).is_empty(), "{:?}", walk(&scratch));
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }

@@ -3,33 +3,10 @@
 use crate::util::*;
 
 pub(crate) fn hung_agent_fails_trial_at_deadline_and_run_goes_on() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("h.db");
-    let state = dir.path().join("state");
+    let fx = Fixture::new();
     let t0 = Instant::now();
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "sleep:duration=30s",
-            "--workload",
-            "noop",
-            "--timeout",
-            "400ms",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--order",
-            "interleaved",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
-    );
+    let out = fx.vp("run --env native --workload sleep:duration=30s --workload noop --timeout 400ms \
+         --reps 2 --warmup 0 --order interleaved --json");
     assert!(t0.elapsed().as_secs() < 20, "the deadline was not enforced");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -38,31 +15,13 @@ pub(crate) fn hung_agent_fails_trial_at_deadline_and_run_goes_on() -> Outcome {
     let reason = run["failures"][0]["reason"].as_str().unwrap();
     assert!(reason.contains("no answer from the agent within"), "{reason}");
     assert!(run["environments"][0]["launches"].as_u64().unwrap() >= 3, "the hung agent was replaced");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("k.db");
-    let state = dir.path().join("state");
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "sleep:duration=3s",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
-    );
+    let fx = Fixture::new();
+    let child = fx.spawn("run --env native --workload sleep:duration=3s --reps 2 --warmup 0 --json");
     let agent = wait_for(|| agents_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
     std::thread::sleep(std::time::Duration::from_millis(500));
     kill(agent, 9);
@@ -76,75 +35,40 @@ pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
     );
     let reason = run["failures"][0]["reason"].as_str().unwrap();
     assert!(reason.contains("exited"), "{reason}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("i.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "native:name=b",
-            "--workload",
-            "sleep:duration=40ms",
-            "--reps",
-            "40",
-            "--warmup",
-            "1",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let fx = Fixture::new();
+    let child =
+        fx.spawn("run --env native --env native:name=b --workload sleep:duration=40ms --reps 40 --warmup 1");
     let pid = child.id();
-    wait_for(|| (count_trials(&db, "ok") >= 10).then_some(()), 20.0).expect("trials were being stored");
+    wait_for(|| (count_trials(&fx.db, "ok") >= 10).then_some(()), 20.0).expect("trials were being stored");
     kill(pid, 15);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 1"));
-    let ok_before = count_trials(&db, "ok");
-    let pending = count_trials(&db, "pending");
+    let ok_before = count_trials(&fx.db, "ok");
+    let pending = count_trials(&fx.db, "pending");
     assert!(ok_before >= 10 && pending > 0, "ok {ok_before}, pending {pending}");
-    assert_eq!(run_status(&db), "interrupted");
-    assert_no_leftovers(&state);
-    let done = ok_trials(&db);
-    let out = vp(&["run", "--resume", "1", "--json", "--db", db.to_str().unwrap()], &env);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_resume_ran_exactly_the_rest(&done, pending, &db);
-    assert_eq!(count_trials(&db, "ok"), 2 * 41, "every planned trial exactly once");
-    assert_eq!(count_trials(&db, "pending"), 0);
-    assert_eq!(run_status(&db), "completed");
-    let again = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &env);
+    assert_eq!(run_status(&fx.db), "interrupted");
+    fx.assert_no_leftovers();
+    let done = ok_trials(&fx.db);
+    fx.ok("run --resume 1 --json");
+    assert_resume_ran_exactly_the_rest(&done, pending, &fx.db);
+    assert_eq!(count_trials(&fx.db, "ok"), 2 * 41, "every planned trial exactly once");
+    assert_eq!(count_trials(&fx.db, "pending"), 0);
+    assert_eq!(run_status(&fx.db), "completed");
+    let again = fx.vp("run --resume 1");
     assert_eq!(again.status.code(), Some(2), "a completed run cannot be resumed");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
 
     // Ctrl-C (SIGINT), then a hang-up (SIGHUP) while the first is being handled: the same clean
     // end — exit 130, the run interrupted and resumable, nothing left.
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "native:name=b",
-            "--workload",
-            "sleep:duration=40ms",
-            "--reps",
-            "40",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn("run --env native --env native:name=b --workload sleep:duration=40ms --reps 40");
     let pid = child.id();
-    wait_for(|| (count_trials(&db, "ok") >= 2 * 41 + 5).then_some(()), 20.0).expect("run 2 stored trials");
+    wait_for(|| (count_trials(&fx.db, "ok") >= 2 * 41 + 5).then_some(()), 20.0).expect("run 2 stored trials");
     kill(pid, libc::SIGINT);
     std::thread::sleep(std::time::Duration::from_millis(5));
     kill(pid, libc::SIGHUP);
@@ -152,51 +76,32 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 2"), "{err}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     // kill -9 of the resume itself: the next resume sweeps what it left and finishes the rest.
-    let ok_now = count_trials(&db, "ok");
-    let child = vp_spawn(&["run", "--resume", "2", "--db", db.to_str().unwrap()], &env);
+    let ok_now = count_trials(&fx.db, "ok");
+    let child = fx.spawn("run --resume 2");
     let pid = child.id();
-    wait_for(|| (count_trials(&db, "ok") >= ok_now + 3).then_some(()), 20.0)
+    wait_for(|| (count_trials(&fx.db, "ok") >= ok_now + 3).then_some(()), 20.0)
         .expect("the resume stored trials");
     kill(pid, 9);
     let _ = child.wait_with_output();
-    assert!(count_trials(&db, "pending") > 0, "killed before the end");
-    let out = vp(&["run", "--resume", "2", "--db", db.to_str().unwrap()], &env);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(count_trials(&db, "pending"), 0);
-    assert_no_leftovers(&state);
+    assert!(count_trials(&fx.db, "pending") > 0, "killed before the end");
+    fx.ok("run --resume 2");
+    assert_eq!(count_trials(&fx.db, "pending"), 0);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
 pub(crate) fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("s.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let use_container = is_root() && has("runc");
     let kind = if use_container { "container" } else { "native" };
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            kind,
-            "--workload",
-            "sleep:duration=60s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn(&format!("run --env {kind} --workload sleep:duration=60s --reps 1 --warmup 0"));
     let pid = child.id();
     // Wait until the trial is running: the agent said hello and a run request went out.
     wait_for(
         || {
-            ledger_files(&state)
+            ledger_files(&fx.state)
                 .into_iter()
                 .find(|l| std::fs::read_to_string(l).is_ok_and(|s| s.contains("\"process\"")))
         },
@@ -204,22 +109,18 @@ pub(crate) fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
     )
     .expect("a ledger with a process");
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let ledger = std::fs::read_to_string(&ledger_files(&state)[0]).unwrap();
+    let ledger = std::fs::read_to_string(&ledger_files(&fx.state)[0]).unwrap();
     kill(pid, 9);
     let _ = child.wait_with_output();
-    let leftovers_before = leftover_things(&state);
+    let leftovers_before = leftover_things(&fx.state);
     assert!(!leftovers_before.is_empty(), "kill -9 left something for the sweep to find: {ledger}");
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = fx.ok("run --env native --workload noop --reps 1");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("leftover"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     if !use_container {
         return Outcome::Skip("container part needs root and runc; the native part passed".into());
     }
@@ -230,39 +131,16 @@ pub(crate) fn kill9_during_network_trial_lab_is_swept() -> Outcome {
     if let Some(why) = need_root_and("ip") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("k.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = root_netns_snapshot();
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "tcp_rr:duration=60s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn("run --env native --workload tcp_rr:duration=60s --reps 1 --warmup 0");
     let pid = child.id();
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     kill(pid, 9);
     let _ = child.wait_with_output();
     assert!(!lab_namespaces().is_empty(), "kill -9 left the lab for the sweep to find");
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_leftovers(&state);
+    fx.sweep();
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
     Outcome::Pass
 }
@@ -270,26 +148,8 @@ pub(crate) fn kill9_during_network_trial_lab_is_swept() -> Outcome {
 /// One instance killed (kill -9 of its agent) fails only the trial in flight; it is relaunched,
 /// the run goes on, and every instance is gone at the end.
 pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
-    let dir = tempdir();
-    let db = dir.path().join("d.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native:instances=3",
-            "--workload",
-            "sleep:duration=2s",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let fx = Fixture::new();
+    let child = fx.spawn("run --env native:instances=3 --workload sleep:duration=2s --reps 3 --warmup 0");
     let pid = child.id();
     // The run's agents are its children; kill one of them during the first trial.
     let agents = wait_for(|| Some(agents_of(pid)).filter(|c| c.len() >= 3), 10.0).expect("three agents");
@@ -297,9 +157,9 @@ pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
     kill(agents[1], 9);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(count_trials(&db, "failed"), 1, "only the trial in flight");
-    assert_eq!(count_trials(&db, "ok"), 2);
-    assert_no_leftovers(&state);
+    assert_eq!(count_trials(&fx.db, "failed"), 1, "only the trial in flight");
+    assert_eq!(count_trials(&fx.db, "ok"), 2);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -316,31 +176,12 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     if let Some(why) = need_root_and("ip") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("p.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = root_netns_snapshot();
     let t0 = std::time::Instant::now();
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "tcp_stream:duration=3s",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--timeout",
-            "6s",
-            "--order",
-            "sequential",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let child = fx.spawn(
+        "run --env native --workload tcp_stream:duration=3s --reps 2 --warmup 0 \
+         --timeout 6s --order sequential",
     );
     let pid = child.id();
     // The tester agent (`virtperf agent` in the lab's `-t` namespace), not a helper the lab runs
@@ -356,37 +197,22 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     let secs = t0.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(secs < 30.0, "the run took {secs:.1}s: the deadline did not end the trial");
-    assert_eq!(count_trials(&db, "failed"), 1, "{stderr}");
-    assert_eq!(count_trials(&db, "ok"), 1, "the relaunched tester served the next trial: {stderr}");
-    let c = rusqlite::Connection::open(&db).unwrap();
+    assert_eq!(count_trials(&fx.db, "failed"), 1, "{stderr}");
+    assert_eq!(count_trials(&fx.db, "ok"), 1, "the relaunched tester served the next trial: {stderr}");
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
     let reason: String =
         c.query_row("SELECT reason FROM trials WHERE status = 'failed'", [], |r| r.get(0)).unwrap();
     assert!(reason.contains("no answer") && reason.contains("other side"), "{reason}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
 
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "tcp_stream:duration=30s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn("run --env native --workload tcp_stream:duration=30s --reps 1 --warmup 0");
     let pid = child.id();
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     kill(pid, libc::SIGTERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
     Outcome::Pass
 }

@@ -9,68 +9,26 @@ pub(crate) fn gvisor_serves_syscalls_and_joins_the_lab() -> Outcome {
     if let Some(why) = need_root_and_env("gvisor") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("g.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = root_netns_snapshot();
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "gvisor",
-            "--workload",
-            "syscall:iterations=20000",
-            "--workload",
-            "tcp_rr:duration=500ms",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let doc = fx.json(
+        "run --env native --env gvisor --workload syscall:iterations=20000 --workload \
+         tcp_rr:duration=500ms --reps 2 --warmup 0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ratio = row_or_fail(&doc, "gvisor", "syscall_time")["overhead"]["ratio"].as_f64().unwrap_or(0.0);
     assert!(ratio > 5.0, "a system call under gVisor costs only {ratio:.1}× native: not sandboxed?");
     assert!(row_or_fail(&doc, "gvisor", "tcp_rr_rate")["mean"].as_f64().unwrap_or(0.0) > 100.0);
     assert!(result_row(&doc, "gvisor", "host_cpu_time").is_ok(), "the sandbox's host CPU is accounted");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert_eq!(before, root_netns_snapshot());
 
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "gvisor",
-            "--workload",
-            "tcp_rr:duration=60s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn("run --env gvisor --workload tcp_rr:duration=60s --reps 1 --warmup 0");
     let pid = child.id();
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
     std::thread::sleep(std::time::Duration::from_millis(2500));
     kill(pid, 9);
     let _ = child.wait_with_output();
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_leftovers(&state);
+    fx.sweep();
     let runsc_left =
         std::process::Command::new("pgrep").args(["-f", &format!("virtperf/vp{pid}-")]).output().unwrap();
     assert!(
@@ -96,22 +54,18 @@ pub(crate) fn uml_where_the_packaged_kernel_cannot_run() -> Outcome {
     if let Some(why) = need_root_and_env("uml:kernel=virtperf") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let fake = dir.path().join("linux.uml");
-    std::fs::write(
-        &fake,
+    let fx = Fixture::new();
+    let fake = fx.file(
+        "linux.uml",
         "#!/bin/sh\n[ \"$1\" = --version ] && { echo 6.1.176; exit 0; }\n\
          echo 'Run /init as init process' >&2\n\
          echo 'userspace - ptrace set fp regs failed, errno = 14' >&2\n\
          echo 'Kernel panic - not syncing: Attempted to kill init! exitcode=0x0000000b' >&2\n\
          echo 'Stack:' >&2\necho ' 6022ef6b 00000000 00000000' >&2\nexec sleep 30\n",
-    )
-    .unwrap();
+    );
     std::process::Command::new("chmod").arg("755").arg(&fake).status().unwrap();
-    let state = dir.path().join("state");
-    let env =
-        [("VIRTPERF_LINUX_UML", fake.to_str().unwrap()), ("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let out = vp(&["doctor", "--quick", "--json"], &env);
+    let fx = fx.with_var("VIRTPERF_LINUX_UML", fake.to_str().unwrap());
+    let out = fx.bare("doctor --quick --json");
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let row =
         d["environments"].as_array().unwrap().iter().find(|r| r["environment"] == "uml").cloned().unwrap();
@@ -125,52 +79,21 @@ pub(crate) fn uml_where_the_packaged_kernel_cannot_run() -> Outcome {
     );
     assert!(detail.contains("virtperf's UML kernel"), "{detail}");
     // kernel=packaged: refused up front (exit 3), with the cause and a fix, nothing created.
-    let db = dir.path().join("u.db");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "uml:kernel=packaged",
-            "--workload",
-            "noop",
-            "--reps",
-            "1",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let db = fx.path("u.db");
+    let out = fx.vp_on("u.db", "run --env uml:kernel=packaged --workload noop --reps 1");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("XSAVE") && err.contains("fix: use uml:kernel=virtperf"), "{err}");
     assert!(!db.exists(), "nothing created");
     // kernel=auto runs, on the patched kernel.
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "uml",
-            "--workload",
-            "syscall:iterations=5000",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out =
+        fx.ok("run --env native --env uml --workload syscall:iterations=5000 --reps 2 --warmup 0 --json");
+    let doc = json_of(&out, "run");
     let r = row_or_fail(&doc, "uml", "syscall_time");
     assert!(r["overhead"]["ratio"].as_f64().unwrap_or(0.0) > 5.0, "{r}");
     let rt = doc["manifest"]["runtimes"]["uml"].as_str().unwrap_or_default();
     assert!(rt.starts_with("uml kernel ") && rt.contains("/uml/"), "ran on virtperf's kernel: {rt}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -187,35 +110,16 @@ pub(crate) fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
         dropped("virtperf's own UML kernel beside the packaged one", why);
     }
     let patched = patched_why.is_none();
-    let dir = tempdir();
-    let db = dir.path().join("u.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = root_netns_snapshot();
-    let mut args = vec![
-        "run",
-        "--env",
-        "native",
-        "--env",
-        "uml",
-        "--workload",
-        "syscall:iterations=20000",
-        "--workload",
-        "tcp_rr:duration=500ms,direction=[out,in]",
-        "--reps",
-        "2",
-        "--warmup",
-        "0",
-        "--json",
-        "--db",
-        db.to_str().unwrap(),
-    ];
+    let mut line = String::from(
+        "run --env native --env uml --workload syscall:iterations=20000 \
+         --workload tcp_rr:duration=500ms,direction=[out,in] --reps 2 --warmup 0",
+    );
     if patched {
-        args.extend(["--env", "uml:kernel=virtperf,name=uml-patched"]);
+        line += " --env uml:kernel=virtperf,name=uml-patched";
     }
-    let out = vp(&args, &env);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = fx.json(&line);
     let rows = doc["results"].as_array().unwrap();
     let umls: &[&str] = if patched { &["uml", "uml-patched"] } else { &["uml"] };
     for &u in umls {
@@ -234,40 +138,20 @@ pub(crate) fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
         let uml_start = env_row.map(|x| x["start_ms"]["mean"].as_f64().unwrap_or(0.0)).unwrap_or(0.0);
         assert!(uml_start > 100.0, "{u}: a kernel booted in {uml_start} ms? {env_row:?}");
     }
-    assert_no_leftovers(&state);
-    assert!(processes_mentioning(state.to_str().unwrap()).is_empty());
+    fx.assert_no_leftovers();
+    assert!(processes_mentioning(fx.state.to_str().unwrap()).is_empty());
     assert_eq!(before, root_netns_snapshot());
 
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "uml",
-            "--workload",
-            "tcp_rr:duration=60s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn("run --env uml --workload tcp_rr:duration=60s --reps 1 --warmup 0");
     let pid = child.id();
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
     std::thread::sleep(std::time::Duration::from_millis(4000));
-    assert!(!processes_mentioning(state.to_str().unwrap()).is_empty(), "the guest is running");
+    assert!(!processes_mentioning(fx.state.to_str().unwrap()).is_empty(), "the guest is running");
     kill(pid, 9);
     let _ = child.wait_with_output();
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_leftovers(&state);
-    let left = wait_for(|| processes_mentioning(state.to_str().unwrap()).is_empty().then_some(()), 5.0);
-    assert!(left.is_some(), "guest processes left: {:?}", processes_mentioning(state.to_str().unwrap()));
+    fx.sweep();
+    let left = wait_for(|| processes_mentioning(fx.state.to_str().unwrap()).is_empty().then_some(()), 5.0);
+    assert!(left.is_some(), "guest processes left: {:?}", processes_mentioning(fx.state.to_str().unwrap()));
     assert_eq!(before, root_netns_snapshot());
     Outcome::Pass
 }
@@ -450,34 +334,13 @@ pub(crate) fn qemu_microvm_guest_clock_agrees_with_the_host() -> Outcome {
     if let Some(why) = need_qemu().or_else(|| doctor_unusable("qemu")) {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("c.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     const TINY: &str = "intmix:iterations=1000";
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "qemu:machine=microvm,name=microvm",
-            "--workload",
-            TINY,
-            "--workload",
-            "memcpy:size=8MiB,copies=50",
-            "--workload",
-            "intmix:iterations=20000000",
-            "--reps",
-            "4",
-            "--warmup",
-            "1",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let out = fx.vp(&format!(
+        "run --env native --env qemu:machine=microvm,name=microvm --workload {TINY} \
+         --workload memcpy:size=8MiB,copies=50 --workload intmix:iterations=20000000 \
+         --reps 4 --warmup 1 --json"
+    ));
     if out.status.code() == Some(3) {
         // Asked of QEMU, not of virtperf: a machine type this QEMU lists must run.
         assert!(
@@ -511,7 +374,7 @@ pub(crate) fn qemu_microvm_guest_clock_agrees_with_the_host() -> Outcome {
         notes.push(format!("{}: {rate_pct:+.2} % of {span_ms:.0} ms", c["workload"].as_str().unwrap_or("?")));
     }
     println!("    {}", notes.join("; "));
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -521,30 +384,11 @@ pub(crate) fn qemu_two_instances_stream_together() -> Outcome {
     if let Some(why) = need_qemu() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("q2.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = qemu_processes();
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "qemu:nic=virtio,instances=2,name=vm",
-            "--workload",
-            "tcp_stream:duration=1s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let doc = fx.json(
+        "run --env qemu:nic=virtio,instances=2,name=vm --workload tcp_stream:duration=1s --reps 1 --warmup 0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let each: Vec<f64> = doc["results"]
         .as_array()
         .unwrap()
@@ -558,7 +402,7 @@ pub(crate) fn qemu_two_instances_stream_together() -> Outcome {
     assert!(each.len() == 2 && each.iter().all(|&g| g > 0.1), "both guests streamed: {each:?}");
     let agg = row_or_fail(&doc, "vm", "tcp_goodput")["mean"].as_f64().unwrap_or(0.0);
     assert!((agg - each.iter().sum::<f64>()).abs() < 1e-9, "{agg} vs {each:?}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert_eq!(qemu_processes(), before, "both guests are gone");
     Outcome::Pass
 }
@@ -578,44 +422,21 @@ pub(crate) fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
     if let Some(why) = need_qemu() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("q.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let qemus_before = qemu_processes();
     let before = root_netns_snapshot();
-    let b1 = vp(&["image", "build", "--json"], &env);
+    let b1 = fx.bare("image build --json");
     assert!(b1.status.success(), "{}", String::from_utf8_lossy(&b1.stderr));
-    let b2 = vp(&["image", "build", "--json"], &env);
+    let b2 = fx.bare("image build --json");
     let j1: serde_json::Value = serde_json::from_slice(&b1.stdout).unwrap();
     let j2: serde_json::Value = serde_json::from_slice(&b2.stdout).unwrap();
     assert_eq!(j1["hash"], j2["hash"]);
     assert_eq!(j2["built"], false, "an unchanged image is found in the cache");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "qemu:nic=virtio",
-            "--env",
-            "qemu:nic=e1000",
-            "--workload",
-            "tcp_stream:duration=1s",
-            "--workload",
-            "memcpy:size=4MiB,copies=16",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let doc = fx.json(
+        "run --env native --env qemu:nic=virtio --env qemu:nic=e1000 --workload \
+         tcp_stream:duration=1s --workload memcpy:size=4MiB,copies=16 --reps 2 --warmup \
+         0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mean =
         |env: &str, metric: &str| -> f64 { row_or_fail(&doc, env, metric)["mean"].as_f64().unwrap_or(0.0) };
     let (v, e) = (mean("qemu:nic=virtio", "tcp_goodput"), mean("qemu:nic=e1000", "tcp_goodput"));
@@ -647,12 +468,12 @@ pub(crate) fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
             .unwrap();
         assert!(s > 200.0, "{name} booted in {s} ms?");
     }
-    let manifest = vp(&["report", "--json", "--db", db.to_str().unwrap()], &env);
+    let manifest = fx.vp("report --json");
     assert!(
         String::from_utf8_lossy(&manifest.stdout).contains("linux-image"),
         "kernel package in the manifest"
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     let left = wait_for(|| (qemu_processes() == qemus_before).then_some(()), 5.0);
     assert!(left.is_some(), "QEMU left running: {:?}", qemu_processes());
     assert_eq!(before, root_netns_snapshot());
@@ -667,9 +488,7 @@ pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -
     if let Some(why) = need_qemu() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let reasons = |db: &std::path::Path| -> Vec<(String, String)> {
         let c = rusqlite::Connection::open(db).unwrap();
         let mut st = c.prepare("SELECT status, coalesce(reason,'') FROM trials ORDER BY id").unwrap();
@@ -677,68 +496,25 @@ pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -
         rows.map(Result::unwrap).collect()
     };
     // Silent: the machine is created stopped (-S).
-    let db = dir.path().join("silent.db");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "qemu:qemu_args=-S",
-            "--workload",
-            "noop",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--boot-timeout",
-            "3s",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let db = fx.path("silent.db");
+    let out = fx.vp_on(
+        "silent.db",
+        "run --env qemu:qemu_args=-S --workload noop --reps 1 --warmup 0 --boot-timeout 3s",
     );
     assert_eq!(out.status.code(), Some(1), "every trial failed: {}", String::from_utf8_lossy(&out.stderr));
     let r = reasons(&db);
     assert!(r[0].0 == "failed" && r[0].1.contains("no hello within"), "{r:?}");
     // Unbootable: QEMU refuses an ELF without the PVH note and says so.
-    let db = dir.path().join("bad.db");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "qemu:kernel=/bin/true",
-            "--workload",
-            "noop",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let db = fx.path("bad.db");
+    let out = fx.vp_on("bad.db", "run --env qemu:kernel=/bin/true --workload noop --reps 1 --warmup 0");
     assert_eq!(out.status.code(), Some(1));
     let r = reasons(&db);
     assert!(r[0].0 == "failed" && r[0].1.to_lowercase().contains("pvh"), "QEMU's own message: {r:?}");
     // Killed mid-trial.
-    let db = dir.path().join("kill.db");
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "qemu",
-            "--workload",
-            "sleep:duration=3s",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--order",
-            "sequential",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let db = fx.path("kill.db");
+    let child = fx.spawn_on(
+        "kill.db",
+        "run --env qemu --workload sleep:duration=3s --reps 3 --warmup 0 --order sequential",
     );
     let run_pid = child.id();
     let needle = format!("name vp{run_pid}-");
@@ -767,43 +543,24 @@ pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -
     let r = reasons(&db);
     assert_eq!(r.iter().filter(|x| x.0 == "failed").count(), 1, "{r:?}");
     assert_eq!(r.iter().filter(|x| x.0 == "ok").count(), 2, "a fresh guest for the rest: {r:?}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert!(processes_mentioning(&needle).is_empty());
     // virtperf itself killed: QEMU dies with it, the next start sweeps its cgroup and directory.
-    let db = dir.path().join("kill9.db");
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "qemu",
-            "--workload",
-            "sleep:duration=30s",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let child = fx.spawn_on("kill9.db", "run --env qemu --workload sleep:duration=30s --reps 1 --warmup 0");
     let needle = format!("name vp{}-", child.id());
     wait_for(|| (!processes_mentioning(&needle).is_empty()).then_some(()), 30.0).expect("QEMU started");
     kill(child.id(), 9);
     let _ = child.wait_with_output();
     let gone = wait_for(|| processes_mentioning(&needle).is_empty().then_some(()), 10.0);
     assert!(gone.is_some(), "QEMU outlived a kill -9 of virtperf: {:?}", processes_mentioning(&needle));
-    assert!(!leftover_things(&state).is_empty(), "the ledger and cgroup are there for the sweep");
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
+    assert!(!leftover_things(&fx.state).is_empty(), "the ledger and cgroup are there for the sweep");
+    let out = fx.vp_on("kill9.db", "run --env native --workload noop --reps 1");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("leftover"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -813,26 +570,8 @@ pub(crate) fn qemu_killed_during_boot_is_swept() -> Outcome {
     if let Some(why) = need_qemu() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("b.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "qemu",
-            "--workload",
-            "noop",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let fx = Fixture::new();
+    let child = fx.spawn("run --env qemu --workload noop --reps 1 --warmup 0");
     let pid = child.id();
     // Its guest is named after the run: `-name vpPID-…`.
     let mark = format!("vp{pid}-");
@@ -842,12 +581,7 @@ pub(crate) fn qemu_killed_during_boot_is_swept() -> Outcome {
     let Some(qemu) = qemu else { panic!("no QEMU process named {mark}… appeared") };
     std::thread::sleep(std::time::Duration::from_millis(300));
     let stayed = qemu_named(&mark).is_some();
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_leftovers(&state);
+    fx.sweep();
     assert!(qemu_named(&mark).is_none(), "QEMU {qemu} still runs");
     println!(
         "    killed while QEMU {qemu} booted; {} after the run died, gone after the next start",

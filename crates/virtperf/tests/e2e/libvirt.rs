@@ -19,34 +19,13 @@ pub(crate) fn libvirt_tcg_domain_runs_memcpy_and_tcp_stream() -> Outcome {
     if let Some(why) = need_libvirt() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("l.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = root_netns_snapshot();
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "libvirt:domain_type=qemu,name=lv",
-            "--workload",
-            "memcpy:size=8MiB,copies=10",
-            "--workload",
-            "tcp_stream:duration=1s",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let doc = fx.json(
+        "run --env native --env libvirt:domain_type=qemu,name=lv --workload \
+         memcpy:size=8MiB,copies=10 --workload tcp_stream:duration=1s --reps 2 --warmup \
+         0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mean =
         |env: &str, metric: &str| -> f64 { row_or_fail(&doc, env, metric)["mean"].as_f64().unwrap_or(0.0) };
     let goodput = mean("lv", "tcp_goodput");
@@ -64,7 +43,7 @@ pub(crate) fn libvirt_tcg_domain_runs_memcpy_and_tcp_stream() -> Outcome {
         mean("lv", "memcpy_time") / mean("native", "memcpy_time"),
         e["start_ms_mean"].as_f64().unwrap_or(0.0)
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert_eq!(root_netns_snapshot(), before, "the root namespace is as it was (the lent tap went back)");
     Outcome::Pass
 }
@@ -75,48 +54,23 @@ pub(crate) fn libvirt_existing_domain_is_started_and_powered_off() -> Outcome {
     if let Some(why) = need_libvirt() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let socks = dir.path().join("socks");
-    std::fs::create_dir_all(&socks).unwrap();
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let name = format!("vptest-existing-{}", std::process::id());
-    let xml = vp(
-        &["image", "domain-xml", &name, "--socket-dir", socks.to_str().unwrap(), "--set", "domain_type=qemu"],
-        &env,
-    );
-    assert!(xml.status.success(), "{}", String::from_utf8_lossy(&xml.stderr));
-    let xml_path = dir.path().join("d.xml");
-    std::fs::write(&xml_path, &xml.stdout).unwrap();
-    let def = virsh(&["define", xml_path.to_str().unwrap()]);
-    assert!(def.status.success(), "{}", String::from_utf8_lossy(&def.stderr));
-    // Undefined at the end whatever happens.
-    struct Undefine(String);
-    impl Drop for Undefine {
-        fn drop(&mut self) {
-            let _ = virsh(&["destroy", &self.0]);
-            let _ = virsh(&["undefine", &self.0]);
-        }
-    }
-    let _guard = Undefine(name.clone());
+    let _domain = Domain::define(&fx, &name, None);
     let spec = format!("libvirt:domain={name},name=existing");
-    existing_domain_measures(&spec, &name, &dir.path().join("e.db"), &env);
-    assert_no_leftovers(&state);
+    existing_domain_measures(&fx, &spec, &name, "e.db");
+    fx.assert_no_leftovers();
 
     // A running domain is refused before anything is made, with the fix.
     let start = virsh(&["start", &name]);
     assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
-    let db2 = dir.path().join("r.db");
-    let out = vp(
-        &["run", "--env", &spec, "--workload", "memcpy", "--reps", "1", "--db", db2.to_str().unwrap()],
-        &env,
-    );
+    let out = fx.vp_on("r.db", &format!("run --env {spec} --workload memcpy --reps 1"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("running") && err.contains("shutdown"), "{err}");
     let st = virsh(&["domstate", &name]);
     assert_eq!(String::from_utf8_lossy(&st.stdout).trim(), "running", "a refused run touches nothing");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -129,19 +83,13 @@ pub(crate) fn libvirt_refusals_name_the_fix() -> Outcome {
     if !has("virsh") {
         return Outcome::Skip("needs virsh (apt-get install libvirt-clients, or make deps)".into());
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let run = |spec: &str| -> (Option<i32>, String, f64) {
-        let db = dir.path().join("x.db");
-        let _ = std::fs::remove_file(&db);
+        let _ = std::fs::remove_file(&fx.db);
         let t0 = Instant::now();
-        let out = vp(
-            &["run", "--env", spec, "--workload", "memcpy", "--reps", "1", "--db", db.to_str().unwrap()],
-            &env,
-        );
+        let out = fx.vp(&format!("run --env {spec} --workload memcpy --reps 1"));
         let secs = t0.elapsed().as_secs_f64();
-        assert!(!db.exists() || count_trials(&db, "ok") == 0, "{spec}: nothing measured");
+        assert!(!fx.db.exists() || count_trials(&fx.db, "ok") == 0, "{spec}: nothing measured");
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), secs)
     };
     let (code, err, s) = run("libvirt:uri=qemu:///system?socket=/nonexistent/libvirt-sock");
@@ -175,7 +123,7 @@ pub(crate) fn libvirt_refusals_name_the_fix() -> Outcome {
         assert_eq!(code, Some(2), "{spec}: {err}");
         assert!(err.contains(key), "{spec}: the message names `{key}`: {err}");
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -191,19 +139,10 @@ pub(crate) fn libvirt_existing_domain_restored_from_a_snapshot() -> Outcome {
             "needs qemu-img for the domain's qcow2 disk (make deps installs qemu-utils)".into(),
         );
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let socks = dir.path().join("socks");
-    std::fs::create_dir_all(&socks).unwrap();
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let name = format!("vptest-snap-{}", std::process::id());
-    let xml = vp(
-        &["image", "domain-xml", &name, "--socket-dir", socks.to_str().unwrap(), "--set", "domain_type=qemu"],
-        &env,
-    );
-    assert!(xml.status.success(), "{}", String::from_utf8_lossy(&xml.stderr));
     // A running snapshot (memory included) needs a disk that can hold it: a small qcow2.
-    let disk = dir.path().join("d.qcow2");
+    let disk = fx.path("d.qcow2");
     let img = Command::new("qemu-img")
         .args(["create", "-q", "-f", "qcow2"])
         .arg(&disk)
@@ -211,31 +150,11 @@ pub(crate) fn libvirt_existing_domain_restored_from_a_snapshot() -> Outcome {
         .output()
         .unwrap();
     assert!(img.status.success(), "{}", String::from_utf8_lossy(&img.stderr));
-    let xml = String::from_utf8_lossy(&xml.stdout).replacen(
-        "</devices>",
-        &format!(
-            "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='{}'/><target dev='vda' bus='virtio'/></disk></devices>",
-            disk.display()
-        ),
-        1,
-    );
-    let xml_path = dir.path().join("d.xml");
-    std::fs::write(&xml_path, xml).unwrap();
-    let def = virsh(&["define", xml_path.to_str().unwrap()]);
-    assert!(def.status.success(), "{}", String::from_utf8_lossy(&def.stderr));
-    struct Undefine(String);
-    impl Drop for Undefine {
-        fn drop(&mut self) {
-            let _ = virsh(&["destroy", &self.0]);
-            let _ = virsh(&["snapshot-delete", &self.0, "s1", "--metadata"]);
-            let _ = virsh(&["undefine", &self.0]);
-        }
-    }
-    let _guard = Undefine(name.clone());
+    let _domain = Domain::define(&fx, &name, Some(&disk));
     // Boot it, wait for its agent's hello on the socket, snapshot it running, power it off.
     let start = virsh(&["start", &name]);
     assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
-    let sock = socks.join("agent.sock");
+    let sock = fx.path("socks").join("agent.sock");
     let hello = wait_for(
         || {
             let s = std::os::unix::net::UnixStream::connect(&sock).ok()?;
@@ -260,36 +179,23 @@ pub(crate) fn libvirt_existing_domain_restored_from_a_snapshot() -> Outcome {
     let off = virsh(&["destroy", &name]);
     assert!(off.status.success(), "{}", String::from_utf8_lossy(&off.stderr));
     let start_ms = |spec: &str, db: &str| {
-        let doc = existing_domain_measures(spec, &name, &dir.path().join(db), &env);
+        let doc = existing_domain_measures(&fx, spec, &name, db);
         doc["environments"][0]["start_ms_mean"].as_f64().unwrap_or(f64::NAN)
     };
     let restored = start_ms(&format!("libvirt:domain={name},snapshot=s1,name=d"), "s.db");
     let cold = start_ms(&format!("libvirt:domain={name},name=d"), "c.db");
     assert!(restored < cold, "restored from the snapshot in {restored:.0} ms, booted cold in {cold:.0} ms");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     println!("    up in {restored:.0} ms from snapshot s1, {cold:.0} ms booting cold");
     Outcome::Pass
 }
 
 /// Runs memcpy in the existing domain `name` (environment `spec`, named by its `name=`): it
 /// measures, and the domain is powered off after, still defined. The run's JSON report.
-fn existing_domain_measures(spec: &str, name: &str, db: &Path, env: &[(&str, &str)]) -> serde_json::Value {
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            spec,
-            "--workload",
-            "memcpy:size=8MiB,copies=10",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        env,
+fn existing_domain_measures(fx: &Fixture, spec: &str, name: &str, db: &str) -> serde_json::Value {
+    let out = fx.vp_on(
+        db,
+        &format!("run --env {spec} --workload memcpy:size=8MiB,copies=10 --reps 2 --warmup 0 --json"),
     );
     assert!(out.status.success(), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -303,4 +209,43 @@ fn existing_domain_measures(spec: &str, name: &str, db: &Path, env: &[(&str, &st
         "{spec}: powered off after, still defined"
     );
     doc
+}
+
+/// A domain defined from `virtperf image domain-xml` (its agent socket in the fixture's `socks`,
+/// TCG, with a qcow2 disk if given), destroyed, stripped of snapshot s1 and undefined when dropped.
+struct Domain(String);
+
+impl Domain {
+    fn define(fx: &Fixture, name: &str, disk: Option<&Path>) -> Domain {
+        let socks = fx.path("socks");
+        std::fs::create_dir_all(&socks).unwrap();
+        let xml = fx.bare(&format!(
+            "image domain-xml {name} --socket-dir {} --set domain_type=qemu",
+            socks.display()
+        ));
+        assert_ok(&xml, "image domain-xml");
+        let mut xml = String::from_utf8_lossy(&xml.stdout).into_owned();
+        if let Some(disk) = disk {
+            xml = xml.replacen(
+                "</devices>",
+                &format!(
+                    "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='{}'/><target dev='vda' bus='virtio'/></disk></devices>",
+                    disk.display()
+                ),
+                1,
+            );
+        }
+        let xml_path = fx.file("d.xml", &xml);
+        let def = virsh(&["define", xml_path.to_str().unwrap()]);
+        assert!(def.status.success(), "{}", String::from_utf8_lossy(&def.stderr));
+        Domain(name.to_string())
+    }
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        let _ = virsh(&["destroy", &self.0]);
+        let _ = virsh(&["snapshot-delete", &self.0, "s1", "--metadata"]);
+        let _ = virsh(&["undefine", &self.0]);
+    }
 }

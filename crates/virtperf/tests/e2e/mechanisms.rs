@@ -10,10 +10,7 @@ pub(crate) fn mechanisms_run_everywhere_and_make_physical_sense() -> Outcome {
     if !is_root() {
         return Outcome::Skip("needs root (containers, guests)".into());
     }
-    let dir = tempdir();
-    let db = dir.path().join("m.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let candidates = [
         ("container", "container"),
         ("gvisor", "gvisor"),
@@ -51,12 +48,11 @@ pub(crate) fn mechanisms_run_everywhere_and_make_physical_sense() -> Outcome {
     for w in workloads {
         args.extend(["--workload".into(), w.to_string()]);
     }
-    args.extend(["--reps", "2", "--warmup", "0", "--json", "--db"].map(String::from));
-    args.push(db.to_str().unwrap().into());
+    args.extend(["--reps", "2", "--warmup", "0", "--json"].map(String::from));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = vp(&argv, &env);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = fx.vp_args(&argv);
+    assert_ok(&out, "run (mechanisms)");
+    let doc = json_of(&out, "run (mechanisms)");
     let mean = |env: &str, metric: &str, case: &str| -> f64 {
         doc["results"]
             .as_array()
@@ -120,8 +116,7 @@ pub(crate) fn mechanisms_run_everywhere_and_make_physical_sense() -> Outcome {
         println!("    {e} / {m} ({case}): {x:.1} vs native {n:.1} ns/op = ×{:.1}", x / n);
         assert!(x > factor * n, "{e} / {m}: {x} ns/op, native {n}: expected more than ×{factor}");
     }
-    let export = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
-    let x: serde_json::Value = serde_json::from_slice(&export.stdout).unwrap();
+    let x = fx.export();
     let timer = x["trials"]
         .as_array()
         .unwrap()
@@ -129,9 +124,9 @@ pub(crate) fn mechanisms_run_everywhere_and_make_physical_sense() -> Outcome {
         .find(|t| t["environment"] == "native" && t["workload_kind"] == "timer")
         .unwrap();
     assert_eq!(timer["extra"]["wakeups"], 300, "{timer}");
-    let text = vp(&["report", "--db", db.to_str().unwrap()], &env);
+    let text = fx.vp("report");
     assert!(String::from_utf8_lossy(&text.stdout).contains("timer lateness"));
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     // The kinds this host runs were checked; the others are named with doctor's reason and the
     // test is counted as passed with those parts left out.
     for s in &skipped {

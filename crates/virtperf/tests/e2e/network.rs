@@ -8,10 +8,7 @@ pub(crate) fn network_workloads_native_and_container_root_ns_untouched() -> Outc
     if let Some(why) = need_root_and("ip") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("n.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let with_container = has("runc");
     if !with_container {
         dropped("the container side", "runc is not installed (make deps installs it)");
@@ -20,30 +17,19 @@ pub(crate) fn network_workloads_native_and_container_root_ns_untouched() -> Outc
     if with_container {
         args.extend(["--env", "container"]);
     }
-    args.extend([
-        "--workload",
-        "tcp_stream:duration=1s",
-        "--workload",
-        "udp_stream:frame_size=64,duration=1s",
-        "--workload",
-        "tcp_rr:duration=1s",
-        "--workload",
-        "udp_rr:duration=1s,direction=both",
-        "--reps",
-        "2",
-        "--warmup",
-        "0",
-        "--json",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    args.extend(
+        "--workload tcp_stream:duration=1s --workload \
+         udp_stream:frame_size=64,duration=1s --workload tcp_rr:duration=1s --workload \
+         udp_rr:duration=1s,direction=both --reps 2 --warmup 0 --json"
+            .split_whitespace(),
+    );
     let before = root_netns_snapshot();
-    let out = vp(&args, &env);
+    let out = fx.vp_args(&args);
     let after = root_netns_snapshot();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(before, after, "the root namespace changed");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     let rows = doc["results"].as_array().unwrap();
     let envs: &[&str] = if with_container { &["native", "container"] } else { &["native"] };
@@ -75,7 +61,7 @@ pub(crate) fn network_workloads_native_and_container_root_ns_untouched() -> Outc
         assert!(gp > 1.0, "{e}: TCP goodput {gp} Gbit/s over a veth is implausibly low");
     }
     // CPU time series at ≥ 10 Hz: a 1 s flow gives at least 10 points per role.
-    let c = rusqlite::Connection::open(&db).unwrap();
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
     let (n, trials): (i64, i64) = c
         .query_row("SELECT count(*), count(DISTINCT trial_id) FROM cpu_series WHERE role = 'dut'", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -89,18 +75,12 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
     if let Some(why) = need_root_and("ip") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("r.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     // Bad input first: nothing is created, the key is named, exit 2.
-    let bad = vp(
-        &["run", "--env", "native", "--workload", "rfc2544:frame_size=63", "--db", db.to_str().unwrap()],
-        &env,
-    );
+    let bad = fx.vp("run --env native --workload rfc2544:frame_size=63");
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("frame_size"));
-    assert!(!db.exists(), "a refused run created its database");
+    assert!(!fx.db.exists(), "a refused run created its database");
     let with_container = has("runc");
     if !with_container {
         dropped("the container side", "runc is not installed (make deps installs it)");
@@ -110,13 +90,13 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
         args.extend(["--env", "container"]);
     }
     let w = "rfc2544:quick=true,frame_size=[64,1518],direction=[in,out,reflect]";
-    args.extend(["--workload", w, "--json", "--db", db.to_str().unwrap()]);
+    args.extend(["--workload", w, "--json"]);
     let before = root_netns_snapshot();
-    let out = vp(&args, &env);
+    let out = fx.vp_args(&args);
     let after = root_netns_snapshot();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(before, after, "the root namespace changed");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     let rows = doc["rfc2544"].as_array().expect("an rfc2544 section");
     let n_env = if with_container { 2 } else { 1 };
@@ -141,8 +121,7 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
         assert_eq!(r["quick"], true);
     }
     // Every step is stored with its trial, with what the generator reached.
-    let x = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
-    let x: serde_json::Value = serde_json::from_slice(&x.stdout).unwrap();
+    let x = fx.export();
     for t in x["trials"].as_array().unwrap() {
         let steps = t["extra"]["rfc2544"]["steps"].as_array().expect("steps stored");
         assert_eq!(steps[0]["phase"], "probe");
@@ -151,8 +130,7 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
             .all(|s| s["sent"].as_u64().unwrap() > 0 && s["sent_fps"].as_f64().unwrap() > 0.0));
     }
     // The text report has the section and says the profile was quick.
-    let text = vp(&["report", "--db", db.to_str().unwrap()], &env);
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = fx.text("report");
     assert!(text.contains("RFC 2544 — QUICK profile") && text.contains("theoretical maximum"), "{text}");
     Outcome::Pass
 }
@@ -165,35 +143,12 @@ pub(crate) fn instances_share_the_link_and_are_measured_each() -> Outcome {
     if let Some(why) = need_root_and_env("container").or_else(|| need_root_and("tc")) {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("i.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native:instances=[1,2,4]",
-            "--env",
-            "container:instances=[1,2]",
-            "--workload",
-            "tcp_stream:duration=2s",
-            "--workload",
-            "intmix:iterations=5000000",
-            "--lab",
-            "rate=1gbit",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let fx = Fixture::new();
+    let doc = fx.json(
+        "run --env native:instances=[1,2,4] --env container:instances=[1,2] --workload \
+         tcp_stream:duration=2s --workload intmix:iterations=5000000 --lab rate=1gbit \
+         --reps 2 --warmup 0",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let tables = doc["instances"].as_array().unwrap();
     assert_eq!(tables.len(), 4, "native and container × tcp_stream and intmix: {tables:#?}");
     for t in tables {
@@ -231,8 +186,7 @@ pub(crate) fn instances_share_the_link_and_are_measured_each() -> Outcome {
         }
     }
     // Every trial of several instances says the window its aggregate was added over, and the ramps.
-    let samples = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
-    let raw: serde_json::Value = serde_json::from_slice(&samples.stdout).unwrap();
+    let raw = fx.export();
     let mut windows = 0;
     for t in raw["trials"].as_array().unwrap() {
         let several =
@@ -256,10 +210,9 @@ pub(crate) fn instances_share_the_link_and_are_measured_each() -> Outcome {
     let per_instance_rows =
         doc["results"].as_array().unwrap().iter().filter(|r| r["instance"].is_number()).count();
     assert!(per_instance_rows >= 2 * (2 + 4 + 2), "each instance has rows of its own: {per_instance_rows}");
-    let table = vp(&["report", "--db", db.to_str().unwrap()], &env);
-    let text = String::from_utf8_lossy(&table.stdout);
+    let text = fx.text("report");
     assert!(text.contains("N=4") && text.contains("Jain") && text.contains(" + "), "{text}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -270,38 +223,14 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
     if let Some(why) = need_root_and_env("container").or_else(|| need_root_and("tc")) {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("r.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container",
-            "--workload",
-            "tcp_stream:duration=4s,direction=[out,in]",
-            "--workload",
-            "udp_stream:frame_size=1518,rate=84000,duration=3s",
-            "--lab",
-            "rate=1gbit,mtu=1500",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let fx = Fixture::new();
+    let out = fx.ok("run --env native --env container --workload \
+         tcp_stream:duration=4s,direction=[out,in] --workload \
+         udp_stream:frame_size=1518,rate=84000,duration=3s --lab rate=1gbit,mtu=1500 \
+         --reps 3 --warmup 0");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("link ceiling") && stdout.contains("81.27 kpps"), "{stdout}");
-    let doc: serde_json::Value =
-        serde_json::from_slice(&vp(&["report", "--json", "--db", db.to_str().unwrap()], &env).stdout)
-            .unwrap();
+    let doc = fx.report();
     let rows = doc["results"].as_array().unwrap();
     let mut seen = 0;
     for r in rows {
@@ -323,7 +252,7 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
         // datagrams a trial: 55.6 % received, 97.8 % delivered.
         let (mean, best) = if m == "udp_recv_rate" {
             let name = r["environment"].as_str().unwrap();
-            let delivered = udp_delivered_kpps(&db, name);
+            let delivered = udp_delivered_kpps(&fx.db, name);
             assert_eq!(delivered.len(), 3, "{who}: one figure per trial");
             if delivered.iter().any(|(_, d)| *d > 0.0) {
                 let note = format!("receiver-limited: in {name} / udp_stream");
@@ -363,7 +292,7 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
         seen += 1;
     }
     assert_eq!(seen, 6, "tcp out/in and udp, native and container: {rows:#?}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -401,30 +330,10 @@ pub(crate) fn link_delay_shows_in_round_trips_or_is_refused() -> Outcome {
     if let Some(why) = need_root_and("tc") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("r.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let before = root_netns_snapshot();
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "udp_rr:duration=500ms",
-            "--lab",
-            "delay=1ms",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let out =
+        fx.vp("run --env native --workload udp_rr:duration=500ms --lab delay=1ms --reps 1 --warmup 0 --json");
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Asked of the host, not of virtperf: can a netem qdisc be made in a namespace of our own?
     let host_netem = host_has_netem();
@@ -435,7 +344,7 @@ pub(crate) fn link_delay_shows_in_round_trips_or_is_refused() -> Outcome {
             "this host makes netem qdiscs (tc in a scratch namespace), yet virtperf refused: {stderr}"
         );
         assert_eq!(before, root_netns_snapshot());
-        assert_no_leftovers(&state);
+        fx.assert_no_leftovers();
         return Outcome::Skip(format!(
             "delay/loss need the kernel's netem qdisc, which this kernel lacks (refused with the reason, nothing created): {}",
             stderr.lines().find(|l| l.contains("netem")).unwrap_or_default().trim()
@@ -449,7 +358,7 @@ pub(crate) fn link_delay_shows_in_round_trips_or_is_refused() -> Outcome {
         .as_f64()
         .unwrap();
     assert!(p50 >= 2000.0, "1 ms each way, yet a round trip took {p50} us");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -458,10 +367,7 @@ pub(crate) fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
     if let Some(why) = need_root_and("ip") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("m.db");
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let mut envs = vec!["native", "native:name=b"];
     if has("runc") {
         envs.push("container");
@@ -472,23 +378,12 @@ pub(crate) fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
     for e in &envs {
         args.extend(["--env", e]);
     }
-    args.extend([
-        "--workload",
-        "tcp_rr:duration=300ms,pairs=all",
-        "--reps",
-        "2",
-        "--warmup",
-        "0",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    let out = vp(&args, &env);
+    args.extend("--workload tcp_rr:duration=300ms,pairs=all --reps 2 --warmup 0".split_whitespace());
+    let out = fx.vp_args(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("from ↓ to →"), "no matrix in {stdout}");
-    let doc: serde_json::Value =
-        serde_json::from_slice(&vp(&["report", "--json", "--db", db.to_str().unwrap()], &env).stdout)
-            .unwrap();
+    let doc = fx.report();
     let names: Vec<&str> = envs.iter().map(|e| e.split_once("name=").map(|x| x.1).unwrap_or(e)).collect();
     let rows = doc["results"].as_array().unwrap();
     for a in &names {
@@ -500,7 +395,7 @@ pub(crate) fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
             assert_eq!(n, usize::from(a != b), "{a} → {b}: {n} rows");
         }
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -512,9 +407,7 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
     if let Some(why) = need_root_and("tc") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let mut ran = Vec::new();
     let mut skipped = Vec::new();
     for switch in ["bridge", "ovs", "driver-domain"] {
@@ -528,28 +421,15 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
             skipped.push(format!("{switch}: {why}"));
             continue;
         }
-        let db = dir.path().join(format!("{switch}.db"));
-        let out = vp(
-            &[
-                "run",
-                "--env",
-                "native:instances=2",
-                "--workload",
-                "tcp_stream:duration=2s",
-                "--lab",
-                &format!("rate=1gbit,switch={switch}"),
-                "--reps",
-                "2",
-                "--warmup",
-                "0",
-                "--json",
-                "--db",
-                db.to_str().unwrap(),
-            ],
-            &env,
+        let out = fx.vp_on(
+            &format!("{switch}.db"),
+            &format!(
+                "run --env native:instances=2 --workload tcp_stream:duration=2s \
+                 --lab rate=1gbit,switch={switch} --reps 2 --warmup 0 --json"
+            ),
         );
         assert!(out.status.success(), "{switch}: {}", String::from_utf8_lossy(&out.stderr));
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc = json_of(&out, switch);
         let agg = row_or_fail(&doc, "native", "tcp_goodput")["mean"].as_f64().unwrap();
         // One window on one wire: never above the ceiling (+0.5 % for the samples' interpolation).
         // A userspace switch or a TCG driver domain may well be slower than the wire.
@@ -562,7 +442,7 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
         assert_eq!(doc["manifest"]["lab"]["switch"], switch);
         println!("    {switch}: 2 instances {agg:.3} Gbit/s, switch CPU {cpu:?} ms per trial");
         ran.push(switch);
-        assert_no_leftovers(&state);
+        fx.assert_no_leftovers();
     }
     if ran.len() < 3 {
         // The bridge always runs: report the rest as what was left out, not as a pass of them.
@@ -581,9 +461,7 @@ pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outc
     if !has("ovs-vswitchd") || !has("ethtool") {
         return Outcome::Skip("Open vSwitch or ethtool is not installed (make deps installs them)".into());
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let fx = Fixture::new();
     let ovs_of = |pid: u32| {
         wait_for(
             || {
@@ -597,33 +475,9 @@ pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outc
             20.0,
         )
     };
-    let db = dir.path().join("d.db");
-    let args = |db: &Path| -> Vec<String> {
-        [
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "tcp_rr:duration=1s",
-            "--workload",
-            "cpu:iterations=1000000",
-            "--lab",
-            "switch=ovs",
-            "--reps",
-            "6",
-            "--warmup",
-            "0",
-            "--order",
-            "sequential",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ]
-        .map(String::from)
-        .to_vec()
-    };
-    let a = args(&db);
-    let child = vp_spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    let line = "run --env native --workload tcp_rr:duration=1s --workload cpu:iterations=1000000 \
+                --lab switch=ovs --reps 6 --warmup 0 --order sequential --json";
+    let child = fx.spawn_on("d.db", line);
     let switch = ovs_of(child.id()).expect("the lab's OVS started");
     std::thread::sleep(Duration::from_millis(1500));
     kill(switch, 9);
@@ -640,21 +494,15 @@ pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outc
     );
     // The run went on: the CPU trials (no switch involved) all ran.
     assert_eq!(row_or_fail(&doc, "native", "cpu_rate")["n"], 6, "{:#}", doc["trials"]);
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     // Killed with -9 while OVS runs: its daemons die with it (PDEATHSIG); the next start sweeps the
     // rest (namespaces, the run's directory).
-    let db2 = dir.path().join("k.db");
-    let a = args(&db2);
-    let child = vp_spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &env);
+    let child = fx.spawn_on("k.db", line);
     ovs_of(child.id()).expect("the lab's OVS started");
     kill(child.id(), 9);
     let _ = child.wait_with_output();
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--db", dir.path().join("n.db").to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_no_leftovers(&state);
+    fx.ok("run --env native --workload noop");
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 

@@ -25,35 +25,13 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
     if let Some(why) = need_gluster() {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("p.db");
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native:instances=2",
-            "--env",
-            "container:instances=2,capabilities=docker+SYS_ADMIN",
-            "--workload",
-            "pfs:file_size=64MiB",
-            "--reps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fx = Fixture::new().with_scratch();
+    let scratch = fx.scratch();
+    let out = fx.ok("run --env native:instances=2 --env \
+         container:instances=2,capabilities=docker+SYS_ADMIN --workload \
+         pfs:file_size=64MiB --reps 2 --warmup 0 --json");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(count_trials(&db, "ok"), 4, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count_trials(&fx.db, "ok"), 4, "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<&serde_json::Value> = doc["results"]
         .as_array()
         .unwrap()
@@ -70,8 +48,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         line.push(format!("{} {} {:.0} MB/s", r["environment"].as_str().unwrap_or("?"), r["metric"], mean));
     }
     println!("    {}", line.join("; "));
-    let raw = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
-    let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+    let raw = fx.export();
     for t in raw["trials"].as_array().unwrap() {
         let x = &t["extra"];
         assert_eq!(x["client"]["filesystem"], "fuse.glusterfs", "the client wrote through the mount: {x:#}");
@@ -85,7 +62,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         );
         assert!(bricks.iter().sum::<u64>() >= 64 << 20, "{bricks:?}");
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert!(gluster_processes().is_empty(), "left running: {:?}", gluster_processes());
 
     // Refused before anything is made: where servers cannot run, and volumes their number cannot make.
@@ -97,42 +74,25 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         ("native:instances=2", "pfs:volume=disperse", "3 servers at least"),
         ("native", "pfs:bricks=x:/y", "set by virtperf"),
     ] {
-        let out = vp(&["run", "--env", e, "--workload", w, "--db", db.to_str().unwrap()], &env);
+        let out = fx.vp(&format!("run --env {e} --workload {w}"));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{e} {w}: {err}");
         assert!(err.contains(needle), "{e} {w}: {err}");
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
 
     // In QEMU guests: the image carries glusterd, its translators and their libraries.
     match need_qemu() {
         Some(why) => dropped("the volume in QEMU guests", &why),
         None => {
-            let out = vp(
-                &[
-                    "run",
-                    "--env",
-                    "qemu:instances=2,disk=virtio-blk",
-                    "--workload",
-                    "pfs:file_size=32MiB",
-                    "--reps",
-                    "1",
-                    "--warmup",
-                    "0",
-                    "--json",
-                    "--db",
-                    db.to_str().unwrap(),
-                ],
-                &env,
-            );
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let out = fx.ok("run --env qemu:instances=2,disk=virtio-blk --workload pfs:file_size=32MiB \
+                 --reps 1 --warmup 0 --json");
             let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             let w = doc["results"].as_array().unwrap().iter().find(|r| r["metric"] == "pfs_write").cloned();
             let Some(w) = w else {
                 panic!("no pfs_write from the guests: {}", String::from_utf8_lossy(&out.stderr))
             };
-            let raw = vp(&["export", "--format", "json", "--db", db.to_str().unwrap()], &env);
-            let raw: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+            let raw = fx.export();
             let t = raw["trials"].as_array().unwrap().last().unwrap().clone();
             assert_eq!(t["status"], "ok", "{t:#}");
             let bricks: Vec<u64> = t["extra"]["servers"]
@@ -149,13 +109,13 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
                 "    qemu guests (TCG here): write {:.1} MB/s; bricks {bricks:?}",
                 w["mean"].as_f64().unwrap()
             );
-            assert_no_leftovers(&state);
+            fx.assert_no_leftovers();
         }
     }
 
     // A brick daemon killed while the client writes fails that trial, with the reason; the next
     // trial makes its volume afresh and passes.
-    let db2 = dir.path().join("dies.db");
+    let db2 = fx.path("dies.db");
     let child = vp_spawn(
         &[
             "run",
@@ -172,7 +132,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
             "--db",
             db2.to_str().unwrap(),
         ],
-        &env,
+        &fx.env(),
     );
     let brick = wait_for(
         || {
@@ -199,25 +159,12 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         "the reason names the dead brick or the lost connection: {err}"
     );
     println!("    brick {bpid} killed mid-write: that trial failed with the reason, the next one passed");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     assert!(gluster_processes().is_empty(), "left running: {:?}", gluster_processes());
 
     // kill -9 while the servers run: the next start stops them and removes their bricks.
-    let child = vp_spawn(
-        &[
-            "run",
-            "--env",
-            "native:instances=2",
-            "--workload",
-            "pfs:file_size=1GiB,record_size=64KiB",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &env,
+    let child = fx.spawn(
+        "run --env native:instances=2 --workload pfs:file_size=1GiB,record_size=64KiB --reps 3 --warmup 0",
     );
     let pid = child.id();
     let bricks = wait_for(
@@ -233,11 +180,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
     // The agents die with the run (or are the sweep's); the brick daemons, detached, stay.
     std::thread::sleep(std::time::Duration::from_millis(500));
     let stayed = gluster_processes();
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "1", "--db", db.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    fx.ok("run --env native --workload noop --reps 1");
     let gone = wait_for(|| gluster_processes().is_empty().then_some(()), 5.0);
     assert!(gone.is_some(), "not swept: {:?}", gluster_processes());
     println!(
@@ -245,7 +188,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         running.len(),
         stayed.len()
     );
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     let left: Vec<_> =
         std::fs::read_dir(&scratch).into_iter().flatten().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "scratch left: {left:?}");

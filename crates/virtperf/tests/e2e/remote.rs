@@ -170,19 +170,7 @@ impl RemoteHost {
     /// `remote-launch` processes and agents of the host's cached binary still running.
     pub fn remote_processes(&self) -> Vec<String> {
         let cache = self.remote_cache.to_string_lossy().into_owned();
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().parse::<u32>().is_err() {
-                continue;
-            }
-            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-            let args: Vec<String> =
-                cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-            if args.first().is_some_and(|a| a.starts_with(&cache)) {
-                out.push(format!("pid {} {:?}", e.file_name().to_string_lossy(), args));
-            }
-        }
-        out
+        processes_where(|args| args.first().is_some_and(|a| a.starts_with(&cache)))
     }
 
     /// Nothing left on the host: no ledger, no run or scratch directory, no process of its binary.

@@ -69,14 +69,8 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
             "needs a headless browser (apt-get install chromium-headless-shell, or make deps)".into(),
         );
     }
-    let dir = tempdir();
-    let db = dir.path().join("h.db");
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
-    let dbs = db.to_str().unwrap();
+    let fx = Fixture::new().with_scratch();
+    let dbs = fx.db_str();
     let six: Vec<String> = (1..=5).map(|i| format!("container:name=container-number-{i}")).collect();
     let mut six_args: Vec<&str> = vec!["--env", "native"];
     for c in &six {
@@ -84,27 +78,15 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
     }
     six_args.extend(["--workload", "cpu:target_time=50ms", "--workload", "syscall:target_time=50ms"]);
     // (name, run arguments, figures that must be drawn)
-    let runs: Vec<(&str, Vec<&str>, &[&str])> = vec![
+    let runs: Vec<(&str, Vec<&str>, &[&str])> =
+        vec![
         (
             "default",
-            vec![
-                "--env",
-                "native",
-                "--env",
-                "container",
-                "--workload",
-                "cpu:target_time=50ms",
-                "--workload",
-                "intmix:target_time=50ms",
-                "--workload",
-                "syscall:target_time=50ms",
-                "--workload",
-                "memcpy:size=1MiB,copies=2",
-                "--workload",
-                "tcp_stream:duration=400ms",
-                "--workload",
-                "tcp_rr:duration=300ms",
-            ],
+            words(
+                "--env native --env container --workload cpu:target_time=50ms --workload \
+                 intmix:target_time=50ms --workload syscall:target_time=50ms --workload \
+                 memcpy:size=1MiB,copies=2 --workload tcp_stream:duration=400ms --workload \
+                 tcp_rr:duration=300ms"),
             &[
                 "fig-overview",
                 "fig-cost-compute",
@@ -120,44 +102,24 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         ),
         (
             "rfc2544",
-            vec![
-                "--env",
-                "native",
-                "--env",
-                "container",
-                "--workload",
-                "rfc2544:quick=true,frame_size=[64,1518],direction=out",
-            ],
+            words(
+                "--env native --env container --workload \
+                 rfc2544:quick=true,frame_size=[64,1518],direction=out"),
             &["fig-rfc2544-throughput", "fig-rfc2544-latency"],
         ),
         (
             "disk",
-            vec![
-                "--env",
-                "native",
-                "--env",
-                "container",
-                "--workload",
-                "disk:file_size=[1MiB,2MiB],record_size=[64KiB,256KiB],modes=write+read",
-            ],
+            words(
+                "--env native --env container --workload \
+                 disk:file_size=[1MiB,2MiB],record_size=[64KiB,256KiB],modes=write+read"),
             &["fig-disk-"],
         ),
         (
             "mechanisms",
-            vec![
-                "--env",
-                "native",
-                "--env",
-                "container",
-                "--workload",
-                "pagefault:target_time=50ms",
-                "--workload",
-                "ctxswitch:target_time=50ms",
-                "--workload",
-                "fork:target_time=50ms",
-                "--workload",
-                "timer:duration=300ms",
-            ],
+            words(
+                "--env native --env container --workload pagefault:target_time=50ms --workload \
+                 ctxswitch:target_time=50ms --workload fork:target_time=50ms --workload \
+                 timer:duration=300ms"),
             &["fig-cost-system-calls-kernel", "fig-timer-histogram"],
         ),
         (
@@ -168,14 +130,7 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         ("six", six_args.clone(), &["fig-overview", "fig-samples-cpu"]),
         (
             "no-native",
-            vec![
-                "--env",
-                "container:name=c1",
-                "--env",
-                "container:name=c2,cpus=0.5",
-                "--workload",
-                "cpu:target_time=50ms",
-            ],
+            words("--env container:name=c1 --env container:name=c2,cpus=0.5 --workload cpu:target_time=50ms"),
             &["fig-samples-cpu"],
         ),
     ];
@@ -185,16 +140,16 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         let mut a = vec!["run"];
         a.extend(args.iter().copied());
         a.extend(["--reps", "3", "--warmup", "0", "--db", dbs]);
-        let out = vp(&a, &env);
+        let out = vp(&a, &fx.env());
         assert!(out.status.success(), "{a:?}: {}", String::from_utf8_lossy(&out.stderr));
         // The terminal summary keeps to 100 columns, whatever the number of environments.
         for l in String::from_utf8_lossy(&out.stdout).lines() {
             assert!(l.chars().count() <= 100, "{name}: a {}-column summary line: {l}", l.chars().count());
         }
         let run_id = (run + 1).to_string();
-        let page = dir.path().join(format!("{name}.html"));
-        let svgdir = dir.path().join(format!("svg-{name}"));
-        let pngdir = dir.path().join(format!("png-{name}"));
+        let page = fx.dir().join(format!("{name}.html"));
+        let svgdir = fx.dir().join(format!("svg-{name}"));
+        let pngdir = fx.dir().join(format!("png-{name}"));
         let out = vp(
             &[
                 "report",
@@ -208,7 +163,7 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
                 "--png",
                 pngdir.to_str().unwrap(),
             ],
-            &env,
+            &fx.env(),
         );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let html = std::fs::read_to_string(&page).unwrap();
@@ -279,14 +234,14 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         );
     }
     // Bad input: an unknown run, a file that cannot be written; nothing half-written.
-    let nowhere = dir.path().join("no/such/dir/r.html");
+    let nowhere = fx.path("no/such/dir/r.html");
     for (args, what) in [
         (vec!["report", "99", "--db", dbs, "--html", "x.html"], "run"),
         (vec!["report", "--db", dbs, "--png", nowhere.to_str().unwrap()], "does not exist"),
         (vec!["report", "--db", dbs, "--html", nowhere.to_str().unwrap()], "does not exist"),
-        (vec!["report", "--db", dbs, "--html", dir.path().to_str().unwrap()], "directory"),
+        (vec!["report", "--db", dbs, "--html", fx.dir().to_str().unwrap()], "directory"),
     ] {
-        let out = vp(&args, &env);
+        let out = vp(&args, &fx.env());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains(what),
@@ -295,7 +250,7 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         );
     }
     assert!(!std::path::Path::new("x.html").exists());
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -306,33 +261,18 @@ pub(crate) fn compare_flags_a_slowed_environment_only() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let (a, b) = (dir.path().join("a.db"), dir.path().join("b.db"));
-    let state = dir.path().join("state");
-    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    for (db, cpus) in [(&a, "cpus=2"), (&b, "cpus=0.5")] {
-        let c = format!("container:name=container,{cpus}");
-        let out = vp(
-            &[
-                "run",
-                "--env",
-                "native",
-                "--env",
-                &c,
-                "--workload",
-                "cpu:iterations=100000000",
-                "--reps",
-                "5",
-                "--warmup",
-                "1",
-                "--db",
-                db.to_str().unwrap(),
-            ],
-            &env,
+    let fx = Fixture::new();
+    let (a, b) = (fx.path("a.db"), fx.path("b.db"));
+    for (db, cpus) in [("a.db", "cpus=2"), ("b.db", "cpus=0.5")] {
+        fx.ok_on(
+            db,
+            &format!(
+                "run --env native --env container:name=container,{cpus} --workload \
+             cpu:iterations=100000000 --reps 5 --warmup 1"
+            ),
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
-    let out = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--json"], &env);
+    let out = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--json"], &fx.env());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let regressions: Vec<String> = c["changes"]
@@ -348,26 +288,23 @@ pub(crate) fn compare_flags_a_slowed_environment_only() -> Outcome {
     );
     // Native's own figures did not change (its CPU-time rows may wander on a noisy host).
     assert!(!regressions.iter().any(|r| r == "native / cpu_rate"), "native did not change: {regressions:?}");
-    let text = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap()], &env);
+    let text = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap()], &fx.env());
     assert!(String::from_utf8_lossy(&text.stdout).contains("REGRESSION"));
-    let fail = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--fail-on-regression"], &env);
+    let fail = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--fail-on-regression"], &fx.env());
     assert_eq!(fail.status.code(), Some(1));
-    let same = vp(&["compare", &format!("{}:1", a.display()), &format!("{}:1", a.display()), "--json"], &env);
+    let same =
+        vp(&["compare", &format!("{}:1", a.display()), &format!("{}:1", a.display()), "--json"], &fx.env());
     let same: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
     assert_eq!(same["regressions"], 0, "{same:#}");
     // Nothing in common, an unknown run, a database that is not there: exit 2 with the reason.
-    let other = dir.path().join("o.db");
-    let out = vp(
-        &["run", "--env", "native", "--workload", "noop", "--reps", "2", "--db", other.to_str().unwrap()],
-        &env,
-    );
-    assert!(out.status.success());
+    let other = fx.path("o.db");
+    fx.ok_on("o.db", "run --env native --workload noop --reps 2");
     for (args, what) in [
         (vec!["compare", a.to_str().unwrap(), other.to_str().unwrap()], "nothing to compare"),
         (vec!["compare", "--db", a.to_str().unwrap(), "1", "7"], "7"),
         (vec!["compare", "/no/such.db", a.to_str().unwrap()], "neither"),
     ] {
-        let out = vp(&args, &env);
+        let out = vp(&args, &fx.env());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(
             String::from_utf8_lossy(&out.stderr).contains(what),
@@ -375,6 +312,6 @@ pub(crate) fn compare_flags_a_slowed_environment_only() -> Outcome {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }

@@ -7,8 +7,8 @@ fn db_conn(db: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("db")
 }
 
-fn run_json(args: &[&str], state: &Path) -> (Output, serde_json::Value) {
-    let out = vp(args, &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())]);
+fn run_json(fx: &Fixture, line: &str) -> (Output, serde_json::Value) {
+    let out = fx.vp(line);
     let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     (out, doc)
 }
@@ -20,32 +20,15 @@ pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome 
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("c.db");
-    let state = dir.path().join("state");
+    let fx = Fixture::new();
     let (out, doc) = run_json(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container",
-            "--workload",
-            "syscall:target_time=100ms",
-            "--workload",
-            "intmix:target_time=100ms",
-            "--workload",
-            "cpu:iterations=1000000,name=fixed",
-            "--reps",
-            "5",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &state,
+        &fx,
+        "run --env native --env container --workload syscall:target_time=100ms \
+         --workload intmix:target_time=100ms --workload \
+         cpu:iterations=1000000,name=fixed --reps 5 --json",
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let c = db_conn(&db);
+    let c = db_conn(&fx.db);
     let cal: Vec<(i64, i64, String, i64, i64)> = c
         .prepare(
             "SELECT env_idx, case_idx, param, count, target_ns FROM calibrations ORDER BY env_idx, case_idx",
@@ -100,7 +83,7 @@ pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome 
     assert_eq!(row["work"]["count"].as_i64(), Some(count), "{row}");
     assert!(row["mean"].as_f64().unwrap() < 100_000.0, "ns per call, not per trial: {row}");
     assert!(row_or_fail(&doc, "native", "cpu_rate")["work"].is_null());
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -110,30 +93,13 @@ pub(crate) fn launches_run_blocks_on_fresh_launches_and_intervals_cover_them() -
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let db = dir.path().join("l.db");
-    let state = dir.path().join("state");
+    let fx = Fixture::new();
     let (out, doc) = run_json(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container",
-            "--workload",
-            "syscall:target_time=30ms",
-            "--reps",
-            "3",
-            "--launches",
-            "3",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &state,
+        &fx,
+        "run --env native --env container --workload syscall:target_time=30ms --reps 3 --launches 3 --json",
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let c = db_conn(&db);
+    let c = db_conn(&fx.db);
     for e in 0..2i64 {
         // Three launches of the environment, one per block, each running that block's trials.
         let launches: Vec<(i64, i64)> = c
@@ -198,11 +164,10 @@ pub(crate) fn launches_run_blocks_on_fresh_launches_and_intervals_cover_them() -
         let shares = v["launch_share"].as_f64().unwrap() + v["trial_share"].as_f64().unwrap();
         assert!((shares - 1.0).abs() < 1e-9, "{v}");
     }
-    let text = vp(&["report", "--db", db.to_str().unwrap()], &[]);
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = fx.text("report");
     assert!(text.contains("intervals cover up to 3 launches"), "{text}");
     assert!(!text.contains("intervals cover one launch"), "{text}");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -213,63 +178,40 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let args = |db: &Path, precision: &str, budget: &str, launches: &str, reps: &str| -> Vec<String> {
-        [
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container",
-            "--workload",
-            "cpu:target_time=20ms",
-            "--reps",
-            reps,
-            "--warmup",
-            "0",
-            "--launches",
-            launches,
-            "--precision",
-            precision,
-            "--budget",
-            budget,
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ]
-        .map(String::from)
-        .to_vec()
-    };
-    let run = |a: &[String]| {
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let run = |fx: &Fixture, precision: &str, budget: &str, launches: &str, reps: &str| {
         let t0 = Instant::now();
-        let (out, doc) = run_json(&a, &state);
+        let (out, doc) = run_json(
+            fx,
+            &format!(
+                "run --env native --env container --workload cpu:target_time=20ms --reps {reps} --warmup 0 \
+                 --launches {launches} --precision {precision} --budget {budget} --json"
+            ),
+        );
         (out, doc, t0.elapsed().as_secs_f64())
     };
     // A loose target: met within a few launches (the minimum is 4 launches of 1 rep a side; with 3
     // degrees of freedom and the rule's 99 % level a 20 ms trial's noise may need one or two more),
     // and the run ends there, long before its budget.
-    let loose = dir.path().join("loose.db");
-    let (out, doc, secs) = run(&args(&loose, "90%", "60s", "4", "1"));
+    let loose = Fixture::new();
+    let (out, doc, secs) = run(&loose, "90%", "60s", "4", "1");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("budget"), "ended by the rule, not the budget");
     let p = &doc["precision"];
     assert_eq!((p["met"].as_u64(), p["cells"].as_array().map(Vec::len)), (Some(1), Some(1)), "{p:#}");
-    let ok = count_trials(&loose, "ok");
+    let ok = count_trials(&loose.db, "ok");
     assert!((8..=40).contains(&ok) && secs < 30.0, "{ok} trials in {secs:.1} s");
     // An impossible target: the budget ends it.
-    let tight = dir.path().join("tight.db");
-    let (out, doc, secs) = run(&args(&tight, "0.001%", "12s", "4", "1"));
+    let tight = Fixture::new();
+    let (out, doc, secs) = run(&tight, "0.001%", "12s", "4", "1");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the budget (12s) ended the run"), "{err}");
     // The budget counts from the start: a launch block (a container launch and two 20 ms trials)
     // in flight may finish after it, nothing more.
     assert!(secs < 12.0 + 8.0, "ran {secs:.1} s for a 12 s budget");
-    let ok = count_trials(&tight, "ok");
+    let ok = count_trials(&tight.db, "ok");
     assert!(ok > 40, "precision mode added launches within its budget: {ok} trials");
-    assert_eq!(count_trials(&tight, "pending"), 0, "proposals that did not start are withdrawn");
+    assert_eq!(count_trials(&tight.db, "pending"), 0, "proposals that did not start are withdrawn");
     let p = &doc["precision"];
     assert_eq!(p["met"].as_u64(), Some(0), "{p:#}");
     let cell = &p["cells"][0];
@@ -283,7 +225,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
         launches("native"),
         launches("container")
     );
-    let text = vp(&["report", "--db", tight.to_str().unwrap()], &[]);
+    let text = tight.vp("report");
     let text = String::from_utf8_lossy(&text.stdout);
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains("precision target ±0.001 %") && flat.contains("0 of 1 ratios met it"), "{text}");
@@ -292,21 +234,19 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
         "{text}"
     );
     // Resumed: the same rule, a budget of its own.
-    let out = vp(
-        &["run", "--resume", "1", "--db", tight.to_str().unwrap()],
-        &[("VIRTPERF_STATE_DIR", state.to_str().unwrap())],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tight.ok("run --resume 1");
     assert!(String::from_utf8_lossy(&out.stderr).contains("short of their precision target"));
-    assert!(count_trials(&tight, "ok") > ok, "resuming measured on");
+    assert!(count_trials(&tight.db, "ok") > ok, "resuming measured on");
     // A budget shorter than the minimum: what is left stays pending, the run is resumable.
-    let short = dir.path().join("short.db");
-    let (out, _, _) = run(&args(&short, "5%", "1s", "4", "40"));
+    let short = Fixture::new();
+    let (out, _, _) = run(&short, "5%", "1s", "4", "40");
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("of the minimum left"));
-    let pending = count_trials(&short, "pending");
-    assert!(pending > 0 && run_status(&short) == "interrupted", "{pending} pending");
-    assert_no_leftovers(&state);
+    let pending = count_trials(&short.db, "pending");
+    assert!(pending > 0 && run_status(&short.db) == "interrupted", "{pending} pending");
+    for fx in [&loose, &tight, &short] {
+        fx.assert_no_leftovers();
+    }
     Outcome::Pass
 }
 
@@ -318,27 +258,11 @@ pub(crate) fn several_instances_get_a_clock_check_each() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let db = dir.path().join("c.db");
+    let fx = Fixture::new();
     let (out, doc) = run_json(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--env",
-            "container:instances=2,name=two",
-            "--workload",
-            "memcpy:size=8MiB,copies=5",
-            "--reps",
-            "3",
-            "--warmup",
-            "0",
-            "--json",
-            "--db",
-            db.to_str().unwrap(),
-        ],
-        &state,
+        &fx,
+        "run --env native --env container:instances=2,name=two --workload \
+         memcpy:size=8MiB,copies=5 --reps 3 --warmup 0 --json",
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let checks = doc["clock_checks"].as_array().unwrap();
@@ -356,8 +280,7 @@ pub(crate) fn several_instances_get_a_clock_check_each() -> Outcome {
     // The guest span of each point is one instance's own run (8 MiB × 5 takes milliseconds).
     let g = two["guest_ms_mean"].as_f64().unwrap();
     assert!(g > 0.1 && g < 1000.0, "{two}");
-    let text =
-        String::from_utf8_lossy(&vp(&["report", "--db", db.to_str().unwrap()], &[]).stdout).to_string();
+    let text = String::from_utf8_lossy(&fx.vp("report").stdout).to_string();
     assert!(
         text.contains("clock check (host − guest per armed trial, median)") && text.contains("two "),
         "{text}"
@@ -365,6 +288,6 @@ pub(crate) fn several_instances_get_a_clock_check_each() -> Outcome {
     if two["agree"] == false {
         assert!(text.contains("2 instances at once, one point each"), "{text}");
     }
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }

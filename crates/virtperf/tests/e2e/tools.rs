@@ -53,12 +53,7 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
             return Outcome::Skip(format!("needs {prog} (apt-get install {prog}, or make deps)"));
         }
     }
-    let dir = tempdir();
-    let state = dir.path().join("state");
-    let scratch = dir.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let env =
-        [("VIRTPERF_STATE_DIR", state.to_str().unwrap()), ("VIRTPERF_SCRATCH", scratch.to_str().unwrap())];
+    let fx = Fixture::new().with_scratch();
     let mut toml =
         String::from(EXPERIMENT) + "\n[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\n";
     let mut envs = vec!["native", "container"];
@@ -76,13 +71,8 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
             Some(why) => dropped.push(format!("{name}: {why}")),
         }
     }
-    let file = dir.path().join("tools.toml");
-    std::fs::write(&file, &toml).unwrap();
-    let db = dir.path().join("t.db");
-    let dbs = db.to_str().unwrap();
-    let out = vp(&["run", file.to_str().unwrap(), "--db", dbs, "--json"], &env);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = fx.file("tools.toml", &toml);
+    let doc = fx.json(&format!("run {}", file.display()));
     for e in &envs {
         let ip = row_or_fail(&doc, e, "iperf3_goodput");
         let own = row_or_fail(&doc, e, "tcp_goodput");
@@ -104,16 +94,14 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
         assert!(row_or_fail(&doc, e, "command_time")["mean"].as_f64().unwrap() > 0.0);
     }
     // The raw output of every tool trial, in the export.
-    let ex = vp(&["export", "--db", dbs, "--format", "json"], &env);
-    assert!(ex.status.success(), "{}", String::from_utf8_lossy(&ex.stderr));
+    let ex = fx.ok("export --format json");
     let text = String::from_utf8_lossy(&ex.stdout);
     assert!(
         text.contains("\"argv\"") && text.contains("sum_received") && text.contains("--output-format=json"),
         "the tools' raw output is exported"
     );
     // The report says how far they agree.
-    let rep = vp(&["report", "--db", dbs], &env);
-    let rep = String::from_utf8_lossy(&rep.stdout);
+    let rep = fx.text("report");
     assert!(
         rep.contains("iperf3 against tcp_stream in native") && rep.contains("fio against disk in container"),
         "{rep}"
@@ -123,38 +111,24 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
     }
 
     // Bad input: a tool that is not installed is refused before anything runs.
-    let db2 = dir.path().join("bad.db");
-    let out = vp(
-        &[
-            "run",
-            "--env",
-            "native",
-            "--workload",
-            "command:cmd=no-such-tool-virtperf",
-            "--db",
-            db2.to_str().unwrap(),
-        ],
-        &env,
-    );
+    let out = fx.vp_on("bad.db", "run --env native --workload command:cmd=no-such-tool-virtperf");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cmd") && err.contains("apt-get install no-such-tool-virtperf"), "{err}");
-    assert!(!db2.exists(), "nothing created");
+    assert!(!fx.path("bad.db").exists(), "nothing created");
     // A command that fails, and a pattern that matches nothing: those trials fail, the run goes on.
-    let bad = dir.path().join("bad.toml");
-    std::fs::write(
-        &bad,
+    let bad = fx.file(
+        "bad.toml",
         "reps = 2\nwarmup = 0\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"command\"\nname = \"fails\"\ncmd = 'sh -c \"echo no-such-thing >&2; exit 4\"'\n[[workload]]\nkind = \"command\"\nname = \"nomatch\"\ncmd = 'echo hello'\nregex = 'rate: ([0-9]+)'\n[[workload]]\nkind = \"memcpy\"\nsize = \"1MiB\"\ncopies = 2\n",
-    )
-    .unwrap();
-    let out = vp(&["run", bad.to_str().unwrap(), "--db", db2.to_str().unwrap(), "--json"], &env);
+    );
+    let out = fx.vp_on("bad.db", &format!("run {} --json", bad.display()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let fails = serde_json::to_string(&doc["failures"]).unwrap();
     assert!(fails.contains("status 4") && fails.contains("no-such-thing"), "the stderr tail: {fails}");
     assert!(fails.contains("matches nothing"), "{fails}");
     row_or_fail(&doc, "native", "memcpy_time");
-    assert_no_leftovers(&state);
+    fx.assert_no_leftovers();
     if !dropped.is_empty() {
         println!("    partial (kinds this host cannot run, doctor's reason): {}", dropped.join("; "));
     }

@@ -91,6 +91,173 @@ pub fn vp_within(args: &[&str], env: &[(&str, &str)], limit: std::time::Duration
     output
 }
 
+/// One test's world: a temporary directory holding the run's database and its state directory,
+/// and the virtperf command lines that use both. Every e2e test that runs virtperf starts here.
+pub struct Fixture {
+    dir: tempfile::TempDir,
+    pub db: PathBuf,
+    pub state: PathBuf,
+    vars: Vec<(String, String)>,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempdir();
+        let (db, state) = (dir.path().join("run.db"), dir.path().join("state"));
+        let vars = vec![("VIRTPERF_STATE_DIR".to_string(), state.to_string_lossy().into_owned())];
+        Fixture { dir, db, state, vars }
+    }
+
+    /// Sets an environment variable of every invocation.
+    pub fn with_var(mut self, key: &str, value: &str) -> Fixture {
+        self.vars.push((key.into(), value.into()));
+        self
+    }
+
+    /// A scratch directory of its own (`VIRTPERF_SCRATCH`): where disk files and images land.
+    pub fn with_scratch(self) -> Fixture {
+        let scratch = self.scratch();
+        std::fs::create_dir(&scratch).expect("a scratch directory");
+        let s = scratch.to_string_lossy().into_owned();
+        self.with_var("VIRTPERF_SCRATCH", &s)
+    }
+
+    pub fn scratch(&self) -> PathBuf {
+        self.path("scratch")
+    }
+
+    /// The temporary directory (removed with the fixture).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A file of the test's own in the temporary directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes `text` to a file of the temporary directory and returns its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).expect("write a test file");
+        p
+    }
+
+    pub fn db_str(&self) -> &str {
+        self.db.to_str().expect("a UTF-8 temporary path")
+    }
+
+    /// The environment every invocation gets: the fixture's state directory and its variables.
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    /// `args` followed by `--db DB`.
+    fn with_db<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut v = args.to_vec();
+        v.extend(["--db", self.db_str()]);
+        v
+    }
+
+    /// Runs `virtperf LINE --db DB` (LINE's words split at white space) to its end.
+    pub fn vp(&self, line: &str) -> Output {
+        self.vp_args(&line.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// Runs `virtperf ARGS --db DB` (for arguments holding spaces or built at run time).
+    pub fn vp_args(&self, args: &[&str]) -> Output {
+        vp(&self.with_db(args), &self.env())
+    }
+
+    /// Runs `virtperf LINE --db DIR/NAME`: a second database in the same fixture.
+    pub fn vp_on(&self, name: &str, line: &str) -> Output {
+        let db = self.path(name);
+        let mut args: Vec<&str> = line.split_whitespace().collect();
+        args.extend(["--db", db.to_str().expect("a UTF-8 temporary path")]);
+        vp(&args, &self.env())
+    }
+
+    /// As [`Fixture::vp_on`], which must succeed.
+    pub fn ok_on(&self, name: &str, line: &str) -> Output {
+        let out = self.vp_on(name, line);
+        assert_ok(&out, line);
+        out
+    }
+
+    /// Starts `virtperf LINE --db DIR/NAME` and returns at once.
+    pub fn spawn_on(&self, name: &str, line: &str) -> Child {
+        let db = self.path(name);
+        let mut args: Vec<&str> = line.split_whitespace().collect();
+        args.extend(["--db", db.to_str().expect("a UTF-8 temporary path")]);
+        vp_spawn(&args, &self.env())
+    }
+
+    /// Runs `virtperf LINE` without a database (doctor, validate, image).
+    pub fn bare(&self, line: &str) -> Output {
+        vp(&line.split_whitespace().collect::<Vec<_>>(), &self.env())
+    }
+
+    /// Starts `virtperf LINE --db DB` and returns at once.
+    pub fn spawn(&self, line: &str) -> Child {
+        vp_spawn(&self.with_db(&line.split_whitespace().collect::<Vec<_>>()), &self.env())
+    }
+
+    /// Runs `virtperf LINE --db DB`, which must succeed; its stdout.
+    pub fn ok(&self, line: &str) -> Output {
+        let out = self.vp(line);
+        assert_ok(&out, line);
+        out
+    }
+
+    /// Runs `virtperf LINE --db DB --json`, which must succeed; its JSON.
+    pub fn json(&self, line: &str) -> serde_json::Value {
+        json_of(&self.ok(&format!("{line} --json")), line)
+    }
+
+    /// The stdout of `virtperf LINE --db DB`, as text.
+    pub fn text(&self, line: &str) -> String {
+        String::from_utf8_lossy(&self.vp(line).stdout).into_owned()
+    }
+
+    /// `report --json` of the fixture's database.
+    pub fn report(&self) -> serde_json::Value {
+        self.json("report")
+    }
+
+    /// `export --format json` of the fixture's database.
+    pub fn export(&self) -> serde_json::Value {
+        json_of(&self.ok("export --format json"), "export --format json")
+    }
+
+    /// The next start after a crash: a short native run must succeed (it sweeps what the crashed
+    /// run left) and nothing of either may stay.
+    pub fn sweep(&self) {
+        self.ok("run --env native --workload noop --reps 1");
+        assert_no_leftovers(&self.state);
+    }
+
+    pub fn assert_no_leftovers(&self) {
+        assert_no_leftovers(&self.state);
+    }
+}
+
+/// Fails the test with the command and its stderr unless `out` succeeded.
+pub fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "virtperf {what} exited {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The JSON on `out`'s stdout, or a failed test naming the command.
+pub fn json_of(out: &Output, what: &str) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("virtperf {what} printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+    })
+}
+
 pub fn vp_spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
     command(args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("virtperf starts")
 }
@@ -311,8 +478,8 @@ pub fn ledger_files(state: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Agent processes of this binary still alive (native or inside a container).
-fn live_agents() -> Vec<String> {
+/// Every live process whose command line (its arguments) `keep` accepts, as `pid N [args]`.
+pub fn processes_where(keep: impl Fn(&[String]) -> bool) -> Vec<String> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         if e.file_name().to_string_lossy().parse::<u32>().is_err() {
@@ -321,13 +488,19 @@ fn live_agents() -> Vec<String> {
         let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
         let args: Vec<String> =
             cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        let is_agent = args.get(1).is_some_and(|a| a == "agent")
-            && args.first().is_some_and(|a| a == exe() || a == "/.virtperf/virtperf");
-        if is_agent {
+        if keep(&args) {
             out.push(format!("pid {} {:?}", e.file_name().to_string_lossy(), args));
         }
     }
     out
+}
+
+/// Agent processes of this binary still alive (native or inside a container).
+fn live_agents() -> Vec<String> {
+    processes_where(|args| {
+        args.get(1).is_some_and(|a| a == "agent")
+            && args.first().is_some_and(|a| a == exe() || a == "/.virtperf/virtperf")
+    })
 }
 
 fn virtperf_cgroups() -> Vec<PathBuf> {
@@ -382,20 +555,13 @@ fn ours(s: &str) -> bool {
 
 /// Open vSwitch daemons a lab started (their files are in a run's directory: `…/run-PID/ovs/`).
 fn live_switches() -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().parse::<u32>().is_err() {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-        let args: Vec<String> =
-            cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        let ovs = args.first().is_some_and(|a| a.ends_with("ovs-vswitchd") || a.ends_with("ovsdb-server"));
-        if ovs && args.iter().any(|a| a.contains("/ovs/") && a.contains("run-")) {
-            out.push(format!("switch pid {} {:?}", e.file_name().to_string_lossy(), args));
-        }
-    }
-    out
+    processes_where(|args| {
+        args.first().is_some_and(|a| a.ends_with("ovs-vswitchd") || a.ends_with("ovsdb-server"))
+            && args.iter().any(|a| a.contains("/ovs/") && a.contains("run-"))
+    })
+    .into_iter()
+    .map(|p| format!("switch {p}"))
+    .collect()
 }
 
 fn host_things_unfiltered() -> Vec<String> {
@@ -612,4 +778,9 @@ pub fn qemu_has_machine(name: &str) -> bool {
     Command::new("qemu-system-x86_64").args(["-machine", "help"]).output().is_ok_and(|o| {
         String::from_utf8_lossy(&o.stdout).lines().any(|l| l.split_whitespace().next() == Some(name))
     })
+}
+
+/// The words of a command line, split at white space.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
 }
