@@ -538,8 +538,9 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
             Ok(t) => t,
             Err(e) => return Err(bad_input(e)),
         };
-    let rep = report::build(&store, id)?;
-    export::write(&outputs, &export::RunData::new(&store, id, &rep))?;
+    let rows = store.load(id)?;
+    let rep = report::build(&rows)?;
+    export::write(&outputs, &export::RunData::new(&rows, &rep))?;
     Ok(ExitStatus::Success)
 }
 
@@ -561,7 +562,7 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
             Ok(i) => i,
             Err(e) => return Err(bad_input(format!("{s}: {e:#}"))),
         };
-        let rep = report::build(&store, id)?;
+        let rep = report::build(&store.load(id)?)?;
         reports.push((format!("run {id} \"{}\" of {} ({})", rep.name, r.db.display(), rep.started_at), rep));
     }
     let ((an, ar), (bn, br)) = (&reports[0], &reports[1]);
@@ -599,8 +600,9 @@ fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
     if let Err(e) = target.check() {
         return Err(bad_input(format!("-o: {e}")));
     }
-    let rep = report::build(&store, id)?;
-    export::write(&[target], &export::RunData::new(&store, id, &rep))?;
+    let rows = store.load(id)?;
+    let rep = report::build(&rows)?;
+    export::write(&[target], &export::RunData::new(&rows, &rep))?;
     Ok(ExitStatus::Success)
 }
 

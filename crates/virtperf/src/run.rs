@@ -430,6 +430,49 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
     }
 }
 
+/// What an instance launches as.
+struct Identity<'a> {
+    kind: &'static dyn env::Environment,
+    params: &'a BTreeMap<String, serde_json::Value>,
+    name: &'a str,
+    /// Unique in the run: process, environment, instance and launch count.
+    id: String,
+    /// The environment's index; −1: the tester.
+    e: i64,
+}
+
+/// What instance `k` of `role` launches as: its kind, parameters, name, instance id (unique in
+/// the run: process, environment, instance and launch count) and environment index (−1: the
+/// tester). None for a kind this build does not know.
+fn identity<'a>(
+    l: &'a Launcher,
+    role: Role,
+    k: usize,
+    launches: u32,
+    tester_params: &'a BTreeMap<String, serde_json::Value>,
+) -> Option<Identity<'a>> {
+    let pid = std::process::id();
+    match role {
+        Role::Env(e) => {
+            let def = &l.worker.exp.envs[e];
+            let kind = env::find(&def.kind)?;
+            let id = if def.instances > 1 {
+                format!("vp{pid}-{e}i{k}-{launches}")
+            } else {
+                format!("vp{pid}-{e}-{launches}")
+            };
+            Some(Identity { kind, params: &def.params, name: def.name.as_str(), id, e: e as i64 })
+        }
+        Role::Tester => Some(Identity {
+            kind: &env::native::Native as &dyn env::Environment,
+            params: tester_params,
+            name: "tester",
+            id: format!("vp{pid}-{}-{launches}", l.tester_id),
+            e: -1,
+        }),
+    }
+}
+
 fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
     let Worker { store, run_id, exp, run_dir, exe, opts, lab, scratch_dir, .. } = *l.worker;
     let first_endpoint = l.first_endpoint;
@@ -439,33 +482,14 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
         .iter()
         .map(|c| ("cpuset".to_string(), serde_json::Value::from(c.clone())))
         .collect();
-    let (kind, params, name, netns, id, e) = match role {
-        Role::Env(e) => {
-            let def = &exp.envs[e];
-            let Some(kind) = env::find(&def.kind) else { return };
-            let id = if def.instances > 1 {
-                format!("vp{}-{}i{}-{}", std::process::id(), e, k, slot.launches)
-            } else {
-                format!("vp{}-{}-{}", std::process::id(), e, slot.launches)
-            };
-            (
-                kind,
-                &def.params,
-                def.name.as_str(),
-                lab.map(|l| l.endpoints[first_endpoint[e] + k].netns_path()),
-                id,
-                e as i64,
-            )
-        }
-        Role::Tester => (
-            &env::native::Native as &dyn env::Environment,
-            &tester_params,
-            "tester",
-            lab.map(|l| l.tester.netns_path()),
-            format!("vp{}-{}-{}", std::process::id(), l.tester_id, slot.launches),
-            -1,
-        ),
+    let Some(Identity { kind, params, name, id, e }) = identity(l, role, k, slot.launches, &tester_params)
+    else {
+        return;
     };
+    let netns = lab.map(|lab| match role {
+        Role::Env(e) => lab.endpoints[first_endpoint[e] + k].netns_path(),
+        Role::Tester => lab.tester.netns_path(),
+    });
     let guest_net = match (role, lab) {
         (Role::Env(e), Some(l)) => {
             let ep = &l.endpoints[first_endpoint[e] + k];
@@ -545,47 +569,59 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
             }
             inst.calibrate_rtt(&CANCEL);
             inst.own_clock = kind.own_clock();
-            let id = store.record_instance(
-                run_id,
-                &InstanceRecord {
-                    env_idx: e,
-                    block: Some(slot.block),
-                    start_ms: Some(inst.start_time.as_secs_f64() * 1e3),
-                    rtt_us: Some(inst.rtt.as_secs_f64() * 1e6),
-                    rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
-                    status: LaunchStatus::Ready,
-                    ..Default::default()
-                },
-            );
-            if k == 0 {
-                slot.launch_id = id.ok();
-            }
-            slot.failures_in_a_row = 0;
-            slot.instances[k] = Some(inst);
+            slot.up(k, inst, store, run_id, e);
         }
-        Err(err) => {
-            let msg = err.to_string();
-            let _ = store.record_instance(
-                run_id,
-                &InstanceRecord {
-                    env_idx: e,
-                    block: Some(slot.block),
-                    status: LaunchStatus::Failed,
-                    detail: Some(msg.clone()),
-                    console: err.console(),
-                    ..Default::default()
-                },
-            );
-            slot.failures_in_a_row += 1;
-            slot.last_failure = Some(msg.clone());
-            if slot.failures_in_a_row >= MAX_LAUNCH_FAILURES {
-                slot.gave_up = Some(format!(
-                    "environment failed to start {MAX_LAUNCH_FAILURES} times in a row; last: {msg}"
-                ));
-            }
-            if !CANCEL.load(Ordering::SeqCst) {
-                eprintln!("virtperf: environment `{def_name}` failed to start: {msg}");
-            }
+        Err(err) => slot.failed(&err, store, run_id, e, def_name),
+    }
+}
+
+impl Slot {
+    /// Instance `k` is up: stored as a ready launch (its start time and round trip), the slot's
+    /// failure count reset.
+    fn up(&mut self, k: usize, inst: Instance, store: &Store, run_id: i64, e: i64) {
+        let id = store.record_instance(
+            run_id,
+            &InstanceRecord {
+                env_idx: e,
+                block: Some(self.block),
+                start_ms: Some(inst.start_time.as_secs_f64() * 1e3),
+                rtt_us: Some(inst.rtt.as_secs_f64() * 1e6),
+                rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
+                status: LaunchStatus::Ready,
+                ..Default::default()
+            },
+        );
+        if k == 0 {
+            self.launch_id = id.ok();
+        }
+        self.failures_in_a_row = 0;
+        self.instances[k] = Some(inst);
+    }
+
+    /// A launch failed: stored with its reason and console, and after
+    /// [`MAX_LAUNCH_FAILURES`] in a row the environment is given up.
+    fn failed(&mut self, err: &env::LaunchError, store: &Store, run_id: i64, e: i64, name: &str) {
+        let msg = err.to_string();
+        let _ = store.record_instance(
+            run_id,
+            &InstanceRecord {
+                env_idx: e,
+                block: Some(self.block),
+                status: LaunchStatus::Failed,
+                detail: Some(msg.clone()),
+                console: err.console(),
+                ..Default::default()
+            },
+        );
+        self.failures_in_a_row += 1;
+        self.last_failure = Some(msg.clone());
+        if self.failures_in_a_row >= MAX_LAUNCH_FAILURES {
+            self.gave_up = Some(format!(
+                "environment failed to start {MAX_LAUNCH_FAILURES} times in a row; last: {msg}"
+            ));
+        }
+        if !CANCEL.load(Ordering::SeqCst) {
+            eprintln!("virtperf: environment `{name}` failed to start: {msg}");
         }
     }
 }
@@ -851,44 +887,117 @@ struct Ended {
 /// Runs a share's trials on its machine's environments, then stops them; returns whether it was
 /// interrupted.
 fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
-    let Worker { store, exp, lab, machines, .. } = *w;
-    let pending = &share.trials;
-    let timeout = Duration::from_millis(exp.timeout_ms);
-    let specs: Vec<WorkloadSpec> = exp
-        .cases
-        .iter()
-        .map(|c| WorkloadSpec { kind: c.kind.clone(), params: c.params.clone(), net: None, scratch: None })
-        .collect();
-    let mut slots: Vec<Slot> = exp.envs.iter().map(|e| Slot::new(e.instances)).collect();
-    let mut tester_slot = Slot::new(1);
-    // Lab endpoints: every instance of this share's environments has its own, in order.
-    let mut first_endpoint = vec![0usize; exp.envs.len()];
+    let first_endpoint = first_endpoints(w.exp, share);
+    let mut s = Session::new(w, share, &first_endpoint)?;
+    s.launch_needed(ledger);
+    let result = s.run_queue(ledger);
+    s.stop(ledger);
+    result?;
+    Ok(s.interrupted)
+}
+
+/// Lab endpoint of each environment's instance 0: every instance of the share's environments has
+/// its own, in order.
+fn first_endpoints(exp: &Experiment, share: &Share) -> Vec<usize> {
+    let mut first = vec![0usize; exp.envs.len()];
     let mut next = 0usize;
     for &e in &share.envs {
-        first_endpoint[e] = next;
+        first[e] = next;
         next += exp.envs[e].instances as usize;
     }
-    let wants_tester = |c: &crate::experiment::Case| {
-        !c.matrix && (c.network || c.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester))
-    };
-    // Precision mode may add any case of the share's environments.
-    let needs_tester = pending.iter().any(|t| t.peer_idx.is_none() && wants_tester(&exp.cases[t.case_idx]))
-        || (exp.precision.is_some() && exp.cases.iter().any(wants_tester));
-    let mut freeze_warned = false;
-    let mut interrupted = false;
-    let result: Result<()> = {
-        let launcher = Launcher {
-            worker: w,
-            first_endpoint: &first_endpoint,
-            tester_id: match &share.host {
-                Some(h) => format!("tester-{h}"),
-                None => "tester".into(),
-            },
+    first
+}
+
+/// Whether a case's trials need the lab's tester (a network workload, or load on the tester).
+fn wants_tester(case: &crate::experiment::Case) -> bool {
+    case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester)
+}
+
+/// One worker's session over its share: what it measures with (read-only) and the slots it
+/// launches, relaunches per block and stops at the end.
+struct Session<'a> {
+    ctx: Ctx<'a>,
+    slots: Vec<Slot>,
+    tester_slot: Slot,
+    /// Per-operation counts calibrated so far, by (environment, case).
+    calibrations: BTreeMap<(usize, usize), crate::store::Calibration>,
+    freeze_warned: bool,
+    interrupted: bool,
+}
+
+/// What a session's trials are run with.
+struct Ctx<'a> {
+    w: &'a Worker<'a>,
+    share: &'a Share,
+    launcher: Launcher<'a>,
+    /// Each case's workload as the agents get it (before calibration).
+    specs: Vec<WorkloadSpec>,
+    timeout: Duration,
+    tester_machine: &'a str,
+}
+
+/// The environments a trial's idle neighbours were paused in, and how.
+struct Paused {
+    idle: usize,
+    frozen: Vec<(String, Option<env::Pauser>, Option<u32>)>,
+    how: Vec<&'static str>,
+}
+
+/// The other end of a trial: another environment (all-pairs) or the lab's tester.
+struct OtherEnd {
+    role: Role,
+    addr: String,
+    name: String,
+}
+
+impl<'a> Session<'a> {
+    fn new(w: &'a Worker<'a>, share: &'a Share, first_endpoint: &'a [usize]) -> Result<Session<'a>> {
+        let exp = w.exp;
+        let specs = exp
+            .cases
+            .iter()
+            .map(|c| WorkloadSpec {
+                kind: c.kind.clone(),
+                params: c.params.clone(),
+                net: None,
+                scratch: None,
+            })
+            .collect();
+        let tester_id = match &share.host {
+            Some(h) => format!("tester-{h}"),
+            None => "tester".into(),
         };
-        let tester_machine = exp.lab.tester_host.as_deref().unwrap_or(LOCAL_MACHINE);
+        Ok(Session {
+            ctx: Ctx {
+                w,
+                share,
+                launcher: Launcher { worker: w, first_endpoint, tester_id },
+                specs,
+                timeout: Duration::from_millis(exp.timeout_ms),
+                tester_machine: exp.lab.tester_host.as_deref().unwrap_or(LOCAL_MACHINE),
+            },
+            slots: exp.envs.iter().map(|e| Slot::new(e.instances)).collect(),
+            tester_slot: Slot::new(1),
+            calibrations: w.store.calibrations(w.run_id)?.into_iter().collect(),
+            freeze_warned: false,
+            interrupted: false,
+        })
+    }
+
+    /// Launches the tester (when a trial needs it) and every environment with pending trials,
+    /// each for the first block it has trials in.
+    fn launch_needed(&mut self, ledger: &mut Ledger) {
+        let Ctx { w, share, launcher, tester_machine, .. } = &self.ctx;
+        let exp = w.exp;
+        let pending = &share.trials;
+        let tester_case = |c: &crate::experiment::Case| !c.matrix && wants_tester(c);
+        // Precision mode may add any case of the share's environments.
+        let needs_tester =
+            pending.iter().any(|t| t.peer_idx.is_none() && tester_case(&exp.cases[t.case_idx]))
+                || (exp.precision.is_some() && exp.cases.iter().any(tester_case));
         if needs_tester {
-            let _hold = machines.hold([tester_machine]);
-            launch(&launcher, Role::Tester, &mut tester_slot, ledger);
+            let _hold = w.machines.hold([*tester_machine]);
+            launch(launcher, Role::Tester, &mut self.tester_slot, ledger);
         }
         let needed: std::collections::BTreeSet<usize> =
             pending.iter().flat_map(|t| std::iter::once(t.env_idx).chain(t.peer_idx)).collect();
@@ -896,355 +1005,514 @@ fn work(w: &Worker, share: &Share, ledger: &mut Ledger) -> Result<bool> {
             if CANCEL.load(Ordering::SeqCst) {
                 break;
             }
-            // Launched for the first block it has trials in.
-            slots[e].block = pending.iter().filter(|t| t.env_idx == e).map(|t| t.block).min().unwrap_or(0);
-            let _hold = machines.hold([share.machine()]);
-            launch(&launcher, Role::Env(e), &mut slots[e], ledger);
+            self.slots[e].block =
+                pending.iter().filter(|t| t.env_idx == e).map(|t| t.block).min().unwrap_or(0);
+            let _hold = w.machines.hold([share.machine()]);
+            launch(launcher, Role::Env(e), &mut self.slots[e], ledger);
         }
-        let mut calibrations: BTreeMap<(usize, usize), crate::store::Calibration> =
-            store.calibrations(w.run_id)?.into_iter().collect();
-        // The plan's pending trials, then (precision mode) what the rule adds as it goes.
-        let mut queue: std::collections::VecDeque<PlannedTrial> = pending.iter().cloned().collect();
-        let budget_end = exp.precision.map(|p| w.started + Duration::from_millis(p.budget_ms));
+    }
+
+    /// The plan's pending trials, then (precision mode) what the rule adds as it goes, until
+    /// done, interrupted or out of budget.
+    fn run_queue(&mut self, ledger: &mut Ledger) -> Result<()> {
+        let w = self.ctx.w;
+        let mut queue: std::collections::VecDeque<PlannedTrial> =
+            self.ctx.share.trials.iter().cloned().collect();
+        let budget_end = w.exp.precision.map(|p| w.started + Duration::from_millis(p.budget_ms));
         let mut added: std::collections::BTreeSet<i64> = Default::default();
-        (|| {
-            loop {
-                if CANCEL.load(Ordering::SeqCst) {
-                    interrupted = true;
-                    break;
-                }
-                if budget_end.is_some_and(|end| Instant::now() >= end) {
-                    // The rule's proposals that did not start are withdrawn; planned trials left
-                    // (the minimum) stay pending for `--resume`.
-                    let withdrawn: Vec<i64> =
-                        queue.iter().map(|t| t.id).filter(|id| added.contains(id)).collect();
-                    store.drop_pending(&withdrawn)?;
-                    queue.retain(|t| !added.contains(&t.id));
-                    if let Ok(mut p) = w.progress.lock() {
-                        p.grow(-(withdrawn.len() as i64));
-                    }
-                    interrupted |= !queue.is_empty();
-                    if let Ok(mut o) = w.outcome.lock() {
-                        o.budget_spent = true;
-                        o.minimum_left += queue.len();
-                    }
-                    break;
-                }
-                let t = match queue.pop_front() {
-                    Some(t) => t,
-                    None if exp.precision.is_some() => {
-                        let gone: std::collections::BTreeSet<usize> =
-                            (0..slots.len()).filter(|&i| slots[i].gave_up.is_some()).collect();
-                        let cells = crate::precision::cells(exp, store, w.run_id, &share.envs, &gone)?;
-                        let Some(unit) = crate::precision::next_unit(exp, &cells) else { break };
-                        let more = crate::precision::trials(exp, store, w.run_id, &unit, added.len() as u64)?;
-                        let more = store.extend_plan(w.run_id, &more)?;
-                        if let Ok(mut p) = w.progress.lock() {
-                            p.grow(more.len() as i64);
-                        }
+        loop {
+            if CANCEL.load(Ordering::SeqCst) {
+                self.interrupted = true;
+                return Ok(());
+            }
+            if budget_end.is_some_and(|end| Instant::now() >= end) {
+                return self.budget_spent(&mut queue, &added);
+            }
+            let t = match queue.pop_front() {
+                Some(t) => t,
+                None if w.exp.precision.is_some() => match self.propose(added.len() as u64)? {
+                    Some(more) => {
                         added.extend(more.iter().map(|t| t.id));
                         queue.extend(more);
                         continue;
                     }
-                    None => break,
-                };
-                let PlannedTrial { id, env_idx: e, case_idx: c, peer_idx, block, .. } = t;
-                // A new block runs on a new launch of its environment (`launches = L`).
-                for x in std::iter::once(e).chain(peer_idx) {
-                    if slots[x].block != block {
-                        let _hold = machines.hold([share.machine()]);
-                        slots[x].shutdown(ledger);
-                        slots[x].block = block;
-                        launch(&launcher, Role::Env(x), &mut slots[x], ledger);
-                    }
-                }
-                let case = &exp.cases[c];
-                let wants_tester = peer_idx.is_none()
-                    && (case.network || case.load.is_some_and(|l| l.on == crate::experiment::LoadOn::Tester));
-                // The machines this trial uses: its environments' and, with a tester, this one.
-                let _hold = if wants_tester {
-                    machines.hold([share.machine(), tester_machine])
-                } else {
-                    machines.hold([share.machine()])
-                };
-                // The environments not in this trial are paused while it runs.
-                type Idle = (String, Option<env::Pauser>, Option<u32>);
-                let (mut idle_count, mut paused_how) = (0usize, Vec::<&'static str>::new());
-                let frozen: Vec<Idle> = if exp.freeze_idle {
-                    let others: Vec<Idle> = slots
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| *i != e && Some(*i) != peer_idx)
-                        .flat_map(|(_, s)| {
-                            s.instances.iter().flatten().map(|i| {
-                                let pid = i
-                                    .child
-                                    .as_ref()
-                                    .map(|c| c.id())
-                                    .or((i.agent_pid > 0).then_some(i.agent_pid));
-                                (i.id.clone(), i.pauser.clone(), pid)
-                            })
-                        })
-                        .collect();
-                    idle_count = others.len();
-                    others
-                        .into_iter()
-                        .filter(|(id, p, pid)| match env::pause(id, p.as_ref(), *pid, true) {
-                            Ok(how) => {
-                                if !paused_how.contains(&how) {
-                                    paused_how.push(how);
-                                }
-                                true
-                            }
-                            Err(why) => {
-                                if !freeze_warned {
-                                    eprintln!("virtperf: cannot pause an idle environment ({why}); it runs beside the trials");
-                                    freeze_warned = true;
-                                }
-                                false
-                            }
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                // The other side of the trial: another environment (all-pairs) or the lab's tester.
-                let (slot, mut other, other_role, other_addr, other_name) = match peer_idx {
-                    Some(p) => {
-                        let (a, b) = pair_mut(&mut slots, e, p);
-                        let addr = lab
-                            .as_ref()
-                            .map(|l| l.endpoints[first_endpoint[p]].addr.to_string())
-                            .unwrap_or_default();
-                        (a, Some(b), Role::Env(p), addr, format!("environment `{}`", exp.envs[p].name))
-                    }
-                    None => {
-                        let addr = match &lab {
-                            Some(l) => l.tester.addr.to_string(),
-                            None => path_addrs(exp, e).0.unwrap_or_default(),
-                        };
-                        let t = wants_tester.then_some(&mut tester_slot);
-                        (&mut slots[e], t, Role::Tester, addr, "the lab's tester".to_string())
-                    }
-                };
-                // A relaunch (the instance died in an earlier trial) gets a warm-up of its own.
-                let mut relaunched = false;
-                if !slot.ready() && slot.gave_up.is_none() {
-                    relaunched = slot.launches > 0;
-                    launch(&launcher, Role::Env(e), slot, ledger);
-                }
-                if let Some(o) = other.as_deref_mut() {
-                    if !o.ready() && o.gave_up.is_none() {
-                        launch(&launcher, other_role, o, ledger);
-                    }
-                }
-                let other_missing = other.as_ref().is_some_and(|o| !o.ready());
-                let other_gave_up = other.as_ref().and_then(|o| o.gave_up.clone());
-                let slot_ready = slot.ready();
-                let outcome = match (slot_ready, &slot.gave_up) {
-                    (_, Some(why)) => TrialOutcome {
-                        status: TrialStatus::Skipped,
-                        reason: Some(why.clone()),
-                        ..Default::default()
-                    },
-                    _ if other_missing && other_gave_up.is_some() => TrialOutcome {
-                        status: TrialStatus::Skipped,
-                        reason: Some(format!("{other_name}: {}", other_gave_up.unwrap_or_default())),
-                        ..Default::default()
-                    },
-                    (false, None) => {
-                        if CANCEL.load(Ordering::SeqCst) {
-                            interrupted = true;
-                            break;
-                        }
-                        TrialOutcome {
-                            status: TrialStatus::Failed,
-                            reason: Some(match &slot.last_failure {
-                                Some(m) => format!("the environment failed to start: {m}"),
-                                None => "the environment failed to start".into(),
-                            }),
-                            ..Default::default()
-                        }
-                    }
-                    _ if other_missing => {
-                        if CANCEL.load(Ordering::SeqCst) {
-                            interrupted = true;
-                            break;
-                        }
-                        TrialOutcome {
-                            status: TrialStatus::Failed,
-                            reason: Some(format!("{other_name} failed to start")),
-                            ..Default::default()
-                        }
-                    }
-                    (true, None) => {
-                        let launch_id = slot.launch_id;
-                        let result = (|| {
-                            // A per-operation workload's count, calibrated once per environment
-                            // (the probes are warm-up; a resumed run reuses the stored one).
-                            let mut spec = specs[c].clone();
-                            let mut work = None;
-                            if let Some(param) = calibrated_param(case) {
-                                if let std::collections::btree_map::Entry::Vacant(todo) =
-                                    calibrations.entry((e, c))
-                                {
-                                    let Some(inst) = slot.instances[0].as_mut() else {
-                                        return Err(Fail::Failed {
-                                            reason: "no instance to calibrate on".into(),
-                                            dut_broken: vec![0],
-                                            tester_broken: false,
-                                        });
-                                    };
-                                    let target = Duration::from_millis(
-                                        case.params
-                                            .get("target_time")
-                                            .and_then(serde_json::Value::as_u64)
-                                            .unwrap_or(200),
-                                    );
-                                    let cap = calibration_cap(exp, e, case, param);
-                                    let found = trial::calibrate(
-                                        &mut Dut { inst, addr: None },
-                                        &spec,
-                                        param,
-                                        target,
-                                        (cap.0, &cap.1),
-                                        timeout,
-                                        &CANCEL,
-                                    )?;
-                                    store.record_calibration(w.run_id, e, c, &found).map_err(|err| {
-                                        Fail::Failed {
-                                            reason: format!("cannot store the calibration: {err:#}"),
-                                            dut_broken: Vec::new(),
-                                            tester_broken: false,
-                                        }
-                                    })?;
-                                    todo.insert(found);
-                                }
-                                if let Some(cal) = calibrations.get(&(e, c)) {
-                                    spec.params.insert(param.to_string(), serde_json::json!(cal.count));
-                                    work = Some(cal.count);
-                                }
-                            }
-                            let mut duts: Vec<Dut> = slot
-                                .instances
-                                .iter_mut()
-                                .flatten()
-                                .enumerate()
-                                .map(|(k, inst)| Dut {
-                                    inst,
-                                    addr: match &lab {
-                                        Some(l) => Some(l.endpoints[first_endpoint[e] + k].addr.to_string()),
-                                        None => path_addrs(exp, e).1,
-                                    },
-                                })
-                                .collect();
-                            let mut tester = other
-                                .as_deref_mut()
-                                .and_then(|o| o.first())
-                                .map(|ti| Tester { inst: ti, addr: other_addr });
-                            if relaunched {
-                                // Not stored: the first trial after a launch runs slower (cold
-                                // caches, a guest still settling), as the run's own warm-ups showed.
-                                let _ = trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL);
-                            }
-                            // The lab's switch, where it is a process: alive, or the trial fails;
-                            // its CPU during the trial is a row of its own (xenmon's dom0 line).
-                            let switch = w.switch_cpu.filter(|_| wants_tester && peer_idx.is_none());
-                            let switch_down = || {
-                                let why = lab.and_then(Lab::switch_gone).or_else(|| {
-                                    switch.filter(|(_, pid)| !process_alive(*pid)).map(|(_, pid)| {
-                                        format!("the driver domain (QEMU, pid {pid}) has exited")
-                                    })
-                                });
-                                why.map(|why| Fail::Failed {
-                                    reason: format!("the lab's switch is down: {why}"),
-                                    dut_broken: Vec::new(),
-                                    tester_broken: false,
-                                })
-                            };
-                            if let Some(f) = switch.and(switch_down()) {
-                                return Err(f);
-                            }
-                            let cpu0 = switch.and_then(|(p, _)| p.read_ns());
-                            let out = trial::run(&mut duts, tester.as_mut(), case, &spec, timeout, &CANCEL);
-                            if let Some(f) = switch.and(switch_down()) {
-                                return Err(f);
-                            }
-                            out.map(|mut o| {
-                                if let (Some(a), Some(b)) = (cpu0, switch.and_then(|(p, _)| p.read_ns())) {
-                                    o.samples.push(virtperf_proto::Sample {
-                                        metric: SWITCH_CPU.into(),
-                                        value: b.saturating_sub(a) as f64 / 1e6,
-                                        unit: "ms".into(),
-                                    });
-                                }
-                                TrialOutcome { work, ..o }
-                            })
-                        })();
-                        match result {
-                            Ok(o) => TrialOutcome { launch_id, ..o },
-                            Err(Fail::Interrupted) => {
-                                interrupted = true;
-                                break;
-                            }
-                            Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
-                                // Only the instances that broke are relaunched.
-                                for k in dut_broken {
-                                    slot.kill(k, ledger);
-                                }
-                                if tester_broken {
-                                    if let Some(o) = other {
-                                        o.kill(0, ledger);
-                                    }
-                                }
-                                TrialOutcome {
-                                    status: TrialStatus::Failed,
-                                    reason: Some(reason),
-                                    ..Default::default()
-                                }
-                            }
-                        }
-                    }
-                };
-                for (fid, p, pid) in &frozen {
-                    if let Err(why) = env::pause(fid, p.as_ref(), *pid, false) {
-                        eprintln!("virtperf: cannot resume {fid}: {why}");
-                    }
-                }
-                let mut outcome = outcome;
-                if idle_count > 0 {
-                    // Whether this trial's idle neighbours were paused, stored with it.
-                    let x = outcome.extra.get_or_insert_with(|| serde_json::json!({}));
-                    if let Some(o) = x.as_object_mut() {
-                        o.insert(
-                            "idle_neighbours".into(),
-                            serde_json::json!({"idle": idle_count, "paused": frozen.len(), "how": paused_how}),
-                        );
-                    }
-                }
-                store.record_trial(id, &outcome)?;
-                let pair = match peer_idx {
-                    Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
-                    None => exp.envs[e].name.clone(),
-                };
-                if let Ok(mut p) = w.progress.lock() {
-                    p.tick(&format!("{pair} / {}", case.label));
-                }
-            }
-            Ok(())
-        })()
-    };
-    for slot in slots.iter_mut().chain(std::iter::once(&mut tester_slot)) {
-        for inst in slot.instances.iter_mut().filter_map(Option::take) {
-            if interrupted {
-                inst.kill(ledger);
-            } else {
-                inst.shutdown(ledger);
+                    None => return Ok(()),
+                },
+                None => return Ok(()),
+            };
+            if !self.run_trial(&t, ledger)? {
+                self.interrupted = true;
+                return Ok(());
             }
         }
     }
-    result?;
-    Ok(interrupted)
+
+    /// The budget ended the run: the rule's proposals that did not start are withdrawn; planned
+    /// trials left (the minimum) stay pending for `--resume`.
+    fn budget_spent(
+        &mut self,
+        queue: &mut std::collections::VecDeque<PlannedTrial>,
+        added: &std::collections::BTreeSet<i64>,
+    ) -> Result<()> {
+        let w = self.ctx.w;
+        let withdrawn: Vec<i64> = queue.iter().map(|t| t.id).filter(|id| added.contains(id)).collect();
+        w.store.drop_pending(&withdrawn)?;
+        queue.retain(|t| !added.contains(&t.id));
+        if let Ok(mut p) = w.progress.lock() {
+            p.grow(-(withdrawn.len() as i64));
+        }
+        self.interrupted |= !queue.is_empty();
+        if let Ok(mut o) = w.outcome.lock() {
+            o.budget_spent = true;
+            o.minimum_left += queue.len();
+        }
+        Ok(())
+    }
+
+    /// Precision mode's next unit (a launch or repetitions), planned and stored; None when every
+    /// cell met its target (or cannot go on).
+    fn propose(&self, added: u64) -> Result<Option<Vec<PlannedTrial>>> {
+        let Ctx { w, share, .. } = &self.ctx;
+        let exp = w.exp;
+        let gone: std::collections::BTreeSet<usize> =
+            (0..self.slots.len()).filter(|&i| self.slots[i].gave_up.is_some()).collect();
+        let cells = crate::precision::cells(exp, w.store, w.run_id, &share.envs, &gone)?;
+        let Some(unit) = crate::precision::next_unit(exp, &cells) else { return Ok(None) };
+        let more = crate::precision::trials(exp, w.store, w.run_id, &unit, added)?;
+        let more = w.store.extend_plan(w.run_id, &more)?;
+        if let Ok(mut p) = w.progress.lock() {
+            p.grow(more.len() as i64);
+        }
+        Ok(Some(more))
+    }
+
+    /// Runs one planned trial and stores its outcome; false when it was interrupted (it stays
+    /// pending).
+    fn run_trial(&mut self, t: &PlannedTrial, ledger: &mut Ledger) -> Result<bool> {
+        let w = self.ctx.w;
+        let exp = w.exp;
+        let (e, peer) = (t.env_idx, t.peer_idx);
+        // A new block runs on a new launch of its environment (`launches = L`).
+        for x in std::iter::once(e).chain(peer) {
+            if self.slots[x].block != t.block {
+                let _hold = w.machines.hold([self.ctx.share.machine()]);
+                self.slots[x].shutdown(ledger);
+                self.slots[x].block = t.block;
+                launch(&self.ctx.launcher, Role::Env(x), &mut self.slots[x], ledger);
+            }
+        }
+        let case = &exp.cases[t.case_idx];
+        let tester = peer.is_none() && wants_tester(case);
+        // The machines this trial uses: its environments' and, with a tester, this one.
+        let _hold = if tester {
+            w.machines.hold([self.ctx.share.machine(), self.ctx.tester_machine])
+        } else {
+            w.machines.hold([self.ctx.share.machine()])
+        };
+        let paused = self.pause_idle(e, peer);
+        let outcome = self.outcome(t, tester, ledger);
+        for (fid, p, pid) in &paused.frozen {
+            if let Err(why) = env::pause(fid, p.as_ref(), *pid, false) {
+                eprintln!("virtperf: cannot resume {fid}: {why}");
+            }
+        }
+        let Some(mut outcome) = outcome else { return Ok(false) };
+        if paused.idle > 0 {
+            // Whether this trial's idle neighbours were paused, stored with it.
+            let x = outcome.extra.get_or_insert_with(|| serde_json::json!({}));
+            if let Some(o) = x.as_object_mut() {
+                o.insert(
+                    "idle_neighbours".into(),
+                    serde_json::json!({"idle": paused.idle, "paused": paused.frozen.len(), "how": paused.how}),
+                );
+            }
+        }
+        w.store.record_trial(t.id, &outcome)?;
+        let pair = match peer {
+            Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
+            None => exp.envs[e].name.clone(),
+        };
+        if let Ok(mut p) = w.progress.lock() {
+            p.tick(&format!("{pair} / {}", case.label));
+        }
+        Ok(true)
+    }
+
+    /// Pauses every instance of the environments not in the trial (`freeze_idle`): by the cgroup
+    /// freezer, or by signals where no freezer can be written.
+    fn pause_idle(&mut self, e: usize, peer: Option<usize>) -> Paused {
+        let mut paused = Paused { idle: 0, frozen: Vec::new(), how: Vec::new() };
+        if !self.ctx.w.exp.freeze_idle {
+            return paused;
+        }
+        let others: Vec<(String, Option<env::Pauser>, Option<u32>)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != e && Some(*i) != peer)
+            .flat_map(|(_, s)| {
+                s.instances.iter().flatten().map(|i| {
+                    let pid = i.child.as_ref().map(|c| c.id()).or((i.agent_pid > 0).then_some(i.agent_pid));
+                    (i.id.clone(), i.pauser.clone(), pid)
+                })
+            })
+            .collect();
+        paused.idle = others.len();
+        for (id, p, pid) in others {
+            match env::pause(&id, p.as_ref(), pid, true) {
+                Ok(how) => {
+                    if !paused.how.contains(&how) {
+                        paused.how.push(how);
+                    }
+                    paused.frozen.push((id, p, pid));
+                }
+                Err(why) => {
+                    if !self.freeze_warned {
+                        eprintln!(
+                            "virtperf: cannot pause an idle environment ({why}); it runs beside the trials"
+                        );
+                        self.freeze_warned = true;
+                    }
+                }
+            }
+        }
+        paused
+    }
+
+    /// The trial's outcome: skipped or failed where an end of it is not up, else measured; None
+    /// when it was interrupted.
+    fn outcome(&mut self, t: &PlannedTrial, tester: bool, ledger: &mut Ledger) -> Option<TrialOutcome> {
+        let Ctx { w, launcher, .. } = &self.ctx;
+        let (exp, lab) = (w.exp, w.lab);
+        let e = t.env_idx;
+        let (slot, mut other, end) = match t.peer_idx {
+            Some(p) => {
+                let (a, b) = pair_mut(&mut self.slots, e, p);
+                let addr =
+                    lab.map(|l| l.endpoints[launcher.first_endpoint[p]].addr.to_string()).unwrap_or_default();
+                let name = format!("environment `{}`", exp.envs[p].name);
+                (a, Some(b), OtherEnd { role: Role::Env(p), addr, name })
+            }
+            None => {
+                let addr = match lab {
+                    Some(l) => l.tester.addr.to_string(),
+                    None => path_addrs(exp, e).0.unwrap_or_default(),
+                };
+                let t = tester.then_some(&mut self.tester_slot);
+                (
+                    &mut self.slots[e],
+                    t,
+                    OtherEnd { role: Role::Tester, addr, name: "the lab's tester".into() },
+                )
+            }
+        };
+        // A relaunch (the instance died in an earlier trial) gets a warm-up of its own.
+        let mut relaunched = false;
+        if !slot.ready() && slot.gave_up.is_none() {
+            relaunched = slot.launches > 0;
+            launch(launcher, Role::Env(e), slot, ledger);
+        }
+        if let Some(o) = other.as_deref_mut() {
+            if !o.ready() && o.gave_up.is_none() {
+                launch(launcher, end.role, o, ledger);
+            }
+        }
+        let other_missing = other.as_ref().is_some_and(|o| !o.ready());
+        let other_gave_up = other.as_ref().and_then(|o| o.gave_up.clone());
+        let not_run =
+            |status, reason| Some(TrialOutcome { status, reason: Some(reason), ..Default::default() });
+        if let Some(why) = &slot.gave_up {
+            return not_run(TrialStatus::Skipped, why.clone());
+        }
+        if other_missing {
+            if let Some(why) = other_gave_up {
+                return not_run(TrialStatus::Skipped, format!("{}: {why}", end.name));
+            }
+        }
+        if !slot.ready() || other_missing {
+            if CANCEL.load(Ordering::SeqCst) {
+                return None;
+            }
+            let reason = match (&slot.last_failure, slot.ready()) {
+                (_, true) => format!("{} failed to start", end.name),
+                (Some(m), false) => format!("the environment failed to start: {m}"),
+                (None, false) => "the environment failed to start".into(),
+            };
+            return not_run(TrialStatus::Failed, reason);
+        }
+        let launch_id = slot.launch_id;
+        match self.ctx.measure(&mut self.calibrations, slot, other.as_deref_mut(), t, end.addr, relaunched) {
+            Ok(o) => Some(TrialOutcome { launch_id, ..o }),
+            Err(Fail::Interrupted) => None,
+            Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
+                // Only the instances that broke are relaunched.
+                for k in dut_broken {
+                    slot.kill(k, ledger);
+                }
+                if tester_broken {
+                    if let Some(o) = other {
+                        o.kill(0, ledger);
+                    }
+                }
+                not_run(TrialStatus::Failed, reason)
+            }
+        }
+    }
+
+    /// Stops every instance: shut down after a whole run, killed after an interruption.
+    fn stop(&mut self, ledger: &mut Ledger) {
+        for slot in self.slots.iter_mut().chain(std::iter::once(&mut self.tester_slot)) {
+            for inst in slot.instances.iter_mut().filter_map(Option::take) {
+                if self.interrupted {
+                    inst.kill(ledger);
+                } else {
+                    inst.shutdown(ledger);
+                }
+            }
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Measures one trial on ready instances: the calibrated count, the trial itself (after an
+    /// unstored one on a relaunched environment), and the lab's switch alive before and after.
+    fn measure(
+        &self,
+        calibrations: &mut BTreeMap<(usize, usize), crate::store::Calibration>,
+        slot: &mut Slot,
+        other: Option<&mut Slot>,
+        t: &PlannedTrial,
+        other_addr: String,
+        relaunched: bool,
+    ) -> std::result::Result<TrialOutcome, Fail> {
+        let (w, lab) = (self.w, self.w.lab);
+        let (e, c) = (t.env_idx, t.case_idx);
+        let case = &w.exp.cases[c];
+        let mut spec = self.specs[c].clone();
+        let work = self.calibrated(calibrations, slot, e, c, &mut spec)?;
+        let first = self.launcher.first_endpoint[e];
+        let mut duts: Vec<Dut> = slot
+            .instances
+            .iter_mut()
+            .flatten()
+            .enumerate()
+            .map(|(k, inst)| Dut {
+                inst,
+                addr: match lab {
+                    Some(l) => Some(l.endpoints[first + k].addr.to_string()),
+                    None => path_addrs(w.exp, e).1,
+                },
+            })
+            .collect();
+        let mut tester = other.and_then(|o| o.first()).map(|ti| Tester { inst: ti, addr: other_addr });
+        if relaunched {
+            // Not stored: the first trial after a launch runs slower (cold caches, a guest still
+            // settling), as the run's own warm-ups showed.
+            let _ = trial::run(&mut duts, tester.as_mut(), case, &spec, self.timeout, &CANCEL);
+        }
+        // The lab's switch, where it is a process: alive, or the trial fails; its CPU during the
+        // trial is a row of its own (xenmon's dom0 line).
+        let switch = w.switch_cpu.filter(|_| t.peer_idx.is_none() && wants_tester(case));
+        let switch_down = || {
+            let why = lab.and_then(Lab::switch_gone).or_else(|| {
+                switch
+                    .filter(|(_, pid)| !process_alive(*pid))
+                    .map(|(_, pid)| format!("the driver domain (QEMU, pid {pid}) has exited"))
+            });
+            why.map(|why| Fail::Failed {
+                reason: format!("the lab's switch is down: {why}"),
+                dut_broken: Vec::new(),
+                tester_broken: false,
+            })
+        };
+        if let Some(f) = switch.and(switch_down()) {
+            return Err(f);
+        }
+        let cpu0 = switch.and_then(|(p, _)| p.read_ns());
+        let out = trial::run(&mut duts, tester.as_mut(), case, &spec, self.timeout, &CANCEL);
+        if let Some(f) = switch.and(switch_down()) {
+            return Err(f);
+        }
+        out.map(|mut o| {
+            if let (Some(a), Some(b)) = (cpu0, switch.and_then(|(p, _)| p.read_ns())) {
+                o.samples.push(virtperf_proto::Sample {
+                    metric: SWITCH_CPU.into(),
+                    value: b.saturating_sub(a) as f64 / 1e6,
+                    unit: "ms".into(),
+                });
+            }
+            TrialOutcome { work, ..o }
+        })
+    }
+
+    /// A per-operation workload's count, calibrated once per environment (the probes are warm-up;
+    /// a resumed run reuses the stored one), set in `spec`; the count, where there is one.
+    fn calibrated(
+        &self,
+        calibrations: &mut BTreeMap<(usize, usize), crate::store::Calibration>,
+        slot: &mut Slot,
+        e: usize,
+        c: usize,
+        spec: &mut WorkloadSpec,
+    ) -> std::result::Result<Option<u64>, Fail> {
+        let (w, case) = (self.w, &self.w.exp.cases[c]);
+        let Some(param) = calibrated_param(case) else { return Ok(None) };
+        if let std::collections::btree_map::Entry::Vacant(todo) = calibrations.entry((e, c)) {
+            let Some(inst) = slot.instances[0].as_mut() else {
+                return Err(Fail::Failed {
+                    reason: "no instance to calibrate on".into(),
+                    dut_broken: vec![0],
+                    tester_broken: false,
+                });
+            };
+            let target = Duration::from_millis(
+                case.params.get("target_time").and_then(serde_json::Value::as_u64).unwrap_or(200),
+            );
+            let cap = calibration_cap(w.exp, e, case, param);
+            let found = trial::calibrate(
+                &mut Dut { inst, addr: None },
+                spec,
+                param,
+                target,
+                (cap.0, &cap.1),
+                self.timeout,
+                &CANCEL,
+            )?;
+            w.store.record_calibration(w.run_id, e, c, &found).map_err(|err| Fail::Failed {
+                reason: format!("cannot store the calibration: {err:#}"),
+                dut_broken: Vec::new(),
+                tester_broken: false,
+            })?;
+            todo.insert(found);
+        }
+        Ok(calibrations.get(&(e, c)).map(|cal| {
+            spec.params.insert(param.to_string(), serde_json::json!(cal.count));
+            cal.count
+        }))
+    }
+}
+
+/// The run's directory on the scratch disk, when a workload writes files or a guest has a disk.
+fn make_scratch_dir(exp: &Experiment, ledger: &mut Ledger) -> std::result::Result<Option<PathBuf>, String> {
+    if !needs_scratch(exp) {
+        return Ok(None);
+    }
+    let root = crate::host::scratch_root();
+    let d = root.join(format!("run-{}", std::process::id()));
+    match crate::host::ensure_private_dir(&root).and_then(|()| ledger.create_scratch_dir(&d)) {
+        Ok(()) => Ok(Some(d)),
+        Err(e) => {
+            ledger.remove_scratch_dir(&d);
+            Err(format!(
+                "cannot create the run's scratch directory {}: {e}; set VIRTPERF_SCRATCH to a directory on the disk to measure",
+                d.display()
+            ))
+        }
+    }
+}
+
+/// The lab joining this machine's share of environments (one endpoint per instance, a tap where
+/// the kind wants one) to its tester, and the driver domain where it is the switch.
+fn build_lab(
+    exp: &Experiment,
+    opts: &RunOpts,
+    share: &Share,
+    ledger: &mut Ledger,
+    run_dir: &Path,
+    exe: &Path,
+) -> std::result::Result<(Lab, Option<Instance>), String> {
+    let taps: Vec<bool> = share
+        .envs
+        .iter()
+        .flat_map(|&e| {
+            let def = &exp.envs[e];
+            let tap = env::find(&def.kind).is_some_and(|k| k.wants_tap());
+            std::iter::repeat_n(tap, def.instances as usize)
+        })
+        .collect();
+    let pairs = exp.cases.iter().any(|c| c.matrix);
+    let mut lab = Lab::build(ledger, &taps, &exp.lab, pairs, run_dir)?;
+    // The driver domain is a guest: launched on the lab's taps once the lab stands.
+    if exp.lab.switch != crate::lab::Switch::DriverDomain {
+        return Ok((lab, None));
+    }
+    match launch_driver_domain(&lab, ledger, exp, opts, run_dir, exe) {
+        Ok(d) => Ok((lab, Some(d))),
+        Err(e) => {
+            lab.teardown(ledger);
+            Err(format!("the driver domain: {e}"))
+        }
+    }
+}
+
+/// Runs one worker per share: a campaign's hosts measure at once (each trial holding the machines
+/// it uses, see [`Machines`]); a run on one machine runs on this thread. Whether any was
+/// interrupted, or the first error.
+fn run_workers(
+    shares: &[Share],
+    store: &Store,
+    ledger: &mut Ledger,
+    db: &Path,
+    worker: &(dyn Fn(&Share, &Store, &mut Ledger) -> Result<bool> + Sync),
+) -> Result<bool> {
+    if shares.len() <= 1 {
+        return shares.first().map_or(Ok(false), |s| worker(s, store, ledger));
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .iter()
+            .enumerate()
+            .map(|(i, share)| {
+                scope.spawn(move || -> Result<bool> {
+                    // Each worker has its own connection (SQLite serialises the writes) and its
+                    // own ledger file (swept like any other when this process dies).
+                    let store = Store::open_existing(db)?;
+                    let mut ledger = Ledger::open_worker(i)
+                        .context("cannot open a worker's ledger in the state directory")?;
+                    let r = worker(share, &store, &mut ledger);
+                    ledger.close();
+                    r
+                })
+            })
+            .collect();
+        let mut interrupted = false;
+        let mut first_err = None;
+        for (h, share) in handles.into_iter().zip(shares) {
+            match h.join() {
+                Ok(Ok(i)) => interrupted |= i,
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(anyhow::anyhow!(
+                        "the worker of host `{}` stopped unexpectedly (a bug: please report it)",
+                        share.machine()
+                    ));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(interrupted),
+        }
+    })
+}
+
+/// Says how precision mode's budget ended the run, where it did.
+fn say_budget(exp: &Experiment, run_id: i64, o: &Ended) {
+    let Some(p) = exp.precision.filter(|_| o.budget_spent) else { return };
+    let budget = humantime::format_duration(Duration::from_millis(p.budget_ms));
+    if o.minimum_left > 0 {
+        eprintln!(
+            "virtperf: the budget ({budget}) ended with {} trial(s) of the minimum left: `virtperf run --resume {run_id}` runs them",
+            o.minimum_left
+        );
+    } else {
+        eprintln!(
+            "virtperf: the budget ({budget}) ended the run; the report says which ratios met the ±{}% target",
+            p.percent
+        );
+    }
 }
 
 fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
@@ -1256,66 +1524,27 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     }
     let run_dir = ledger.state_dir().join(format!("run-{}", std::process::id()));
     ledger.create_dir(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
-    let scratch_dir = if needs_scratch(exp) {
-        let root = crate::host::scratch_root();
-        let d = root.join(format!("run-{}", std::process::id()));
-        let made = crate::host::ensure_private_dir(&root).and_then(|()| ledger.create_scratch_dir(&d));
-        if let Err(e) = made {
-            ledger.remove_scratch_dir(&d);
+    let scratch_dir = match make_scratch_dir(exp, &mut ledger) {
+        Ok(d) => d,
+        Err(why) => {
             ledger.remove_dir(&run_dir);
             ledger.close();
             store.set_run_status(run_id, RunStatus::Failed)?;
-            eprintln!(
-                "error: cannot create the run's scratch directory {}: {e}; set VIRTPERF_SCRATCH to a directory on the disk to measure",
-                d.display()
-            );
+            eprintln!("error: {why}");
             return Ok(ExitStatus::Unavailable);
         }
-        Some(d)
-    } else {
-        None
     };
 
     let pending = store.pending_trials(run_id)?;
     let shares = shares(exp, &pending);
     // The lab joins this machine's environments to its tester; environments on other hosts meet
     // their tester over the hosts' own network.
-    let mut lab = None;
-    let mut domain: Option<Instance> = None;
+    let (mut lab, mut domain) = (None, None);
     let local = shares.iter().find(|s| s.host.is_none() && exp.lab.tester_host.is_none());
     if let Some(share) = local.filter(|s| s.trials.iter().any(|t| exp.cases[t.case_idx].network)) {
         if !CANCEL.load(Ordering::SeqCst) {
-            let taps: Vec<bool> = share
-                .envs
-                .iter()
-                .flat_map(|&e| {
-                    let def = &exp.envs[e];
-                    let tap = env::find(&def.kind).is_some_and(|k| k.wants_tap());
-                    std::iter::repeat_n(tap, def.instances as usize)
-                })
-                .collect();
-            let pairs = exp.cases.iter().any(|c| c.matrix);
-            let built = Lab::build(&mut ledger, &taps, &exp.lab, pairs, &run_dir).and_then(|l| {
-                // The driver domain is a guest: launched on the lab's taps once the lab stands.
-                match exp.lab.switch {
-                    crate::lab::Switch::DriverDomain => {
-                        match launch_driver_domain(&l, &mut ledger, exp, opts, &run_dir, &exe) {
-                            Ok(d) => {
-                                domain = Some(d);
-                                Ok(l)
-                            }
-                            Err(e) => {
-                                let mut l = l;
-                                l.teardown(&mut ledger);
-                                Err(format!("the driver domain: {e}"))
-                            }
-                        }
-                    }
-                    _ => Ok(l),
-                }
-            });
-            match built {
-                Ok(l) => lab = Some(l),
+            match build_lab(exp, opts, share, &mut ledger, &run_dir, &exe) {
+                Ok((l, d)) => (lab, domain) = (Some(l), d),
                 Err(e) => {
                     if let Some(d) = &scratch_dir {
                         ledger.remove_scratch_dir(d);
@@ -1357,51 +1586,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
         };
         work(&w, share, ledger)
     };
-    // One worker per machine: a campaign's hosts measure at once (each trial holding the machines
-    // it uses, see [`Machines`]); a run on one machine runs on this thread.
-    let ended: Result<bool> = if shares.len() <= 1 {
-        shares.first().map_or(Ok(false), |s| worker(s, store, &mut ledger))
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = shares
-                .iter()
-                .enumerate()
-                .map(|(i, share)| {
-                    let worker = &worker;
-                    scope.spawn(move || -> Result<bool> {
-                        // Each worker has its own connection (SQLite serialises the writes) and its
-                        // own ledger file (swept like any other when this process dies).
-                        let store = Store::open_existing(&opts.db)?;
-                        let mut ledger = Ledger::open_worker(i)
-                            .context("cannot open a worker's ledger in the state directory")?;
-                        let r = worker(share, &store, &mut ledger);
-                        ledger.close();
-                        r
-                    })
-                })
-                .collect();
-            let mut interrupted = false;
-            let mut first_err = None;
-            for (h, share) in handles.into_iter().zip(&shares) {
-                match h.join() {
-                    Ok(Ok(i)) => interrupted |= i,
-                    Ok(Err(e)) => {
-                        first_err.get_or_insert(e);
-                    }
-                    Err(_) => {
-                        first_err.get_or_insert(anyhow::anyhow!(
-                            "the worker of host `{}` stopped unexpectedly (a bug: please report it)",
-                            share.machine()
-                        ));
-                    }
-                }
-            }
-            match first_err {
-                Some(e) => Err(e),
-                None => Ok(interrupted),
-            }
-        })
-    };
+    let ended = run_workers(&shares, store, &mut ledger, &opts.db, &worker);
     if let Ok(p) = progress.lock() {
         p.finish();
     }
@@ -1426,20 +1611,11 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     };
     store.set_run_status(run_id, status)?;
     if let Ok(o) = ended_how.lock() {
-        if let Some(p) = exp.precision.filter(|_| o.budget_spent) {
-            let budget = humantime::format_duration(Duration::from_millis(p.budget_ms));
-            if o.minimum_left > 0 {
-                eprintln!(
-                    "virtperf: the budget ({budget}) ended with {} trial(s) of the minimum left: `virtperf run --resume {run_id}` runs them",
-                    o.minimum_left
-                );
-            } else {
-                eprintln!("virtperf: the budget ({budget}) ended the run; the report says which ratios met the ±{}% target", p.percent);
-            }
-        }
+        say_budget(exp, run_id, &o);
     }
-    let rep = report::build(store, run_id)?;
-    crate::export::write(&opts.outputs, &crate::export::RunData::new(store, run_id, &rep))?;
+    let rows = store.load(run_id)?;
+    let rep = report::build(&rows)?;
+    crate::export::write(&opts.outputs, &crate::export::RunData::new(&rows, &rep))?;
     Ok(match status {
         RunStatus::Interrupted => ExitStatus::Interrupted,
         _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,

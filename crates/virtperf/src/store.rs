@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
 use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use virtperf_proto::Sample;
@@ -246,6 +248,34 @@ pub type MeasuredValue = (usize, usize, Option<i64>, String, f64);
 
 /// Host CPU samples of a trial: (role, ms since the trial started, cumulative CPU ns).
 pub type CpuSeries = Vec<(String, f64, i64)>;
+
+/// Everything stored of one run, read once ([`Store::load`]): the report and every output are
+/// built from it, none reads the database again.
+#[derive(Debug, Clone)]
+pub struct RunRows {
+    pub run_id: i64,
+    pub info: RunInfo,
+    pub envs: Vec<EnvRow>,
+    pub cases: Vec<CaseRow>,
+    pub trials: Vec<TrialRow>,
+    /// Per-operation counts by (environment, case).
+    pub calibrations: BTreeMap<(usize, usize), Calibration>,
+    /// Each ready launch's start time: (environment, ms).
+    pub starts: Vec<(usize, f64)>,
+    /// Each trial's non-scalar detail (JSON) and host CPU series, by trial id.
+    pub details: BTreeMap<i64, (Option<serde_json::Value>, CpuSeries)>,
+}
+
+impl RunRows {
+    /// A trial's detail, where it has one.
+    pub fn detail(&self, trial_id: i64) -> Option<&serde_json::Value> {
+        self.details.get(&trial_id).and_then(|d| d.0.as_ref())
+    }
+    /// A trial's host CPU series (empty where none was kept).
+    pub fn series(&self, trial_id: i64) -> &[(String, f64, i64)] {
+        self.details.get(&trial_id).map_or(&[], |d| d.1.as_slice())
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct TrialOutcome {
@@ -609,17 +639,32 @@ impl Store {
         Ok(out)
     }
 
-    /// A trial's non-scalar detail (JSON) and its host CPU series as (role, ms, cumulative ns).
-    pub fn trial_detail(&self, trial_id: i64) -> Result<(Option<serde_json::Value>, CpuSeries)> {
-        let extra: Option<String> =
-            self.conn.query_row("SELECT extra FROM trials WHERE id = ?1", [trial_id], |r| r.get(0))?;
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT role, t_ms, cpu_ns FROM cpu_series WHERE trial_id = ?1 ORDER BY rowid")?;
-        let series = st
-            .query_map([trial_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok((extra.and_then(|e| serde_json::from_str(&e).ok()), series))
+    /// Everything stored of run `run`, read once: what its report and every output are built from.
+    pub fn load(&self, run: i64) -> Result<RunRows> {
+        let mut details: BTreeMap<i64, (Option<serde_json::Value>, CpuSeries)> = BTreeMap::new();
+        let mut st = self.conn.prepare("SELECT id, extra FROM trials WHERE run_id = ?1")?;
+        for row in st.query_map([run], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))? {
+            let (id, extra) = row?;
+            details.entry(id).or_default().0 = extra.and_then(|e| serde_json::from_str(&e).ok());
+        }
+        let mut st = self.conn.prepare(
+            "SELECT c.trial_id, c.role, c.t_ms, c.cpu_ns FROM cpu_series c JOIN trials t ON t.id = c.trial_id \
+             WHERE t.run_id = ?1 ORDER BY c.rowid",
+        )?;
+        for row in st.query_map([run], |r| Ok((r.get::<_, i64>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))? {
+            let (id, point) = row?;
+            details.entry(id).or_default().1.push(point);
+        }
+        Ok(RunRows {
+            run_id: run,
+            info: self.run(run)?,
+            envs: self.environments(run)?,
+            cases: self.cases(run)?,
+            trials: self.trials(run)?,
+            calibrations: self.calibrations(run)?.into_iter().collect(),
+            starts: self.start_times(run)?,
+            details,
+        })
     }
 
     /// Stores one finished trial and its samples atomically.

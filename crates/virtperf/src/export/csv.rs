@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use super::{Exporter, Part, RunData};
-use crate::store::Store;
+use crate::store::RunRows;
 
 pub struct SamplesCsv;
 
@@ -15,19 +15,18 @@ impl Exporter for SamplesCsv {
     }
     fn serialize(&self, run: &RunData) -> Result<Vec<Part>> {
         let mut buf = Vec::new();
-        write_csv(run.store, run.run_id, &mut buf)?;
+        write_csv(run.rows, &mut buf)?;
         Ok(Part::whole(buf))
     }
 }
 
 /// Every raw sample of a run (and every failed trial) as CSV.
-fn write_csv(store: &Store, run_id: i64, w: &mut dyn Write) -> Result<()> {
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
+fn write_csv(rows: &RunRows, w: &mut dyn Write) -> Result<()> {
+    let (run_id, envs, cases) = (rows.run_id, &rows.envs, &rows.cases);
     writeln!(w, "run_id,trial_id,seq,environment,workload,params,rep,warmup,status,reason,metric,value,unit,host_ns,guest_ns,host_cpu_ns,guest_cpu_ns,peer,tester_cpu_ns,block,launch_id,work")?;
     let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     let o = |x: Option<i64>| x.map(|v| v.to_string()).unwrap_or_default();
-    for t in store.trials(run_id)? {
+    for t in &rows.trials {
         let prefix = format!(
             "{},{},{},{},{},{},{},{},{},{}",
             run_id,

@@ -21,27 +21,27 @@ use anyhow::Result;
 use crate::host::{write_atomic, write_stdout};
 use crate::report::html::Page;
 use crate::report::Report;
-use crate::store::Store;
+use crate::store::RunRows;
 
-/// What exporters read: the stored run and its report, built once; the HTML page (with its
+/// What exporters read: the stored run read once ([`crate::store::Store::load`]) and its report
+/// built from it; the HTML page (with its
 /// figures) is rendered at most once for every format that needs it.
 pub struct RunData<'a> {
-    pub store: &'a Store,
-    pub run_id: i64,
+    pub rows: &'a RunRows,
     pub report: &'a Report,
     page: OnceCell<Page>,
 }
 
 impl<'a> RunData<'a> {
-    pub fn new(store: &'a Store, run_id: i64, report: &'a Report) -> Self {
-        RunData { store, run_id, report, page: OnceCell::new() }
+    pub fn new(rows: &'a RunRows, report: &'a Report) -> Self {
+        RunData { rows, report, page: OnceCell::new() }
     }
     /// The HTML page and its figures.
     pub fn page(&self) -> Result<&Page> {
         if let Some(p) = self.page.get() {
             return Ok(p);
         }
-        let p = crate::report::html::render(self.store, self.run_id, self.report)?;
+        let p = crate::report::html::render(self.rows, self.report)?;
         Ok(self.page.get_or_init(|| p))
     }
 }
@@ -235,6 +235,130 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
+
+    /// A run made by hand, the same every time: native and a container, a fixed-work workload
+    /// (memcpy) and a network one (tcp_stream, with CPU series and detail), five repetitions of
+    /// known values each, one failed trial; timestamps fixed.
+    fn fixture_run(dir: &Path) -> RunRows {
+        use crate::store::{NewEnv, PlannedTrial, TrialOutcome, TrialStatus};
+        let db = dir.join("fixture.db");
+        let mut s = Store::open(&db).unwrap();
+        let env = |n: &str| NewEnv {
+            name: n.into(),
+            kind: n.into(),
+            params: serde_json::json!({}),
+            runtime: None,
+            instances: 1,
+            group: n.into(),
+            host: None,
+        };
+        let plan: Vec<PlannedTrial> = (0..20)
+            .map(|i| PlannedTrial {
+                id: 0,
+                seq: i,
+                env_idx: (i % 2) as usize,
+                case_idx: ((i / 2) % 2) as usize,
+                rep: i / 4,
+                warmup: false,
+                peer_idx: None,
+                block: 0,
+            })
+            .collect();
+        let cases = [
+            (
+                "memcpy".into(),
+                "memcpy".into(),
+                "memcpy:size=4MiB".into(),
+                serde_json::json!({"size": "4MiB"}),
+            ),
+            ("tcp_stream".into(), "tcp_stream".into(), "tcp_stream".into(), serde_json::json!({})),
+        ];
+        let run = s
+            .create_run(
+                "fixture",
+                "reps = 5\n",
+                &serde_json::json!({"git_revision": "fixture"}),
+                &[env("native"), env("container")],
+                &cases,
+                &plan,
+            )
+            .unwrap();
+        for t in s.pending_trials(run).unwrap() {
+            let k = t.rep as f64;
+            let smp = |metric: &str, value: f64, unit: &str| virtperf_proto::Sample {
+                metric: metric.into(),
+                value,
+                unit: unit.into(),
+            };
+            let container = t.env_idx == 1;
+            let o = if container && t.case_idx == 1 && t.rep == 4 {
+                TrialOutcome {
+                    status: TrialStatus::Failed,
+                    reason: Some("the agent stopped answering".into()),
+                    ..Default::default()
+                }
+            } else if t.case_idx == 0 {
+                let ms = if container { 10.5 + 0.1 * k } else { 10.0 + 0.1 * k };
+                TrialOutcome {
+                    status: TrialStatus::Ok,
+                    samples: vec![smp("memcpy_time", ms, "ms")],
+                    host_ns: Some((ms * 1e6) as u64 + 20_000),
+                    guest_ns: Some((ms * 1e6) as u64),
+                    rtt_ns: Some(20_000),
+                    rtt_jitter_ns: Some(1_000),
+                    host_cpu_ns: Some((ms * 1e6) as u64),
+                    ..Default::default()
+                }
+            } else {
+                let g = if container { 9.0 - 0.1 * k } else { 9.4 - 0.1 * k };
+                TrialOutcome {
+                    status: TrialStatus::Ok,
+                    samples: vec![smp("tcp_goodput", g, "Gbit/s"), smp("tcp_retransmits", k, "segments")],
+                    host_cpu_ns: Some(900_000_000 + t.rep as u64 * 1_000_000),
+                    tester_cpu_ns: Some(800_000_000),
+                    cpu_series: vec![
+                        ("dut", 0.0, 0),
+                        ("dut", 500.0, 450_000_000),
+                        ("dut", 1000.0, 900_000_000),
+                    ],
+                    extra: Some(serde_json::json!({"mss": 1448})),
+                    ..Default::default()
+                }
+            };
+            s.record_trial(t.id, &o).unwrap();
+        }
+        s.set_run_status(run, crate::store::RunStatus::Completed).unwrap();
+        drop(s);
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch(
+            "UPDATE runs SET started_at = '2026-11-25T12:00:00Z', finished_at = '2026-11-25T12:01:00Z';
+             UPDATE trials SET finished_at = '2026-11-25T12:00:31Z';",
+        )
+        .unwrap();
+        Store::open_existing(&db).unwrap().load(run).unwrap()
+    }
+
+    /// Every text output of one fixture run, whole (as hyperfine checks its exports with insta):
+    /// a change to any of them shows in review as a changed snapshot under `src/export/snapshots/`.
+    #[test]
+    fn outputs_of_a_fixture_run_are_as_their_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = fixture_run(dir.path());
+        let rep = crate::report::build(&rows).unwrap();
+        let data = RunData::new(&rows, &rep);
+        for (name, format) in [
+            ("summary", Format::Summary),
+            ("full", Format::Table),
+            ("report_json", Format::Json),
+            ("samples_csv", Format::Csv),
+            ("samples_json", Format::Samples),
+        ] {
+            let parts = format.exporter().serialize(&data).unwrap();
+            let text: String = parts.iter().map(|p| String::from_utf8_lossy(&p.bytes).into_owned()).collect();
+            insta::assert_snapshot!(name, text);
+        }
+    }
 
     #[test]
     fn destinations_are_checked_before_anything_runs() {

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use super::{Exporter, Part, RunData};
-use crate::store::Store;
+use crate::store::RunRows;
 
 pub struct SamplesJson;
 
@@ -12,22 +12,20 @@ impl Exporter for SamplesJson {
         "trials (JSON)"
     }
     fn serialize(&self, run: &RunData) -> Result<Vec<Part>> {
-        Ok(Part::whole(format!("{}\n", serde_json::to_string_pretty(&trials_json(run.store, run.run_id)?)?)))
+        Ok(Part::whole(format!("{}\n", serde_json::to_string_pretty(&trials_json(run.rows))?)))
     }
 }
 
 /// Every trial of a run with its raw samples as one JSON document.
-fn trials_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
-    let info = store.run(run_id)?;
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
-    let trials: Vec<serde_json::Value> = store
-        .trials(run_id)?
-        .into_iter()
+fn trials_json(rows: &RunRows) -> serde_json::Value {
+    let RunRows { run_id, info, envs, cases, .. } = rows;
+    let trials: Vec<serde_json::Value> = rows
+        .trials
+        .iter()
         .map(|t| {
-            let (extra, series) = store.trial_detail(t.id).unwrap_or_default();
+            let extra = rows.detail(t.id);
             let series: Vec<serde_json::Value> =
-                series.into_iter().map(|(role, ms, ns)| serde_json::json!([role, ms, ns])).collect();
+                rows.series(t.id).iter().map(|(role, ms, ns)| serde_json::json!([role, ms, ns])).collect();
             serde_json::json!({
                 "peer": t.peer_idx.map(|p| envs[p].name.clone()), "tester_cpu_ns": t.tester_cpu_ns,
                 "extra": extra, "cpu_series": series,
@@ -40,8 +38,8 @@ fn trials_json(store: &Store, run_id: i64) -> Result<serde_json::Value> {
             })
         })
         .collect();
-    Ok(serde_json::json!({
+    serde_json::json!({
         "run_id": run_id, "name": info.name, "status": info.status, "started_at": info.started_at,
         "finished_at": info.finished_at, "manifest": info.manifest, "experiment": info.experiment, "trials": trials,
-    }))
+    })
 }

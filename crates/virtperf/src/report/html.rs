@@ -17,7 +17,7 @@ use virtperf_workload::Family;
 
 use super::figures::{self, Bar, Dot, DotRow, Figure, Line, Stack, Strip};
 use super::{fmt_num, mean_text, overhead_text, trial_values, Report, ResultRow};
-use crate::store::{Store, TrialStatus};
+use crate::store::{RunRows, TrialStatus};
 
 /// The page and its figures (for `--svg DIR` and `--png DIR`).
 pub struct Page {
@@ -177,17 +177,16 @@ fn case_short(w: &str) -> String {
 
 /// Every measured (not warm-up, not failed) sample per workload case and metric, per
 /// environment, with the median/MAD outliers the statistics flag.
-pub fn sample_groups(store: &Store, run_id: i64) -> Result<Vec<(SampleKey, SampleGroups)>> {
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
+pub fn sample_groups(rows: &RunRows) -> Result<Vec<(SampleKey, SampleGroups)>> {
+    let (envs, cases) = (&rows.envs, &rows.cases);
     // (case, metric) → (unit, environment → values)
     type PerEnv = BTreeMap<usize, Vec<f64>>;
     let mut by: BTreeMap<(usize, String), (String, PerEnv)> = BTreeMap::new();
-    for t in store.trials(run_id)? {
+    for t in &rows.trials {
         if t.warmup || t.status != TrialStatus::Ok || t.peer_idx.is_some() {
             continue;
         }
-        for (metric, unit, v) in trial_values(&t) {
+        for (metric, unit, v) in trial_values(t) {
             by.entry((t.case_idx, metric))
                 .or_insert_with(|| (unit, BTreeMap::new()))
                 .1
@@ -353,8 +352,8 @@ svg .bg{fill:var(--bg)}svg .band{fill:var(--band)}svg text.t{fill:var(--fg)}svg 
 /// other.
 const CHECK_SCRIPT: &str = r#"addEventListener('load',function(){var d=document,b=d.body,W=d.documentElement.clientWidth,f=d.querySelectorAll('figure.fig svg'),ok=0,minT=1e9,maxR=0,keys={},dup=0,ov=0,ex='';for(var i=0;i<f.length;i++){var s=f[i],bb=s.getBBox(),r=s.getBoundingClientRect();if(bb.width>0&&bb.height>0&&s.childElementCount>0){ok++;s.parentNode.setAttribute('data-drawn','1')}maxR=Math.max(maxR,r.right);var k=s.parentNode.getAttribute('data-key');if(keys[k]){dup++;ex=ex||('same data: '+keys[k]+' and '+s.parentNode.id)}keys[k]=s.parentNode.id;var t=s.querySelectorAll('text'),rs=[];for(var j=0;j<t.length;j++){var q=t[j].getBoundingClientRect();if(q.height>0){minT=Math.min(minT,q.height);rs.push([q,t[j].textContent])}}for(var a=0;a<rs.length;a++)for(var c=a+1;c<rs.length;c++){var p=rs[a][0],o=rs[c][0],w=Math.min(p.right,o.right)-Math.max(p.left,o.left),h=Math.min(p.bottom,o.bottom)-Math.max(p.top,o.top);if(w>2&&h>2){ov++;ex=ex||('overlap in '+s.parentNode.id+': '+rs[a][1]+' / '+rs[c][1])}}}var wide=0,all=d.querySelectorAll('body *');for(var n=0;n<all.length;n++){var e=all[n];if(e.closest('.tw'))continue;if(e.getBoundingClientRect().right>W+1){wide++;ex=ex||('past the right edge: '+e.tagName+' '+(e.id||e.className||''))}}b.setAttribute('data-figures',f.length+'/'+ok);b.setAttribute('data-min-text-px',f.length?minT.toFixed(1):'none');b.setAttribute('data-max-right',Math.round(maxR)+'/'+W);b.setAttribute('data-duplicates',dup);b.setAttribute('data-overlaps',ov);b.setAttribute('data-overflow',wide+(d.documentElement.scrollWidth>W+1?1:0));b.setAttribute('data-example',ex)});"#;
 
-/// Builds the page for run `run_id` whose report is `r`.
-pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
+/// Builds the page of the run read into `rows`, whose report is `r`.
+pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
     let mut figs = Figs { all: Vec::new(), used: BTreeMap::new() };
     let colors: BTreeMap<String, usize> =
         r.environments.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
@@ -364,8 +363,8 @@ pub fn render(store: &Store, run_id: i64, r: &Report) -> Result<Page> {
     body += &answer(r, &costs, &mut figs, &color);
     body += &family_sections(&costs, &mut figs, &color);
     body += &by_host(r);
-    body += &workloads(store, run_id, r, &mut figs, &color)?;
-    body += &network(store, run_id, r, &mut figs, &color)?;
+    body += &workloads(rows, r, &mut figs, &color)?;
+    body += &network(rows, r, &mut figs, &color)?;
     body += &rfc2544(r, &mut figs, &color);
     body += &pairs(r, &mut figs);
     body += &instances(r, &mut figs, &color);
@@ -644,15 +643,9 @@ fn family_sections(rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) -> us
 }
 
 /// Per workload: its table (every metric, every environment) and its headline samples.
-fn workloads(
-    store: &Store,
-    run_id: i64,
-    r: &Report,
-    figs: &mut Figs,
-    color: &dyn Fn(&str) -> usize,
-) -> Result<String> {
+fn workloads(rows: &RunRows, r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> Result<String> {
     let mut out = String::from("<h2 id=\"workloads\">Workloads</h2>\n");
-    let groups = sample_groups(store, run_id)?;
+    let groups = sample_groups(rows)?;
     let mut cases: Vec<&str> = Vec::new();
     for x in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
         if !cases.contains(&x.workload.as_str())
@@ -709,13 +702,7 @@ fn workloads(
 }
 
 /// Network: CPU per Gbit moved, and one trial's host CPU over time per environment.
-fn network(
-    store: &Store,
-    run_id: i64,
-    r: &Report,
-    figs: &mut Figs,
-    color: &dyn Fn(&str) -> usize,
-) -> Result<String> {
+fn network(rows: &RunRows, r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> Result<String> {
     let bars: Vec<Bar> = r
         .results
         .iter()
@@ -736,7 +723,7 @@ fn network(
         "CPU s / Gbit",
         &bars,
     ));
-    inner += &cpu_series(store, run_id, figs)?;
+    inner += &cpu_series(rows, figs)?;
     Ok(format!("<h2 id=\"network\">Network: CPU cost</h2>\n{}", grid(&inner)))
 }
 
@@ -1112,21 +1099,20 @@ fn workload_table(r: &Report, case: &str) -> String {
 }
 
 /// One network trial per environment: its host CPU over time, per role.
-fn cpu_series(store: &Store, run_id: i64, figs: &mut Figs) -> Result<String> {
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
+fn cpu_series(rows: &RunRows, figs: &mut Figs) -> Result<String> {
+    let (envs, cases) = (&rows.envs, &rows.cases);
     let mut out = String::new();
     let mut seen: Vec<usize> = Vec::new();
-    for t in store.trials(run_id)? {
+    for t in &rows.trials {
         if t.warmup || t.status != TrialStatus::Ok || seen.contains(&t.env_idx) || t.tester_cpu_ns.is_none() {
             continue;
         }
-        let (_, series) = store.trial_detail(t.id)?;
+        let series = rows.series(t.id);
         if series.len() < 3 {
             continue;
         }
         seen.push(t.env_idx);
-        let lines: Vec<Line> = cpu_percent(&series)
+        let lines: Vec<Line> = cpu_percent(series)
             .into_iter()
             .enumerate()
             .map(|(i, (role, pts))| Line { name: role, color: i, dashed: false, hollow: false, points: pts })

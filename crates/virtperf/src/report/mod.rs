@@ -21,7 +21,7 @@ use serde::Serialize;
 use virtperf_stats::{ratio_ci, Summary};
 use virtperf_workload::Better;
 
-use crate::store::{RunStatus, Store, TrialRow, TrialStatus};
+use crate::store::{RunRows, RunStatus, TrialRow, TrialStatus};
 use virtperf_workload::LinkBound;
 
 /// Derived per-trial metric: CPU time of the instance's host-side processes during the trial.
@@ -644,111 +644,215 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-pub fn build(store: &Store, run_id: i64) -> Result<Report> {
-    let info = store.run(run_id)?;
-    let envs = store.environments(run_id)?;
-    let cases = store.cases(run_id)?;
-    let trials = store.trials(run_id)?;
-    // Each environment is compared with the baseline of its own machine (a campaign has one per
-    // host): a ratio across two machines would measure the machines, not the layer.
-    let is_base = |e: &crate::store::EnvRow| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline());
-    // Without a native environment, the natural baseline: N = 1 of the same instance group (each
-    // count against one instance, as seed 000's table reads), and for the first of each group the
-    // machine's first environment; named as such in the notes.
-    let base_of: Vec<Option<usize>> = envs
-        .iter()
-        .map(|e| {
-            envs.iter()
-                .find(|b| b.host == e.host && is_base(b))
-                .or_else(|| {
-                    envs.iter()
-                        .find(|b| b.host == e.host && b.group == e.group && b.idx != e.idx && b.idx < e.idx)
-                })
-                .or_else(|| envs.iter().find(|b| b.host == e.host))
-                .map(|b| b.idx)
-        })
-        .collect();
-    let natural_baseline = base_of
-        .iter()
-        .flatten()
-        .next()
-        .filter(|b| !is_base(&envs[**b]) && envs.len() > 1)
-        .map(|b| envs[*b].name.clone());
-    let baselines: Vec<String> =
-        envs.iter().filter(|e| base_of[e.idx] == Some(e.idx)).map(|e| e.name.clone()).collect();
-    let baseline = base_of.iter().flatten().next().copied();
-
-    let mut counts = Counts::default();
-    // (case, metric) → unit, and per env the values
-    let mut metrics: BTreeMap<usize, Vec<(String, String)>> = BTreeMap::new();
-    // (case, metric, (environment, peer)) → values; the peer is set in all-pairs trials only.
-    type Column = (usize, Option<usize>);
-    let mut values: Values = BTreeMap::new();
-    // The launch of each of those values, in the same order.
-    let mut launch_of: LaunchIds = BTreeMap::new();
+/// The report of a run, from its rows read once ([`Store::load`]).
+pub fn build(rows: &RunRows) -> Result<Report> {
+    let RunRows { run_id, info, envs, cases, trials, .. } = rows;
+    let bases = Baselines::of(envs);
     // Precision mode states its intervals at the level that keeps 95 % coverage under its rule.
     let level = if info.manifest["precision"].is_object() { virtperf_stats::sequential::LEVEL } else { 0.95 };
-    let calibrations: BTreeMap<(usize, usize), crate::store::Calibration> =
-        store.calibrations(run_id)?.into_iter().collect();
-    // (case, env) → per armed trial (host ns, guest ns, tolerance ns)
-    type Spans = Vec<(f64, f64, f64)>;
-    let mut clocks: BTreeMap<(usize, usize), Spans> = BTreeMap::new();
-    // (case, environment) → the most instances whose clocks one trial checked.
-    let mut clock_instances: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    let mut fails: BTreeMap<(usize, usize, String), usize> = BTreeMap::new();
-    // (case, metric, env, instance) → each instance's own values (several instances only).
-    let mut inst_values: InstValues = BTreeMap::new();
-    let mut non_finite: BTreeMap<(usize, String, usize), usize> = BTreeMap::new();
-    for t in &trials {
-        match t.status {
-            TrialStatus::Ok if t.warmup => counts.warmup += 1,
-            TrialStatus::Ok => counts.ok += 1,
-            TrialStatus::Failed => counts.failed += 1,
-            TrialStatus::Skipped => counts.skipped += 1,
-            TrialStatus::Pending => counts.pending += 1,
-        }
-        if t.status != TrialStatus::Ok && t.status != TrialStatus::Pending {
-            *fails.entry((t.env_idx, t.case_idx, t.reason.clone().unwrap_or_default())).or_default() += 1;
-        }
-        if t.status != TrialStatus::Ok || t.warmup {
-            continue;
-        }
-        for (k, smp) in &t.instance_samples {
-            inst_values.entry((t.case_idx, smp.metric.clone(), t.env_idx, *k)).or_default().push(smp.value);
-        }
-        for (m, unit, x) in trial_values(t) {
-            let ms = metrics.entry(t.case_idx).or_default();
-            if !ms.iter().any(|(n, _)| *n == m) {
-                ms.push((m.clone(), unit));
+    let tally = Tally::of(trials);
+    let (clock_checks, disagrees) = clock_checks(&tally, envs, cases);
+    let mut results = result_rows(rows, &tally, &bases, &disagrees, level);
+    // Each instance's rows, after the environments' own.
+    for ((c, m, e, k), v) in &tally.inst_values {
+        let Some(s) = Summary::of(v) else { continue };
+        let unit = trials
+            .iter()
+            .flat_map(|t| t.instance_samples.iter())
+            .find(|(_, x)| x.metric == *m)
+            .map(|(_, x)| x.unit.clone())
+            .unwrap_or_default();
+        results.push(ResultRow {
+            instance: Some(*k),
+            ..ResultRow::of(&s, &envs[*e].name, &cases[*c], m, &unit)
+        });
+    }
+    let failures = tally
+        .fails
+        .iter()
+        .map(|((e, c, reason), count)| Failure {
+            environment: envs[*e].name.clone(),
+            workload: cases[*c].label.clone(),
+            count: *count,
+            reason: reason.clone(),
+        })
+        .collect();
+    let env_names: Vec<String> = envs.iter().map(|e| e.name.clone()).collect();
+    Ok(Report {
+        loads: load_rows(rows, &results),
+        disk: disk::build(&results, cases, &env_names),
+        instances: instance_tables(envs, cases, &tally.values, &tally.inst_values),
+        run_id: *run_id,
+        name: info.name.clone(),
+        status: info.status,
+        started_at: info.started_at.clone(),
+        finished_at: info.finished_at.clone(),
+        baseline: bases.first.map(|b| envs[b].name.clone()),
+        by_host: hosts::build(&results, envs),
+        baselines: bases.names,
+        natural_baseline: bases.natural,
+        overhead_method:
+            "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
+        precision: precision_report(&info.manifest, &results, cases),
+        results,
+        environments: env_summaries(rows, &bases.of),
+        clock_checks,
+        trials: tally.counts,
+        failures,
+        non_finite: tally
+            .non_finite
+            .iter()
+            .map(|((c, m, e), n)| (envs[*e].name.clone(), cases[*c].label.clone(), m.clone(), *n))
+            .collect(),
+        ceilings: ceilings(&info.manifest, cases),
+        timers: timer::build(rows),
+        rfc2544: rfc2544_rows(rows),
+        manifest: info.manifest.clone(),
+    })
+}
+
+/// Which environment each is compared with. Each environment is compared with the baseline of
+/// its own machine (a campaign has one per host): a ratio across two machines would measure the
+/// machines, not the layer. Without a native environment, the natural baseline: N = 1 of the same
+/// instance group (each count against one instance, as seed 000's table reads), and for the first
+/// of each group the machine's first environment; named as such in the notes.
+struct Baselines {
+    /// Each environment's baseline (itself where it is one).
+    of: Vec<Option<usize>>,
+    /// The natural baseline's name, where no environment is a baseline by kind.
+    natural: Option<String>,
+    /// Every environment that is its own baseline.
+    names: Vec<String>,
+    /// The run's first baseline.
+    first: Option<usize>,
+}
+
+impl Baselines {
+    fn of(envs: &[crate::store::EnvRow]) -> Baselines {
+        let is_base = |e: &crate::store::EnvRow| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline());
+        let of: Vec<Option<usize>> = envs
+            .iter()
+            .map(|e| {
+                envs.iter()
+                    .find(|b| b.host == e.host && is_base(b))
+                    .or_else(|| {
+                        envs.iter().find(|b| {
+                            b.host == e.host && b.group == e.group && b.idx != e.idx && b.idx < e.idx
+                        })
+                    })
+                    .or_else(|| envs.iter().find(|b| b.host == e.host))
+                    .map(|b| b.idx)
+            })
+            .collect();
+        let natural = of
+            .iter()
+            .flatten()
+            .next()
+            .filter(|b| !is_base(&envs[**b]) && envs.len() > 1)
+            .map(|b| envs[*b].name.clone());
+        let names = envs.iter().filter(|e| of[e.idx] == Some(e.idx)).map(|e| e.name.clone()).collect();
+        let first = of.iter().flatten().next().copied();
+        Baselines { of, natural, names, first }
+    }
+}
+
+/// (case, env) → per armed trial (host ns, guest ns, tolerance ns).
+type Spans = Vec<(f64, f64, f64)>;
+
+/// What one pass over a run's trials counts and collects.
+#[derive(Default)]
+struct Tally {
+    counts: Counts,
+    /// Each case's metrics with their units, in the order first seen.
+    metrics: BTreeMap<usize, Vec<(String, String)>>,
+    values: Values,
+    /// The launch of each of those values, in the same order.
+    launch_of: LaunchIds,
+    clocks: BTreeMap<(usize, usize), Spans>,
+    /// (case, environment) → the most instances whose clocks one trial checked.
+    clock_instances: BTreeMap<(usize, usize), usize>,
+    /// (environment, case, reason) → trials that failed or were skipped so.
+    fails: BTreeMap<(usize, usize, String), usize>,
+    inst_values: InstValues,
+    /// (case, metric, environment) → samples that were not finite.
+    non_finite: BTreeMap<(usize, String, usize), usize>,
+}
+
+impl Tally {
+    fn of(trials: &[TrialRow]) -> Tally {
+        let mut y = Tally::default();
+        for t in trials {
+            match t.status {
+                TrialStatus::Ok if t.warmup => y.counts.warmup += 1,
+                TrialStatus::Ok => y.counts.ok += 1,
+                TrialStatus::Failed => y.counts.failed += 1,
+                TrialStatus::Skipped => y.counts.skipped += 1,
+                TrialStatus::Pending => y.counts.pending += 1,
             }
-            // A NaN or an infinity would take the whole metric's statistics with it: left out,
-            // counted, and said (the row's `non_finite`, and a note).
-            if !x.is_finite() {
-                *non_finite.entry((t.case_idx, m.clone(), t.env_idx)).or_default() += 1;
+            if t.status != TrialStatus::Ok && t.status != TrialStatus::Pending {
+                *y.fails.entry((t.env_idx, t.case_idx, t.reason.clone().unwrap_or_default())).or_default() +=
+                    1;
+            }
+            if t.status != TrialStatus::Ok || t.warmup {
                 continue;
             }
-            launch_of.entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx))).or_default().push(t.launch_id);
-            values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
+            for (k, smp) in &t.instance_samples {
+                y.inst_values
+                    .entry((t.case_idx, smp.metric.clone(), t.env_idx, *k))
+                    .or_default()
+                    .push(smp.value);
+            }
+            for (m, unit, x) in trial_values(t) {
+                let ms = y.metrics.entry(t.case_idx).or_default();
+                if !ms.iter().any(|(n, _)| *n == m) {
+                    ms.push((m.clone(), unit));
+                }
+                // A NaN or an infinity would take the whole metric's statistics with it: left out,
+                // counted, and said (the row's `non_finite`, and a note).
+                if !x.is_finite() {
+                    *y.non_finite.entry((t.case_idx, m.clone(), t.env_idx)).or_default() += 1;
+                    continue;
+                }
+                y.launch_of
+                    .entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx)))
+                    .or_default()
+                    .push(t.launch_id);
+                y.values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
+            }
+            // Only armed trials: their host span covers exactly the guest's timed region. Several
+            // instances: one point per instance, each on its own calibration.
+            let own = match (t.host_ns, t.guest_ns, t.rtt_ns, t.rtt_jitter_ns) {
+                (Some(h), Some(g), Some(rtt), Some(jit)) => Some([h, g, rtt, jit]),
+                _ => None,
+            };
+            for [h, g, rtt, jit] in own.into_iter().chain(t.clock_instances.iter().copied()) {
+                let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
+                y.clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
+            }
+            if !t.clock_instances.is_empty() {
+                let n = y.clock_instances.entry((t.case_idx, t.env_idx)).or_insert(1);
+                *n = (*n).max(t.clock_instances.len());
+            }
         }
-        // Only armed trials: their host span covers exactly the guest's timed region. Several
-        // instances: one point per instance, each on its own calibration.
-        let own = match (t.host_ns, t.guest_ns, t.rtt_ns, t.rtt_jitter_ns) {
-            (Some(h), Some(g), Some(rtt), Some(jit)) => Some([h, g, rtt, jit]),
-            _ => None,
-        };
-        for [h, g, rtt, jit] in own.into_iter().chain(t.clock_instances.iter().copied()) {
-            let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
-            clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
-        }
-        if !t.clock_instances.is_empty() {
-            let n = clock_instances.entry((t.case_idx, t.env_idx)).or_insert(1);
-            *n = (*n).max(t.clock_instances.len());
-        }
+        y
     }
-    let own_clock = |ei: usize| crate::env::find(&envs[ei].kind).is_some_and(|k| k.own_clock());
-    let mut clock_checks = Vec::new();
+}
+
+/// Whether an environment's kind keeps time of its own (a guest kernel).
+fn own_clock(envs: &[crate::store::EnvRow], e: usize) -> bool {
+    crate::env::find(&envs[e].kind).is_some_and(|k| k.own_clock())
+}
+
+/// The clock check of each (case, environment) with armed trials, and the cells where most of
+/// them disagree.
+fn clock_checks(
+    tally: &Tally,
+    envs: &[crate::store::EnvRow],
+    cases: &[crate::store::CaseRow],
+) -> (Vec<ClockCheck>, std::collections::BTreeSet<(usize, usize)>) {
+    let mut checks = Vec::new();
     let mut disagrees: std::collections::BTreeSet<(usize, usize)> = Default::default();
-    for ((c, e), ts) in &clocks {
+    for ((c, e), ts) in &tally.clocks {
         let n = ts.len() as f64;
         let (hm, gm) =
             (ts.iter().map(|x| x.0).sum::<f64>() / n / 1e6, ts.iter().map(|x| x.1).sum::<f64>() / n / 1e6);
@@ -761,10 +865,10 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         if !agree {
             disagrees.insert((*c, *e));
         }
-        clock_checks.push(ClockCheck {
+        checks.push(ClockCheck {
             environment: envs[*e].name.clone(),
             workload: cases[*c].label.clone(),
-            headline: if own_clock(*e) { "host" } else { "guest" },
+            headline: if own_clock(envs, *e) { "host" } else { "guest" },
             host_ms_mean: hm,
             guest_ms_mean: gm,
             ratio: if gm > 0.0 { hm / gm } else { f64::NAN },
@@ -774,13 +878,24 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             median_offset_pct: virtperf_stats::median(&rel),
             tolerance_ms: virtperf_stats::median(&tols),
             agree,
-            instances: clock_instances.get(&(*c, *e)).copied().unwrap_or(1),
+            instances: tally.clock_instances.get(&(*c, *e)).copied().unwrap_or(1),
         });
     }
+    (checks, disagrees)
+}
 
+/// Every (case, metric, environment or ordered pair) row with its overhead against its baseline.
+fn result_rows(
+    rows: &RunRows,
+    tally: &Tally,
+    bases: &Baselines,
+    disagrees: &std::collections::BTreeSet<(usize, usize)>,
+    level: f64,
+) -> Vec<ResultRow> {
+    let (envs, cases) = (&rows.envs, &rows.cases);
     let mut results = Vec::new();
-    for case in &cases {
-        let Some(ms) = metrics.get(&case.idx) else { continue };
+    for case in cases {
+        let Some(ms) = tally.metrics.get(&case.idx) else { continue };
         // Declared metrics first (in the workload's order), then derived ones.
         let mut ms = ms.clone();
         let order = |m: &str| {
@@ -796,11 +911,14 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             // baseline on the same clock).
             let hm = format!("{m}{host_suffix}");
             let dual = ms.iter().any(|(x, _)| *x == hm);
-            let side = |metric: &str, col: Column| {
+            let side = |metric: &str, col: (usize, Option<usize>)| {
                 let key = (case.idx, metric.to_string(), col);
-                values.get(&key).and_then(|v| Side::of(v, launch_of.get(&key).map_or(&[], |l| l.as_slice())))
+                tally
+                    .values
+                    .get(&key)
+                    .and_then(|v| Side::of(v, tally.launch_of.get(&key).map_or(&[], |l| l.as_slice())))
             };
-            let summary = |metric: &str, col: Column| side(metric, col).map(|s| s.all);
+            let summary = |metric: &str, col| side(metric, col).map(|s| s.all);
             let columns: Vec<(usize, Option<usize>)> = envs
                 .iter()
                 .flat_map(|a| {
@@ -810,11 +928,12 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                 .collect();
             for (ei, peer) in columns {
                 let env = &envs[ei];
-                let on_host = dual && peer.is_none() && own_clock(ei) && summary(&hm, (ei, None)).is_some();
+                let on_host =
+                    dual && peer.is_none() && own_clock(envs, ei) && summary(&hm, (ei, None)).is_some();
                 let (shown, other) =
                     if on_host { (hm.as_str(), m.as_str()) } else { (m.as_str(), hm.as_str()) };
                 let Some(s) = side(shown, (ei, peer)) else { continue };
-                let base_idx = base_of[ei];
+                let base_idx = bases.of[ei];
                 let base = base_idx.and_then(|b| side(shown, (b, None)));
                 let other_clock = dual.then(|| summary(other, (ei, peer))).flatten().map(|o| OtherClock {
                     clock: if on_host { "guest" } else { "host" },
@@ -829,7 +948,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                     (Some(b), true) => side_ratio(&s, b, level),
                     _ => None,
                 };
-                let work = calibrations.get(&(ei, case.idx)).filter(|_| peer.is_none()).map(|c| Work {
+                let work = rows.calibrations.get(&(ei, case.idx)).filter(|_| peer.is_none()).map(|c| Work {
                     param: c.param.clone(),
                     count: c.count,
                     target_ms: c.target_ns as f64 / 1e6,
@@ -842,7 +961,7 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                     clock_disagrees: peer.is_none() && disagrees.contains(&(case.idx, ei)),
                     work,
                     non_finite: if peer.is_none() {
-                        non_finite.get(&(case.idx, shown.to_string(), ei)).copied().unwrap_or(0)
+                        tally.non_finite.get(&(case.idx, shown.to_string(), ei)).copied().unwrap_or(0)
                     } else {
                         0
                     },
@@ -851,12 +970,15 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             }
         }
     }
+    results
+}
 
-    let starts = store.start_times(run_id)?;
-    let environments = envs
-        .iter()
+/// Each environment's launches and start times, and its baseline where another.
+fn env_summaries(rows: &RunRows, base_of: &[Option<usize>]) -> Vec<EnvSummary> {
+    let envs = &rows.envs;
+    envs.iter()
         .map(|e| {
-            let s: Vec<f64> = starts.iter().filter(|(i, _)| *i == e.idx).map(|(_, ms)| *ms).collect();
+            let s: Vec<f64> = rows.starts.iter().filter(|(i, _)| *i == e.idx).map(|(_, ms)| *ms).collect();
             let sum = Summary::of(&s);
             EnvSummary {
                 name: e.name.clone(),
@@ -875,34 +997,12 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
                 baseline: base_of[e.idx].filter(|b| *b != e.idx).map(|b| envs[b].name.clone()),
             }
         })
-        .collect();
+        .collect()
+}
 
-    let failures = fails
-        .into_iter()
-        .map(|((e, c, reason), count)| Failure {
-            environment: envs[e].name.clone(),
-            workload: cases[c].label.clone(),
-            count,
-            reason,
-        })
-        .collect();
-
-    // Each instance's rows, after the environments' own.
-    for ((c, m, e, k), v) in &inst_values {
-        let Some(s) = Summary::of(v) else { continue };
-        let unit = trials
-            .iter()
-            .flat_map(|t| t.instance_samples.iter())
-            .find(|(_, x)| x.metric == *m)
-            .map(|(_, x)| x.unit.clone())
-            .unwrap_or_default();
-        results.push(ResultRow {
-            instance: Some(*k),
-            ..ResultRow::of(&s, &envs[*e].name, &cases[*c], m, &unit)
-        });
-    }
-    let instance_tables = instance_tables(&envs, &cases, &values, &inst_values);
-
+/// Background load: the target each loaded case asked for against what it reached.
+fn load_rows(rows: &RunRows, results: &[ResultRow]) -> Vec<LoadReached> {
+    let (envs, cases) = (&rows.envs, &rows.cases);
     let mut loads = Vec::new();
     for x in results.iter().filter(|x| x.metric == "load_achieved" && x.peer.is_none()) {
         let (Some(e), Some(c)) =
@@ -910,13 +1010,13 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
         else {
             continue;
         };
-        let target = trials
+        let target = rows
+            .trials
             .iter()
             .filter(|t| t.status == TrialStatus::Ok && t.env_idx == e.idx && t.case_idx == c.idx)
             .find_map(|t| {
-                let d = store.trial_detail(t.id).ok()?.0?;
                 // One loader's result, or one per instance.
-                let r = &d["load"]["result"];
+                let r = &rows.detail(t.id)?["load"]["result"];
                 r["target_percent"].as_f64().or_else(|| r[0]["target_percent"].as_f64())
             });
         if let Some(target) = target {
@@ -929,54 +1029,21 @@ pub fn build(store: &Store, run_id: i64) -> Result<Report> {
             });
         }
     }
+    loads
+}
 
-    let env_names: Vec<String> = envs.iter().map(|e| e.name.clone()).collect();
-    let disk = disk::build(&results, &cases, &env_names);
-    let results_for_precision = &results;
-    let precision = precision_report(&info.manifest, results_for_precision, &cases);
-    Ok(Report {
-        loads,
-        disk,
-        instances: instance_tables,
-        run_id,
-        name: info.name,
-        status: info.status,
-        started_at: info.started_at,
-        finished_at: info.finished_at,
-        baseline: baseline.map(|b| envs[b].name.clone()),
-        by_host: hosts::build(&results, &envs),
-        baselines,
-        natural_baseline,
-        overhead_method:
-            "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
-        results,
-        environments,
-        clock_checks,
-        trials: counts,
-        failures,
-        non_finite: non_finite
-            .iter()
-            .map(|((c, m, e), n)| (envs[*e].name.clone(), cases[*c].label.clone(), m.clone(), *n))
-            .collect(),
-        ceilings: ceilings(&info.manifest, &cases),
-        timers: timer::build(store, &envs, &cases, &trials),
-        precision,
-        rfc2544: {
-            let mut rows: Vec<(usize, rfc2544::Row)> = trials
-                .iter()
-                .filter(|t| t.status == TrialStatus::Ok && !t.warmup && cases[t.case_idx].kind == "rfc2544")
-                .filter_map(|t| {
-                    let (extra, _) = store.trial_detail(t.id).ok()?;
-                    Some((t.env_idx, rfc2544::Row::from_detail(&envs[t.env_idx].name, extra.as_ref()?)?))
-                })
-                .collect();
-            rows.sort_by(|a, b| {
-                (a.0, &a.1.direction, a.1.frame_size).cmp(&(b.0, &b.1.direction, b.1.frame_size))
-            });
-            rows.into_iter().map(|r| r.1).collect()
-        },
-        manifest: info.manifest,
-    })
+/// One RFC 2544 row per measured trial, by environment, direction and frame size.
+fn rfc2544_rows(rows: &RunRows) -> Vec<rfc2544::Row> {
+    let mut out: Vec<(usize, rfc2544::Row)> = rows
+        .trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Ok && !t.warmup && rows.cases[t.case_idx].kind == "rfc2544")
+        .filter_map(|t| {
+            Some((t.env_idx, rfc2544::Row::from_detail(&rows.envs[t.env_idx].name, rows.detail(t.id)?)?))
+        })
+        .collect();
+    out.sort_by(|a, b| (a.0, &a.1.direction, a.1.frame_size).cmp(&(b.0, &b.1.direction, b.1.frame_size)));
+    out.into_iter().map(|r| r.1).collect()
 }
 
 /// (case, metric, (environment, peer)) → the launch of each of the trials' values.
@@ -1715,7 +1782,7 @@ mod tests {
     fn a_sample_that_is_not_finite_is_left_out_and_said() {
         use crate::store::{NewEnv, PlannedTrial, TrialOutcome};
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(&dir.path().join("r.db")).unwrap();
+        let mut s = crate::store::Store::open(&dir.path().join("r.db")).unwrap();
         let env = |n: &str| NewEnv {
             name: n.into(),
             kind: n.into(),
@@ -1760,7 +1827,7 @@ mod tests {
             };
             s.record_trial(t.id, &ok).unwrap();
         }
-        let r = build(&s, run).unwrap();
+        let r = build(&s.load(run).unwrap()).unwrap();
         let row =
             r.results.iter().find(|x| x.environment == "container" && x.metric == "memcpy_time").unwrap();
         assert_eq!((row.n, row.non_finite), (2, 1), "the row keeps its finite samples and counts the other");

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::store::{CaseRow, EnvRow, Store, TrialRow, TrialStatus};
+use crate::store::{RunRows, TrialStatus};
 
 #[derive(Debug, Serialize)]
 pub struct TimerHistogram {
@@ -19,13 +19,14 @@ pub struct TimerHistogram {
 }
 
 /// Every measured trial's histogram, merged per environment and timer case.
-pub fn build(store: &Store, envs: &[EnvRow], cases: &[CaseRow], trials: &[TrialRow]) -> Vec<TimerHistogram> {
+pub fn build(rows: &RunRows) -> Vec<TimerHistogram> {
+    let (envs, cases, trials) = (&rows.envs, &rows.cases, &rows.trials);
     let mut by: BTreeMap<(usize, usize), (BTreeMap<u64, u64>, String)> = BTreeMap::new();
     for t in trials
         .iter()
         .filter(|t| t.status == TrialStatus::Ok && !t.warmup && cases[t.case_idx].kind == "timer")
     {
-        let Ok((Some(extra), _)) = store.trial_detail(t.id) else { continue };
+        let Some(extra) = rows.detail(t.id) else { continue };
         // One instance: the workload's own detail; several: one per instance.
         let parts: Vec<&serde_json::Value> = match extra["instances"].as_array() {
             Some(a) => a.iter().collect(),
