@@ -33,27 +33,11 @@ fn variants() -> Vec<(String, &'static str, BTreeMap<String, Raw>)> {
     let mut v = Vec::new();
     for k in env::REGISTRY {
         v.push((k.kind().to_string(), k.kind(), BTreeMap::new()));
-        if k.kind() == "container" {
+        for (key, value) in k.doctor_variants() {
             v.push((
-                "container:runtime=crun".into(),
+                format!("{}:{key}={value}", k.kind()),
                 k.kind(),
-                [("runtime".to_string(), Raw::Str("crun".into()))].into(),
-            ));
-        }
-        if k.kind() == "uml" {
-            // `uml` alone says which kernel auto picks; this row says whether virtperf's own works.
-            v.push((
-                "uml:kernel=virtperf".into(),
-                k.kind(),
-                [("kernel".to_string(), Raw::Str("virtperf".into()))].into(),
-            ));
-        }
-        if k.kind() == "qemu" {
-            // `qemu` alone says which accelerator auto picks; this row says whether KVM itself works.
-            v.push((
-                "qemu:accel=kvm".into(),
-                k.kind(),
-                [("accel".to_string(), Raw::Str("kvm".into()))].into(),
+                [(key.to_string(), Raw::Str(value.to_string()))].into(),
             ));
         }
     }

@@ -393,6 +393,12 @@ pub fn serves_files(params: &BTreeMap<String, Value>) -> Result<(), String> {
 }
 
 impl Environment for Container {
+    fn uses_host_network(&self) -> bool {
+        true
+    }
+    fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
+        &[("runtime", "crun")]
+    }
     fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
         serves_files(params)
     }

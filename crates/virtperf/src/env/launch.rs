@@ -189,6 +189,26 @@ pub trait Environment: Sync {
     fn disk_bytes(&self, _params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
         None
     }
+    /// True when an instance's network can be this machine's own (native, a container joining
+    /// this process's namespace), so that it reaches a tester over the hosts' network without the
+    /// lab. Guests and gVisor's netstack reach a tester only through the lab's links.
+    fn uses_host_network(&self) -> bool {
+        false
+    }
+    /// Whether it can be the lab's driver domain (`[lab] switch_guest`): a guest with NICs of its
+    /// own and a bridge between them; Err says why not and what to use.
+    fn bridges(&self) -> Result<(), String> {
+        Err(format!(
+            "`{}` cannot be a driver domain: it must be a guest with NICs of its own and a bridge between them; use switch_guest = \"qemu\"",
+            self.kind()
+        ))
+    }
+    /// Variants of the kind doctor checks on rows of their own, each as one parameter and its
+    /// value (a container's other runtime, UML on virtperf's kernel, QEMU with KVM): the kind alone
+    /// says what `auto` picks, the variant whether that choice itself works.
+    fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
     /// Version of the runtime underneath (for the manifest).
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         None

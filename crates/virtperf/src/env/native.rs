@@ -50,6 +50,9 @@ fn ledger_rel(e: &crate::ledger::Entry) -> &str {
 }
 
 impl Environment for Native {
+    fn uses_host_network(&self) -> bool {
+        true
+    }
     fn is_baseline(&self) -> bool {
         true
     }

@@ -437,6 +437,13 @@ pub fn choose(params: &BTreeMap<String, Value>) -> Choice {
 }
 
 impl Environment for Uml {
+    fn bridges(&self) -> Result<(), String> {
+        Err("a UML driver domain cannot bridge here: the UML kernels virtperf runs have no bridge built in (the packaged one's is a module its hostfs root cannot load); use switch_guest = \"qemu\"".into())
+    }
+    /// `uml` alone says which kernel `auto` picks; this row says whether virtperf's own works.
+    fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
+        &[("kernel", "virtperf")]
+    }
     fn kind(&self) -> &'static str {
         "uml"
     }

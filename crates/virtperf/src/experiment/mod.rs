@@ -471,7 +471,10 @@ mod tests {
         fuzz("experiment toml", mutated(seeds, TOKENS), |bytes| {
             let text = String::from_utf8_lossy(&bytes);
             match read_toml("x.toml", &text).and_then(|raw| validate(&raw, &Origin::Default)) {
-                Ok(e) => prop_assert!(!e.envs.is_empty() && !e.cases.is_empty()),
+                Ok(e) => {
+                    prop_assert!(!e.envs.is_empty() && !e.cases.is_empty());
+                    prop_assert!(bounded(&e), "an exploding sweep was accepted: {} cases", e.cases.len());
+                }
                 Err(e) => prop_assert!(!e.to_string().is_empty()),
             }
             Ok(())
@@ -483,8 +486,11 @@ mod tests {
                 return Ok(());
             };
             let raw = RawExperiment { envs: vec![e], workloads: vec![w], ..Default::default() };
-            if let Err(err) = validate(&raw, &Origin::Default) {
-                prop_assert!(!err.to_string().is_empty());
+            match validate(&raw, &Origin::Default) {
+                Ok(e) => {
+                    prop_assert!(bounded(&e), "an exploding sweep was accepted: {} cases", e.cases.len())
+                }
+                Err(err) => prop_assert!(!err.to_string().is_empty()),
             }
             let _ = read_lab_flag(&env);
             Ok(())
@@ -611,6 +617,16 @@ mod tests {
         raw.workloads.push(read_flag("--workload", "noop").unwrap());
         let err = validate(&raw, &Origin::Default).unwrap_err();
         assert!(err.key.as_deref() == Some("instances") && err.to_string().contains("80 %"), "{err}");
+    }
+
+    /// No exploding sweep: at most [`MAX_CASES`] cases per workload, and a plan of at most
+    /// [`MAX_TRIALS`] trials.
+    fn bounded(e: &Experiment) -> bool {
+        let trials = (e.envs.len() as u64)
+            .saturating_mul(e.cases.len() as u64)
+            .saturating_mul(u64::from(e.reps + e.warmup))
+            .saturating_mul(u64::from(e.launches));
+        e.cases.len() <= MAX_CASES * e.workloads.len().max(1) && trials <= MAX_TRIALS
     }
 
     #[test]

@@ -76,132 +76,16 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
     let mut written = Vec::new();
     for (k, s) in raw.settings.iter().filter(|(k, _)| k.starts_with("lab.")) {
         let key = &k[4..];
-        let bad = |m: String| err(&s.origin, Some(k), m);
-        match key {
-            "mtu" => match &s.value {
-                Raw::Int(m) if (68..=65535).contains(m) => spec.mtu = *m as u32,
-                v => {
-                    return Err(bad(format!(
-                        "got `{v}`: an MTU is an integer from 68 (IPv4's minimum) to 65535"
-                    )))
-                }
-            },
-            "rate" => {
-                spec.rate_bps = Some(parse_rate_bps(&s.value).ok_or_else(|| {
-                    bad(format!(
-                        "got `{}`: expected a positive rate such as \"1gbit\", \"100mbit\" or bits/s",
-                        s.value
-                    ))
-                })?)
-            }
-            "delay" => {
-                spec.delay_us = parse_delay_us(&s.value).ok_or_else(|| {
-                    bad(format!(
-                        "got `{}`: expected a one-way delay from 0 to 60s, e.g. \"100us\" or \"1ms\"",
-                        s.value
-                    ))
-                })?
-            }
-            "loss" => {
-                let v = match &s.value {
-                    Raw::Int(i) => Some(*i as f64),
-                    Raw::Float(f) => Some(*f),
-                    Raw::Str(t) => t.trim().trim_end_matches('%').trim().parse().ok(),
-                    Raw::Bool(_) => None,
-                };
-                match v {
-                    Some(p) if (0.0..=100.0).contains(&p) => spec.loss_pct = p,
-                    _ => return Err(bad(format!("got `{}`: loss is a percentage from 0 to 100", s.value))),
-                }
-            }
-            "tester_cpu" => {
-                let t = s.value.to_string();
-                crate::host::check_cpuset(&t).map_err(bad)?;
-                spec.tester_cpuset = Some(t);
-            }
-            // Checked against the [[host]]s with the environments (check_remote).
-            "tester_host" => match &s.value {
-                Raw::Str(h) => spec.tester_host = (h != LOCAL_HOST).then(|| h.clone()),
-                v => return Err(bad(format!("got `{v}`, expected the name of a [[host]] (or \"local\")"))),
-            },
-            "switch" => {
-                let sw = match &s.value {
-                    Raw::Str(v) => crate::lab::Switch::parse(v),
-                    _ => None,
-                };
-                spec.switch = sw.ok_or_else(|| {
-                    bad(format!(
-                        "got `{}`, expected one of: {} (docs/lab.md)",
-                        s.value,
-                        crate::lab::switch::SWITCHES.join(", ")
-                    ))
-                })?;
-                if spec.switch == crate::lab::Switch::Ovs {
-                    let missing = crate::lab::switch::ovs_missing();
-                    if !missing.is_empty() {
-                        return Err(bad(format!(
-                            "Open vSwitch is not installed here: apt-get install -y {} (or: make deps)",
-                            missing.join(" ")
-                        )));
-                    }
-                }
-            }
-            "switch_cpus" => {
-                let t = s.value.to_string();
-                crate::host::check_cpuset(&t).map_err(bad)?;
-                spec.switch_limits.cpus = Some(t);
-            }
-            "switch_cap" => {
-                let cpus = match &s.value {
-                    Raw::Str(t) => t
-                        .trim()
-                        .strip_suffix('%')
-                        .and_then(|p| p.trim().parse::<f64>().ok())
-                        .map(|p| p / 100.0),
-                    Raw::Float(f) => Some(*f),
-                    Raw::Int(i) => Some(*i as f64),
-                    Raw::Bool(_) => None,
-                };
-                match cpus {
-                    Some(c) if c > 0.0 && c <= crate::host::facts().cpus as f64 => spec.switch_limits.cap = Some(c),
-                    _ => {
-                        return Err(bad(format!(
-                            "got `{}`: a share of the host's CPUs, e.g. \"50%\" (half of one CPU) or 1.5, at most {}",
-                            s.value,
-                            crate::host::facts().cpus
-                        )))
-                    }
-                }
-            }
-            // The driver domain's kind: virtperf's QEMU image (the only guest here whose kernel
-            // can bridge: UML's have no bridge built in, and the others are not guests with NICs).
-            "switch_guest" => match &s.value {
-                Raw::Str(g) if g == "qemu" => {}
-                Raw::Str(g) if g == "uml" => {
-                    return Err(bad(
-                        "a UML driver domain cannot bridge here: the UML kernels virtperf runs have no bridge built in (the packaged one's is a module its hostfs root cannot load); use switch_guest = \"qemu\"".into(),
-                    ))
-                }
-                v => {
-                    return Err(bad(format!(
-                        "`{v}` cannot be a driver domain: it must be a guest with NICs of its own and a bridge between them; use switch_guest = \"qemu\""
-                    )))
-                }
-            },
-            "switch_vcpus" => match &s.value {
-                Raw::Int(n) if (1..=64).contains(n) => spec.switch_limits.vcpus = *n as u32,
-                v => return Err(bad(format!("got `{v}`: the driver domain's vCPUs, 1 to 64"))),
-            },
-            other => {
-                return Err(err(
-                    &s.origin,
-                    Some(k),
-                    format!("unknown lab key `{other}` (known: {})", LAB_KEYS.join(", ")),
-                ))
-            }
-        }
+        lab_key(&mut spec, key, &s.value).map_err(|m| err(&s.origin, Some(k), m))?;
         written.push((key.to_string(), s.value.clone()));
     }
+    switch_settings_fit(raw, &spec)?;
+    Ok((spec, written))
+}
+
+/// A switch's settings only where that switch has them: pinning and a cap for a process (OVS, a
+/// driver domain), vCPUs and the guest's kind for a driver domain.
+fn switch_settings_fit(raw: &RawExperiment, spec: &LabSpec) -> Result<(), InputError> {
     let limits = [
         ("switch_cpus", spec.switch_limits.cpus.is_some()),
         ("switch_cap", spec.switch_limits.cap.is_some()),
@@ -228,7 +112,127 @@ pub(crate) fn lab_spec(raw: &RawExperiment) -> Result<(LabSpec, Vec<(String, Raw
             ));
         }
     }
-    Ok((spec, written))
+    Ok(())
+}
+
+/// One `[lab]` key into `spec`; Err is the message (the caller names the file, line and key).
+fn lab_key(spec: &mut LabSpec, key: &str, value: &Raw) -> Result<(), String> {
+    match key {
+        "mtu" => match value {
+            Raw::Int(m) if (68..=65535).contains(m) => spec.mtu = *m as u32,
+            v => {
+                return Err(format!(
+                    "got `{v}`: an MTU is an integer from 68 (IPv4's minimum) to 65535"
+                ))
+            }
+        },
+        "rate" => {
+            spec.rate_bps = Some(parse_rate_bps(value).ok_or_else(|| {
+                format!(
+                    "got `{}`: expected a positive rate such as \"1gbit\", \"100mbit\" or bits/s",
+                    value
+                )
+            })?)
+        }
+        "delay" => {
+            spec.delay_us = parse_delay_us(value).ok_or_else(|| {
+                format!(
+                    "got `{}`: expected a one-way delay from 0 to 60s, e.g. \"100us\" or \"1ms\"",
+                    value
+                )
+            })?
+        }
+        "loss" => {
+            let v = match value {
+                Raw::Int(i) => Some(*i as f64),
+                Raw::Float(f) => Some(*f),
+                Raw::Str(t) => t.trim().trim_end_matches('%').trim().parse().ok(),
+                Raw::Bool(_) => None,
+            };
+            match v {
+                Some(p) if (0.0..=100.0).contains(&p) => spec.loss_pct = p,
+                _ => return Err(format!("got `{}`: loss is a percentage from 0 to 100", value)),
+            }
+        }
+        "tester_cpu" => {
+            let t = value.to_string();
+            crate::host::check_cpuset(&t)?;
+            spec.tester_cpuset = Some(t);
+        }
+        // Checked against the [[host]]s with the environments (check_remote).
+        "tester_host" => match value {
+            Raw::Str(h) => spec.tester_host = (h != LOCAL_HOST).then(|| h.clone()),
+            v => return Err(format!("got `{v}`, expected the name of a [[host]] (or \"local\")")),
+        },
+        "switch" => {
+            let sw = match value {
+                Raw::Str(v) => crate::lab::Switch::parse(v),
+                _ => None,
+            };
+            spec.switch = sw.ok_or_else(|| {
+                format!(
+                    "got `{}`, expected one of: {} (docs/lab.md)",
+                    value,
+                    crate::lab::switch::SWITCHES.join(", ")
+                )
+            })?;
+            if spec.switch == crate::lab::Switch::Ovs {
+                let missing = crate::lab::switch::ovs_missing();
+                if !missing.is_empty() {
+                    return Err(format!(
+                        "Open vSwitch is not installed here: apt-get install -y {} (or: make deps)",
+                        missing.join(" ")
+                    ));
+                }
+            }
+        }
+        "switch_cpus" => {
+            let t = value.to_string();
+            crate::host::check_cpuset(&t)?;
+            spec.switch_limits.cpus = Some(t);
+        }
+        "switch_cap" => {
+            let cpus = match value {
+                Raw::Str(t) => t
+                    .trim()
+                    .strip_suffix('%')
+                    .and_then(|p| p.trim().parse::<f64>().ok())
+                    .map(|p| p / 100.0),
+                Raw::Float(f) => Some(*f),
+                Raw::Int(i) => Some(*i as f64),
+                Raw::Bool(_) => None,
+            };
+            match cpus {
+                Some(c) if c > 0.0 && c <= crate::host::facts().cpus as f64 => spec.switch_limits.cap = Some(c),
+                _ => {
+                    return Err(format!(
+                        "got `{}`: a share of the host's CPUs, e.g. \"50%\" (half of one CPU) or 1.5, at most {}",
+                        value,
+                        crate::host::facts().cpus
+                    ))
+                }
+            }
+        }
+        // The driver domain's kind: one whose guests can bridge (the hook `bridges`).
+        "switch_guest" => match value {
+            Raw::Str(g) => match crate::env::find(g).map(|k| k.bridges()) {
+                Some(Ok(())) => {}
+                Some(Err(why)) => return Err(why),
+                None => {
+                    return Err(format!(
+                        "`{g}` is not an environment kind: the driver domain is a guest that bridges; use switch_guest = \"qemu\""
+                    ))
+                }
+            },
+            v => return Err(format!("got `{v}`: the driver domain's kind, e.g. switch_guest = \"qemu\"")),
+        },
+        "switch_vcpus" => match value {
+            Raw::Int(n) if (1..=64).contains(n) => spec.switch_limits.vcpus = *n as u32,
+            v => return Err(format!("got `{v}`: the driver domain's vCPUs, 1 to 64")),
+        },
+        other => return Err(format!("unknown lab key `{other}` (known: {})", LAB_KEYS.join(", "))),
+    }
+    Ok(())
 }
 
 /// Takes the `load*` keys out of one sweep point.
@@ -490,7 +494,7 @@ fn check_remote(
             .and_then(|i| i.params.iter().find(|p| p.0 == "host").map(|p| p.2.clone()))
             .unwrap_or_else(|| Origin::File { path: "experiment".into(), line: 1 });
         let host = e.host.clone().unwrap_or_default();
-        let guest = !["native", "container"].contains(&e.kind.as_str());
+        let guest = !crate::env::find(&e.kind).is_some_and(|k| k.uses_host_network());
         if let Some(c) = cases.iter().find(|c| c.matrix) {
             return Err(err(&o, Some("host"), format!(
                 "environment `{}` on host `{host}` and workload `{}`: pairs = \"all\" runs only here so far", e.name, c.label)));
@@ -582,7 +586,7 @@ fn check_tester_host(
     }
     for e in envs.iter().filter(|e| e.host.is_none()) {
         let eo = raw.envs.get(e.item).map(|i| i.origin.clone()).unwrap_or(o.clone());
-        if !["native", "container"].contains(&e.kind.as_str()) {
+        if !crate::env::find(&e.kind).is_some_and(|k| k.uses_host_network()) {
             return Err(err(&eo, Some("lab.tester_host"), format!(
                 "environment `{}` ({}) is here and the tester on host `{t}`: a guest here reaches a tester only through the lab; put the tester here, or run the guest on a host", e.name, e.kind)));
         }
@@ -874,29 +878,7 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
                 ),
             )
         })?;
-        let mut seen = BTreeSet::new();
-        // As written, with the kind's aliases renamed, set-valued keys joined into one value
-        // (`tests = [throughput, latency]` is one set, not a sweep) and default sweeps added.
-        let mut given_params: Vec<(String, Vec<Raw>, Origin)> = Vec::new();
-        for (k, vals, o) in &item.params {
-            let k = w.aliases().iter().find(|a| a.0 == k).map(|a| a.1).unwrap_or(k);
-            if !seen.insert(k.to_string()) {
-                return Err(err(o, Some(k), "given twice"));
-            }
-            let vals = if w.set_params().contains(&k) && vals.len() > 1 {
-                vec![Raw::Str(vals.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))]
-            } else {
-                vals.clone()
-            };
-            given_params.push((k.to_string(), vals, o.clone()));
-        }
-        for (k, vals) in w.default_sweep() {
-            if !seen.contains(*k) {
-                let raw =
-                    vals.iter().map(|v| v.parse().map(Raw::Int).unwrap_or_else(|_| Raw::Str(v.to_string())));
-                given_params.push((k.to_string(), raw.collect(), item.origin.clone()));
-            }
-        }
+        let given_params = given_params(w, item)?;
         let item_params = &given_params;
         let label = item.name.clone().unwrap_or_else(|| item.written.clone());
         if !wnames.insert(label.clone()) {
@@ -906,31 +888,7 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
                 format!("two workloads are named `{label}`: give each a distinct name="),
             ));
         }
-        // Cartesian product of the swept values, first key varying slowest.
-        let combos = item_params.iter().try_fold(1usize, |n, (_, vals, _)| n.checked_mul(vals.len()));
-        if !matches!(combos, Some(n) if n <= MAX_CASES) {
-            return Err(err(
-                &item.origin,
-                None,
-                format!(
-                    "the sweeps of this workload make {} combinations, more than {MAX_CASES}: sweep fewer values",
-                    combos.map_or("too many".to_string(), |n| n.to_string())
-                ),
-            ));
-        }
-        let mut points: Vec<Vec<(String, Raw)>> = vec![Vec::new()];
-        for (k, vals, _) in item_params {
-            points = points
-                .into_iter()
-                .flat_map(|p| {
-                    vals.iter().map(move |v| {
-                        let mut q = p.clone();
-                        q.push((k.clone(), v.clone()));
-                        q
-                    })
-                })
-                .collect();
-        }
+        let points = sweep_points(item_params, &item.origin)?;
         let swept: Vec<&String> = item_params.iter().filter(|p| p.1.len() > 1).map(|p| &p.0).collect();
         for point in points {
             let mut given: BTreeMap<String, Raw> = point.iter().cloned().collect();
@@ -942,35 +900,7 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
                     "the tester exists only for network workloads; put the load on the \"dut\"",
                 ));
             }
-            let matrix = match given.remove("pairs") {
-                None => false,
-                Some(Raw::Str(s)) if s == "tester" => false,
-                Some(Raw::Str(s)) if s == "all" => true,
-                Some(v) => {
-                    return Err(err(
-                        &item.origin,
-                        Some("pairs"),
-                        format!("got `{v}`, expected \"tester\" (each environment with the tester) or \"all\" (every environment to every other)"),
-                    ))
-                }
-            };
-            if matrix && !w.needs_peer() {
-                return Err(err(&item.origin, Some("pairs"), "pairs = \"all\" is for network workloads"));
-            }
-            if matrix && given.contains_key("direction") {
-                return Err(err(
-                    &item.origin,
-                    Some("direction"),
-                    "with pairs = \"all\" every ordered pair is measured (both directions): leave direction out",
-                ));
-            }
-            if matrix && load.is_some_and(|l| l.on == LoadOn::Tester) {
-                return Err(err(
-                    &item.origin,
-                    Some("load_on"),
-                    "with pairs = \"all\" there is no tester to load",
-                ));
-            }
+            let matrix = pairs(&mut given, load, w, &item.origin)?;
             let origin_of = |k: &str| {
                 item_params.iter().find(|p| p.0 == k).map(|p| p.2.clone()).unwrap_or(item.origin.clone())
             };
@@ -1005,6 +935,106 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
         });
     }
     Ok((workloads, cases))
+}
+
+/// A workload's parameters as written, with the kind's aliases renamed, set-valued keys joined
+/// into one value (`tests = [throughput, latency]` is one set, not a sweep) and default sweeps
+/// added: (key, values, where given).
+fn given_params(
+    w: &dyn virtperf_workload::Workload,
+    item: &RawItem,
+) -> Result<Vec<(String, Vec<Raw>, Origin)>, InputError> {
+    let mut seen = BTreeSet::new();
+    let mut out: Vec<(String, Vec<Raw>, Origin)> = Vec::new();
+    for (k, vals, o) in &item.params {
+        let k = w.aliases().iter().find(|a| a.0 == k).map(|a| a.1).unwrap_or(k);
+        if !seen.insert(k.to_string()) {
+            return Err(err(o, Some(k), "given twice"));
+        }
+        let vals = if w.set_params().contains(&k) && vals.len() > 1 {
+            vec![Raw::Str(vals.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))]
+        } else {
+            vals.clone()
+        };
+        out.push((k.to_string(), vals, o.clone()));
+    }
+    for (k, vals) in w.default_sweep() {
+        if !seen.contains(*k) {
+            let raw =
+                vals.iter().map(|v| v.parse().map(Raw::Int).unwrap_or_else(|_| Raw::Str(v.to_string())));
+            out.push((k.to_string(), raw.collect(), item.origin.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// The Cartesian product of the swept values, first key varying slowest; refused past
+/// [`MAX_CASES`] before any is made.
+fn sweep_points(
+    params: &[(String, Vec<Raw>, Origin)],
+    origin: &Origin,
+) -> Result<Vec<Vec<(String, Raw)>>, InputError> {
+    let combos = params.iter().try_fold(1usize, |n, (_, vals, _)| n.checked_mul(vals.len()));
+    if !matches!(combos, Some(n) if n <= MAX_CASES) {
+        return Err(err(
+            origin,
+            None,
+            format!(
+                "the sweeps of this workload make {} combinations, more than {MAX_CASES}: sweep fewer values",
+                combos.map_or("too many".to_string(), |n| n.to_string())
+            ),
+        ));
+    }
+    let mut points: Vec<Vec<(String, Raw)>> = vec![Vec::new()];
+    for (k, vals, _) in params {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                vals.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((k.clone(), v.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    Ok(points)
+}
+
+/// `pairs`, taken out of a sweep point: "tester" (each environment with the tester) or "all"
+/// (every ordered pair of environments: network workloads, no direction, no tester to load).
+fn pairs(
+    given: &mut BTreeMap<String, Raw>,
+    load: Option<LoadSpec>,
+    w: &dyn virtperf_workload::Workload,
+    origin: &Origin,
+) -> Result<bool, InputError> {
+    let matrix = match given.remove("pairs") {
+        None => false,
+        Some(Raw::Str(s)) if s == "tester" => false,
+        Some(Raw::Str(s)) if s == "all" => true,
+        Some(v) => {
+            return Err(err(
+                origin,
+                Some("pairs"),
+                format!("got `{v}`, expected \"tester\" (each environment with the tester) or \"all\" (every environment to every other)"),
+            ))
+        }
+    };
+    if matrix && !w.needs_peer() {
+        return Err(err(origin, Some("pairs"), "pairs = \"all\" is for network workloads"));
+    }
+    if matrix && given.contains_key("direction") {
+        return Err(err(
+            origin,
+            Some("direction"),
+            "with pairs = \"all\" every ordered pair is measured (both directions): leave direction out",
+        ));
+    }
+    if matrix && load.is_some_and(|l| l.on == LoadOn::Tester) {
+        return Err(err(origin, Some("load_on"), "with pairs = \"all\" there is no tester to load"));
+    }
+    Ok(matrix)
 }
 
 /// The lab can carry every case: frames fit its MTU, every environment can join it, and each

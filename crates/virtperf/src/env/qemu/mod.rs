@@ -255,6 +255,14 @@ pub fn vcpu_index(comm: &str) -> Option<usize> {
 }
 
 impl Environment for Qemu {
+    /// virtperf's QEMU image: virtio NICs and the kernel's bridge module.
+    fn bridges(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// `qemu` alone says which accelerator `auto` picks; this row says whether KVM itself works.
+    fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
+        &[("accel", "kvm")]
+    }
     fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
         // The image carries glusterd, its translators and their libraries (the workload's
         // programs); the bricks need the scratch disk.
