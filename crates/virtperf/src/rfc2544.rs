@@ -9,7 +9,8 @@
 //! (`top`) is what it achieved, and a DUT that passes `top` is reported as generator-limited
 //! (its throughput is at least that), never as having that throughput.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use virtperf_proto::Sample;
 use virtperf_workload::frames::line_max_fps;
 use virtperf_workload::rfc2544::Settings;
@@ -60,12 +61,155 @@ impl Measured {
     }
 }
 
+/// What one RFC 2544 trial stores (`extra.rfc2544`): written here by the procedures and read
+/// back by the report ([`crate::report::rfc2544::Row`]) through this one type, so that a key
+/// cannot be written under one name and read under another. Every field has a default: a
+/// detail from an older run, or one with parts not run, reads as far as it goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Detail {
+    pub frame_size: u64,
+    pub direction: String,
+    pub quick: bool,
+    pub line_rate_bps: f64,
+    /// The theoretical maximum at the line rate.
+    pub line_max_fps: f64,
+    pub trial_ms: u64,
+    pub search_ms: u64,
+    pub resolution_pct: f64,
+    pub loss_tolerance_pct: f64,
+    pub tests: Vec<String>,
+    /// What the generator reached in the first step (offered the line's maximum).
+    pub generator_max_fps: f64,
+    /// The highest rate searched: the line's maximum, or 98 % of the generator's.
+    pub top_fps: f64,
+    pub generator_limited_probe: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Throughput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_loss: Option<FrameLoss>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub back_to_back: Option<BackToBack>,
+    /// Every step, in order.
+    pub steps: Vec<Step>,
+    /// The trial's wall time on the host's clock (set by the trial).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<f64>,
+}
+
+/// §26.1: the NDR and PDR, each a rate that passed a full-length trial or not determined.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Throughput {
+    pub ndr_fps: Option<f64>,
+    pub ndr_confirmed: bool,
+    pub pdr_fps: Option<f64>,
+    pub pdr_confirmed: bool,
+    /// Why no NDR was determined, where none was.
+    pub not_determined: Option<String>,
+    /// The DUT passed everything the generator could send.
+    pub gen_limited: bool,
+    pub ndr_mbps: f64,
+    pub pdr_mbps: f64,
+    /// CPU during the confirming trial at the NDR.
+    pub ndr_cpu: Option<NdrCpu>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NdrCpu {
+    /// Host CPU of the DUT's processes, % of one CPU.
+    pub dut_host_pct: Option<f64>,
+    /// CPU busy inside the DUT.
+    pub guest_pct: Option<f64>,
+}
+
+/// §26.2: round trips of tagged frames at the NDR, or why the test was skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Latency {
+    Skipped {
+        skipped: String,
+    },
+    Measured {
+        rate_fps: f64,
+        at_ndr: bool,
+        tagged_frames: u64,
+        /// At least 20 tagged frames: enough to publish the figures.
+        enough: bool,
+        loss_pct: f64,
+        gen_limited: bool,
+        /// The generator's latency summary (count, mean, min, p99, max, histogram).
+        summary: Value,
+    },
+}
+
+/// §26.3: loss from 100 % of the highest rate down in 10 % steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FrameLoss {
+    pub curve: Vec<LossPoint>,
+    /// The curve ended with two successive trials that lost nothing (§26.3's stopping rule).
+    pub ended_with_two_zero: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LossPoint {
+    pub offered_fps: f64,
+    pub pct_of_top: u64,
+    pub pct_of_line: f64,
+    pub loss_pct: f64,
+    pub gen_limited: bool,
+}
+
+/// §26.4: the longest burst at the highest rate with no loss, per trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BackToBack {
+    pub rate_fps: f64,
+    pub max_burst: u64,
+    pub bursts: Vec<u64>,
+    pub mean: f64,
+    /// Bursts that passed at the longest length tried (their length is a lower bound).
+    pub capped: u64,
+    pub resolution_frames: u64,
+}
+
+/// One step of a procedure, as measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Step {
+    pub test: String,
+    pub phase: String,
+    pub offered_fps: f64,
+    pub duration_ms: u64,
+    pub count: u64,
+    pub sent: u64,
+    pub received: u64,
+    pub loss_pct: f64,
+    pub sent_fps: f64,
+    pub gen_limited: bool,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// The step's latency summary, without its histogram.
+    pub latency: Value,
+    pub dut_cpu_pct: Option<f64>,
+    pub guest_cpu_pct: Option<f64>,
+    pub wall_ms: f64,
+}
+
+/// The fewest tagged round trips whose latency figures are published.
+pub const MIN_TAGGED: u64 = 20;
+
 /// Runs a step; an error ends the procedure (and the trial) with its reason.
 pub type StepFn<'a, E> = dyn FnMut(&StepSpec) -> Result<Measured, E> + 'a;
 
 struct Log<'a, 'b, E> {
     run: &'a mut StepFn<'b, E>,
-    steps: Vec<Value>,
+    steps: Vec<Step>,
 }
 
 impl<E> Log<'_, '_, E> {
@@ -75,14 +219,24 @@ impl<E> Log<'_, '_, E> {
         if let Some(o) = lat.as_object_mut() {
             o.remove("histogram_us");
         }
-        self.steps.push(json!({
-            "test": spec.test, "phase": phase, "offered_fps": spec.rate_fps,
-            "duration_ms": spec.duration_ms, "count": spec.count, "sent": m.sent,
-            "received": m.received, "loss_pct": m.loss_pct(), "sent_fps": m.sent_fps,
-            "gen_limited": m.gen_limited, "reordered": m.reordered, "duplicates": m.duplicates,
-            "latency": lat, "dut_cpu_pct": m.dut_cpu_pct, "guest_cpu_pct": m.guest_cpu_pct,
-            "wall_ms": m.wall_ms,
-        }));
+        self.steps.push(Step {
+            test: spec.test.into(),
+            phase: phase.into(),
+            offered_fps: spec.rate_fps,
+            duration_ms: spec.duration_ms,
+            count: spec.count,
+            sent: m.sent,
+            received: m.received,
+            loss_pct: m.loss_pct(),
+            sent_fps: m.sent_fps,
+            gen_limited: m.gen_limited,
+            reordered: m.reordered,
+            duplicates: m.duplicates,
+            latency: lat,
+            dut_cpu_pct: m.dut_cpu_pct,
+            guest_cpu_pct: m.guest_cpu_pct,
+            wall_ms: m.wall_ms,
+        });
         Ok(m)
     }
 }
@@ -118,12 +272,9 @@ fn search<E>(
 /// above the NDR that lost more than `tolerance` % (the generator reaching it), else `top`; `lo`
 /// the highest rate below `hi` that passed the tolerance, at least the NDR. (Seeding `hi` with the
 /// lowest rate that failed at *zero* loss capped the PDR about one resolution step above the NDR.)
-fn pdr_bracket(steps: &[Value], ndr: f64, top: f64, tolerance: f64) -> (f64, f64) {
+fn pdr_bracket(steps: &[Step], ndr: f64, top: f64, tolerance: f64) -> (f64, f64) {
     let measured = || {
-        steps
-            .iter()
-            .filter(|x| x["test"] == "throughput" && x["gen_limited"] == false)
-            .filter_map(|x| Some((x["offered_fps"].as_f64()?, x["loss_pct"].as_f64().unwrap_or(100.0))))
+        steps.iter().filter(|x| x.test == "throughput" && !x.gen_limited).map(|x| (x.offered_fps, x.loss_pct))
     };
     let hi = measured().filter(|(r, l)| *l > tolerance && *r > ndr).map(|(r, _)| r).fold(top, f64::min);
     let lo = measured().filter(|(r, l)| *l <= tolerance && *r < hi).map(|(r, _)| r).fold(ndr, f64::max);
@@ -164,15 +315,22 @@ fn confirm<E>(
 }
 
 /// Runs the tests of `st` with `run` doing each step; returns the trial's samples and its detail.
-pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value), E> {
+pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Detail), E> {
     let line_max = line_max_fps(st.line_bps, st.frame_size);
     let mut log = Log { run, steps: Vec::new() };
-    let mut detail = json!({
-        "frame_size": st.frame_size, "direction": st.direction, "quick": st.quick,
-        "line_rate_bps": st.line_bps, "line_max_fps": line_max, "trial_ms": st.trial_ms,
-        "search_ms": st.search_ms, "resolution_pct": st.resolution_pct,
-        "loss_tolerance_pct": st.loss_tolerance_pct, "tests": st.tests,
-    });
+    let mut detail = Detail {
+        frame_size: st.frame_size,
+        direction: st.direction.clone(),
+        quick: st.quick,
+        line_rate_bps: st.line_bps,
+        line_max_fps: line_max,
+        trial_ms: st.trial_ms,
+        search_ms: st.search_ms,
+        resolution_pct: st.resolution_pct,
+        loss_tolerance_pct: st.loss_tolerance_pct,
+        tests: st.tests.clone(),
+        ..Default::default()
+    };
 
     // The highest rate searched: the line's maximum, or what the generator reaches when it is less.
     let probe = log.step(
@@ -181,9 +339,9 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
     )?;
     let top = if probe.gen_limited { probe.sent_fps * 0.98 } else { line_max };
     let res = (top * st.resolution_pct / 100.0).max(1.0);
-    detail["generator_max_fps"] = json!(probe.sent_fps);
-    detail["top_fps"] = json!(top);
-    detail["generator_limited_probe"] = json!(probe.gen_limited);
+    detail.generator_max_fps = probe.sent_fps;
+    detail.top_fps = top;
+    detail.generator_limited_probe = probe.gen_limited;
 
     let mut t = Trial { st, log, out: Vec::new(), detail, line_max, top, res, probe };
     let ndr = if st.runs("throughput") || st.runs("latency") { throughput(&mut t)? } else { 0.0 };
@@ -194,7 +352,7 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Value)
     if st.runs("back_to_back") {
         back_to_back(&mut t)?;
     }
-    t.detail["steps"] = json!(t.log.steps);
+    t.detail.steps = t.log.steps;
     Ok((t.out, t.detail))
 }
 
@@ -205,7 +363,7 @@ struct Trial<'x, 'a, 'b, E> {
     st: &'x Settings,
     log: Log<'a, 'b, E>,
     out: Vec<Sample>,
-    detail: Value,
+    detail: Detail,
     line_max: f64,
     top: f64,
     res: f64,
@@ -276,17 +434,25 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
     let lowest = log
         .steps
         .iter()
-        .filter(|x| x["phase"] == "ndr-confirm")
-        .filter_map(|x| x["offered_fps"].as_f64())
+        .filter(|x| x.phase == "ndr-confirm")
+        .map(|x| x.offered_fps)
         .fold(f64::INFINITY, f64::min);
-    detail["throughput"] = json!({
-        "ndr_fps": n_ok.then_some(ndr), "ndr_confirmed": n_ok,
-        "pdr_fps": p_ok.then_some(pdr), "pdr_confirmed": p_ok,
-        "not_determined": (!n_ok).then(|| format!(
-            "no full-length trial passed: frames lost at every rate confirmed, down to {lowest:.0} fps"
-        )),
-        "gen_limited": gen_limited, "ndr_mbps": mbps(ndr), "pdr_mbps": mbps(pdr),
-        "ndr_cpu": ndr_trial.as_ref().map(|m| json!({"dut_host_pct": m.dut_cpu_pct, "guest_pct": m.guest_cpu_pct})),
+    detail.throughput = Some(Throughput {
+        ndr_fps: n_ok.then_some(ndr),
+        ndr_confirmed: n_ok,
+        pdr_fps: p_ok.then_some(pdr),
+        pdr_confirmed: p_ok,
+        not_determined: (!n_ok).then(|| {
+            format!(
+                "no full-length trial passed: frames lost at every rate confirmed, down to {lowest:.0} fps"
+            )
+        }),
+        gen_limited,
+        ndr_mbps: mbps(ndr),
+        pdr_mbps: mbps(pdr),
+        ndr_cpu: ndr_trial
+            .as_ref()
+            .map(|m| NdrCpu { dut_host_pct: m.dut_cpu_pct, guest_pct: m.guest_cpu_pct }),
     });
     Ok(ndr)
 }
@@ -296,10 +462,11 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
 fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
     let st = t.st;
     let Trial { log, out, detail, .. } = t;
-    let undetermined = st.runs("latency") && !(detail["throughput"]["ndr_confirmed"] == true);
+    let undetermined = st.runs("latency") && !detail.throughput.as_ref().is_some_and(|t| t.ndr_confirmed);
     if undetermined {
-        detail["latency"] =
-            json!({"skipped": "the throughput (NDR) was not determined: no rate passed a full-length trial"});
+        detail.latency = Some(Latency::Skipped {
+            skipped: "the throughput (NDR) was not determined: no rate passed a full-length trial".into(),
+        });
     }
     if st.runs("latency") && !undetermined {
         let rate = ndr;
@@ -309,7 +476,9 @@ fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
         )?;
         let lat = &m.latency;
         let n = lat["count"].as_u64().unwrap_or(0);
-        if n > 0 {
+        // Too few round trips carry no percentile (and hardly a mean): none is published, and the
+        // detail says how many there were.
+        if n >= MIN_TAGGED {
             for (k, metric) in [
                 ("mean_us", "rfc2544_latency_mean_us"),
                 ("min_us", "rfc2544_latency_min_us"),
@@ -319,9 +488,14 @@ fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
                 out.push(s(metric, lat[k].as_f64().unwrap_or(0.0), "µs"));
             }
         }
-        detail["latency"] = json!({
-            "rate_fps": rate, "at_ndr": ndr > 0.0, "tagged_frames": n, "enough": n >= 20,
-            "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited, "summary": lat,
+        detail.latency = Some(Latency::Measured {
+            rate_fps: rate,
+            at_ndr: ndr > 0.0,
+            tagged_frames: n,
+            enough: n >= MIN_TAGGED,
+            loss_pct: m.loss_pct(),
+            gen_limited: m.gen_limited,
+            summary: lat.clone(),
         });
     }
     Ok(())
@@ -340,10 +514,13 @@ fn frame_loss<E>(t: &mut Trial<E>) -> Result<(), E> {
             "frame_loss",
             StepSpec { test: "frame_loss", rate_fps: rate, duration_ms: st.search_ms, count: 0 },
         )?;
-        curve.push(json!({
-            "offered_fps": rate, "pct_of_top": tenth * 10, "pct_of_line": rate / line_max * 100.0,
-            "loss_pct": m.loss_pct(), "gen_limited": m.gen_limited,
-        }));
+        curve.push(LossPoint {
+            offered_fps: rate,
+            pct_of_top: tenth * 10,
+            pct_of_line: rate / line_max * 100.0,
+            loss_pct: m.loss_pct(),
+            gen_limited: m.gen_limited,
+        });
         if tenth == 10 {
             out.push(s("rfc2544_loss_at_max_pct", m.loss_pct(), "%"));
         }
@@ -352,7 +529,7 @@ fn frame_loss<E>(t: &mut Trial<E>) -> Result<(), E> {
             break;
         }
     }
-    detail["frame_loss"] = json!({"curve": curve, "ended_with_two_zero": zero_run == 2});
+    detail.frame_loss = Some(FrameLoss { curve, ended_with_two_zero: zero_run == 2 });
     Ok(())
 }
 
@@ -392,9 +569,13 @@ fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
     }
     let mean = lens.iter().sum::<u64>() as f64 / lens.len().max(1) as f64;
     out.push(s("rfc2544_b2b_frames", mean, "frames"));
-    detail["back_to_back"] = json!({
-        "rate_fps": top, "max_burst": max_len, "bursts": lens, "mean": mean,
-        "capped": capped, "resolution_frames": res_len,
+    detail.back_to_back = Some(BackToBack {
+        rate_fps: top,
+        max_burst: max_len,
+        bursts: lens,
+        mean,
+        capped,
+        resolution_frames: res_len,
     });
     Ok(())
 }
@@ -402,6 +583,7 @@ fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     use virtperf_workload::params::{resolve, Params};
     use virtperf_workload::Workload;
@@ -452,7 +634,8 @@ mod tests {
     fn finds_the_dut_limit_within_resolution_and_confirms_it() {
         let st = settings(&[]);
         let line = line_max_fps(1e9, 64); // 1.488 Mfps
-        let (out, d) = run(&st, &mut model(500_000.0, 2e6)).unwrap();
+        let (out, d) =
+            run(&st, &mut model(500_000.0, 2e6)).map(|(o, d)| (o, serde_json::to_value(d).unwrap())).unwrap();
         let ndr = get(&out, "rfc2544_ndr_fps");
         assert!(ndr <= 500_000.0 && ndr > 500_000.0 - line * 0.05, "{ndr}");
         assert_eq!(get(&out, "rfc2544_gen_limited"), 0.0);
@@ -524,7 +707,9 @@ mod tests {
         let st = settings(&[]);
         // The search finds ~500 k; full-length trials lose above 100 k: the confirmation halves
         // down to a rate that passes, and that is the NDR.
-        let (out, d) = run(&st, &mut slow_to_fill(500_000.0, 100_000.0, st.trial_ms)).unwrap();
+        let (out, d) = run(&st, &mut slow_to_fill(500_000.0, 100_000.0, st.trial_ms))
+            .map(|(o, d)| (o, serde_json::to_value(d).unwrap()))
+            .unwrap();
         let ndr = get(&out, "rfc2544_ndr_fps");
         assert!(ndr <= 100_000.0 && ndr > 40_000.0, "NDR {ndr}");
         assert_eq!(d["throughput"]["ndr_confirmed"], true);
@@ -535,7 +720,9 @@ mod tests {
         assert_eq!(lat["offered_fps"].as_f64(), Some(ndr));
         // Full-length trials lose at every rate: no NDR, no PDR, no latency at a rate that lost.
         let st = settings(&[("tests", json!("throughput,latency"))]);
-        let (out, d) = run(&st, &mut slow_to_fill(500_000.0, 0.0, st.trial_ms)).unwrap();
+        let (out, d) = run(&st, &mut slow_to_fill(500_000.0, 0.0, st.trial_ms))
+            .map(|(o, d)| (o, serde_json::to_value(d).unwrap()))
+            .unwrap();
         assert!(
             out.iter().all(|x| !x.metric.starts_with("rfc2544_ndr") && !x.metric.starts_with("rfc2544_pdr")),
             "{out:?}"
@@ -556,7 +743,12 @@ mod tests {
 
     #[test]
     fn the_pdr_bracket_comes_from_the_steps_at_its_tolerance() {
-        let step = |r: f64, l: f64| json!({"test": "throughput", "gen_limited": false, "offered_fps": r, "loss_pct": l});
+        let step = |r: f64, l: f64| Step {
+            test: "throughput".into(),
+            offered_fps: r,
+            loss_pct: l,
+            ..Default::default()
+        };
         let steps =
             [step(1000.0, 5.0), step(500.0, 0.05), step(750.0, 0.5), step(400.0, 0.0), step(450.0, 0.01)];
         // At 0.1 %: 500 passed, 750 failed; the NDR (400) is below both.
@@ -564,14 +756,21 @@ mod tests {
         // Nothing failed the tolerance: up to the top.
         assert_eq!(pdr_bracket(&steps[1..2], 400.0, 1000.0, 0.1), (500.0, 1000.0));
         // A generator-limited step is not the DUT's failure.
-        let g = json!({"test": "throughput", "gen_limited": true, "offered_fps": 600.0, "loss_pct": 50.0});
+        let g = Step {
+            test: "throughput".into(),
+            gen_limited: true,
+            offered_fps: 600.0,
+            loss_pct: 50.0,
+            ..Default::default()
+        };
         assert_eq!(pdr_bracket(&[g], 400.0, 1000.0, 0.1), (400.0, 1000.0));
     }
 
     #[test]
     fn a_generator_limit_is_never_reported_as_the_duts_throughput() {
         let st = settings(&[]);
-        let (out, d) = run(&st, &mut model(1e9, 300_000.0)).unwrap();
+        let (out, d) =
+            run(&st, &mut model(1e9, 300_000.0)).map(|(o, d)| (o, serde_json::to_value(d).unwrap())).unwrap();
         assert_eq!(get(&out, "rfc2544_gen_limited"), 1.0);
         assert!(d["generator_limited_probe"] == true);
         assert!(get(&out, "rfc2544_ndr_fps") <= 300_000.0);
@@ -582,7 +781,8 @@ mod tests {
     #[test]
     fn frame_loss_walks_down_in_ten_percent_steps_to_two_clean_trials() {
         let st = settings(&[("tests", json!("frame_loss"))]);
-        let (out, d) = run(&st, &mut model(700_000.0, 1e7)).unwrap();
+        let (out, d) =
+            run(&st, &mut model(700_000.0, 1e7)).map(|(o, d)| (o, serde_json::to_value(d).unwrap())).unwrap();
         let curve = d["frame_loss"]["curve"].as_array().unwrap();
         let pcts: Vec<u64> = curve.iter().map(|c| c["pct_of_top"].as_u64().unwrap()).collect();
         // 1.488 Mfps top; the DUT holds 700 k = 47 %: loss at 100…50 %, clean at 40 and 30 %.
@@ -600,7 +800,8 @@ mod tests {
             ("resolution", json!(0.1)),
         ]);
         // Top 1.488 Mfps × 100 ms = 148,800 frames; the DUT takes 500 k/s plus a 1000-frame queue.
-        let (out, d) = run(&st, &mut model(500_000.0, 1e7)).unwrap();
+        let (out, d) =
+            run(&st, &mut model(500_000.0, 1e7)).map(|(o, d)| (o, serde_json::to_value(d).unwrap())).unwrap();
         let b2b = get(&out, "rfc2544_b2b_frames");
         // Loss-free while (1 − 500k/1.488M) × n ≤ 1000: n ≤ ~1507; within 0.1 % of the max burst.
         assert!((1507.0 - 149.0..=1508.0).contains(&b2b), "{b2b}");
@@ -610,7 +811,8 @@ mod tests {
     #[test]
     fn latency_runs_at_the_throughput_rate() {
         let st = settings(&[("tests", json!("throughput,latency"))]);
-        let (out, d) = run(&st, &mut model(400_000.0, 1e7)).unwrap();
+        let (out, d) =
+            run(&st, &mut model(400_000.0, 1e7)).map(|(o, d)| (o, serde_json::to_value(d).unwrap())).unwrap();
         assert_eq!(d["latency"]["rate_fps"], d["throughput"]["ndr_fps"]);
         assert_eq!(get(&out, "rfc2544_latency_p99_us"), 50.0);
         assert_eq!(d["latency"]["enough"], true);

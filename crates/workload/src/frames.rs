@@ -595,97 +595,31 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
     let done = AtomicBool::new(false);
     let mut hist = new_histogram()?;
     let mut echo = Account::default();
-    let mut bufs = vec![vec![0u8; payload]; BATCH];
-    let lens = vec![payload; BATCH];
-    let (mut seq, mut send_errors) = (0u64, 0u64);
-    let (t0, t1) = std::thread::scope(|sc| -> Result<(u64, u64), String> {
-        let catcher = sc.spawn(|| {
-            let mut rbufs = vec![vec![0u8; payload + 64]; BATCH];
-            while !done.load(Ordering::Relaxed) {
-                let got = recv_batch(&rx, &mut rbufs);
-                let now = now_ns();
-                for (i, (len, _)) in got.into_iter().enumerate() {
-                    match read_header(&rbufs[i][..len]) {
-                        Some(h) if h.tag == tag && h.flags & F_ECHO != 0 => {
-                            if h.flags & F_LEARN != 0 {
-                                echo.learning += 1;
-                                continue;
-                            }
-                            if h.flags & F_TAG != 0 {
-                                let _ = hist.record(now.saturating_sub(h.tx_ns).max(1));
-                            }
-                            if reflect {
-                                echo.frame(h.seq, len, now);
-                            }
-                        }
-                        Some(_) => echo.stale += 1,
-                        None => echo.malformed += 1,
-                    }
-                }
+    let sched = Schedule { tag, rate, count, dur_ns, latency };
+    let sent = std::thread::scope(|sc| -> Result<Sent, String> {
+        let catcher = sc.spawn(|| catch_echoes(&rx, tag, reflect, payload, &done, &mut hist, &mut echo));
+        let mut bufs = vec![vec![0u8; payload]; BATCH];
+        if learning > 0 {
+            // RFC 2544 §23: frames that let the path learn addresses before the trial.
+            for _ in 0..4 {
+                write_header(&mut bufs[0], Header { tag, seq: 0, tx_ns: now_ns(), flags: F_LEARN });
+                let _ = s.send(&bufs[0]);
             }
-        });
-        let result: Result<(u64, u64), String> = {
-            if learning > 0 {
-                // RFC 2544 §23: frames that let the path learn addresses before the trial.
-                for _ in 0..4 {
-                    write_header(&mut bufs[0], Header { tag, seq: 0, tx_ns: now_ns(), flags: F_LEARN });
-                    let _ = s.send(&bufs[0]);
-                }
-                std::thread::sleep(Duration::from_millis(learning));
-            }
-            let limit = if count > 0 { count } else { u32::MAX as u64 - 1 };
-            let t0 = now_ns();
-            let mut next_tag = t0;
-            loop {
-                let now = now_ns();
-                if (count == 0 && now - t0 >= dur_ns) || seq >= limit || ctx.stopped() {
-                    break;
-                }
-                // A burst may run longer than `duration` only by its own length at this rate.
-                if count > 0 && now - t0 >= dur_ns.saturating_mul(4).max(10_000_000_000) {
-                    break;
-                }
-                let mut n = (BATCH as u64).min(limit - seq);
-                if rate > 0.0 {
-                    // Frame k (from 0) is due at t0 + k/rate: never ahead of the schedule.
-                    let due = ((now - t0) as f64 * rate / 1e9) as u64 + 1;
-                    if seq >= due {
-                        wait_until(t0 + (seq as f64 * 1e9 / rate) as u64);
-                        continue;
-                    }
-                    n = n.min(due - seq);
-                }
-                let n = n as usize;
-                let tagged = latency && now >= next_tag;
-                if tagged {
-                    next_tag = now + 1_000_000;
-                }
-                for (i, b) in bufs.iter_mut().take(n).enumerate() {
-                    let flags = if tagged && i == 0 { F_TAG } else { 0 };
-                    write_header(b, Header { tag, seq: (seq + i as u64 + 1) as u32, tx_ns: now, flags });
-                }
-                let sent = send_batch(&s, &mut bufs[..n], &lens[..n]);
-                if sent == 0 {
-                    // ENOBUFS or a full queue: count it and yield rather than spin on the error.
-                    send_errors += 1;
-                    std::thread::yield_now();
-                }
-                seq += sent as u64;
-            }
-            let t1 = now_ns();
-            std::thread::sleep(Duration::from_millis(drain));
-            let mut fin = vec![0u8; FRAME_HDR];
-            for _ in 0..3 {
-                write_header(&mut fin, Header { tag, seq: seq as u32, tx_ns: now_ns(), flags: F_FIN });
-                let _ = s.send(&fin);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Ok((t0, t1))
-        };
+            std::thread::sleep(Duration::from_millis(learning));
+        }
+        let sent = sched.send(&s, &mut bufs, ctx);
+        std::thread::sleep(Duration::from_millis(drain));
+        let mut fin = vec![0u8; FRAME_HDR];
+        for _ in 0..3 {
+            write_header(&mut fin, Header { tag, seq: sent.seq as u32, tx_ns: now_ns(), flags: F_FIN });
+            let _ = s.send(&fin);
+            std::thread::sleep(Duration::from_millis(1));
+        }
         done.store(true, Ordering::Relaxed);
         catcher.join().map_err(|_| "the receiving thread panicked".to_string())?;
-        result
+        Ok(sent)
     })?;
+    let Sent { t0, t1, seq, send_errors } = sent;
     let secs = (t1 - t0) as f64 / 1e9;
     let achieved = seq as f64 / secs.max(1e-9);
     // A burst is short: judge it by how long it took against how long it should have.
@@ -700,6 +634,112 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
             "clock": {"resolution_ns": declared, "tick_ns": tick},
         }),
     })
+}
+
+/// The echoes of the generator's own frames, until `done`: tagged frames' round trips into
+/// `hist`, and (reflect) every frame's accounting into `echo`.
+fn catch_echoes(
+    rx: &UdpSocket,
+    tag: u16,
+    reflect: bool,
+    payload: usize,
+    done: &AtomicBool,
+    hist: &mut hdrhistogram::Histogram<u64>,
+    echo: &mut Account,
+) {
+    let mut rbufs = vec![vec![0u8; payload + 64]; BATCH];
+    while !done.load(Ordering::Relaxed) {
+        let got = recv_batch(rx, &mut rbufs);
+        let now = now_ns();
+        for (i, (len, _)) in got.into_iter().enumerate() {
+            match read_header(&rbufs[i][..len]) {
+                Some(h) if h.tag == tag && h.flags & F_ECHO != 0 => {
+                    if h.flags & F_LEARN != 0 {
+                        echo.learning += 1;
+                        continue;
+                    }
+                    if h.flags & F_TAG != 0 {
+                        let _ = hist.record(now.saturating_sub(h.tx_ns).max(1));
+                    }
+                    if reflect {
+                        echo.frame(h.seq, len, now);
+                    }
+                }
+                Some(_) => echo.stale += 1,
+                None => echo.malformed += 1,
+            }
+        }
+    }
+}
+
+/// What the generator sends: `count` frames (a burst) or for `dur_ns`, paced at `rate` frames/s
+/// (0: as fast as it can), one frame in each millisecond tagged for latency when asked (from
+/// the second quarter of a timed flow on).
+struct Schedule {
+    tag: u16,
+    rate: f64,
+    count: u64,
+    dur_ns: u64,
+    latency: bool,
+}
+
+/// What a schedule sent: its span on the host's clock, the frames, and the batches the kernel
+/// refused.
+struct Sent {
+    t0: u64,
+    t1: u64,
+    seq: u64,
+    send_errors: u64,
+}
+
+impl Schedule {
+    fn send(&self, s: &UdpSocket, bufs: &mut [Vec<u8>], ctx: &RunCtx) -> Sent {
+        let Schedule { tag, rate, count, dur_ns, latency } = *self;
+        let lens = vec![bufs[0].len(); bufs.len()];
+        let (mut seq, mut send_errors) = (0u64, 0u64);
+        let limit = if count > 0 { count } else { u32::MAX as u64 - 1 };
+        let t0 = now_ns();
+        // Tags from the second quarter on: the flow's start (queues filling, a guest's first
+        // interrupts) is a transient, not the latency at this rate.
+        let mut next_tag = t0 + if count == 0 { dur_ns / 4 } else { 0 };
+        loop {
+            let now = now_ns();
+            if (count == 0 && now - t0 >= dur_ns) || seq >= limit || ctx.stopped() {
+                break;
+            }
+            // A burst may run longer than `duration` only by its own length at this rate.
+            if count > 0 && now - t0 >= dur_ns.saturating_mul(4).max(10_000_000_000) {
+                break;
+            }
+            let mut n = (bufs.len() as u64).min(limit - seq);
+            if rate > 0.0 {
+                // Frame k (from 0) is due at t0 + k/rate: never ahead of the schedule.
+                let due = ((now - t0) as f64 * rate / 1e9) as u64 + 1;
+                if seq >= due {
+                    wait_until(t0 + (seq as f64 * 1e9 / rate) as u64);
+                    continue;
+                }
+                n = n.min(due - seq);
+            }
+            let n = n as usize;
+            let tagged = latency && now >= next_tag;
+            if tagged {
+                next_tag = now + 1_000_000;
+            }
+            for (i, b) in bufs.iter_mut().take(n).enumerate() {
+                let flags = if tagged && i == 0 { F_TAG } else { 0 };
+                write_header(b, Header { tag, seq: (seq + i as u64 + 1) as u32, tx_ns: now, flags });
+            }
+            let sent = send_batch(s, &mut bufs[..n], &lens[..n]);
+            if sent == 0 {
+                // ENOBUFS or a full queue: count it and yield rather than spin on the error.
+                send_errors += 1;
+                std::thread::yield_now();
+            }
+            seq += sent as u64;
+        }
+        Sent { t0, t1: now_ns(), seq, send_errors }
+    }
 }
 
 #[cfg(test)]

@@ -1158,6 +1158,7 @@ mod tests {
             line_max_fps: 1000.0 + size as f64,
             ndr_fps: Some(ndr),
             pdr_fps: None,
+            latency_note: None,
             ndr_confirmed: true,
             ndr_undetermined: false,
             gen_limited: false,

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::rfc2544::{Detail, Latency};
+
 /// One procedure's answers, for the report (one row per measured trial).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Row {
@@ -22,6 +24,9 @@ pub struct Row {
     pub dut_cpu_pct: Option<f64>,
     pub guest_cpu_pct: Option<f64>,
     pub latency: Value,
+    /// Why the latency figures are not published, or what weakens them: fewer than
+    /// [`crate::rfc2544::MIN_TAGGED`] tagged frames, frames lost in the latency trial.
+    pub latency_note: Option<String>,
     /// (% of the highest rate, offered fps, loss %).
     pub loss_curve: Vec<(u64, f64, f64)>,
     pub b2b_mean: Option<f64>,
@@ -45,46 +50,51 @@ impl Row {
 
     /// Reads a stored trial's detail (`extra.rfc2544`).
     pub fn from_detail(environment: &str, d: &Value) -> Option<Row> {
-        let d = d.get("rfc2544")?;
-        let t = &d["throughput"];
-        let f = |v: &Value| v.as_f64();
+        let d: Detail = serde_json::from_value(d.get("rfc2544")?.clone()).ok()?;
+        if d.frame_size == 0 {
+            return None;
+        }
+        let t = d.throughput.unwrap_or_default();
+        let ndr_cpu = t.ndr_cpu.unwrap_or_default();
         Some(Row {
             environment: environment.to_string(),
-            direction: d["direction"].as_str().unwrap_or("?").to_string(),
-            frame_size: d["frame_size"].as_u64()?,
-            quick: d["quick"] == true,
-            line_max_fps: f(&d["line_max_fps"]).unwrap_or(0.0),
-            ndr_fps: f(&t["ndr_fps"]),
-            pdr_fps: f(&t["pdr_fps"]),
-            ndr_confirmed: t["ndr_confirmed"] == true,
-            ndr_undetermined: t["not_determined"].is_string(),
-            gen_limited: t["gen_limited"] == true,
-            dut_cpu_pct: f(&t["ndr_cpu"]["dut_host_pct"]),
-            guest_cpu_pct: f(&t["ndr_cpu"]["guest_pct"]),
-            latency: {
-                let mut l = d["latency"]["summary"].clone();
-                if let Some(o) = l.as_object_mut() {
-                    o.remove("histogram_us");
+            direction: if d.direction.is_empty() { "?".into() } else { d.direction },
+            frame_size: d.frame_size,
+            quick: d.quick,
+            line_max_fps: d.line_max_fps,
+            ndr_fps: t.ndr_fps,
+            pdr_fps: t.pdr_fps,
+            ndr_confirmed: t.ndr_confirmed,
+            ndr_undetermined: t.not_determined.is_some(),
+            gen_limited: t.gen_limited,
+            dut_cpu_pct: ndr_cpu.dut_host_pct,
+            guest_cpu_pct: ndr_cpu.guest_pct,
+            latency_note: match &d.latency {
+                Some(Latency::Measured { enough: false, tagged_frames, .. }) => {
+                    Some(format!("n/d: {tagged_frames} tagged < {}", crate::rfc2544::MIN_TAGGED))
                 }
-                l
+                Some(Latency::Measured { loss_pct, .. }) if *loss_pct > 0.0 => {
+                    Some(format!("its trial lost {} %", super::fmt_num(*loss_pct)))
+                }
+                Some(Latency::Skipped { .. }) => Some("n/d: no NDR".into()),
+                _ => None,
             },
-            loss_curve: d["frame_loss"]["curve"]
-                .as_array()
-                .map(|c| {
-                    c.iter()
-                        .map(|p| {
-                            (
-                                p["pct_of_top"].as_u64().unwrap_or(0),
-                                f(&p["offered_fps"]).unwrap_or(0.0),
-                                f(&p["loss_pct"]).unwrap_or(0.0),
-                            )
-                        })
-                        .collect()
-                })
+            latency: match d.latency {
+                Some(Latency::Measured { mut summary, enough: true, .. }) => {
+                    if let Some(o) = summary.as_object_mut() {
+                        o.remove("histogram_us");
+                    }
+                    summary
+                }
+                _ => Value::Null,
+            },
+            loss_curve: d
+                .frame_loss
+                .map(|f| f.curve.iter().map(|p| (p.pct_of_top, p.offered_fps, p.loss_pct)).collect())
                 .unwrap_or_default(),
-            b2b_mean: f(&d["back_to_back"]["mean"]),
-            b2b_capped: d["back_to_back"]["capped"].as_u64().unwrap_or(0) > 0,
-            steps: d["steps"].as_array().map_or(0, Vec::len),
+            b2b_mean: d.back_to_back.as_ref().map(|b| b.mean),
+            b2b_capped: d.back_to_back.is_some_and(|b| b.capped > 0),
+            steps: d.steps.len(),
         })
     }
 }
@@ -172,7 +182,7 @@ pub fn render(rows: &[Row]) -> String {
     ]);
     for r in rows {
         let l = &r.latency;
-        let lat = if l["count"].as_u64().unwrap_or(0) > 0 {
+        let mut lat = if l["count"].as_u64().unwrap_or(0) > 0 {
             format!(
                 "{} / {} / {} / {} ({})",
                 num(l["mean_us"].as_f64()),
@@ -182,8 +192,14 @@ pub fn render(rows: &[Row]) -> String {
                 l["count"]
             )
         } else {
-            "—".into()
+            String::new()
         };
+        match (&r.latency_note, lat.is_empty()) {
+            (Some(n), true) => lat = n.clone(),
+            (Some(n), false) => lat += &format!("; {n}"),
+            (None, true) => lat = "—".into(),
+            (None, false) => {}
+        }
         let curve: Vec<String> =
             r.loss_curve.iter().map(|(p, _, loss)| format!("{p}:{}", super::fmt_num(*loss))).collect();
         let l2 = r.ndr_fps.map(|n| n * r.frame_size as f64 * 8.0 / 1e6);
@@ -202,7 +218,10 @@ pub fn render(rows: &[Row]) -> String {
         ]);
     }
     out += &d.to_string();
-    out += "\nlatency: round trip of tagged frames at the NDR rate, on the generator's clock (in/out: the receiver echoes the tags; reflect: the DUT returns every frame)\n";
+    out += "\nlatency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
+             trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
+             frame); RFC 2544 §26.2 defines latency one way through the DUT, so a round trip holds both \
+             directions and the echo; published from 20 tagged frames\n";
     out
 }
 
