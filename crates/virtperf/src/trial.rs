@@ -849,35 +849,18 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
 /// any client starts; with several instances the clients are armed and started back to back.
 fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
     let n = p.duts.len();
-    let dut_addrs: Vec<String> =
-        p.duts.iter().map(|d| d.addr.clone()).collect::<Option<_>>().ok_or_else(|| Fail::Failed {
-            reason: "a network workload needs the lab, which was not built".into(),
-            dut_broken: Vec::new(),
-            tester_broken: false,
-        })?;
-    let tester_addr = match &p.tester {
-        Some(t) => t.addr.clone(),
-        None => {
-            return Err(Fail::Failed {
-                reason: "the lab's tester is not running".into(),
-                dut_broken: Vec::new(),
-                tester_broken: true,
-            })
-        }
-    };
+    let (dut_addrs, tester_addr) = lab_addrs(p)?;
     // (instance, flow) pairs; the client and server of each.
     let all: Vec<(usize, Flow)> =
         (0..n).flat_map(|k| flows(direction, k).into_iter().map(move |f| (k, f))).collect();
-    let client_of = |k: usize, f: &Flow| if f.dut_client { Who::Dut(k) } else { Who::Tester };
-    let server_of = |k: usize, f: &Flow| if f.dut_client { Who::Tester } else { Who::Dut(k) };
     let addr_of = |w: Who| match w {
         Who::Dut(k) => dut_addrs[k].clone(),
         Who::Tester => tester_addr.clone(),
     };
     let role = |k: usize, f: &Flow, side: Side, i: usize| {
         let (me, peer) = match side {
-            Side::Client => (client_of(k, f), server_of(k, f)),
-            Side::Server => (server_of(k, f), client_of(k, f)),
+            Side::Client => (f.client(k), f.server(k)),
+            Side::Server => (f.server(k), f.client(k)),
         };
         WorkloadSpec {
             net: Some(NetRole {
@@ -891,18 +874,98 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
             ..spec.clone()
         }
     };
+    let started = start_flows(p, &all, &role, deadline)?;
+    let w = virtperf_workload::find(&spec.kind).ok_or_else(|| Fail::Failed {
+        reason: format!("unknown workload `{}`", spec.kind),
+        dut_broken: Vec::new(),
+        tester_broken: false,
+    })?;
+    let g = gather_flows(p, w, &virtperf_workload::Params(&spec.params), &all, &started, deadline)?;
+    let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock) && all.iter().all(|(_, f)| f.dut_client);
+    let skew = start_skew_ms(&started.gos, shared_clock.then_some(g.client_starts));
+    let (samples, instance_samples, agg_windows) = combine(g.per, &g.details, spec, skew);
+    let mut extra = json!({ "flows": g.flows_extra });
+    if !agg_windows.is_empty() {
+        extra["aggregate_windows"] = json!(agg_windows);
+    }
+    Ok(Body {
+        host_ns: g.host_ns,
+        guest_ns: g.guest_ns,
+        guest_cpu_ns: g.guest_cpu_ns,
+        samples,
+        extra: Some(extra),
+        rtt: None,
+        transfer: g.bytes.zip(started.first_started).zip(g.last_result).map(|((b, w0), w1)| (b, w0, w1)),
+        windows: g.windows,
+        instance_samples,
+    })
+}
+
+/// Every instance's lab address and the tester's, or why the trial cannot run.
+fn lab_addrs(p: &Parties) -> Result<(Vec<String>, String), Fail> {
+    let dut_addrs: Vec<String> =
+        p.duts.iter().map(|d| d.addr.clone()).collect::<Option<_>>().ok_or_else(|| Fail::Failed {
+            reason: "a network workload needs the lab, which was not built".into(),
+            dut_broken: Vec::new(),
+            tester_broken: false,
+        })?;
+    match &p.tester {
+        Some(t) => Ok((dut_addrs, t.addr.clone())),
+        None => Err(Fail::Failed {
+            reason: "the lab's tester is not running".into(),
+            dut_broken: Vec::new(),
+            tester_broken: true,
+        }),
+    }
+}
+
+impl Flow {
+    fn client(&self, k: usize) -> Who {
+        if self.dut_client {
+            Who::Dut(k)
+        } else {
+            Who::Tester
+        }
+    }
+    fn server(&self, k: usize) -> Who {
+        if self.dut_client {
+            Who::Tester
+        } else {
+            Who::Dut(k)
+        }
+    }
+}
+
+/// Each side of a network trial's flows as sent: (who, tag, when sent or told to go).
+struct Started {
+    servers: Vec<(Who, u64, Instant)>,
+    clients: Vec<(Who, u64, Instant)>,
+    /// Several instances: when each client was told to go.
+    gos: Vec<Instant>,
+    /// When the first client started (the transfer's start on the host's clock).
+    first_started: Option<Instant>,
+}
+
+/// Starts every flow's server, then its client; several instances' clients are armed first and
+/// told to go together.
+fn start_flows(
+    p: &mut Parties,
+    all: &[(usize, Flow)],
+    role: &dyn Fn(usize, &Flow, Side, usize) -> WorkloadSpec,
+    deadline: Instant,
+) -> Result<Started, Fail> {
     let mut servers = Vec::new();
     for (i, (k, f)) in all.iter().enumerate() {
-        let who = server_of(*k, f);
+        let who = f.server(*k);
         let (tag, sent) = p.send(who, role(*k, f, Side::Server, i))?;
         p.wait_started(who, tag, deadline, &format!("the {} server", f.direction))?;
         servers.push((who, tag, sent));
     }
-    let armed = n > 1;
+    let armed = p.duts.len() > 1;
     let mut clients = Vec::new();
     let mut first_started = None;
     for (i, (k, f)) in all.iter().enumerate() {
-        let who = client_of(*k, f);
+        let who = f.client(*k);
         let (tag, sent) = p.send_run(who, role(*k, f, Side::Client, i), armed)?;
         let at = p.wait_started(who, tag, deadline, &format!("the {} client", f.direction))?;
         if !armed {
@@ -923,39 +986,103 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         }
         first_started = gos.iter().min().copied();
     }
-    let (mut bytes, mut last_result) = (None::<u64>, None::<Instant>);
-    let mut windows = Vec::new();
-    let w = virtperf_workload::find(&spec.kind).ok_or_else(|| Fail::Failed {
-        reason: format!("unknown workload `{}`", spec.kind),
-        dut_broken: Vec::new(),
-        tester_broken: false,
-    })?;
-    let mut per: Vec<Vec<Sample>> = vec![Vec::new(); n];
-    let mut details: Vec<Detail> = vec![Detail::default(); n];
-    let mut flows_extra = Vec::new();
-    let (mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u64, 0u64, 0u64);
-    let mut client_starts = Vec::new();
+    Ok(Started { servers, clients, gos, first_started })
+}
+
+/// What the flows' results add up to.
+struct Gathered {
+    bytes: Option<u64>,
+    last_result: Option<Instant>,
+    windows: Vec<(Who, [u64; 2])>,
+    per: Vec<Vec<Sample>>,
+    details: Vec<Detail>,
+    flows_extra: Vec<Value>,
+    host_ns: u64,
+    guest_ns: u64,
+    guest_cpu_ns: u64,
+    client_starts: Vec<u64>,
+}
+
+/// A flow's rates on the host's clock (`METRIC_host`, beside the environment's own figure): each
+/// windowed metric the flow reported (goodput, transactions), from the counts the host-clock side
+/// of the flow sampled over its span. A guest that receives or answers is timed by its own
+/// kernel's clock; these are what the host saw of the same flow.
+fn host_twins(
+    w: &dyn virtperf_workload::Workload,
+    params: &virtperf_workload::Params,
+    series: &Value,
+    suffix: &str,
+    reported: &[Sample],
+) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for d in w.metrics() {
+        let virtperf_workload::Aggregation::Window { series: name, scale } = w.aggregation(d.name, params)
+        else {
+            continue;
+        };
+        let metric = format!("{}{suffix}", d.name);
+        if !reported.iter().any(|x| x.metric == metric) {
+            continue;
+        }
+        let rate = virtperf_workload::net::series::parse(&series[name])
+            .and_then(|s| virtperf_workload::net::series::Window::of(&[s]))
+            .and_then(|win| win.rates().first().copied());
+        if let Some(r) = rate.filter(|r| r.is_finite() && *r > 0.0) {
+            out.push(Sample {
+                metric: format!("{metric}{}", virtperf_workload::HOST_SUFFIX),
+                value: r * scale,
+                unit: d.unit.into(),
+            });
+        }
+    }
+    out
+}
+
+/// Waits for every flow's client and server results and folds them: bytes moved, the spans on
+/// the host's clock, each instance's samples and the flows' detail.
+fn gather_flows(
+    p: &mut Parties,
+    w: &dyn virtperf_workload::Workload,
+    params: &virtperf_workload::Params,
+    all: &[(usize, Flow)],
+    started: &Started,
+    deadline: Instant,
+) -> Result<Gathered, Fail> {
+    let n = p.duts.len();
+    let mut g = Gathered {
+        bytes: None,
+        last_result: None,
+        windows: Vec::new(),
+        per: vec![Vec::new(); n],
+        details: vec![Detail::default(); n],
+        flows_extra: Vec::new(),
+        host_ns: 0,
+        guest_ns: 0,
+        guest_cpu_ns: 0,
+        client_starts: Vec::new(),
+    };
     for (i, (k, f)) in all.iter().enumerate() {
-        let (cw, ctag, csent) = clients[i];
-        let (sw, stag, ssent) = servers[i];
+        let (cw, ctag, csent) = started.clients[i];
+        let (sw, stag, ssent) = started.servers[i];
         let c = p.wait_result(cw, ctag, deadline, &format!("the {} client", f.direction))?;
         let s = p.wait_result(sw, stag, deadline, &format!("the {} server", f.direction))?;
         if let Some(b) = s.out.extra["bytes"].as_u64() {
-            *bytes.get_or_insert(0) += b;
+            *g.bytes.get_or_insert(0) += b;
         }
-        last_result = Some(last_result.map_or(c.at.max(s.at), |l| l.max(c.at).max(s.at)));
-        windows.extend(c.window_ns.map(|w| (cw, w)));
-        windows.extend(s.window_ns.map(|w| (sw, w)));
-        client_starts.extend(c.window_ns.map(|w| w[0]));
+        g.last_result = Some(g.last_result.map_or(c.at.max(s.at), |l| l.max(c.at).max(s.at)));
+        g.windows.extend(c.window_ns.map(|w| (cw, w)));
+        g.windows.extend(s.window_ns.map(|w| (sw, w)));
+        g.client_starts.extend(c.window_ns.map(|w| w[0]));
         // The DUT's side of the flow is what the host clock times and the guest reports.
         let (dut_r, dut_sent) = if f.dut_client { (&c, csent) } else { (&s, ssent) };
-        host_ns = host_ns
+        g.host_ns = g
+            .host_ns
             .max(dut_r.at.duration_since(dut_sent).saturating_sub(p.duts[*k].inst.rtt).as_nanos() as u64);
-        guest_ns = guest_ns.max(dut_r.guest_ns);
-        guest_cpu_ns += dut_r.guest_cpu_ns;
-        if let Some(u) = dut_r.guest_system.and_then(|g| g.util_pct()) {
+        g.guest_ns = g.guest_ns.max(dut_r.guest_ns);
+        g.guest_cpu_ns += dut_r.guest_cpu_ns;
+        if let Some(u) = dut_r.guest_system.and_then(|gs| gs.util_pct()) {
             // What sar inside the environment shows: every CPU it sees, all processes, softirq included.
-            per[*k].push(Sample {
+            g.per[*k].push(Sample {
                 metric: format!("guest_cpu_util{}", f.suffix),
                 value: u,
                 unit: "%".into(),
@@ -963,7 +1090,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         }
         for mut smp in w.merge(&s.out, &c.out) {
             smp.metric.push_str(f.suffix);
-            per[*k].push(smp);
+            g.per[*k].push(smp);
         }
         // The flow's counts on the host's clock: the tester's side (a native agent here), or the
         // environment's where its clock is the host's (native, containers).
@@ -973,12 +1100,16 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
             .extra
             .get("series")
             .or_else(|| (!p.duts[*k].inst.own_clock).then(|| dut_side.out.extra.get("series")).flatten());
-        details[*k].flows.push((
+        if let Some(series) = on_host {
+            let twins = host_twins(w, params, series, f.suffix, &g.per[*k]);
+            g.per[*k].extend(twins);
+        }
+        g.details[*k].flows.push((
             f.suffix,
             json!({"server": s.out.extra, "client": c.out.extra}),
             on_host.cloned(),
         ));
-        flows_extra.push(json!({
+        g.flows_extra.push(json!({
             "instance": k,
             "direction": f.direction,
             "dut": if f.dut_client { "client" } else { "server" },
@@ -986,24 +1117,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
             "client": c.out.extra,
         }));
     }
-    let shared_clock = p.duts.iter().all(|d| !d.inst.own_clock) && all.iter().all(|(_, f)| f.dut_client);
-    let skew = start_skew_ms(&gos, shared_clock.then_some(client_starts));
-    let (samples, instance_samples, agg_windows) = combine(per, &details, spec, skew);
-    let mut extra = json!({ "flows": flows_extra });
-    if !agg_windows.is_empty() {
-        extra["aggregate_windows"] = json!(agg_windows);
-    }
-    Ok(Body {
-        host_ns,
-        guest_ns,
-        guest_cpu_ns,
-        samples,
-        extra: Some(extra),
-        rtt: None,
-        transfer: bytes.zip(first_started).zip(last_result).map(|((b, w0), w1)| (b, w0, w1)),
-        windows,
-        instance_samples,
-    })
+    Ok(g)
 }
 
 /// A file system across the instances (`pfs`): a server in each instance (instance 0, started
@@ -1188,7 +1302,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         })
     };
     let (samples, mut detail) = crate::rfc2544::run(&st, &mut step)?;
-    detail["wall_ms"] = json!(t0.elapsed().as_secs_f64() * 1e3);
+    detail.wall_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
     Ok(Body {
         host_ns,
         guest_ns,
