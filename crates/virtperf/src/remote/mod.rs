@@ -321,6 +321,13 @@ pub fn info(host: &str) -> Option<HostInfo> {
     HOSTS.lock().ok()?.iter().find(|(n, _)| n == host).map(|(_, i)| i.clone())
 }
 
+/// `remote-check`'s answer: its control line, with one verdict per environment asked about (an
+/// answer about fewer would leave an environment unchecked).
+fn parse_check_reply(out: &str, asked: usize) -> Option<CheckReply> {
+    let reply: CheckReply = serde_json::from_str(out.lines().find_map(|l| l.strip_prefix(CTL))?).ok()?;
+    (reply.envs.len() == asked).then_some(reply)
+}
+
 /// Preflight of one host: the binary, then each of `envs` (name, kind, params) checked there.
 /// Problems are returned as lines for the run's refusal (with the fix).
 pub fn preflight(host: &HostDef, envs: &[(String, String, BTreeMap<String, Value>)]) -> Vec<String> {
@@ -333,9 +340,9 @@ pub fn preflight(host: &HostDef, envs: &[(String, String, BTreeMap<String, Value
         Ok(o) => o,
         Err((why, fix)) => return vec![format!("{why}; fix: {fix}")],
     };
-    let reply: CheckReply = match out.lines().find_map(|l| l.strip_prefix(CTL)).map(serde_json::from_str) {
-        Some(Ok(r)) => r,
-        _ => {
+    let reply = match parse_check_reply(&out, envs.len()) {
+        Some(r) => r,
+        None => {
             return vec![format!(
                 "host `{}` answered the environment check with `{}`; fix: check that virtperf runs there (ssh {} {} doctor)",
                 host.name,
@@ -517,38 +524,13 @@ pub fn launch(
             ))
         }
     };
-    let first = first.trim_end();
-    let ready: Ready = match first.strip_prefix(CTL) {
-        Some(rest) if rest.starts_with("ready ") => match serde_json::from_str(&rest["ready ".len()..]) {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(fail(
-                    ctx,
-                    &mut inst_child,
-                    LaunchError::Prepare(format!("host `{}`: a bad ready line ({e})", host.name)),
-                ))
-            }
-        },
-        Some(rest) if rest.starts_with("error ") => {
-            return Err(fail(
-                ctx,
-                &mut inst_child,
-                LaunchError::Prepare(format!("on host `{}`: {}", host.name, &rest["error ".len()..])),
-            ))
-        }
-        _ => {
-            // The session ended (ssh failed) or printed something else: its stderr says why.
-            std::thread::sleep(Duration::from_millis(50));
-            let why = if first.is_empty() { tail.render() } else { format!("; it printed `{first}`") };
-            return Err(fail(
-                ctx,
-                &mut inst_child,
-                LaunchError::Prepare(format!(
-                    "the SSH session to host `{}` ended before the environment was ready{why}",
-                    host.name
-                )),
-            ));
-        }
+    let ready = match parse_ready(first.trim_end(), &host.name, &|| {
+        // The session ended (ssh failed): its stderr says why.
+        std::thread::sleep(Duration::from_millis(50));
+        tail.render()
+    }) {
+        Ok(r) => r,
+        Err(why) => return Err(fail(ctx, &mut inst_child, LaunchError::Prepare(why))),
     };
     // The session's lines: the CPU probe's answers apart, the agent's frames to the Conn.
     let (cpu_tx, cpu_rx) = std::sync::mpsc::channel();
@@ -560,30 +542,7 @@ pub fn launch(
     let relayed = spans.clone();
     std::thread::spawn(move || {
         let mut reader = reader;
-        let answer = format!("{CTL}cpu ");
-        let span = format!("{CTL}span ");
-        while let Ok(line) = virtperf_proto::read_line(&mut reader) {
-            if let Some(v) = line.strip_prefix(answer.as_bytes()) {
-                let _ = cpu_tx.send(std::str::from_utf8(v).ok().and_then(|v| v.trim().parse::<u64>().ok()));
-                continue;
-            }
-            // An armed run's span, timed on the host; it comes before the result it belongs to.
-            if let Some(v) = line.strip_prefix(span.as_bytes()) {
-                let parsed = std::str::from_utf8(v).ok().and_then(|v| {
-                    let (tag, ns) = v.trim().split_once(' ')?;
-                    Some((tag.parse::<u64>().ok()?, ns.parse::<u64>().ok()?))
-                });
-                if let (Some((tag, ns)), Ok(mut m)) = (parsed, relayed.lock()) {
-                    m.insert(tag, ns);
-                }
-                continue;
-            }
-            let mut l = line;
-            l.push(b'\n');
-            if pipe_w.write_all(&l).is_err() {
-                break;
-            }
-        }
+        demux(&mut reader, &cpu_tx, &relayed, &mut pipe_w);
     });
     let stdin = Shared(Arc::new(Mutex::new(stdin)));
     let cpu = RemoteCpu { writer: stdin.clone(), replies: Arc::new(Mutex::new(cpu_rx)) };
@@ -616,6 +575,64 @@ pub fn launch(
     Ok(inst)
 }
 
+/// The first line of a `remote-launch` session: `@vpctl ready {…}` (with the start on the
+/// host's clock), `@vpctl error WHY`, or anything else — the session ended (`ended()` says why,
+/// from its stderr) or printed something it should not have.
+fn parse_ready(first: &str, host: &str, ended: &dyn Fn() -> String) -> Result<Ready, String> {
+    match first.strip_prefix(CTL) {
+        Some(rest) if rest.starts_with("ready ") => serde_json::from_str(&rest["ready ".len()..])
+            .map_err(|e| format!("host `{host}`: a bad ready line ({e})")),
+        Some(rest) if rest.starts_with("error ") => {
+            Err(format!("on host `{host}`: {}", &rest["error ".len()..]))
+        }
+        _ => {
+            let why = if first.is_empty() { ended() } else { format!("; it printed `{first}`") };
+            Err(format!("the SSH session to host `{host}` ended before the environment was ready{why}"))
+        }
+    }
+}
+
+/// Splits a session's lines: the CPU probe's answers (`@vpctl cpu N`, or None for what does not
+/// parse) to `cpu`; armed runs' spans timed on the host (`@vpctl span TAG NS`, before the result
+/// they belong to) into `spans`; every other line, the agent's frames, to `agent`. Ends with the
+/// session, or when the agent's side is gone.
+fn demux(
+    reader: &mut impl BufRead,
+    cpu: &std::sync::mpsc::Sender<Option<u64>>,
+    spans: &crate::env::conn::RelaySpans,
+    agent: &mut impl Write,
+) {
+    let answer = format!("{CTL}cpu ");
+    let span = format!("{CTL}span ");
+    loop {
+        let line = match virtperf_proto::read_line(reader) {
+            Ok(l) => l,
+            // An overlong line is skipped whole; the session stays in sync.
+            Err(virtperf_proto::FrameError::TooLong) => continue,
+            Err(_) => break,
+        };
+        if let Some(v) = line.strip_prefix(answer.as_bytes()) {
+            let _ = cpu.send(std::str::from_utf8(v).ok().and_then(|v| v.trim().parse::<u64>().ok()));
+            continue;
+        }
+        if let Some(v) = line.strip_prefix(span.as_bytes()) {
+            let parsed = std::str::from_utf8(v).ok().and_then(|v| {
+                let (tag, ns) = v.trim().split_once(' ')?;
+                Some((tag.parse::<u64>().ok()?, ns.parse::<u64>().ok()?))
+            });
+            if let (Some((tag, ns)), Ok(mut m)) = (parsed, spans.lock()) {
+                m.insert(tag, ns);
+            }
+            continue;
+        }
+        let mut l = line;
+        l.push(b'\n');
+        if agent.write_all(&l).is_err() {
+            break;
+        }
+    }
+}
+
 /// Spawns the ssh session (recorded in the ledger); its stderr feeds a tail that ends with the
 /// line saying the session closed, so that a trial cut by a lost connection says so.
 fn spawn_session(
@@ -636,6 +653,98 @@ fn spawn_session(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Splits `bytes` as the session's lines: (CPU answers, well-formed spans, what the agent gets).
+    fn expected_demux(bytes: &[u8]) -> (usize, Vec<(u64, u64)>, Vec<u8>) {
+        let (mut cpu, mut spans, mut agent) = (0, Vec::new(), Vec::new());
+        let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+        if lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        for l in lines {
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            if l.starts_with(b"@vpctl cpu ") {
+                cpu += 1;
+            } else if let Some(v) = l.strip_prefix(b"@vpctl span ") {
+                let parsed = std::str::from_utf8(v).ok().and_then(|v| {
+                    let (t, n) = v.trim().split_once(' ')?;
+                    Some((t.parse().ok()?, n.parse().ok()?))
+                });
+                spans.extend(parsed);
+            } else {
+                agent.extend_from_slice(l);
+                agent.push(b'\n');
+            }
+        }
+        (cpu, spans, agent)
+    }
+
+    /// The SSH session's lines come from another machine (its shell's banner, a broken binary):
+    /// the demultiplexer never panics, gives the agent every line that is not a control line, in
+    /// order and whole, answers the CPU probe once per answer line, and keeps only well-formed
+    /// spans.
+    #[test]
+    fn fuzz_session_demux() {
+        use virtperf_proto::fuzzing::{fuzz, mutated};
+        let seeds = vec![
+            b"@vpctl cpu 123\n@vpctl span 7 5000\n{\"v\":1,\"tag\":7,\"type\":\"result\"}\n".to_vec(),
+            b"{\"v\":1,\"tag\":0,\"type\":\"hello\"}\r\n@vpctl cpu x\n".to_vec(),
+        ];
+        let tokens = &["@vpctl ", "cpu ", "span ", "\n", "\r", " ", "-1", "18446744073709551616", "7 9"];
+        fuzz("remote session demux", mutated(seeds, tokens), |bytes| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let spans = crate::env::conn::RelaySpans::default();
+            let mut agent = Vec::new();
+            demux(&mut std::io::Cursor::new(&bytes), &tx, &spans, &mut agent);
+            let (cpu, want_spans, want_agent) = expected_demux(&bytes);
+            proptest::prop_assert_eq!(rx.try_iter().count(), cpu);
+            proptest::prop_assert_eq!(agent, want_agent);
+            let got = spans.lock().unwrap().clone();
+            for (t, n) in want_spans.iter().rev() {
+                // The last span of a tag wins.
+                proptest::prop_assert!(got.contains_key(t), "span {} {} lost", t, n);
+            }
+            proptest::prop_assert_eq!(
+                got.len(),
+                want_spans.iter().map(|x| x.0).collect::<std::collections::BTreeSet<_>>().len()
+            );
+            Ok(())
+        });
+    }
+
+    /// A remote host's first line and its environment check are read without panicking whatever
+    /// they hold; a check that answers for fewer environments than asked is refused, not taken
+    /// as "usable" for the missing ones.
+    #[test]
+    fn fuzz_ready_line_and_check_reply() {
+        use virtperf_proto::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        let reply = CheckReply {
+            facts: Facts::default(),
+            envs: vec![EnvCheck { usable: true, detail: "ok".into(), ..Default::default() }],
+        };
+        let one = format!("{CTL}{}", serde_json::to_string(&reply).unwrap());
+        let seeds = vec![
+            br#"@vpctl ready {"agent_pid":12,"start_ns":5000,"scratch":null}"#.to_vec(),
+            one.clone().into_bytes(),
+            b"@vpctl error no such kind".to_vec(),
+        ];
+        fuzz("remote ready and check lines", mutated(seeds, JSON_TOKENS), |bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_ready(text.trim_end(), "b", &|| "; it ended".into());
+            for asked in 0..3 {
+                if let Some(r) = parse_check_reply(&text, asked) {
+                    proptest::prop_assert_eq!(r.envs.len(), asked);
+                }
+            }
+            Ok(())
+        });
+        assert!(parse_check_reply(&one, 1).is_some());
+        assert!(parse_check_reply(&one, 2).is_none(), "an environment without a verdict is not usable");
+        assert!(parse_ready("@vpctl error no kvm", "b", &|| String::new()).unwrap_err().contains("no kvm"));
+        assert!(parse_ready("", "b", &|| "; ssh: connection refused".into())
+            .unwrap_err()
+            .contains("refused"));
+    }
 
     #[test]
     fn clock_offset_from_the_shortest_exchange() {

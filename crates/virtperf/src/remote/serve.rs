@@ -158,65 +158,15 @@ pub fn launch_main() -> std::io::Result<()> {
     if greeted.is_ok() {
         // The orchestrator's requests go straight to the agent, as they come; each `go` is
         // stamped here, on this host's clock, as it passes.
-        let mut to_agent = inst.conn.take_writer();
-        let g = gone.clone();
-        let probe = inst.cpu.clone();
+        let to_agent = inst.conn.take_writer();
+        let (g, probe) = (gone.clone(), inst.cpu.clone());
         let gos = GoStamps::default();
         let stamps = gos.clone();
         std::thread::spawn(move || {
-            let ask = format!("{CTL}cpu");
-            loop {
-                match proto::read_line(&mut input) {
-                    // The orchestrator's CPU probe: the instance's host CPU, read here, now.
-                    Ok(line) if line == ask.as_bytes() => {
-                        let v = probe.as_ref().and_then(crate::env::CpuProbe::read_ns);
-                        let a = format!("{CTL}cpu {}\n", v.map_or("-".to_string(), |v| v.to_string()));
-                        if std::io::stdout()
-                            .lock()
-                            .write_all(a.as_bytes())
-                            .and_then(|_| std::io::stdout().flush())
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Ok(line) => {
-                        let go = go_target(&line);
-                        let mut l = line;
-                        l.push(b'\n');
-                        // Stamped just before it is written, as the orchestrator does here.
-                        if let (Some(t), Ok(mut m)) = (go, stamps.lock()) {
-                            m.insert(t, std::time::Instant::now());
-                        }
-                        if to_agent.write_all(&l).and_then(|_| to_agent.flush()).is_err() {
-                            break;
-                        }
-                    }
-                    Err(proto::FrameError::TooLong) => continue,
-                    Err(_) => break,
-                }
-            }
+            relay_requests(&mut input, to_agent, probe, &stamps);
             g.store(true, Ordering::SeqCst);
         });
-        // The agent's frames go back, as they come; an armed run's result is preceded by its span
-        // from `go`, timed here (`@vpctl span TAG NS`): the environment's host clock, without
-        // the SSH path's delays.
-        while !gone.load(Ordering::SeqCst) {
-            match inst.conn.next_frame(Duration::from_millis(100)) {
-                Ok(Some((f, at))) => {
-                    if let Some(ns) = span_of(&gos, &f, at) {
-                        if say(&mut out, &format!("span {} {ns}", f.tag)).is_err() {
-                            break;
-                        }
-                    }
-                    if proto::write_frame(&mut out, proto::FRAME_PREFIX, &f).is_err() {
-                        break;
-                    }
-                }
-                Ok(None) => {}
-                Err(_) => break,
-            }
-        }
+        relay_frames(&mut inst, &gos, &gone, &mut out);
     }
     inst.kill(&mut ledger);
     if let Some(d) = &scratch {
@@ -225,6 +175,71 @@ pub fn launch_main() -> std::io::Result<()> {
     ledger.remove_dir(&run_dir);
     ledger.close();
     Ok(())
+}
+
+/// The orchestrator's requests go straight to the agent, as they come; each `go` is stamped here,
+/// on this host's clock, as it passes; the CPU probe (`@vpctl cpu`) is answered from the
+/// instance's probe, here and now. Ends with the session or the agent's side.
+fn relay_requests(
+    input: &mut impl std::io::BufRead,
+    mut to_agent: Box<dyn Write + Send>,
+    probe: Option<crate::env::CpuProbe>,
+    stamps: &GoStamps,
+) {
+    let ask = format!("{CTL}cpu");
+    loop {
+        match proto::read_line(input) {
+            Ok(line) if line == ask.as_bytes() => {
+                let v = probe.as_ref().and_then(crate::env::CpuProbe::read_ns);
+                let a = format!("{CTL}cpu {}\n", v.map_or("-".to_string(), |v| v.to_string()));
+                let mut out = std::io::stdout().lock();
+                if out.write_all(a.as_bytes()).and_then(|_| out.flush()).is_err() {
+                    break;
+                }
+            }
+            Ok(line) => {
+                let go = go_target(&line);
+                let mut l = line;
+                l.push(b'\n');
+                // Stamped just before it is written, as the orchestrator does here.
+                if let (Some(t), Ok(mut m)) = (go, stamps.lock()) {
+                    m.insert(t, std::time::Instant::now());
+                }
+                if to_agent.write_all(&l).and_then(|_| to_agent.flush()).is_err() {
+                    break;
+                }
+            }
+            Err(proto::FrameError::TooLong) => continue,
+            Err(_) => break,
+        }
+    }
+}
+
+/// The agent's frames go back, as they come, until the session is gone; an armed run's result is
+/// preceded by its span from `go`, timed here (`@vpctl span TAG NS`): the environment's host
+/// clock, without the SSH path's delays.
+fn relay_frames(
+    inst: &mut crate::env::Instance,
+    gos: &GoStamps,
+    gone: &AtomicBool,
+    out: &mut std::io::Stdout,
+) {
+    while !gone.load(Ordering::SeqCst) {
+        match inst.conn.next_frame(Duration::from_millis(100)) {
+            Ok(Some((f, at))) => {
+                if let Some(ns) = span_of(gos, &f, at) {
+                    if writeln!(out, "{CTL}span {} {ns}", f.tag).and_then(|_| out.flush()).is_err() {
+                        break;
+                    }
+                }
+                if proto::write_frame(out, proto::FRAME_PREFIX, &f).is_err() {
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(_) => break,
+        }
+    }
 }
 
 /// When each `go` passed the relay, by the armed run's tag.
