@@ -48,12 +48,19 @@ fn package_of(prog: &str) -> &str {
 /// The child gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG): no daemon,
 /// client or helper outlives the run (or the agent) that started it.
 pub fn die_with_parent(cmd: &mut Command) {
+    signal_with_parent(cmd, libc::SIGKILL);
+}
+
+/// The child gets `sig` when the thread that started it ends (PR_SET_PDEATHSIG). SIGTERM for a
+/// program that must stop its own children in turn (GNU make kills its jobs and removes their
+/// half-written targets on SIGTERM; on SIGKILL its compilers would run on, orphaned).
+pub fn signal_with_parent(cmd: &mut Command, sig: i32) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and affects only the child being created; the closure
-    // allocates nothing.
+    // captures one integer and allocates nothing.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

@@ -313,6 +313,7 @@ pub fn fetch(pkg: &Package, cache: &Path) -> Result<Kernel, ImageError> {
     let debs = cache.join("debs");
     crate::host::ensure_private_dir(&debs).map_err(|e| ImageError::Io(debs.clone(), e))?;
     let deb = download(pkg, &debs, "guest kernel, not installed on the host")?;
+    super::sweep_unfinished(&cache.join("kernels"));
     let tmp = cache.join("kernels").join(format!(".{}.{}", pkg.id(), std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     crate::host::ensure_private_dir(&tmp.join("modules")).map_err(|e| ImageError::Io(tmp.clone(), e))?;

@@ -291,30 +291,7 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
             (p.display().to_string(), None, p.clone())
         }
     };
-    // Programs by name (found on the host's PATH), and absolute paths of files or directories
-    // kept where they are on the host (a program's plug-ins, loaded with dlopen: GlusterFS's
-    // translators), each ELF among them with its libraries.
-    let mut extra: Vec<PathBuf> = Vec::new();
-    let mut trees: Vec<(String, PathBuf)> = Vec::new();
-    for e in &spec.extra {
-        if e.starts_with('/') {
-            let p = Path::new(e);
-            if !p.exists() {
-                return Err(ImageError::Missing(format!(
-                    "{e}, to be copied into the guest, does not exist on the host"
-                )));
-            }
-            for f in files_below(p) {
-                trees.push((rel(&f), f));
-            }
-        } else {
-            extra.push(crate::host::which(e).ok_or_else(|| {
-                ImageError::Missing(format!(
-                    "extra program {e} is not installed on the host (apt-get install {e})"
-                ))
-            })?);
-        }
-    }
+    let (extra, trees) = extra_inputs(&spec.extra)?;
     let modules = match &kern {
         Some(k) => k.load_order(&spec.drivers.iter().map(String::as_str).collect::<Vec<_>>())?,
         None => Vec::new(),
@@ -356,6 +333,7 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
         image.seconds = t0.elapsed().as_secs_f64();
         return Ok(image);
     }
+    sweep_unfinished(&cache.join("images"));
     let tmp = cache.join("images").join(format!(".{}.{}", image.hash, std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     crate::host::ensure_private_dir(&tmp).map_err(|e| ImageError::Io(tmp.clone(), e))?;
@@ -372,26 +350,7 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
         for lib in shared_libraries(agent)? {
             files.push((rel(&lib), lib));
         }
-        for e in &extra {
-            let name = format!("usr/bin/{}", e.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
-            // Also where it is on the host: a daemon may exec another by its full path
-            // (glusterd starts /usr/sbin/glusterfsd).
-            if rel(e) != name {
-                files.push((rel(e), e.clone()));
-            }
-            files.push((name, e.clone()));
-            for lib in shared_libraries(e)? {
-                files.push((rel(&lib), lib));
-            }
-        }
-        for (name, f) in &trees {
-            files.push((name.clone(), f.clone()));
-            if is_elf(f) {
-                for lib in libraries_of(f)? {
-                    files.push((rel(&lib), lib));
-                }
-            }
-        }
+        files.extend(extra_files(&extra, &trees)?);
         if let Some(k) = &kern {
             for m in &modules {
                 files.push((format!("lib/modules/{m}.ko"), k.module_path(m)));
@@ -420,6 +379,86 @@ pub fn ensure(spec: &ImageSpec, agent: &Path, cache: &Path) -> Result<Image, Ima
     image.built = true;
     image.seconds = t0.elapsed().as_secs_f64();
     Ok(image)
+}
+
+/// Files kept where they are on the host: (path in the image, the file).
+type Trees = Vec<(String, PathBuf)>;
+
+/// The image's `extra` inputs: programs by name (found on the host's PATH), and absolute paths of
+/// files or directories kept where they are on the host (a program's plug-ins, loaded with
+/// dlopen: GlusterFS's translators) as (path in the image, file).
+fn extra_inputs(extra: &[String]) -> Result<(Vec<PathBuf>, Trees), ImageError> {
+    let (mut programs, mut trees) = (Vec::new(), Vec::new());
+    for e in extra {
+        if e.starts_with('/') {
+            let p = Path::new(e);
+            if !p.exists() {
+                return Err(ImageError::Missing(format!(
+                    "{e}, to be copied into the guest, does not exist on the host"
+                )));
+            }
+            for f in files_below(p) {
+                trees.push((rel(&f), f));
+            }
+        } else {
+            programs.push(crate::host::which(e).ok_or_else(|| {
+                ImageError::Missing(format!(
+                    "extra program {e} is not installed on the host (apt-get install {e})"
+                ))
+            })?);
+        }
+    }
+    Ok((programs, trees))
+}
+
+/// The image's files for its `extra` inputs: each program in /usr/bin and where it is on the
+/// host (a daemon may exec another by its full path: glusterd starts /usr/sbin/glusterfsd), each
+/// tree's files, and every ELF among them with its libraries.
+fn extra_files(
+    programs: &[PathBuf],
+    trees: &[(String, PathBuf)],
+) -> Result<Vec<(String, PathBuf)>, ImageError> {
+    let mut files = Vec::new();
+    for e in programs {
+        let name = format!("usr/bin/{}", e.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+        if rel(e) != name {
+            files.push((rel(e), e.clone()));
+        }
+        files.push((name, e.clone()));
+        for lib in shared_libraries(e)? {
+            files.push((rel(&lib), lib));
+        }
+    }
+    for (name, f) in trees {
+        files.push((name.clone(), f.clone()));
+        if is_elf(f) {
+            for lib in libraries_of(f)? {
+                files.push((rel(&lib), lib));
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Removes what builds killed before they finished left in `dir`: the hidden working directories
+/// (`.NAME.PID`, `.build-PID`, `.NAME.stale.PID`) of processes that no longer run. A build still
+/// running (another virtperf) keeps its own.
+pub(crate) fn sweep_unfinished(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            continue;
+        }
+        let pid = name.rsplit(['.', '-']).next().and_then(|p| p.parse::<i32>().ok());
+        let gone = pid.filter(|p| *p > 0).is_some_and(|p| {
+            // SAFETY: kill with signal 0 sends nothing; it only asks whether process p exists.
+            let r = unsafe { libc::kill(p, 0) };
+            r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        });
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Images kept in the cache whatever their age (each new virtperf build makes new ones: the
@@ -566,6 +605,42 @@ fn write_cpio(out: &Path, files: &[(String, PathBuf)]) -> Result<(), ImageError>
 
 #[cfg(test)]
 mod tests {
+
+    /// A build killed with -9 leaves its hidden working directory; the next build removes it,
+    /// and leaves one whose process still runs (another virtperf building the same image).
+    #[test]
+    fn unfinished_builds_of_dead_processes_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let dead = {
+            let mut c = std::process::Command::new("true").spawn().unwrap();
+            c.wait().unwrap();
+            c.id()
+        };
+        let names = [
+            format!(".abc123.{dead}"),
+            format!(".build-{dead}"),
+            format!(".k_1.stale.{dead}"),
+            format!(".abc123.{}", child.id()),
+            "abc123".to_string(),
+            ".hidden-no-pid".to_string(),
+        ];
+        for n in &names {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+            std::fs::write(d.path().join(n).join("part"), b"x").unwrap();
+        }
+        sweep_unfinished(d.path());
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        let want: std::collections::BTreeSet<String> =
+            [names[3].clone(), names[4].clone(), names[5].clone()].into_iter().collect();
+        assert_eq!(left, want);
+    }
     use super::*;
 
     #[test]

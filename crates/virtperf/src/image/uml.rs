@@ -137,6 +137,9 @@ impl Lock {
 
 /// Runs a build step with its output in `log`; a failure quotes the log's last lines.
 fn step(cmd: &mut Command, what: &str, log: &Path) -> Result<(), ImageError> {
+    // A build killed with -9 takes its tools with it (make stops its compilers on SIGTERM); what
+    // they left in the build directory goes at the next start (super::sweep_unfinished).
+    virtperf_workload::tools::signal_with_parent(cmd, libc::SIGTERM);
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -204,6 +207,7 @@ pub fn ensure(cache: &Path, jobs: usize) -> Result<UmlKernel, ImageError> {
     let pkg = kernel::resolve(Some(SOURCE_PACKAGE), cache)?;
     let source = format!("{} {}", pkg.name, pkg.version);
     let out_dir = dir.join(format!("{}-{}", recipe(), sanitize(&pkg.version)));
+    super::sweep_unfinished(&dir);
     let tmp = dir.join(format!(".build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     create_private_dir(&tmp)?;
