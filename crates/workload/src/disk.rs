@@ -294,120 +294,21 @@ impl Workload for Disk {
         let mut phases: Vec<(&str, Phase)> = Vec::new();
         ctx.begin();
 
-        // Sequential write (create) and rewrite.
-        let seq_write = |create: bool, buf: &mut PageBuf| -> Result<Phase, String> {
-            let t0 = Instant::now();
-            let mut f = open(&path, direct, true, create).map_err(|e| io_err("cannot open", &path, e))?;
-            let mut bytes = 0u64;
-            for i in 0..records {
-                if ctx.stopped() {
-                    return Err("stopped".into());
-                }
-                buf.as_mut()[0] = i as u8;
-                f.write_all(buf.as_ref()).map_err(|e| io_err("cannot write", &path, e))?;
-                bytes += record as u64;
-            }
-            if fsync {
-                f.sync_all().map_err(|e| io_err("cannot fsync", &path, e))?;
-            }
-            Ok(Phase { bytes, secs: t0.elapsed().as_secs_f64(), lat_us: Vec::new() })
-        };
-        let seq_read = |evict: bool, buf: &mut PageBuf| -> Result<Phase, String> {
-            let mut f = open(&path, direct, false, false).map_err(|e| io_err("cannot open", &path, e))?;
-            if evict && !direct {
-                drop_cached(&f);
-            }
-            hint(&f, libc::POSIX_FADV_SEQUENTIAL);
-            let t0 = Instant::now();
-            let mut bytes = 0u64;
-            f.seek(SeekFrom::Start(0)).map_err(|e| io_err("cannot seek", &path, e))?;
-            loop {
-                let n = f.read(buf.as_mut()).map_err(|e| io_err("cannot read", &path, e))?;
-                if n == 0 || ctx.stopped() {
-                    break;
-                }
-                bytes += n as u64;
-            }
-            Ok(Phase { bytes, secs: t0.elapsed().as_secs_f64(), lat_us: Vec::new() })
-        };
-        let random = |write: bool, buf: &mut PageBuf| -> Result<Phase, String> {
-            let f = open(&path, direct, write, false).map_err(|e| io_err("cannot open", &path, e))?;
-            if !write && !direct {
-                drop_cached(&f);
-            }
-            hint(&f, libc::POSIX_FADV_RANDOM);
-            let mut lat = Vec::with_capacity(records as usize);
-            let t0 = Instant::now();
-            for r in random_records(records, if write { 0x5eed } else { 0xfeed }) {
-                if ctx.stopped() {
-                    return Err("stopped".into());
-                }
-                let off = r * record as u64;
-                let t = Instant::now();
-                if write {
-                    f.write_all_at(buf.as_ref(), off).map_err(|e| io_err("cannot write", &path, e))?;
-                } else {
-                    f.read_exact_at(buf.as_mut(), off).map_err(|e| io_err("cannot read", &path, e))?;
-                }
-                lat.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-            if write && fsync {
-                f.sync_all().map_err(|e| io_err("cannot fsync", &path, e))?;
-            }
-            let secs = t0.elapsed().as_secs_f64();
-            lat.sort_by(f64::total_cmp);
-            Ok(Phase { bytes: records * record as u64, secs, lat_us: lat })
-        };
-        // Sequential writes, each durable before the next (a journal's, a database's commit).
-        let sync_write = |buf: &mut PageBuf| -> Result<Phase, String> {
-            let f = open(&path, direct, true, false).map_err(|e| io_err("cannot open", &path, e))?;
-            let mut lat = Vec::with_capacity(records as usize);
-            let t0 = Instant::now();
-            for i in 0..records {
-                if ctx.stopped() {
-                    return Err("stopped".into());
-                }
-                let t = Instant::now();
-                f.write_all_at(buf.as_ref(), i * record as u64)
-                    .map_err(|e| io_err("cannot write", &path, e))?;
-                f.sync_data().map_err(|e| io_err("cannot fdatasync", &path, e))?;
-                lat.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-            let secs = t0.elapsed().as_secs_f64();
-            lat.sort_by(f64::total_cmp);
-            Ok(Phase { bytes: records * record as u64, secs, lat_us: lat })
-        };
-        phases.push(("write", seq_write(true, &mut buf)?));
+        let io = FileIo { path: &path, direct, fsync, records, record, ctx };
+        phases.push(("write", io.seq_write(true, &mut buf)?));
         // Only the phases asked for run (each needs nothing but the file `write` made).
         for mode in modes.iter().filter(|m| **m != "write") {
             let ph = match *mode {
-                "rewrite" => seq_write(false, &mut buf)?,
-                "read" => seq_read(true, &mut buf)?,
-                "reread" => seq_read(false, &mut buf)?,
-                "randread" => random(false, &mut buf)?,
-                "randwrite" => random(true, &mut buf)?,
-                _ => sync_write(&mut buf)?,
+                "rewrite" => io.seq_write(false, &mut buf)?,
+                "read" => io.seq_read(true, &mut buf)?,
+                "reread" => io.seq_read(false, &mut buf)?,
+                "randread" => io.random(false, &mut buf)?,
+                "randwrite" => io.random(true, &mut buf)?,
+                _ => io.sync_write(&mut buf)?,
             };
             phases.push((mode, ph));
         }
-        let mut samples = Vec::new();
-        let mut detail = serde_json::Map::new();
-        for (mode, ph) in &phases {
-            if !modes.contains(mode) {
-                continue;
-            }
-            samples.push(sample(&format!("disk_{mode}"), ph.mbps(), "MB/s"));
-            if !ph.lat_us.is_empty() {
-                samples.push(sample(
-                    &format!("disk_{mode}_iops"),
-                    ph.lat_us.len() as f64 / ph.secs.max(1e-9),
-                    "IOPS",
-                ));
-                samples.push(sample(&format!("disk_{mode}_p50"), percentile(&ph.lat_us, 0.50), "us"));
-                samples.push(sample(&format!("disk_{mode}_p99"), percentile(&ph.lat_us, 0.99), "us"));
-            }
-            detail.insert(mode.to_string(), serde_json::json!({"bytes": ph.bytes, "seconds": ph.secs}));
-        }
+        let (samples, detail) = phase_samples(&phases, &modes);
         let fs = statfs_type(&dir);
         Ok(Output {
             samples,
@@ -418,6 +319,138 @@ impl Workload for Disk {
             }),
         })
     }
+}
+
+/// One disk trial's file and how it is driven: each phase a method.
+struct FileIo<'a> {
+    path: &'a Path,
+    direct: bool,
+    fsync: bool,
+    records: u64,
+    record: usize,
+    ctx: &'a RunCtx<'a>,
+}
+
+impl FileIo<'_> {
+    /// Sequential write (create) and rewrite.
+    fn seq_write(&self, create: bool, buf: &mut PageBuf) -> Result<Phase, String> {
+        let path = self.path;
+        let t0 = Instant::now();
+        let mut f = open(path, self.direct, true, create).map_err(|e| io_err("cannot open", path, e))?;
+        let mut bytes = 0u64;
+        for i in 0..self.records {
+            if self.ctx.stopped() {
+                return Err("stopped".into());
+            }
+            buf.as_mut()[0] = i as u8;
+            f.write_all(buf.as_ref()).map_err(|e| io_err("cannot write", path, e))?;
+            bytes += self.record as u64;
+        }
+        if self.fsync {
+            f.sync_all().map_err(|e| io_err("cannot fsync", path, e))?;
+        }
+        Ok(Phase { bytes, secs: t0.elapsed().as_secs_f64(), lat_us: Vec::new() })
+    }
+
+    /// Sequential read, from the disk (`evict`: the file's cached pages dropped first) or the cache.
+    fn seq_read(&self, evict: bool, buf: &mut PageBuf) -> Result<Phase, String> {
+        let path = self.path;
+        let mut f = open(path, self.direct, false, false).map_err(|e| io_err("cannot open", path, e))?;
+        if evict && !self.direct {
+            drop_cached(&f);
+        }
+        hint(&f, libc::POSIX_FADV_SEQUENTIAL);
+        let t0 = Instant::now();
+        let mut bytes = 0u64;
+        f.seek(SeekFrom::Start(0)).map_err(|e| io_err("cannot seek", path, e))?;
+        loop {
+            let n = f.read(buf.as_mut()).map_err(|e| io_err("cannot read", path, e))?;
+            if n == 0 || self.ctx.stopped() {
+                break;
+            }
+            bytes += n as u64;
+        }
+        Ok(Phase { bytes, secs: t0.elapsed().as_secs_f64(), lat_us: Vec::new() })
+    }
+
+    /// Every record once in a random order, read or written, each one's latency kept.
+    fn random(&self, write: bool, buf: &mut PageBuf) -> Result<Phase, String> {
+        let path = self.path;
+        let f = open(path, self.direct, write, false).map_err(|e| io_err("cannot open", path, e))?;
+        if !write && !self.direct {
+            drop_cached(&f);
+        }
+        hint(&f, libc::POSIX_FADV_RANDOM);
+        let mut lat = Vec::with_capacity(self.records as usize);
+        let t0 = Instant::now();
+        for r in random_records(self.records, if write { 0x5eed } else { 0xfeed }) {
+            if self.ctx.stopped() {
+                return Err("stopped".into());
+            }
+            let off = r * self.record as u64;
+            let t = Instant::now();
+            if write {
+                f.write_all_at(buf.as_ref(), off).map_err(|e| io_err("cannot write", path, e))?;
+            } else {
+                f.read_exact_at(buf.as_mut(), off).map_err(|e| io_err("cannot read", path, e))?;
+            }
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        if write && self.fsync {
+            f.sync_all().map_err(|e| io_err("cannot fsync", path, e))?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        lat.sort_by(f64::total_cmp);
+        Ok(Phase { bytes: self.records * self.record as u64, secs, lat_us: lat })
+    }
+
+    /// Sequential writes, each durable before the next (a journal's, a database's commit).
+    fn sync_write(&self, buf: &mut PageBuf) -> Result<Phase, String> {
+        let path = self.path;
+        let f = open(path, self.direct, true, false).map_err(|e| io_err("cannot open", path, e))?;
+        let mut lat = Vec::with_capacity(self.records as usize);
+        let t0 = Instant::now();
+        for i in 0..self.records {
+            if self.ctx.stopped() {
+                return Err("stopped".into());
+            }
+            let t = Instant::now();
+            f.write_all_at(buf.as_ref(), i * self.record as u64)
+                .map_err(|e| io_err("cannot write", path, e))?;
+            f.sync_data().map_err(|e| io_err("cannot fdatasync", path, e))?;
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        lat.sort_by(f64::total_cmp);
+        Ok(Phase { bytes: self.records * self.record as u64, secs, lat_us: lat })
+    }
+}
+
+/// The asked-for phases' figures (bandwidth, and IOPS and latency percentiles where each request
+/// was timed) and their bytes and seconds for the detail.
+fn phase_samples(
+    phases: &[(&str, Phase)],
+    modes: &[&str],
+) -> (Vec<virtperf_proto::Sample>, serde_json::Map<String, serde_json::Value>) {
+    let mut samples = Vec::new();
+    let mut detail = serde_json::Map::new();
+    for (mode, ph) in phases {
+        if !modes.contains(mode) {
+            continue;
+        }
+        samples.push(sample(&format!("disk_{mode}"), ph.mbps(), "MB/s"));
+        if !ph.lat_us.is_empty() {
+            samples.push(sample(
+                &format!("disk_{mode}_iops"),
+                ph.lat_us.len() as f64 / ph.secs.max(1e-9),
+                "IOPS",
+            ));
+            samples.push(sample(&format!("disk_{mode}_p50"), percentile(&ph.lat_us, 0.50), "us"));
+            samples.push(sample(&format!("disk_{mode}_p99"), percentile(&ph.lat_us, 0.99), "us"));
+        }
+        detail.insert(mode.to_string(), serde_json::json!({"bytes": ph.bytes, "seconds": ph.secs}));
+    }
+    (samples, detail)
 }
 
 /// The filesystem type under `dir` (from /proc/self/mountinfo: the longest mount point that

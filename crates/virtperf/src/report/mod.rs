@@ -1489,25 +1489,7 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
     for l in sizing_lines(&r.manifest) {
         out += &format!("sized from the host: {l}\n");
     }
-    let lab = &r.manifest["lab"];
-    if let Some(sw) = lab["switch"].as_str().filter(|s| *s != "bridge") {
-        let mut how = Vec::new();
-        if let Some(c) = lab["switch_cpus"].as_str() {
-            how.push(format!("pinned to CPU {c}"));
-        }
-        if let Some(c) = lab["switch_cap"].as_f64() {
-            how.push(format!("capped at {:.0} % of a CPU", c * 100.0));
-        }
-        if let Some(v) = lab["switch_vcpus"].as_u64() {
-            how.push(format!("{v} vCPU{}", if v == 1 { "" } else { "s" }));
-        }
-        out += &format!(
-            "the lab's switch ({sw}): {}{}; its host CPU per network trial is the row {}\n",
-            lab["switch_is"].as_str().unwrap_or(sw),
-            if how.is_empty() { String::new() } else { format!(", {}", how.join(", ")) },
-            crate::store::SWITCH_CPU
-        );
-    }
+    out += &switch_note(&r.manifest["lab"]);
     for s in r.manifest["skipped_environments"].as_array().into_iter().flatten() {
         out += &format!(
             "skipped environment `{}`: this host cannot run it ({})\n",
@@ -1516,6 +1498,47 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
         );
     }
     out += &render_levels(r);
+    out += &ceiling_notes(r);
+    out += &start_note(r);
+    out += &hosts_note(&r.manifest);
+    if r.results.iter().any(|x| x.ci95.is_none() && x.n < 2) {
+        out += &format!("(n=1): measured once, no interval: {}\n", virtperf_stats::NO_CI_ONE_SAMPLE);
+    }
+    out += &render_clocks(r, any_dual);
+    out += &shortfall_notes(r);
+    if r.status == RunStatus::Interrupted {
+        out += &format!(
+            "this run was interrupted: `virtperf run --resume {}` finishes the missing trials\n",
+            r.run_id
+        );
+    }
+    out
+}
+
+/// The lab's switch where it is not the kernel's bridge: what it is, how it is held, its CPU row.
+fn switch_note(lab: &serde_json::Value) -> String {
+    let Some(sw) = lab["switch"].as_str().filter(|s| *s != "bridge") else { return String::new() };
+    let mut how = Vec::new();
+    if let Some(c) = lab["switch_cpus"].as_str() {
+        how.push(format!("pinned to CPU {c}"));
+    }
+    if let Some(c) = lab["switch_cap"].as_f64() {
+        how.push(format!("capped at {:.0} % of a CPU", c * 100.0));
+    }
+    if let Some(v) = lab["switch_vcpus"].as_u64() {
+        how.push(format!("{v} vCPU{}", if v == 1 { "" } else { "s" }));
+    }
+    format!(
+        "the lab's switch ({sw}): {}{}; its host CPU per network trial is the row {}\n",
+        lab["switch_is"].as_str().unwrap_or(sw),
+        if how.is_empty() { String::new() } else { format!(", {}", how.join(", ")) },
+        crate::store::SWITCH_CPU
+    )
+}
+
+/// Each shaped link's ceiling beside what every environment measured.
+fn ceiling_notes(r: &Report) -> String {
+    let mut out = String::new();
     for c in &r.ceilings {
         let measured: Vec<String> = r
             .results
@@ -1533,6 +1556,11 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
             if measured.is_empty() { "—".to_string() } else { measured.join(", ") }
         );
     }
+    out
+}
+
+/// Each environment's time from start to its agent's hello, per launch.
+fn start_note(r: &Report) -> String {
     let starts: Vec<String> = r
         .environments
         .iter()
@@ -1547,12 +1575,17 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
             })
         })
         .collect();
-    if !starts.is_empty() {
-        out += &format!("start to agent ready (host clock, per launch): {}\n", starts.join("; "));
+    if starts.is_empty() {
+        return String::new();
     }
-    // Other hosts: their clocks against this one's, measured at the preflight (never applied to a
-    // duration: each is measured on the clock of the machine that runs it).
-    if let Some(hosts) = r.manifest["hosts"].as_object().filter(|h| !h.is_empty()) {
+    format!("start to agent ready (host clock, per launch): {}\n", starts.join("; "))
+}
+
+/// Other hosts: their clocks against this one's, measured at the preflight (never applied to a
+/// duration: each is measured on the clock of the machine that runs it).
+fn hosts_note(manifest: &serde_json::Value) -> String {
+    let Some(hosts) = manifest["hosts"].as_object().filter(|h| !h.is_empty()) else { return String::new() };
+    {
         let lines: Vec<String> = hosts
             .iter()
             .map(|(name, h)| {
@@ -1570,15 +1603,17 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
                 )
             })
             .collect();
-        out += &format!(
+        format!(
             "hosts (over SSH): {}; each figure is timed on the clock of the host that ran it\n",
             lines.join("; ")
-        );
+        )
     }
-    if r.results.iter().any(|x| x.ci95.is_none() && x.n < 2) {
-        out += &format!("(n=1): measured once, no interval: {}\n", virtperf_stats::NO_CI_ONE_SAMPLE);
-    }
-    out += &render_clocks(r, any_dual);
+}
+
+/// What fell short: receivers that dropped, background load not reached, trials that did not
+/// complete.
+fn shortfall_notes(r: &Report) -> String {
+    let mut out = String::new();
     for x in r
         .results
         .iter()
@@ -1601,12 +1636,6 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
         out += &format!(
             "{} trial(s) of {} / {} did not complete: {}\n",
             f.count, f.environment, f.workload, f.reason
-        );
-    }
-    if r.status == RunStatus::Interrupted {
-        out += &format!(
-            "this run was interrupted: `virtperf run --resume {}` finishes the missing trials\n",
-            r.run_id
         );
     }
     out
