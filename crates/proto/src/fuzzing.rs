@@ -6,6 +6,8 @@
 //! `make test` spends; `make fuzz` sets 60). A panic, or a property that does not hold, fails
 //! the test with the smallest input proptest could shrink it to.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -17,19 +19,39 @@ pub fn budget() -> Duration {
     Duration::from_secs_f64(secs.clamp(0.05, 86_400.0))
 }
 
+/// The longest one case may run: past it the target has hung (or crawls), which is a finding as
+/// much as a panic. `VIRTPERF_FUZZ_CASE_SECS` (default 10).
+pub fn case_limit() -> Duration {
+    let secs =
+        std::env::var("VIRTPERF_FUZZ_CASE_SECS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(10.0);
+    Duration::from_secs_f64(secs.clamp(0.01, 86_400.0))
+}
+
 /// Runs `check` on inputs from `strategy` until the budget is spent; panics with the shrunk
-/// failing input when a case fails or panics. Returns the number of cases run.
+/// failing input when a case fails or panics. A case that runs past [`case_limit`] ends the test
+/// process (a hung case cannot be unwound) after printing the target and the input. Returns the
+/// number of cases run.
 pub fn fuzz<S: Strategy>(
     name: &str,
     strategy: S,
     check: impl Fn(S::Value) -> Result<(), TestCaseError>,
 ) -> u64 {
     let deadline = Instant::now() + budget();
+    let watch = Watchdog::start(name, case_limit(), |name, limit, input| {
+        eprintln!("fuzz target {name}: one case ran longer than {limit:?} (a hang?); its input: {input}");
+        std::process::exit(101);
+    });
+    let timed = |v: S::Value| {
+        watch.begin(&v);
+        let r = check(v);
+        watch.end();
+        r
+    };
     let mut cases = 0u64;
     loop {
         let mut runner =
             TestRunner::new(Config { cases: 256, failure_persistence: None, ..Config::default() });
-        if let Err(e) = runner.run(&strategy, &check) {
+        if let Err(e) = runner.run(&strategy, timed) {
             panic!("fuzz target {name} failed after {cases} cases: {e}");
         }
         cases += 256;
@@ -39,6 +61,49 @@ pub fn fuzz<S: Strategy>(
     }
     eprintln!("fuzz {name}: {cases} cases");
     cases
+}
+
+/// Watches the case in flight from a thread of its own; one that runs past the limit is printed
+/// and the process exits with a failure.
+struct Watchdog {
+    current: Arc<Mutex<Option<(Instant, String)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(name: &str, limit: Duration, on_late: fn(&str, Duration, &str)) -> Watchdog {
+        let current: Arc<Mutex<Option<(Instant, String)>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, st, name) = (current.clone(), stop.clone(), name.to_string());
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50).min(limit));
+                let late =
+                    c.lock().ok().and_then(|g| g.as_ref().filter(|(t, _)| t.elapsed() > limit).cloned());
+                if let Some((_, input)) = late {
+                    on_late(&name, limit, &input);
+                    return;
+                }
+            }
+        });
+        Watchdog { current, stop }
+    }
+    fn begin(&self, input: &dyn std::fmt::Debug) {
+        if let Ok(mut g) = self.current.lock() {
+            *g = Some((Instant::now(), format!("{input:?}")));
+        }
+    }
+    fn end(&self) {
+        if let Ok(mut g) = self.current.lock() {
+            *g = None;
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// One edit of a seed input.
@@ -176,4 +241,31 @@ pub fn json_value() -> impl Strategy<Value = serde_json::Value> {
             .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
         ]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static LATE: Mutex<Option<String>> = Mutex::new(None);
+
+    /// The watchdog sees a case that runs past its limit (and names its input), and stays quiet
+    /// for cases that end in time.
+    #[test]
+    fn a_case_past_its_limit_is_caught_with_its_input() {
+        let note = |_: &str, _: Duration, input: &str| {
+            if let Ok(mut l) = LATE.lock() {
+                *l = Some(input.to_string());
+            }
+        };
+        let w = Watchdog::start("t", Duration::from_millis(100), note);
+        w.begin(&"quick");
+        std::thread::sleep(Duration::from_millis(20));
+        w.end();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(*LATE.lock().unwrap(), None, "a case that ended in time was reported");
+        w.begin(&"slow input");
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(LATE.lock().unwrap().as_deref(), Some("\"slow input\""));
+    }
 }
