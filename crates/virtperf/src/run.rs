@@ -1127,7 +1127,9 @@ impl<'a> Session<'a> {
                 );
             }
         }
-        w.store.record_trial(t.id, &outcome)?;
+        w.store
+            .record_trial(t.id, &outcome)
+            .with_context(|| format!("cannot store trial {} in {}", t.id, w.opts.db.display()))?;
         let pair = match peer {
             Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
             None => exp.envs[e].name.clone(),
@@ -1498,6 +1500,18 @@ fn run_workers(
     })
 }
 
+/// Why a run stopped before its end, and how to go on: the trials stored are kept, `--resume`
+/// runs the rest; a full disk is named as such.
+fn stopped_how(run_id: i64, db: &Path, why: &str) -> String {
+    let full = why.contains("full") || why.contains("No space left") || why.contains("os error 28");
+    let fix = if full { "free space on the disk that holds it (or move it), then " } else { "" };
+    format!(
+        "run {run_id} stopped; the trials it stored in {} are kept: {fix}`virtperf run --resume {run_id} --db {}` runs the rest",
+        db.display(),
+        db.display()
+    )
+}
+
 /// Says how precision mode's budget ended the run, where it did.
 fn say_budget(exp: &Experiment, run_id: i64, o: &Ended) {
     let Some(p) = exp.precision.filter(|_| o.budget_spent) else { return };
@@ -1602,7 +1616,16 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     }
     ledger.remove_dir(&run_dir);
     ledger.close();
-    let interrupted = ended?;
+    let interrupted = match ended {
+        Ok(i) => i,
+        Err(e) => {
+            // What was stored stays; the run is left resumable (if its database still takes
+            // this one write) and the message says how to go on.
+            let _ = store.set_run_status(run_id, RunStatus::Interrupted);
+            let how = stopped_how(run_id, &opts.db, &format!("{e:#}"));
+            return Err(e.context(how));
+        }
+    };
 
     let status = if interrupted || CANCEL.load(Ordering::SeqCst) {
         RunStatus::Interrupted

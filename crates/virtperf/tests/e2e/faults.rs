@@ -216,3 +216,58 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
     Outcome::Pass
 }
+
+/// The database's disk fills up in the middle of a run: the trial that cannot be stored stops
+/// the run with a message naming the database, the full disk and the resume command (exit 1);
+/// the trials stored before stay, the run is marked interrupted, nothing is left behind; with
+/// space made, `--resume` runs exactly the trials left.
+pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
+    if !is_root() {
+        return Outcome::Skip("needs root (mounts a small tmpfs for the database)".into());
+    }
+    let fx = Fixture::new();
+    let small = fx.path("small");
+    std::fs::create_dir(&small).unwrap();
+    let mount = |opts: &str| {
+        Command::new("mount").args(["-t", "tmpfs", "-o", opts, "vp-e2e-dbfull"]).arg(&small).status().unwrap()
+    };
+    if !mount("size=360k").success() {
+        return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
+    }
+    struct Umount(PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Umount(small.clone());
+    let db = small.join("r.db");
+    let args =
+        ["run", "--env", "native", "--workload", "timer:duration=20ms", "--reps", "300", "--warmup", "0"];
+    let out = vp(&[&args[..], &["--db", db.to_str().unwrap()]].concat(), &fx.env());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("database or disk is full")
+            && err.contains("free space on the disk that holds it")
+            && err.contains(&format!("virtperf run --resume 1 --db {}", db.display())),
+        "{err}"
+    );
+    assert_eq!(run_status(&db), "interrupted");
+    let before = ok_trials(&db);
+    let pending = count_trials(&db, "pending");
+    assert!(pending > 0 && before.len() + pending as usize == 300, "{} ok, {pending} pending", before.len());
+    fx.assert_no_leftovers();
+    // Space made: the run goes on from where it stopped.
+    assert!(
+        Command::new("mount").args(["-o", "remount,size=64m"]).arg(&small).status().unwrap().success(),
+        "remount"
+    );
+    let out = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &fx.env());
+    assert_ok(&out, "run --resume 1");
+    assert_resume_ran_exactly_the_rest(&before, pending, &db);
+    assert_eq!(run_status(&db), "completed");
+    fx.assert_no_leftovers();
+    println!("    the disk filled after {} of 300 trials; the resume ran the other {pending}", before.len());
+    Outcome::Pass
+}

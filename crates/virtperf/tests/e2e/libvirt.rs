@@ -48,6 +48,36 @@ pub(crate) fn libvirt_tcg_domain_runs_memcpy_and_tcp_stream() -> Outcome {
     Outcome::Pass
 }
 
+/// kill -9 of a run while libvirt starts its transient domain (the lab's tap lent to libvirt's
+/// namespace, the guest booting): libvirt's QEMU is libvirtd's child, not virtperf's, so it
+/// outlives the kill; the next start's sweep destroys it and brings the tap back, and the root
+/// namespace is as it was.
+pub(crate) fn libvirt_kill9_while_the_domain_starts_is_swept() -> Outcome {
+    if let Some(why) = need_libvirt() {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let before = root_netns_snapshot();
+    let child =
+        fx.spawn("run --env libvirt:domain_type=qemu --workload tcp_rr:duration=20s --reps 1 --warmup 0");
+    let prefix = format!("virtperf-vp{}-", child.id());
+    let running = || {
+        String::from_utf8_lossy(&virsh(&["list", "--name"]).stdout)
+            .lines()
+            .any(|l| l.trim().starts_with(&prefix))
+    };
+    let seen = wait_for(|| running().then_some(()), 90.0);
+    kill(child.id(), 9);
+    let _ = child.wait_with_output();
+    assert!(seen.is_some(), "no domain {prefix}… appeared within 90 s");
+    let outlived = running();
+    fx.sweep();
+    assert!(!running(), "a domain {prefix}… is still running after the next start");
+    assert_eq!(root_netns_snapshot(), before, "the root namespace is as it was (the lent tap went back)");
+    println!("    killed as {prefix}… started; it outlived the kill: {outlived}; the next start swept it");
+    Outcome::Pass
+}
+
 /// An existing domain (defined from `virtperf image domain-xml`) is started for each launch,
 /// measured, powered off after and stays defined; a running one is refused.
 pub(crate) fn libvirt_existing_domain_is_started_and_powered_off() -> Outcome {
