@@ -489,40 +489,10 @@ pub fn launch(
             LaunchError::Prepare(format!("the SSH session to host `{}`: {e}", host.name)),
         ));
     }
-    // The first line: ready (with the start on the host's clock) or why not. Read on a thread so
-    // that the boot deadline holds whatever the session does.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(stdout);
-        let mut first = String::new();
-        let res = r.read_line(&mut first).map(|_| first);
-        let _ = tx.send((res, r));
-    });
     let deadline = ctx.boot_timeout + Duration::from_secs(10);
-    let (first, reader) = match rx.recv_timeout(deadline) {
-        Ok((Ok(l), r)) => (l, r),
-        Ok((Err(e), _)) => {
-            return Err(fail(
-                ctx,
-                &mut inst_child,
-                LaunchError::Prepare(format!("the SSH session to host `{}`: {e}", host.name)),
-            ))
-        }
-        Err(_) => {
-            return Err(fail(
-                ctx,
-                &mut inst_child,
-                LaunchError::Silent {
-                    why: format!(
-                        "host `{}` said nothing within {:.0} s{}",
-                        host.name,
-                        deadline.as_secs_f64(),
-                        tail.render()
-                    ),
-                    console: tail.lines(),
-                },
-            ))
-        }
+    let (first, reader) = match first_line(stdout, deadline, &host.name, &tail) {
+        Ok(x) => x,
+        Err(e) => return Err(fail(ctx, &mut inst_child, e)),
     };
     let ready = match parse_ready(first.trim_end(), &host.name, &|| {
         // The session ended (ssh failed): its stderr says why.
@@ -573,6 +543,35 @@ pub fn launch(
     // environment's).
     inst.start_time = Duration::from_nanos(ready.start_ns);
     Ok(inst)
+}
+
+/// The session's first line — ready (with the start on the host's clock) or why not — and the
+/// reader of the rest. Read on a thread so that the boot deadline holds whatever the session does.
+fn first_line(
+    stdout: std::process::ChildStdout,
+    deadline: Duration,
+    host: &str,
+    tail: &crate::env::conn::Tail,
+) -> Result<(String, BufReader<std::process::ChildStdout>), LaunchError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut first = String::new();
+        let res = r.read_line(&mut first).map(|_| first);
+        let _ = tx.send((res, r));
+    });
+    match rx.recv_timeout(deadline) {
+        Ok((Ok(l), r)) => Ok((l, r)),
+        Ok((Err(e), _)) => Err(LaunchError::Prepare(format!("the SSH session to host `{host}`: {e}"))),
+        Err(_) => Err(LaunchError::Silent {
+            why: format!(
+                "host `{host}` said nothing within {:.0} s{}",
+                deadline.as_secs_f64(),
+                tail.render()
+            ),
+            console: tail.lines(),
+        }),
+    }
 }
 
 /// The first line of a `remote-launch` session: `@vpctl ready {…}` (with the start on the
