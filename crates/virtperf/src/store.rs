@@ -357,6 +357,39 @@ pub struct NewEnv {
     pub host: Option<String>,
 }
 
+#[cfg(test)]
+impl NewEnv {
+    /// An environment of kind `name`, one instance here (unit tests' runs made by hand).
+    pub fn of_kind(name: &str) -> NewEnv {
+        NewEnv {
+            name: name.into(),
+            kind: name.into(),
+            params: serde_json::json!({}),
+            runtime: None,
+            instances: 1,
+            group: name.into(),
+            host: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl PlannedTrial {
+    /// Trial `i` of a plan alternating between two environments.
+    pub fn alternating(i: i64, case_idx: usize, rep: i64) -> PlannedTrial {
+        PlannedTrial {
+            id: 0,
+            seq: i,
+            env_idx: (i % 2) as usize,
+            case_idx,
+            rep,
+            warmup: false,
+            peer_idx: None,
+            block: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CaseRow {
     pub idx: usize,

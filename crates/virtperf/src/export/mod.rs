@@ -244,27 +244,9 @@ mod tests {
         use crate::store::{NewEnv, PlannedTrial, TrialOutcome, TrialStatus};
         let db = dir.join("fixture.db");
         let mut s = Store::open(&db).unwrap();
-        let env = |n: &str| NewEnv {
-            name: n.into(),
-            kind: n.into(),
-            params: serde_json::json!({}),
-            runtime: None,
-            instances: 1,
-            group: n.into(),
-            host: None,
-        };
-        let plan: Vec<PlannedTrial> = (0..20)
-            .map(|i| PlannedTrial {
-                id: 0,
-                seq: i,
-                env_idx: (i % 2) as usize,
-                case_idx: ((i / 2) % 2) as usize,
-                rep: i / 4,
-                warmup: false,
-                peer_idx: None,
-                block: 0,
-            })
-            .collect();
+        let env = NewEnv::of_kind;
+        let plan: Vec<PlannedTrial> =
+            (0..20).map(|i| PlannedTrial::alternating(i, ((i / 2) % 2) as usize, i / 4)).collect();
         let cases = [
             (
                 "memcpy".into(),

@@ -1812,27 +1812,8 @@ mod tests {
         use crate::store::{NewEnv, PlannedTrial, TrialOutcome};
         let dir = tempfile::tempdir().unwrap();
         let mut s = crate::store::Store::open(&dir.path().join("r.db")).unwrap();
-        let env = |n: &str| NewEnv {
-            name: n.into(),
-            kind: n.into(),
-            params: serde_json::json!({}),
-            runtime: None,
-            instances: 1,
-            group: n.into(),
-            host: None,
-        };
-        let plan: Vec<PlannedTrial> = (0..6)
-            .map(|i| PlannedTrial {
-                id: 0,
-                seq: i,
-                env_idx: (i % 2) as usize,
-                case_idx: 0,
-                rep: i / 2,
-                warmup: false,
-                peer_idx: None,
-                block: 0,
-            })
-            .collect();
+        let env = NewEnv::of_kind;
+        let plan: Vec<PlannedTrial> = (0..6).map(|i| PlannedTrial::alternating(i, 0, i / 2)).collect();
         let run = s
             .create_run(
                 "x",
