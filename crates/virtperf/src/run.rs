@@ -330,6 +330,8 @@ struct Slot {
     block: u32,
     /// The launch of instance 0 (`instances.id`), stored with each trial it runs.
     launch_id: Option<i64>,
+    /// Each instance's launch record and its clock at the start (see [`Slot::close_clocks`]).
+    clocks: Vec<Option<(i64, env::ClockPoint)>>,
 }
 
 impl Slot {
@@ -342,14 +344,29 @@ impl Slot {
             last_failure: None,
             block: 0,
             launch_id: None,
+            clocks: (0..n).map(|_| None).collect(),
         }
     }
-    /// Stops every instance that is up (a planned relaunch: `shutdown`, the polite way).
-    fn shutdown(&mut self, ledger: &mut Ledger) {
+    /// Stops every instance that is up (a planned relaunch: `shutdown`, the polite way), each
+    /// launch's clock rate stored first.
+    fn shutdown(&mut self, ledger: &mut Ledger, store: &Store) {
+        self.close_clocks(store);
         for inst in self.instances.iter_mut().filter_map(Option::take) {
             inst.shutdown(ledger);
         }
         self.launch_id = None;
+    }
+    /// The agent's clock against the host's over each launch's whole life, from the point taken
+    /// when it came up to one now: its rate error (ppm), stored with the launch. A span of
+    /// seconds to minutes, where a trial's check spans milliseconds.
+    fn close_clocks(&mut self, store: &Store) {
+        for (inst, clock) in self.instances.iter_mut().zip(self.clocks.iter_mut()) {
+            let (Some(inst), Some((id, start))) = (inst.as_mut(), clock.take()) else { continue };
+            let rate = inst.clock_point(&CANCEL).and_then(|end| start.rate_against(&end));
+            if let Some((ppm, uncertainty, span)) = rate {
+                let _ = store.record_clock_rate(id, span, ppm, uncertainty);
+            }
+        }
     }
     /// Every instance is up.
     fn ready(&self) -> bool {
@@ -592,8 +609,10 @@ impl Slot {
             },
         );
         if k == 0 {
-            self.launch_id = id.ok();
+            self.launch_id = id.as_ref().ok().copied();
         }
+        let mut inst = inst;
+        self.clocks[k] = id.ok().zip(inst.clock_point(&CANCEL));
         self.failures_in_a_row = 0;
         self.instances[k] = Some(inst);
     }
@@ -1096,7 +1115,7 @@ impl<'a> Session<'a> {
         for x in std::iter::once(e).chain(peer) {
             if self.slots[x].block != t.block {
                 let _hold = w.machines.hold([self.ctx.share.machine()]);
-                self.slots[x].shutdown(ledger);
+                self.slots[x].shutdown(ledger, w.store);
                 self.slots[x].block = t.block;
                 launch(&self.ctx.launcher, Role::Env(x), &mut self.slots[x], ledger);
             }
@@ -1264,12 +1283,12 @@ impl<'a> Session<'a> {
     /// Stops every instance: shut down after a whole run, killed after an interruption.
     fn stop(&mut self, ledger: &mut Ledger) {
         for slot in self.slots.iter_mut().chain(std::iter::once(&mut self.tester_slot)) {
-            for inst in slot.instances.iter_mut().filter_map(Option::take) {
-                if self.interrupted {
+            if self.interrupted {
+                for inst in slot.instances.iter_mut().filter_map(Option::take) {
                     inst.kill(ledger);
-                } else {
-                    inst.shutdown(ledger);
                 }
+            } else {
+                slot.shutdown(ledger, self.ctx.w.store);
             }
         }
     }

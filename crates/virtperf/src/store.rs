@@ -143,6 +143,14 @@ CREATE TABLE calibrations (
     PRIMARY KEY (run_id, env_idx, case_idx)
 );
 "#,
+    r#"
+-- The agent's clock against the host's over a whole launch: from a ping at its start to one
+-- before its shutdown (each the shortest round trip of a few; the guest's stamp against the
+-- midpoint), its rate error in ppm and what the two round trips leave uncertain.
+ALTER TABLE instances ADD COLUMN clock_span_s REAL;
+ALTER TABLE instances ADD COLUMN clock_rate_ppm REAL;
+ALTER TABLE instances ADD COLUMN clock_uncertainty_ppm REAL;
+"#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -262,6 +270,8 @@ pub struct RunRows {
     pub calibrations: BTreeMap<(usize, usize), Calibration>,
     /// Each ready launch's start time: (environment, ms).
     pub starts: Vec<(usize, f64)>,
+    /// Each launch's clock rate against the host's: (environment, span s, ppm, uncertainty ppm).
+    pub clock_rates: Vec<(usize, f64, f64, f64)>,
     /// Each trial's non-scalar detail (JSON) and host CPU series, by trial id.
     pub details: BTreeMap<i64, (Option<serde_json::Value>, CpuSeries)>,
 }
@@ -696,6 +706,7 @@ impl Store {
             trials: self.trials(run)?,
             calibrations: self.calibrations(run)?.into_iter().collect(),
             starts: self.start_times(run)?,
+            clock_rates: self.clock_rates(run)?,
             details,
         })
     }
@@ -716,6 +727,32 @@ impl Store {
             params![run, i.env_idx, now_rfc3339(), i.start_ms, i.rtt_us, i.rtt_jitter_us, i.status, i.detail, i.console, i.block],
         )?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Stores what a launch's clock did over its life ([`crate::env::ClockPoint::rate_against`]).
+    pub fn record_clock_rate(
+        &self,
+        instance: i64,
+        span_s: f64,
+        ppm: f64,
+        uncertainty_ppm: f64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE instances SET clock_span_s = ?2, clock_rate_ppm = ?3, clock_uncertainty_ppm = ?4 WHERE id = ?1",
+            params![instance, span_s, ppm, uncertainty_ppm],
+        )?;
+        Ok(())
+    }
+
+    /// Every launch's clock rate: (environment, span s, rate error ppm, uncertainty ppm).
+    pub fn clock_rates(&self, run: i64) -> Result<Vec<(usize, f64, f64, f64)>> {
+        let mut st = self.conn.prepare(
+            "SELECT env_idx, clock_span_s, clock_rate_ppm, clock_uncertainty_ppm FROM instances \
+             WHERE run_id = ?1 AND env_idx >= 0 AND clock_rate_ppm IS NOT NULL ORDER BY id",
+        )?;
+        let rows =
+            st.query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     pub fn set_run_status(&self, run: i64, status: RunStatus) -> Result<()> {

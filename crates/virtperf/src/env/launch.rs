@@ -329,6 +329,28 @@ pub struct Instance {
     pub pauser: Option<Pauser>,
 }
 
+/// The agent's clock read against the host's: the guest's stamp in a pong, the host's monotonic
+/// clock at the midpoint of that round trip, and half the round trip (what the stamp may be off).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockPoint {
+    pub host_ns: u64,
+    pub guest_ns: u64,
+    pub half_rtt_ns: u64,
+}
+
+impl ClockPoint {
+    /// The rate error of the agent's clock from `self` to a later point, in ppm ((guest span −
+    /// host span) / host span), with its uncertainty (both points' half round trips over the
+    /// span) and the span in seconds. None when the host's span is empty.
+    pub fn rate_against(&self, later: &ClockPoint) -> Option<(f64, f64, f64)> {
+        let host = later.host_ns.checked_sub(self.host_ns).filter(|h| *h > 0)? as f64;
+        let guest = later.guest_ns as f64 - self.guest_ns as f64;
+        let ppm = (guest - host) / host * 1e6;
+        let uncertainty = (self.half_rtt_ns + later.half_rtt_ns) as f64 / host * 1e6;
+        Some((ppm, uncertainty, host / 1e9))
+    }
+}
+
 /// How an instance outside virtperf's cgroups is paused and resumed.
 pub type Pauser = std::sync::Arc<dyn Fn(bool) -> Result<(), String> + Send + Sync>;
 
@@ -441,6 +463,26 @@ impl Instance {
         rtts.sort();
         self.rtt = rtts[rtts.len() / 2];
         self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
+    }
+
+    /// The agent's clock against the host's now: the shortest of a few ping round trips.
+    pub fn clock_point(&mut self, cancel: &AtomicBool) -> Option<ClockPoint> {
+        let mut best: Option<ClockPoint> = None;
+        for _ in 0..5 {
+            let h0 = virtperf_workload::frames::now_ns();
+            let Ok(Reply::Pong { clock_ns }) =
+                self.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), cancel)
+            else {
+                return best;
+            };
+            let h1 = virtperf_workload::frames::now_ns();
+            let p =
+                ClockPoint { host_ns: h0 + (h1 - h0) / 2, guest_ns: clock_ns, half_rtt_ns: (h1 - h0) / 2 };
+            if best.is_none_or(|b| p.half_rtt_ns < b.half_rtt_ns) {
+                best = Some(p);
+            }
+        }
+        best
     }
 
     /// Resumes the instance if a run paused it (a frozen process neither answers nor dies).

@@ -310,6 +310,16 @@ mod tests {
             };
             s.record_trial(t.id, &o).unwrap();
         }
+        for (e, ppm) in [(0, 1.5), (1, -3.0)] {
+            let launch = crate::store::InstanceRecord {
+                env_idx: e,
+                status: crate::store::LaunchStatus::Ready,
+                start_ms: Some(120.0 + 10.0 * e as f64),
+                ..Default::default()
+            };
+            let id = s.record_instance(run, &launch).unwrap();
+            s.record_clock_rate(id, 12.0, ppm, 4.0).unwrap();
+        }
         s.set_run_status(run, crate::store::RunStatus::Completed).unwrap();
         drop(s);
         let c = rusqlite::Connection::open(&db).unwrap();

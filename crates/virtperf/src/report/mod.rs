@@ -349,6 +349,23 @@ pub struct ClockCheck {
     pub instances: usize,
 }
 
+/// An environment's agent clock against the host's over whole launches (a ping when each came
+/// up, one before it shut down): the clock's *rate*, which a trial's check (milliseconds, with a
+/// constant latency on top) cannot resolve.
+#[derive(Debug, Serialize)]
+pub struct ClockRate {
+    pub environment: String,
+    pub launches: usize,
+    /// Median over launches of (guest span − host span) / host span, ppm.
+    pub median_ppm: f64,
+    /// The launch furthest from the host's rate, ppm.
+    pub worst_ppm: f64,
+    /// Median of what the round trips at both ends leave uncertain, ppm.
+    pub uncertainty_ppm: f64,
+    /// Median span of a launch, s.
+    pub span_s: f64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct EnvSummary {
     pub name: String,
@@ -464,6 +481,8 @@ pub struct Report {
     pub results: Vec<ResultRow>,
     pub environments: Vec<EnvSummary>,
     pub clock_checks: Vec<ClockCheck>,
+    /// Each environment's agent clock rate over its launches.
+    pub clock_rates: Vec<ClockRate>,
     pub trials: Counts,
     pub failures: Vec<Failure>,
     /// Metrics with samples that were not finite, left out: (environment, workload, metric, count).
@@ -697,6 +716,7 @@ pub fn build(rows: &RunRows) -> Result<Report> {
         results,
         environments: env_summaries(rows, &bases.of),
         clock_checks,
+        clock_rates: clock_rates(rows),
         trials: tally.counts,
         failures,
         non_finite: tally
@@ -709,6 +729,29 @@ pub fn build(rows: &RunRows) -> Result<Report> {
         rfc2544: rfc2544_rows(rows),
         manifest: info.manifest.clone(),
     })
+}
+
+/// Each environment's agent clock rate over its launches, from the launches' stored rates.
+fn clock_rates(rows: &RunRows) -> Vec<ClockRate> {
+    rows.envs
+        .iter()
+        .filter_map(|e| {
+            let of: Vec<&(usize, f64, f64, f64)> = rows.clock_rates.iter().filter(|r| r.0 == e.idx).collect();
+            if of.is_empty() {
+                return None;
+            }
+            let col = |f: fn(&(usize, f64, f64, f64)) -> f64| of.iter().map(|r| f(r)).collect::<Vec<f64>>();
+            let ppm = col(|r| r.2);
+            Some(ClockRate {
+                environment: e.name.clone(),
+                launches: of.len(),
+                median_ppm: virtperf_stats::median(&ppm),
+                worst_ppm: ppm.iter().copied().fold(0.0, |w, p| if p.abs() > w.abs() { p } else { w }),
+                uncertainty_ppm: virtperf_stats::median(&col(|r| r.3)),
+                span_s: virtperf_stats::median(&col(|r| r.1)),
+            })
+        })
+        .collect()
 }
 
 /// Which environment each is compared with. Each environment is compared with the baseline of
@@ -1330,6 +1373,27 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
             .collect();
         out += &format!("clock check (host − guest per armed trial, median): {}\n", parts.join("; "));
     }
+    if !r.clock_rates.is_empty() {
+        let parts: Vec<String> = r
+            .clock_rates
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {:+.0} ppm ± {:.0} over {:.0} s ({} launch{})",
+                    c.environment,
+                    c.median_ppm,
+                    c.uncertainty_ppm,
+                    c.span_s,
+                    c.launches,
+                    if c.launches == 1 { "" } else { "es" }
+                )
+            })
+            .collect();
+        out += &format!(
+            "agent clock rate against the host's, over each launch (median): {}\n",
+            parts.join("; ")
+        );
+    }
     for c in r.clock_checks.iter().filter(|c| !c.agree) {
         out += &format!(
             "warning: clocks disagree for {} / {}: only {}/{} trials within tolerance; host − guest {:+.3} ms ({:+.2} %); its figures are headlined on the {} clock{}\n",
@@ -1789,6 +1853,7 @@ pub fn summary_test_report() -> Report {
         results: Vec::new(),
         environments: vec![env("native"), env("container"), env("qemu-virtio-with-a-long-name")],
         clock_checks: Vec::new(),
+        clock_rates: Vec::new(),
         trials: Counts::default(),
         failures: Vec::new(),
         non_finite: Vec::new(),

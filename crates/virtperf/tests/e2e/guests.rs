@@ -447,20 +447,25 @@ pub(crate) fn qemu_guests_carry_tcp_through_virtio_and_e1000() -> Outcome {
     assert!(v > 0.2 && e > 0.08, "goodput through the guests' NICs: virtio {v}, e1000 {e} Gbit/s");
     assert!(v > e, "paravirtual beats emulated (the seeds' result): virtio {v} vs e1000 {e} Gbit/s");
     assert!(mean("qemu:nic=virtio", "memcpy_time") > mean("native", "memcpy_time"));
-    // A guest's compute figures are headlined on the host's clock, and its own clock agrees:
-    // within the report's tolerance, or within 5 % of a ~40 ms span. On a busy host a TCG guest's
-    // go and result can cross its console a couple of ms late on both trials (seen: e1000, 1.77 ms
-    // on 42.9 ms, both of 2 trials); that is latency, not the clock. A wrong clock *rate* is what
-    // qemu_microvm_guest_clock_agrees_with_the_host checks, with the constant part measured.
+    // A guest's compute figures are headlined on the host's clock, and its own clock keeps the
+    // host's rate over each whole launch (a ping when it came up, one before it shut down): a
+    // trial's check spans ~40 ms, where a busy TCG guest's go and result crossing its console a
+    // couple of ms late (latency, not the clock) looks like 5 %; over the launch that constant
+    // is gone and a wrong rate (a miscalibrated TSC: thousands of ppm) shows.
     let r = row_or_fail(&doc, "qemu:nic=virtio", "memcpy_time");
     assert_eq!(r["clock"], "host", "{r}");
     let q = doc["clock_checks"].as_array().unwrap();
-    assert!(
-        q.iter()
-            .filter(|c| c["environment"].as_str().is_some_and(|e| e.starts_with("qemu")))
-            .all(|c| c["agree"] == true || c["median_offset_pct"].as_f64().is_some_and(|p| p.abs() < 5.0)),
-        "{q:#?}"
-    );
+    assert!(q.iter().any(|c| c["environment"] == "qemu:nic=virtio"), "a clock check per trial: {q:#?}");
+    for name in ["qemu:nic=virtio", "qemu:nic=e1000"] {
+        let rates = doc["clock_rates"].as_array().unwrap();
+        let c = rates.iter().find(|c| c["environment"] == name).unwrap_or_else(|| panic!("{rates:#?}"));
+        let (worst, unc) = (c["worst_ppm"].as_f64().unwrap(), c["uncertainty_ppm"].as_f64().unwrap());
+        println!(
+            "    {name}: clock rate {worst:+.0} ppm at worst, ± {unc:.0} over {:.1} s",
+            c["span_s"].as_f64().unwrap_or(0.0)
+        );
+        assert!(worst.abs() < 1000.0 + 3.0 * unc, "{name}'s clock runs {worst:+.0} ppm off the host's: {c}");
+    }
     for name in ["qemu:nic=virtio", "qemu:nic=e1000"] {
         let s = doc["environments"].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap()
             ["start_ms_mean"]
