@@ -525,7 +525,10 @@ mod tests {
             "the span [{a}, {b}] is not inside go → result [{go_ns}, {read_ns}]: it holds part of the \
              {setup_ms:.1} ms of setup"
         );
-        assert!(guest_elapsed_ns as f64 >= ms * 1e6 * 0.999, "{guest_elapsed_ns} ns holds the copy's {ms} ms");
+        assert!(
+            guest_elapsed_ns as f64 >= ms * 1e6 * 0.999,
+            "{guest_elapsed_ns} ns holds the copy's {ms} ms"
+        );
         assert!(guest_system.is_none(), "no /proc/stat reads inside an armed span");
         assert!(all.contains("\"tag\":2,\"type\":\"result\""), "a stopped armed run still ends: {all}");
     }

@@ -619,7 +619,7 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
         catcher.join().map_err(|_| "the receiving thread panicked".to_string())?;
         Ok(sent)
     })?;
-    let Sent { t0, t1, seq, send_errors } = sent;
+    let Sent { t0, t1, seq, send_errors, stalls, max_lag } = sent;
     let secs = (t1 - t0) as f64 / 1e9;
     let achieved = seq as f64 / secs.max(1e-9);
     // A burst is short: judge it by how long it took against how long it should have.
@@ -629,7 +629,8 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
         samples: vec![sample("frames_sent_fps", achieved, "fps")],
         extra: json!({
             "sent": seq, "seconds": secs, "offered_fps": rate, "achieved_fps": achieved,
-            "gen_limited": gen_limited, "send_errors": send_errors, "count": count,
+            "gen_limited": gen_limited || stalls > 0, "send_errors": send_errors, "count": count,
+            "stalls": stalls, "max_lag_frames": max_lag,
             "latency": latency_json(&hist), "echo": echo.to_json(),
             "clock": {"resolution_ns": declared, "tick_ns": tick},
         }),
@@ -683,6 +684,30 @@ struct Schedule {
     latency: bool,
 }
 
+/// What the paced generator does next.
+#[derive(Debug, PartialEq)]
+enum Pace {
+    /// Ahead of the schedule: wait until this instant (ns).
+    Wait(u64),
+    /// This many frames are due: send up to them.
+    Send(u64),
+    /// This many frames behind, past the bound: restart the schedule from now.
+    Restart(u64),
+}
+
+/// Frame k after the schedule's base `(t, seq)` is due at t + k/rate (never ahead of it); more
+/// than `bound` frames behind, the schedule restarts rather than catch up in a burst.
+fn pace(now: u64, base: (u64, u64), seq: u64, rate: f64, bound: u64) -> Pace {
+    let due = base.1 + (now.saturating_sub(base.0) as f64 * rate / 1e9) as u64 + 1;
+    if seq >= due {
+        return Pace::Wait(base.0 + ((seq - base.1) as f64 * 1e9 / rate) as u64);
+    }
+    match due - seq {
+        lag if lag > bound => Pace::Restart(lag),
+        lag => Pace::Send(lag),
+    }
+}
+
 /// What a schedule sent: its span on the host's clock, the frames, and the batches the kernel
 /// refused.
 struct Sent {
@@ -690,6 +715,10 @@ struct Sent {
     t1: u64,
     seq: u64,
     send_errors: u64,
+    /// Times the schedule restarted after falling too far behind, and the most frames it was
+    /// behind.
+    stalls: u64,
+    max_lag: u64,
 }
 
 impl Schedule {
@@ -702,6 +731,13 @@ impl Schedule {
         // Tags from the second quarter on: the flow's start (queues filling, a guest's first
         // interrupts) is a transient, not the latency at this rate.
         let mut next_tag = t0 + if count == 0 { dur_ns / 4 } else { 0 };
+        // After a stall (the sender descheduled) the frames due pile up: sent at once they would
+        // be a full-speed burst whose loss the DUT is then blamed for. More than `bound` frames
+        // behind (2 ms of the rate, at least 4 batches), the schedule restarts from now: the
+        // missed frames are not sent, the step falls short of its rate and is judged a generator
+        // shortfall.
+        let bound = ((rate * 2e-3) as u64).max(4 * BATCH as u64);
+        let (mut base_t, mut base_seq, mut stalls, mut max_lag) = (t0, 0u64, 0u64, 0u64);
         loop {
             let now = now_ns();
             if (count == 0 && now - t0 >= dur_ns) || seq >= limit || ctx.stopped() {
@@ -713,13 +749,21 @@ impl Schedule {
             }
             let mut n = (bufs.len() as u64).min(limit - seq);
             if rate > 0.0 {
-                // Frame k (from 0) is due at t0 + k/rate: never ahead of the schedule.
-                let due = ((now - t0) as f64 * rate / 1e9) as u64 + 1;
-                if seq >= due {
-                    wait_until(t0 + (seq as f64 * 1e9 / rate) as u64);
-                    continue;
+                match pace(now, (base_t, base_seq), seq, rate, bound) {
+                    Pace::Wait(until) => {
+                        wait_until(until);
+                        continue;
+                    }
+                    Pace::Restart(lag) => {
+                        (stalls, max_lag) = (stalls + 1, max_lag.max(lag));
+                        (base_t, base_seq) = (now, seq);
+                        continue;
+                    }
+                    Pace::Send(lag) => {
+                        max_lag = max_lag.max(lag);
+                        n = n.min(lag);
+                    }
                 }
-                n = n.min(due - seq);
             }
             let n = n as usize;
             let tagged = latency && now >= next_tag;
@@ -738,13 +782,29 @@ impl Schedule {
             }
             seq += sent as u64;
         }
-        Sent { t0, t1: now_ns(), seq, send_errors }
+        Sent { t0, t1: now_ns(), seq, send_errors, stalls, max_lag }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pacing: never ahead of the schedule, up to the frames due, and past the bound a
+    /// restart instead of a catch-up burst (a 10 ms stall at 1 Mfps: 10 000 frames due at once).
+    #[test]
+    fn a_stall_restarts_the_schedule_instead_of_bursting() {
+        let (rate, bound) = (1e6, 2000);
+        // 1 Mfps from t = 0: at 5 µs, 6 frames are due (0 to 5).
+        assert_eq!(pace(5_000, (0, 0), 0, rate, bound), Pace::Send(6));
+        assert_eq!(pace(5_000, (0, 0), 6, rate, bound), Pace::Wait(6_000));
+        // A 10 ms stall after frame 100: 9 901 frames due — a restart, not a burst.
+        assert_eq!(pace(10_000_000, (0, 0), 100, rate, bound), Pace::Restart(9_901));
+        // From the restart on, the schedule counts from its new base.
+        assert_eq!(pace(10_001_000, (10_000_000, 100), 100, rate, bound), Pace::Send(2));
+        // Just within the bound: caught up, as before.
+        assert_eq!(pace(1_999_000, (0, 0), 0, rate, bound), Pace::Send(2000));
+    }
     use crate::net::loopback_pair;
 
     #[test]
