@@ -437,10 +437,14 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
     } else {
         (ndr, n_ok)
     };
-    // The generator bounds the figure where it could not reach the top, or where a rate above the
-    // NDR failed by the generator, not by loss (twice: see `Log::judged`).
-    let gen_bound =
-        log.steps.iter().any(|x| x.failed_by.as_deref() == Some("generator") && x.offered_fps > ndr);
+    // The generator bounds the figure where it could not reach the top, or where the lowest rate
+    // above the NDR that failed, failed by the generator (twice: see `Log::judged`), not by loss.
+    let gen_bound = log
+        .steps
+        .iter()
+        .filter(|x| x.failed_by.is_some() && x.offered_fps > ndr)
+        .min_by(|a, b| a.offered_fps.total_cmp(&b.offered_fps))
+        .is_some_and(|x| x.failed_by.as_deref() == Some("generator"));
     let gen_limited = n_ok && ((probe.gen_limited && ndr >= top - res) || gen_bound);
     // Only rates that passed a full-length trial are throughputs: without one, the NDR (and
     // the PDR with it) is not determined and no figure is stored for it.
@@ -574,11 +578,16 @@ fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
     let mut lens = Vec::new();
     let mut capped = 0;
     for _ in 0..st.b2b_trials {
+        // A burst the generator could not send at the rate (a stall broke it up) is tried once
+        // more: its loss, or its absence, says little of the DUT's queue.
         let burst = |log: &mut Log<E>, n: u64| {
-            log.step(
-                "back_to_back",
-                StepSpec { test: "back_to_back", rate_fps: top, duration_ms: st.b2b_ms.max(10), count: n },
-            )
+            let spec =
+                StepSpec { test: "back_to_back", rate_fps: top, duration_ms: st.b2b_ms.max(10), count: n };
+            let m = log.step("back_to_back", spec.clone())?;
+            if m.gen_limited {
+                return log.step("back_to_back-retry", spec);
+            }
+            Ok(m)
         };
         let m = burst(log, max_len)?;
         if m.lost() == 0 {

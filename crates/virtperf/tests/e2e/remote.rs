@@ -260,13 +260,13 @@ pub(crate) fn remote_host_runs_native_and_container() -> Outcome {
         "r",
         "b",
         &envs,
-        "[[workload]]\nkind = \"memcpy\"\nsize = \"4MiB\"\ncopies = 4\n\n[[workload]]\nkind = \"syscall\"\n",
+        "[[workload]]\nkind = \"memcpy\"\nsize = \"16MiB\"\ncopies = 8\n\n[[workload]]\nkind = \"syscall\"\n",
     );
     let state = h.dir.path().join("state");
     let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
     let db = h.dir.path().join("r.db");
     let args =
-        ["run", f.to_str().unwrap(), "--reps", "2", "--warmup", "0", "--json", "--db", db.to_str().unwrap()];
+        ["run", f.to_str().unwrap(), "--reps", "4", "--warmup", "1", "--json", "--db", db.to_str().unwrap()];
     let doc = doc_of(&h.vp(&args, &env));
     let mean = |e: &str, m: &str| row_or_fail(&doc, e, m)["mean"].as_f64().unwrap_or(0.0);
     let mut figures = Vec::new();
@@ -278,9 +278,11 @@ pub(crate) fn remote_host_runs_native_and_container() -> Outcome {
         assert!(cpu > 0.0, "{e}: host CPU accounted");
         figures.push(format!("{e}: memcpy {:.2} ms, host CPU {cpu:.2} ms", mean(e, "memcpy_time")));
     }
-    // The same machine underneath: the relayed figures are the local ones, give or take noise.
+    // The same machine underneath: the relayed figures are the local ones, give or take noise —
+    // 4 repetitions of a ~6 ms copy (a 0.3 ms one of 2 repetitions needed 0.33–3×); measured
+    // ×0.89, ×1.14, ×1.17 in three runs.
     let ratio = mean("native@b", "memcpy_time") / mean("here", "memcpy_time");
-    assert!((0.33..3.0).contains(&ratio), "native@b / here memcpy: {ratio:.2}");
+    assert!((0.67..1.5).contains(&ratio), "native@b / here memcpy: {ratio:.2}");
     println!("    {}; native@b/here ×{ratio:.2}", figures.join("; "));
     // The host's facts are stored with its environments.
     let store =
