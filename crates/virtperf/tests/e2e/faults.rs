@@ -271,3 +271,35 @@ pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
     println!("    the disk filled after {} of 300 trials; the resume ran the other {pending}", before.len());
     Outcome::Pass
 }
+
+/// kill -9 while the lab is being built — its first namespace made, the others not yet: the next
+/// start sweeps what exists (the ledger recorded each namespace before it was made), and the root
+/// namespace is as it was.
+pub(crate) fn kill9_while_the_lab_is_built_is_swept() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let before = root_netns_snapshot();
+    let child =
+        fx.spawn("run --env native --env native:name=b --workload tcp_rr:duration=5s --reps 1 --warmup 0");
+    let mine = format!("vp{}-", child.id());
+    let made = || lab_namespaces().into_iter().filter(|n| n.starts_with(&mine)).count();
+    let t0 = Instant::now();
+    let mut at_kill = 0;
+    while t0.elapsed() < Duration::from_secs(30) && at_kill == 0 {
+        at_kill = made();
+        if at_kill == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    kill(child.id(), 9);
+    let _ = child.wait_with_output();
+    assert!(at_kill >= 1, "no namespace of the lab appeared within 30 s");
+    let left = made();
+    fx.sweep();
+    assert_eq!(made(), 0, "the lab's namespaces outlived the next start");
+    assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
+    println!("    killed with {at_kill} of the lab's 4 namespaces seen ({left} left after the kill); the next start swept them");
+    Outcome::Pass
+}
