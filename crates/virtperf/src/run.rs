@@ -1523,12 +1523,31 @@ fn run_workers(
 /// runs the rest; a full disk is named as such.
 fn stopped_how(run_id: i64, db: &Path, why: &str) -> String {
     let full = why.contains("full") || why.contains("No space left") || why.contains("os error 28");
-    let fix = if full { "free space on the disk that holds it (or move it), then " } else { "" };
+    let fix = if full {
+        format!(
+            "free space on the full disk (the database's, or the state directory's: {}), then ",
+            crate::ledger::state_dir().display()
+        )
+    } else {
+        String::new()
+    };
     format!(
         "run {run_id} stopped; the trials it stored in {} are kept: {fix}`virtperf run --resume {run_id} --db {}` runs the rest",
         db.display(),
         db.display()
     )
+}
+
+/// Runs the pending trials of run `run_id`; a run that cannot go on (its state directory or its
+/// database failing, a worker's error) is left interrupted — what was stored stays — and the
+/// error says how to resume.
+fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    execute_inner(store, run_id, exp, opts).map_err(|e| {
+        // If its database still takes this one write.
+        let _ = store.set_run_status(run_id, RunStatus::Interrupted);
+        let how = stopped_how(run_id, &opts.db, &format!("{e:#}"));
+        e.context(how)
+    })
 }
 
 /// Says how precision mode's budget ended the run, where it did.
@@ -1548,10 +1567,12 @@ fn say_budget(exp: &Experiment, run_id: i64, o: &Ended) {
     }
 }
 
-fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+fn execute_inner(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     let started = Instant::now();
     let exe = std::env::current_exe().context("cannot find the virtperf binary to run as the agent")?;
-    let (mut ledger, swept) = Ledger::open().context("cannot open the ledger in the state directory")?;
+    let (mut ledger, swept) = Ledger::open().with_context(|| {
+        format!("cannot open the ledger in the state directory {}", crate::ledger::state_dir().display())
+    })?;
     if !swept.is_empty() {
         eprintln!("virtperf: removed {} leftover(s) of an earlier run that was killed", swept.len());
     }
@@ -1635,16 +1656,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     }
     ledger.remove_dir(&run_dir);
     ledger.close();
-    let interrupted = match ended {
-        Ok(i) => i,
-        Err(e) => {
-            // What was stored stays; the run is left resumable (if its database still takes
-            // this one write) and the message says how to go on.
-            let _ = store.set_run_status(run_id, RunStatus::Interrupted);
-            let how = stopped_how(run_id, &opts.db, &format!("{e:#}"));
-            return Err(e.context(how));
-        }
-    };
+    let interrupted = ended?;
 
     let status = if interrupted || CANCEL.load(Ordering::SeqCst) {
         RunStatus::Interrupted

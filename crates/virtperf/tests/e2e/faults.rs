@@ -249,7 +249,7 @@ pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("database or disk is full")
-            && err.contains("free space on the disk that holds it")
+            && err.contains("free space on the full disk")
             && err.contains(&format!("virtperf run --resume 1 --db {}", db.display())),
         "{err}"
     );
@@ -301,5 +301,53 @@ pub(crate) fn kill9_while_the_lab_is_built_is_swept() -> Outcome {
     assert_eq!(made(), 0, "the lab's namespaces outlived the next start");
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
     println!("    killed with {at_kill} of the lab's 4 namespaces seen ({left} left after the kill); the next start swept them");
+    Outcome::Pass
+}
+
+/// The state directory's disk is full when a run starts: the run stops at once (exit 1) naming
+/// the directory, the full disk and the resume command; nothing of it is left there, the run is
+/// marked interrupted; with space made `--resume` runs all of it.
+pub(crate) fn state_directory_disk_full_stops_the_run_resumably() -> Outcome {
+    if !is_root() {
+        return Outcome::Skip("needs root (mounts a small tmpfs as the state directory)".into());
+    }
+    let fx = Fixture::new();
+    std::fs::create_dir(&fx.state).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k,mode=755", "vp-e2e-statefull"])
+        .arg(&fx.state)
+        .status()
+        .unwrap();
+    if !mounted.success() {
+        return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
+    }
+    struct Umount(PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Umount(fx.state.clone());
+    let fill = fx.state.join("fill");
+    let _ = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", fill.display()))
+        .args(["bs=1k", "count=64"])
+        .output();
+    let out = fx.vp("run --env native --workload memcpy --reps 3 --warmup 0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("state directory {}", fx.state.display()))
+            && err.contains("No space left")
+            && err.contains(&format!("virtperf run --resume 1 --db {}", fx.db.display())),
+        "{err}"
+    );
+    assert_eq!(run_status(&fx.db), "interrupted");
+    let pending = count_trials(&fx.db, "pending");
+    std::fs::remove_file(&fill).unwrap();
+    fx.ok("run --resume 1");
+    assert_resume_ran_exactly_the_rest(&[], pending, &fx.db);
+    fx.assert_no_leftovers();
     Outcome::Pass
 }

@@ -51,6 +51,7 @@ fn main() {
         faults::sigterm_interrupts_then_resume_finishes_exactly_the_rest,
         faults::kill9_leftovers_are_swept_by_next_start,
         faults::database_disk_full_stops_the_run_resumably,
+        faults::state_directory_disk_full_stops_the_run_resumably,
         cli::doctor_lists_every_kind_with_fixes,
         containers::avionics_1000_reps_native_and_container,
         rigour::calibration_fits_each_environment_to_its_target_time,
