@@ -99,6 +99,78 @@ impl Row {
     }
 }
 
+/// What one report of RFC 2544 results must not hide: a frame-loss curve that lost frames at or
+/// below the rate its own throughput test passed (the NDR), a curve that loses more at a lower
+/// rate (by more than a point), and several repetitions' spread of the NDR. One trial per step on
+/// a noisy host is a single draw; these lines say where the draws disagree.
+fn consistency(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let name = format!("{} · {} · {} B", r.environment, r.direction, r.frame_size);
+        if let Some(ndr) = r.ndr_fps {
+            if let Some((p, offered, loss)) =
+                r.loss_curve.iter().find(|(_, offered, loss)| *offered <= ndr * 1.0001 && *loss > 0.0)
+            {
+                out += &format!(
+                    "⚠ {name}: the frame-loss curve lost {} % at {} fps ({p} % of the top), at or below the NDR of {} fps its throughput test passed: one trial per step does not repeat here; more repetitions (reps) show the spread\n",
+                    super::fmt_num(*loss),
+                    super::fmt_num(*offered),
+                    super::fmt_num(ndr)
+                );
+            }
+        }
+        if let Some((p, offered, _)) = r.ndr_fps.and_then(|ndr| {
+            r.loss_curve
+                .iter()
+                .filter(|(_, o, loss)| *loss == 0.0 && *o > 1.5 * ndr)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+        }) {
+            out += &format!(
+                "⚠ {name}: the frame-loss curve lost nothing at {} fps ({p} % of the top), {:.1}× the NDR: the throughput search's single trials did not repeat here\n",
+                super::fmt_num(*offered),
+                offered / r.ndr_fps.unwrap_or(1.0)
+            );
+        }
+        let rising = r.loss_curve.windows(2).find(|w| w[1].2 > w[0].2 + 1.0);
+        if let Some(w) = rising {
+            out += &format!(
+                "⚠ {name}: the frame-loss curve is not monotonic: {} % lost at {} % of the top, {} % at {} %\n",
+                super::fmt_num(w[1].2),
+                w[1].0,
+                super::fmt_num(w[0].2),
+                w[0].0
+            );
+        }
+    }
+    let mut seen: Vec<(&str, &str, u64)> = Vec::new();
+    for r in rows {
+        let k = (r.environment.as_str(), r.direction.as_str(), r.frame_size);
+        if seen.contains(&k) {
+            continue;
+        }
+        seen.push(k);
+        let ndrs: Vec<f64> = rows
+            .iter()
+            .filter(|x| (x.environment.as_str(), x.direction.as_str(), x.frame_size) == k)
+            .filter_map(|x| x.ndr_fps)
+            .collect();
+        if let Some(sum) = virtperf_stats::Summary::of(&ndrs).filter(|s| s.n > 1) {
+            out += &format!(
+                "{} · {} · {} B: NDR over {} repetitions {} fps, from {} to {} (CV {:.1} %)\n",
+                k.0,
+                k.1,
+                k.2,
+                sum.n,
+                super::mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
+                super::fmt_num(sum.min),
+                super::fmt_num(sum.max),
+                sum.cv * 100.0
+            );
+        }
+    }
+    out
+}
+
 fn num(x: Option<f64>) -> String {
     x.map(super::fmt_num).unwrap_or_else(|| "—".into())
 }
@@ -139,9 +211,32 @@ pub fn render(rows: &[Row]) -> String {
     for (env, dir) in &keys {
         let mut cells = vec![format!("{env} · {dir}")];
         for s in &sizes {
-            let cell = rows
+            let reps: Vec<&Row> = rows
                 .iter()
-                .find(|r| &r.environment == env && &r.direction == dir && r.frame_size == *s)
+                .filter(|r| &r.environment == env && &r.direction == dir && r.frame_size == *s)
+                .collect();
+            // Several repetitions: the mean of their NDRs with its interval, and how many.
+            let ndrs: Vec<f64> = reps.iter().filter_map(|r| r.ndr_fps).collect();
+            if reps.len() > 1 {
+                let cell = match virtperf_stats::Summary::of(&ndrs) {
+                    Some(sum) => format!(
+                        "{}{} (n={}{})",
+                        if reps.iter().any(|r| r.tester_limited()) { "≥" } else { "" },
+                        super::mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
+                        sum.n,
+                        if ndrs.len() < reps.len() {
+                            format!(", {} n/d", reps.len() - ndrs.len())
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    None => "n/d".into(),
+                };
+                cells.push(cell);
+                continue;
+            }
+            let cell = reps
+                .first()
                 .map(|r| match r.ndr_fps {
                     Some(n) => format!(
                         "{}{}{} ({:.1} %)",
@@ -218,7 +313,9 @@ pub fn render(rows: &[Row]) -> String {
         ]);
     }
     out += &d.to_string();
-    out += "\nlatency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
+    out += "\n";
+    out += &consistency(rows);
+    out += "latency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
              trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
              frame); RFC 2544 §26.2 defines latency one way through the DUT, so a round trip holds both \
              directions and the echo; published from 20 tagged frames\n";
@@ -258,6 +355,49 @@ mod tests {
             "{text}"
         );
         assert!(line("reflect").contains("n/d"), "{text}");
+    }
+
+    /// Repetitions of a cell are summarised (mean ± interval of their NDRs, n); a loss curve that
+    /// lost frames at or below its own NDR, or that loses more at a lower rate, is said.
+    #[test]
+    fn repetitions_and_contradictions_are_shown() {
+        let row = |ndr: f64, curve: Vec<(u64, f64, f64)>| Row {
+            environment: "e".into(),
+            direction: "in".into(),
+            frame_size: 64,
+            quick: true,
+            line_max_fps: 1_488_095.0,
+            ndr_fps: Some(ndr),
+            pdr_fps: None,
+            ndr_confirmed: true,
+            ndr_undetermined: false,
+            gen_limited: false,
+            dut_cpu_pct: None,
+            guest_cpu_pct: None,
+            latency: Value::Null,
+            latency_note: None,
+            loss_curve: curve,
+            b2b_mean: None,
+            b2b_capped: false,
+            steps: 10,
+        };
+        let good = vec![(100, 200_000.0, 5.0), (90, 180_000.0, 1.0), (80, 160_000.0, 0.0)];
+        let text =
+            render(&[row(170_000.0, good.clone()), row(172_000.0, good.clone()), row(168_000.0, good)]);
+        assert!(text.contains("(n=3)") && text.contains("NDR over 3 repetitions"), "{text}");
+        assert!(!text.contains("┘⚠"), "warnings start on a line of their own: {text}");
+        assert!(!text.contains('⚠'), "{text}");
+        // Lost 0.5 % at 160 k with an NDR of 170 k; and more at 80 % than at 90 %.
+        let bad = vec![(100, 200_000.0, 5.0), (90, 180_000.0, 1.0), (80, 160_000.0, 2.5)];
+        let text = render(&[row(170_000.0, bad)]);
+        assert!(text.contains("at or below the NDR"), "{text}");
+        assert!(text.contains("not monotonic"), "{text}");
+        // Nothing lost at 180 k, more than 1.5× an NDR of 100 k.
+        let text = render(&[row(
+            100_000.0,
+            vec![(100, 200_000.0, 5.0), (90, 180_000.0, 0.0), (80, 160_000.0, 0.0)],
+        )]);
+        assert!(text.contains("lost nothing at 180000 fps") && text.contains("1.8× the NDR"), "{text}");
     }
 
     /// A trial's detail comes from the agent, which runs inside an untrusted guest: reading any
