@@ -1159,6 +1159,7 @@ mod tests {
             ndr_fps: Some(ndr),
             pdr_fps: None,
             latency_note: None,
+            b2b_of: None,
             ndr_confirmed: true,
             ndr_undetermined: false,
             gen_limited: false,

@@ -31,6 +31,8 @@ pub struct Row {
     pub loss_curve: Vec<(u64, f64, f64)>,
     pub b2b_mean: Option<f64>,
     pub b2b_capped: bool,
+    /// (bursts that passed at the longest length, bursts, that length).
+    pub b2b_of: Option<(u64, u64, u64)>,
     pub steps: usize,
 }
 
@@ -92,8 +94,9 @@ impl Row {
                 .frame_loss
                 .map(|f| f.curve.iter().map(|p| (p.pct_of_top, p.offered_fps, p.loss_pct)).collect())
                 .unwrap_or_default(),
-            b2b_mean: d.back_to_back.as_ref().map(|b| b.mean),
-            b2b_capped: d.back_to_back.is_some_and(|b| b.capped > 0),
+            b2b_mean: d.back_to_back.as_ref().map(|b| b.exact_mean.unwrap_or(b.mean)),
+            b2b_capped: d.back_to_back.as_ref().is_some_and(|b| b.capped > 0),
+            b2b_of: d.back_to_back.as_ref().map(|b| (b.capped, b.bursts.len() as u64, b.max_burst)),
             steps: d.steps.len(),
         })
     }
@@ -306,9 +309,13 @@ pub fn render(rows: &[Row]) -> String {
             format!("{} / {}", num(r.dut_cpu_pct), num(r.guest_cpu_pct)),
             lat,
             if curve.is_empty() { "—".into() } else { curve.join(" ") },
-            match r.b2b_mean {
-                Some(b) => format!("{}{}", if r.b2b_capped { "≥" } else { "" }, super::fmt_num(b)),
-                None => "—".into(),
+            match (r.b2b_mean, r.b2b_of) {
+                // Every burst passed at the longest length: a lower bound.
+                (Some(_), Some((c, n, max))) if c == n => format!("≥{max}"),
+                // Some did: the searched lengths' mean, and how many passed whole.
+                (Some(b), Some((c, n, max))) if c > 0 => format!("{} ({c}/{n} ≥{max})", super::fmt_num(b)),
+                (Some(b), _) => format!("{}{}", if r.b2b_capped { "≥" } else { "" }, super::fmt_num(b)),
+                (None, _) => "—".into(),
             },
         ]);
     }
@@ -379,6 +386,7 @@ mod tests {
             loss_curve: curve,
             b2b_mean: None,
             b2b_capped: false,
+            b2b_of: None,
             steps: 10,
         };
         let good = vec![(100, 200_000.0, 5.0), (90, 180_000.0, 1.0), (80, 160_000.0, 0.0)];
