@@ -584,18 +584,26 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
                     inst.cleanup.push(e);
                 }
             }
-            inst.calibrate_rtt(&CANCEL);
+            let clock = inst.calibrate_rtt(&CANCEL);
             inst.own_clock = kind.own_clock();
-            slot.up(k, inst, store, run_id, e);
+            slot.up(k, inst, clock, store, run_id, e);
         }
         Err(err) => slot.failed(&err, store, run_id, e, def_name),
     }
 }
 
 impl Slot {
-    /// Instance `k` is up: stored as a ready launch (its start time and round trip), the slot's
-    /// failure count reset.
-    fn up(&mut self, k: usize, inst: Instance, store: &Store, run_id: i64, e: i64) {
+    /// Instance `k` is up: stored as a ready launch (its start time and round trip) with its clock
+    /// as it came up (for [`Slot::close_clocks`]), the slot's failure count reset.
+    fn up(
+        &mut self,
+        k: usize,
+        inst: Instance,
+        clock: Option<env::ClockPoint>,
+        store: &Store,
+        run_id: i64,
+        e: i64,
+    ) {
         let id = store.record_instance(
             run_id,
             &InstanceRecord {
@@ -611,8 +619,7 @@ impl Slot {
         if k == 0 {
             self.launch_id = id.as_ref().ok().copied();
         }
-        let mut inst = inst;
-        self.clocks[k] = id.ok().zip(inst.clock_point(&CANCEL));
+        self.clocks[k] = id.ok().zip(clock);
         self.failures_in_a_row = 0;
         self.instances[k] = Some(inst);
     }

@@ -351,6 +351,11 @@ impl ClockPoint {
     }
 }
 
+/// The point of the shortest round trip: the least uncertain.
+fn shortest(points: &[ClockPoint]) -> Option<ClockPoint> {
+    points.iter().copied().min_by_key(|p| p.half_rtt_ns)
+}
+
 /// How an instance outside virtperf's cgroups is paused and resumed.
 pub type Pauser = std::sync::Arc<dyn Fn(bool) -> Result<(), String> + Send + Sync>;
 
@@ -450,39 +455,45 @@ impl Instance {
         }
     }
 
-    /// Measures the idle round trip (median of 9 pings) that host-clock durations subtract.
-    pub fn calibrate_rtt(&mut self, cancel: &AtomicBool) {
-        let mut rtts = Vec::new();
-        for _ in 0..9 {
-            let t0 = Instant::now();
-            if self.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), cancel).is_err() {
-                return;
-            }
-            rtts.push(t0.elapsed());
+    /// Measures the idle round trip (median of 9 pings) that host-clock durations subtract; the
+    /// same pings give the agent's clock against the host's as the instance comes up (the
+    /// shortest of them).
+    pub fn calibrate_rtt(&mut self, cancel: &AtomicBool) -> Option<ClockPoint> {
+        let points = self.pings(9, cancel);
+        if points.len() == 9 {
+            let mut rtts: Vec<Duration> =
+                points.iter().map(|p| Duration::from_nanos(2 * p.half_rtt_ns)).collect();
+            rtts.sort();
+            self.rtt = rtts[rtts.len() / 2];
+            self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
         }
-        rtts.sort();
-        self.rtt = rtts[rtts.len() / 2];
-        self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
+        shortest(&points)
     }
 
     /// The agent's clock against the host's now: the shortest of a few ping round trips.
     pub fn clock_point(&mut self, cancel: &AtomicBool) -> Option<ClockPoint> {
-        let mut best: Option<ClockPoint> = None;
-        for _ in 0..5 {
+        shortest(&self.pings(5, cancel))
+    }
+
+    /// Up to `n` pings, each the agent's stamp against the midpoint of its round trip on the
+    /// host's monotonic clock; fewer when the agent stops answering.
+    fn pings(&mut self, n: usize, cancel: &AtomicBool) -> Vec<ClockPoint> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
             let h0 = virtperf_workload::frames::now_ns();
             let Ok(Reply::Pong { clock_ns }) =
                 self.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), cancel)
             else {
-                return best;
+                break;
             };
             let h1 = virtperf_workload::frames::now_ns();
-            let p =
-                ClockPoint { host_ns: h0 + (h1 - h0) / 2, guest_ns: clock_ns, half_rtt_ns: (h1 - h0) / 2 };
-            if best.is_none_or(|b| p.half_rtt_ns < b.half_rtt_ns) {
-                best = Some(p);
-            }
+            out.push(ClockPoint {
+                host_ns: h0 + (h1 - h0) / 2,
+                guest_ns: clock_ns,
+                half_rtt_ns: (h1 - h0) / 2,
+            });
         }
-        best
+        out
     }
 
     /// Resumes the instance if a run paused it (a frozen process neither answers nor dies).
