@@ -86,20 +86,9 @@ pub(crate) fn disk_full_fails_that_case_and_the_run_goes_on() -> Outcome {
     let fx = Fixture::new();
     let small = fx.path("small");
     std::fs::create_dir(&small).unwrap();
-    let mnt = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=8m", "vp-e2e-small", small.to_str().unwrap()])
-        .status()
-        .unwrap();
-    if !mnt.success() {
+    let Some(_tmpfs) = Tmpfs::mount(&small, "size=8m") else {
         return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
-    }
-    struct Umount(std::path::PathBuf);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Umount(small.clone());
+    };
     let wl = format!("disk:file_size=[1MiB,32MiB],record_size=256KiB,modes=write,dir={}", small.display());
     let out = fx.vp(&format!("run --env native --workload {wl} --reps 2 --warmup 0 --json"));
     // Some trials failed: the run says so in its exit code, and reports the rest.

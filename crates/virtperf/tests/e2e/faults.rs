@@ -228,19 +228,9 @@ pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
     let fx = Fixture::new();
     let small = fx.path("small");
     std::fs::create_dir(&small).unwrap();
-    let mount = |opts: &str| {
-        Command::new("mount").args(["-t", "tmpfs", "-o", opts, "vp-e2e-dbfull"]).arg(&small).status().unwrap()
-    };
-    if !mount("size=360k").success() {
+    let Some(tmpfs) = Tmpfs::mount(&small, "size=360k") else {
         return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
-    }
-    struct Umount(PathBuf);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Umount(small.clone());
+    };
     let db = small.join("r.db");
     let args =
         ["run", "--env", "native", "--workload", "timer:duration=20ms", "--reps", "300", "--warmup", "0"];
@@ -259,10 +249,7 @@ pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
     assert!(pending > 0 && before.len() + pending as usize == 300, "{} ok, {pending} pending", before.len());
     fx.assert_no_leftovers();
     // Space made: the run goes on from where it stopped.
-    assert!(
-        Command::new("mount").args(["-o", "remount,size=64m"]).arg(&small).status().unwrap().success(),
-        "remount"
-    );
+    tmpfs.resize("64m");
     let out = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &fx.env());
     assert_ok(&out, "run --resume 1");
     assert_resume_ran_exactly_the_rest(&before, pending, &db);
@@ -313,21 +300,9 @@ pub(crate) fn state_directory_disk_full_stops_the_run_resumably() -> Outcome {
     }
     let fx = Fixture::new();
     std::fs::create_dir(&fx.state).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k,mode=755", "vp-e2e-statefull"])
-        .arg(&fx.state)
-        .status()
-        .unwrap();
-    if !mounted.success() {
+    let Some(_tmpfs) = Tmpfs::mount(&fx.state, "size=64k,mode=755") else {
         return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
-    }
-    struct Umount(PathBuf);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Umount(fx.state.clone());
+    };
     let fill = fx.state.join("fill");
     let _ = Command::new("dd")
         .arg("if=/dev/zero")

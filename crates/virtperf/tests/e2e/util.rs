@@ -784,3 +784,27 @@ pub fn qemu_has_machine(name: &str) -> bool {
 pub fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
+
+/// A small tmpfs a test mounts (a disk to fill), unmounted when dropped.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs with `opts` (`size=…`, `mode=…`) on the existing directory `at`; None when
+    /// this host cannot.
+    pub fn mount(at: &Path, opts: &str) -> Option<Tmpfs> {
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", opts, "vp-e2e-tmpfs"]).arg(at).status();
+        ok.is_ok_and(|s| s.success()).then(|| Tmpfs(at.to_path_buf()))
+    }
+
+    /// Gives it a new size (space made on a full disk).
+    pub fn resize(&self, size: &str) {
+        let ok = Command::new("mount").args(["-o", &format!("remount,size={size}")]).arg(&self.0).status();
+        assert!(ok.is_ok_and(|s| s.success()), "remount {} with size {size}", self.0.display());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
