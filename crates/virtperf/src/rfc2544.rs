@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use virtperf_proto::Sample;
-use virtperf_workload::frames::line_max_fps;
+use virtperf_workload::frames::{line_max_fps, LossAt, BATCH};
 use virtperf_workload::rfc2544::Settings;
 
 /// One step asked of the generator.
@@ -24,6 +24,17 @@ pub struct StepSpec {
     pub duration_ms: u64,
     /// Exactly this many frames (a back-to-back burst); 0 = for `duration_ms`.
     pub count: u64,
+    /// Sent as fast as the generator can, its own minimum inter-frame gap, rather than paced at
+    /// `rate_fps` (which is then what the step is expected to reach): back-to-back bursts where
+    /// the generator cannot reach the line's rate.
+    pub unpaced: bool,
+}
+
+impl StepSpec {
+    /// A step paced at `rate_fps` for `duration_ms`.
+    fn timed(test: &'static str, rate_fps: f64, duration_ms: u64) -> StepSpec {
+        StepSpec { test, rate_fps, duration_ms, count: 0, unpaced: false }
+    }
 }
 
 /// What one step measured.
@@ -42,6 +53,8 @@ pub struct Measured {
     /// CPU busy inside the DUT over the step (what sar shows).
     pub guest_cpu_pct: Option<f64>,
     pub wall_ms: f64,
+    /// Which frames were lost, where the receiver knew how many were sent.
+    pub lost_at: Option<LossAt>,
 }
 
 impl Measured {
@@ -165,20 +178,47 @@ pub struct LossPoint {
     pub gen_limited: bool,
 }
 
-/// §26.4: the longest burst at the highest rate with no loss, per trial.
+/// §26.4: the longest burst at the minimum inter-frame gap with no loss, per trial.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BackToBack {
+    /// The rate of the minimum gap asked: the line's maximum, or (`gap` = "generator") what the
+    /// generator reached in the probe.
     pub rate_fps: f64,
+    /// Whose minimum gap the bursts were sent at: "line" (paced at the line's maximum) or
+    /// "generator" (unpaced: the generator cannot reach the line's rate).
+    pub gap: String,
+    /// The mean rate the bursts that were sent whole reached (their actual gap).
+    pub burst_fps: f64,
     pub max_burst: u64,
     pub bursts: Vec<u64>,
     pub mean: f64,
-    /// Bursts that passed at the longest length tried (their length is a lower bound).
+    /// Trials whose length is a lower bound: a burst passed at the longest length tried, or the
+    /// shortest burst that failed was one the generator broke up, not one the DUT lost.
     pub capped: u64,
     pub resolution_frames: u64,
     /// The mean of the bursts whose length was searched (none passed at the longest length).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_mean: Option<f64>,
+    /// Per trial: the shortest burst that failed, and why.
+    pub trials: Vec<BurstTrial>,
+    /// Bursts the generator broke up twice (sent well below its own rate: a stall left gaps).
+    pub broken: u64,
+}
+
+/// One back-to-back trial: the longest burst that passed, and the shortest that did not — with
+/// the frames it lost, so that a 0 (even one frame lost) explains itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BurstTrial {
+    pub passed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u64>,
+    /// "loss" (the DUT) or "generator" (the burst was broken up: the length is a lower bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at: Option<LossAt>,
 }
 
 /// One step of a procedure, as measured.
@@ -206,6 +246,9 @@ pub struct Step {
     /// reach the offered rate, twice: nothing is said of the DUT there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_by: Option<String>,
+    /// Which frames the step lost (first, last, runs), when it lost any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at: Option<LossAt>,
 }
 
 /// The fewest tagged round trips whose latency figures are published.
@@ -244,6 +287,7 @@ impl<E> Log<'_, '_, E> {
             guest_cpu_pct: m.guest_cpu_pct,
             wall_ms: m.wall_ms,
             failed_by: None,
+            lost_at: m.lost_at.clone(),
         });
         Ok(m)
     }
@@ -285,11 +329,7 @@ fn search<E>(
 ) -> Result<(f64, f64), E> {
     while hi - lo > res {
         let mid = (lo + hi) / 2.0;
-        let m = log.judged(
-            phase,
-            StepSpec { test: "throughput", rate_fps: mid, duration_ms: ms, count: 0 },
-            tolerance,
-        )?;
+        let m = log.judged(phase, StepSpec::timed("throughput", mid, ms), tolerance)?;
         if m.passes(tolerance) {
             lo = mid;
         } else {
@@ -333,7 +373,7 @@ fn confirm<E>(
         if r < 1.0 {
             break;
         }
-        let spec = StepSpec { test: "throughput", rate_fps: r, duration_ms: st.trial_ms, count: 0 };
+        let spec = StepSpec::timed("throughput", r, st.trial_ms);
         let m = log.judged(phase, spec, tolerance)?;
         if m.passes(tolerance) {
             return Ok((r, true, Some(m)));
@@ -364,10 +404,7 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Detail
     };
 
     // The highest rate searched: the line's maximum, or what the generator reaches when it is less.
-    let probe = log.step(
-        "probe",
-        StepSpec { test: "throughput", rate_fps: line_max, duration_ms: st.search_ms, count: 0 },
-    )?;
+    let probe = log.step("probe", StepSpec::timed("throughput", line_max, st.search_ms))?;
     let top = if probe.gen_limited { probe.sent_fps * 0.98 } else { line_max };
     let res = (top * st.resolution_pct / 100.0).max(1.0);
     detail.generator_max_fps = probe.sent_fps;
@@ -410,7 +447,7 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
     let l = st.frame_size as f64;
     let mbps = |fps: f64| fps * l * 8.0 / 1e6;
     let at_top = if probe.gen_limited {
-        log.step("top", StepSpec { test: "throughput", rate_fps: top, duration_ms: st.search_ms, count: 0 })?
+        log.step("top", StepSpec::timed("throughput", top, st.search_ms))?
     } else {
         probe.clone()
     };
@@ -509,10 +546,7 @@ fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
     }
     if st.runs("latency") && !undetermined {
         let rate = ndr;
-        let m = log.step(
-            "latency",
-            StepSpec { test: "latency", rate_fps: rate, duration_ms: st.trial_ms, count: 0 },
-        )?;
+        let m = log.step("latency", StepSpec::timed("latency", rate, st.trial_ms))?;
         let lat = &m.latency;
         let n = lat["count"].as_u64().unwrap_or(0);
         // Too few round trips carry no percentile (and hardly a mean): none is published, and the
@@ -549,10 +583,7 @@ fn frame_loss<E>(t: &mut Trial<E>) -> Result<(), E> {
     let mut zero_run = 0;
     for tenth in (1..=10).rev() {
         let rate = top * tenth as f64 / 10.0;
-        let m = log.step(
-            "frame_loss",
-            StepSpec { test: "frame_loss", rate_fps: rate, duration_ms: st.search_ms, count: 0 },
-        )?;
+        let m = log.step("frame_loss", StepSpec::timed("frame_loss", rate, st.search_ms))?;
         curve.push(LossPoint {
             offered_fps: rate,
             pct_of_top: tenth * 10,
@@ -572,61 +603,158 @@ fn frame_loss<E>(t: &mut Trial<E>) -> Result<(), E> {
     Ok(())
 }
 
-/// Back-to-back (§26.4): the longest burst at the highest rate with no loss, averaged.
-fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
-    let (st, top) = (t.st, t.top);
-    let Trial { log, out, detail, .. } = t;
-    let max_len = ((top * st.b2b_ms as f64 / 1000.0).round() as u64).max(2);
-    let res_len = ((max_len as f64 * st.resolution_pct / 100.0).round() as u64).max(1);
-    let mut lens = Vec::new();
-    let mut capped = 0;
-    for _ in 0..st.b2b_trials {
-        // A burst that lost frames, or that the generator could not send at the rate (a stall
-        // broke it up), is tried once more before the search halves: one lost frame of a noisy
-        // host is not the DUT's queue overflowing.
-        let burst = |log: &mut Log<E>, n: u64| {
-            let spec =
-                StepSpec { test: "back_to_back", rate_fps: top, duration_ms: st.b2b_ms.max(10), count: n };
-            let m = log.step("back_to_back", spec.clone())?;
-            if m.gen_limited || m.lost() > 0 {
-                return log.step("back_to_back-retry", spec);
-            }
-            Ok(m)
-        };
-        let m = burst(log, max_len)?;
-        if m.lost() == 0 {
-            capped += 1;
-            lens.push(max_len);
-            continue;
+/// A burst sent unpaced that reached less than this share of the generator's rate in the probe
+/// was broken up (the sender was descheduled mid-burst): its gaps let the DUT drain its queue.
+pub const BROKEN_BURST: f64 = 0.8;
+
+/// How often a burst is sent before it is judged: a lossy one twice (one lost frame of a noisy
+/// host is not the DUT's queue overflowing), one the generator broke up three times (on a 2-CPU
+/// host the sender is descheduled in about a third of the bursts).
+const LOSSY_TRIES: usize = 2;
+pub const BROKEN_TRIES: usize = 3;
+
+/// Back-to-back bursts as the procedure sends and judges them.
+struct Bursts {
+    rate: f64,
+    ms: u64,
+    unpaced: bool,
+    /// What the generator reached in the probe.
+    gen_max: f64,
+    /// Bursts broken up at every try, and the rates of the bursts sent whole that passed.
+    broken: u64,
+    rates: Vec<f64>,
+}
+
+/// Why a burst failed, and the frames it lost.
+type Failed = (&'static str, Option<LossAt>);
+
+impl Bursts {
+    /// Sent at the gap asked: paced, the generator reached the rate; unpaced, a burst of more
+    /// than one batch (one sendmmsg cannot be broken up) reached most of the generator's rate.
+    fn whole(&self, m: &Measured, n: u64) -> bool {
+        if self.unpaced {
+            n <= BATCH as u64 || m.sent_fps >= BROKEN_BURST * self.gen_max
+        } else {
+            !m.gen_limited
         }
-        // The resolution is relative to what passes (at least one frame): on a path that
-        // loses short bursts the search goes on down instead of stopping at 0.
-        let (mut lo, mut hi) = (0u64, max_len);
-        while hi - lo > res_len.min(lo * res_len / max_len).max(1) {
-            let mid = (lo + hi) / 2;
-            if burst(log, mid)?.lost() == 0 {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lens.push(lo);
     }
+
+    /// A burst of `n` frames, tried again while it lost frames or was not sent whole: None when
+    /// it passed, or who failed it — the DUT's `loss`, or the `generator` (broken up at every try).
+    fn send<E>(&mut self, log: &mut Log<E>, n: u64) -> Result<Option<Failed>, E> {
+        let spec = StepSpec {
+            test: "back_to_back",
+            rate_fps: self.rate,
+            duration_ms: self.ms,
+            count: n,
+            unpaced: self.unpaced,
+        };
+        let mut tries = 0;
+        let m = loop {
+            tries += 1;
+            let phase = if tries == 1 { "back_to_back" } else { "back_to_back-retry" };
+            let m = log.step(phase, spec.clone())?;
+            let again =
+                if !self.whole(&m, n) { tries < BROKEN_TRIES } else { m.lost() > 0 && tries < LOSSY_TRIES };
+            if !again {
+                break m;
+            }
+        };
+        let by = if !self.whole(&m, n) {
+            self.broken += 1;
+            "generator"
+        } else if m.lost() > 0 {
+            "loss"
+        } else {
+            self.rates.push(m.sent_fps);
+            return Ok(None);
+        };
+        let last = log.steps.last_mut();
+        let lost_at = last.map(|x| {
+            x.failed_by = Some(by.into());
+            x.lost_at.clone()
+        });
+        Ok(Some((by, lost_at.flatten())))
+    }
+
+    /// One trial: the longest burst that passed, by binary search from `max_len` — guided by the
+    /// loss positions: a whole burst that lost from frame f on had the DUT absorb f − 1 frames,
+    /// so f − 1 is tried next, then f (two steps bracket a queue exactly where halving takes a
+    /// dozen).
+    fn trial<E>(&mut self, log: &mut Log<E>, max_len: u64, res_len: u64) -> Result<BurstTrial, E> {
+        let Some((by, lost)) = self.send(log, max_len)? else {
+            return Ok(BurstTrial { passed: max_len, ..Default::default() });
+        };
+        let (mut lo, mut hi, mut hi_failed) = (0u64, max_len, (by, lost));
+        let hint_of =
+            |f: &Failed| f.1.as_ref().filter(|_| f.0 == "loss").and_then(|l| l.first).map(|x| x - 1);
+        let mut hint = hint_of(&hi_failed);
+        // The resolution is relative to what passes (at least one frame): on a path that loses
+        // short bursts the search goes on down instead of stopping at 0.
+        while hi - lo > res_len.min(lo * res_len / max_len).max(1) {
+            let guided = hint.filter(|h| *h > lo && *h < hi);
+            let mid = guided.unwrap_or((lo + hi) / 2);
+            match self.send(log, mid)? {
+                None => {
+                    lo = mid;
+                    hint = guided.map(|h| h + 1);
+                }
+                Some(f) => {
+                    hint = hint_of(&f);
+                    (hi, hi_failed) = (mid, f);
+                }
+            }
+        }
+        Ok(BurstTrial {
+            passed: lo,
+            failed: Some(hi),
+            failed_by: Some(hi_failed.0.into()),
+            lost_at: hi_failed.1,
+        })
+    }
+}
+
+/// Back-to-back (§26.4): the longest burst with no loss at the minimum inter-frame gap — the
+/// line's when the generator reaches the line's maximum (paced there), otherwise the generator's
+/// own (unpaced: as fast as it sends; the rate it reached is stored) — per trial, and the mean.
+fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
+    let st = t.st;
+    let unpaced = t.detail.generator_limited_probe;
+    let mut b = Bursts {
+        rate: if unpaced { t.probe.sent_fps } else { t.line_max },
+        ms: st.b2b_ms.max(10),
+        unpaced,
+        gen_max: t.probe.sent_fps,
+        broken: 0,
+        rates: Vec::new(),
+    };
+    let max_len = ((t.top * st.b2b_ms as f64 / 1000.0).round() as u64).max(2);
+    let res_len = ((max_len as f64 * st.resolution_pct / 100.0).round() as u64).max(1);
+    let mut trials = Vec::new();
+    for _ in 0..st.b2b_trials {
+        trials.push(b.trial(&mut t.log, max_len, res_len)?);
+    }
+    let lens: Vec<u64> = trials.iter().map(|x| x.passed).collect();
     let mean = lens.iter().sum::<u64>() as f64 / lens.len().max(1) as f64;
-    // A burst that passed at the longest length tried is a lower bound, not a length: the
-    // figure is the mean of the searched lengths where there are any, the bound otherwise.
-    let searched: Vec<u64> = lens.iter().copied().filter(|l| *l < max_len).collect();
-    let exact_mean =
-        (!searched.is_empty()).then(|| searched.iter().sum::<u64>() as f64 / searched.len() as f64);
-    out.push(s("rfc2544_b2b_frames", exact_mean.unwrap_or(mean), "frames"));
-    detail.back_to_back = Some(BackToBack {
-        rate_fps: top,
+    // A length that is a lower bound (passed at the longest length tried, or bounded by a burst
+    // the generator broke up) is not a length: the figure is the mean of the lengths the DUT's
+    // loss bounded where there are any, the bound otherwise.
+    let exact: Vec<u64> =
+        trials.iter().filter(|x| x.failed_by.as_deref() == Some("loss")).map(|x| x.passed).collect();
+    let exact_mean = (!exact.is_empty()).then(|| exact.iter().sum::<u64>() as f64 / exact.len() as f64);
+    t.out.push(s("rfc2544_b2b_frames", exact_mean.unwrap_or(mean), "frames"));
+    t.detail.back_to_back = Some(BackToBack {
+        rate_fps: b.rate,
+        gap: if unpaced { "generator" } else { "line" }.into(),
+        burst_fps: b.rates.iter().sum::<f64>() / b.rates.len().max(1) as f64,
         max_burst: max_len,
+        capped: (trials.len() - exact.len()) as u64,
         bursts: lens,
         mean,
-        capped,
         resolution_frames: res_len,
         exact_mean,
+        trials,
+        broken: b.broken,
     });
     Ok(())
 }
@@ -635,6 +763,7 @@ fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use virtperf_workload::frames::Account;
 
     use virtperf_workload::params::{resolve, Params};
     use virtperf_workload::Workload;
@@ -665,11 +794,21 @@ mod tests {
             } else {
                 0
             };
+            // A burst overflows the queue with the first frame beyond 1000 more than the DUT
+            // drained (the shortest burst above that loses); from there on it loses to the tail.
+            let lost_at = (sp.count > 0 && lost > 0).then(|| LossAt {
+                lost,
+                first: Some((1001.0 / (1.0 - cap / achieved)).ceil() as u64),
+                last: Some(sent),
+                runs: Vec::new(),
+                run_count: lost,
+            });
             Ok(Measured {
                 sent,
                 received: sent - lost,
                 sent_fps: achieved,
                 gen_limited: achieved < 0.99 * sp.rate_fps,
+                lost_at,
                 latency: json!({"count": 500, "mean_us": 20.0, "min_us": 5.0, "p99_us": 50.0, "max_us": 90.0}),
                 dut_cpu_pct: Some(42.0),
                 ..Default::default()
@@ -916,6 +1055,80 @@ mod tests {
         assert_eq!(get(&out, "rfc2544_b2b_frames"), b.max_burst as f64);
         // The probe took the first lossy draw; bursts 2 and 3 each lost once and passed again.
         assert_eq!(d.steps.iter().filter(|x| x.phase == "back_to_back-retry").count(), 2);
+    }
+
+    /// §26.4's minimum gap: a generator that cannot reach the line's rate sends its bursts
+    /// unpaced, at its own rate (not at 98 % of it, the searches' top), and says so; each trial
+    /// keeps the shortest burst that failed and the frames it lost.
+    #[test]
+    fn bursts_go_at_the_minimum_gap_and_say_what_they_lost() {
+        let st = settings(&[
+            ("tests", json!("back_to_back")),
+            ("b2b_trials", json!(2)),
+            ("resolution", json!(0.1)),
+        ]);
+        // Generator 1 Mfps (line 1.488 M); the DUT takes 500 k/s plus a 1000-frame queue: at
+        // 1 Mfps loss-free while n/2 ≤ 1000, n ≤ 2000 (at the top's 980 k it would be 2041).
+        let (out, d) = run(&st, &mut model(500_000.0, 1e6)).unwrap();
+        let b = d.back_to_back.clone().unwrap();
+        assert_eq!((b.gap.as_str(), b.rate_fps, b.burst_fps), ("generator", 1e6, 1e6));
+        let b2b = get(&out, "rfc2544_b2b_frames");
+        assert!((1995.0..=2001.0).contains(&b2b), "{b2b}");
+        let bursts: Vec<&Step> = d.steps.iter().filter(|x| x.test == "back_to_back").collect();
+        assert!(bursts.iter().all(|x| x.offered_fps == 1e6), "every burst at the generator's own rate");
+        // Guided by where the frames were lost: the longest burst, the frames it absorbed, one
+        // more (halving alone takes 16 bursts from 98 000 frames down to 2 000).
+        let first_tries = bursts.iter().filter(|x| x.phase == "back_to_back").count();
+        assert_eq!(first_tries, 3 * b.trials.len(), "{bursts:#?}");
+        for tr in &b.trials {
+            assert_eq!(tr.failed_by.as_deref(), Some("loss"));
+            let (failed, at) = (tr.failed.unwrap(), tr.lost_at.clone().unwrap());
+            assert!(failed > tr.passed && at.last == Some(failed) && at.first > Some(1), "{tr:?}");
+        }
+        // A line-rate generator paces its bursts at the line's maximum.
+        let (_, d) = run(&st, &mut model(500_000.0, 1e7)).unwrap();
+        let b = d.back_to_back.unwrap();
+        assert_eq!((b.gap.as_str(), b.rate_fps), ("line", line_max_fps(st.line_bps, st.frame_size)));
+    }
+
+    /// An unpaced burst the generator broke up (a stall: well below its own rate) is not a
+    /// back-to-back burst: retried, then failed as the generator's, and the trial's length is a
+    /// lower bound — never a DUT figure. And a DUT that loses even one frame sent alone says so.
+    #[test]
+    fn a_broken_burst_is_the_generators_and_a_zero_explains_itself() {
+        let st = settings(&[("tests", json!("back_to_back")), ("b2b_trials", json!(2))]);
+        let mut inner = model(1e12, 1e6);
+        let mut stalls = |sp: &StepSpec| {
+            let mut m = inner(sp)?;
+            if sp.count > 5000 {
+                m.sent_fps *= 0.5;
+            }
+            Ok(m)
+        };
+        let (out, d) = run::<String>(&st, &mut stalls).unwrap();
+        let b = d.back_to_back.unwrap();
+        assert!(b.trials.iter().all(|t| t.failed_by.as_deref() == Some("generator")), "{b:?}");
+        assert!(b.broken >= 2 && b.capped == 2 && b.exact_mean.is_none(), "{b:?}");
+        assert!(d.steps.iter().any(|x| x.failed_by.as_deref() == Some("generator")));
+        let b2b = get(&out, "rfc2544_b2b_frames");
+        assert!(b2b <= 5000.0 && b2b > 4000.0, "{b2b}");
+        // Every frame lost, even a burst of one.
+        let mut drops = |sp: &StepSpec| {
+            let n = sp.count.max(1);
+            let at = Account::default().losses(n);
+            Ok::<_, String>(Measured {
+                sent: n,
+                received: 0,
+                sent_fps: 1e6,
+                lost_at: at,
+                ..Default::default()
+            })
+        };
+        let (out, d) = run::<String>(&st, &mut drops).unwrap();
+        assert_eq!(get(&out, "rfc2544_b2b_frames"), 0.0);
+        let tr = &d.back_to_back.unwrap().trials[0];
+        assert_eq!((tr.passed, tr.failed), (0, Some(1)));
+        assert_eq!(tr.lost_at.as_ref().unwrap().describe(1), "lost 1 of 1: #1 (head to tail)");
     }
 
     #[test]

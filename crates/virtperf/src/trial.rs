@@ -1257,7 +1257,8 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         tag = tag.checked_add(1).unwrap_or(1);
         let params = virtperf_workload::frames::StepRequest {
             frame_size: st.frame_size,
-            rate_fps: sp.rate_fps,
+            // Unpaced: the generator's own minimum gap (rate 0 asks it to send as fast as it can).
+            rate_fps: if sp.unpaced { 0.0 } else { sp.rate_fps },
             duration_ms: sp.duration_ms,
             count: sp.count,
             reflect: st.direction == "reflect",
@@ -1268,7 +1269,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         .params();
         let fspec = WorkloadSpec { kind: "frames".into(), params, net: None, scratch: None };
         let send_ms =
-            if sp.count > 0 { (sp.count as f64 / sp.rate_fps * 1e3) as u64 } else { sp.duration_ms };
+            if sp.count > 0 { (sp.count as f64 / sp.rate_fps.max(1.0) * 1e3) as u64 } else { sp.duration_ms };
         let deadline = Instant::now()
             + Duration::from_millis(send_ms.max(sp.duration_ms) + st.learning_ms + st.drain_ms)
             + timeout.min(Duration::from_secs(60));
@@ -1292,6 +1293,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             gen_limited: k.gen_limited,
             reordered: k.reordered,
             duplicates: k.duplicates,
+            lost_at: k.lost_at,
             latency: client["latency"].clone(),
             // Over the whole step (learning and drain included): what the DUT spent on it.
             dut_cpu_pct: c0

@@ -174,6 +174,38 @@ impl Account {
         true
     }
 
+    /// Which of the frames `1..=sent` never arrived: the first and last lost, and the runs of
+    /// consecutive lost frames (the first [`LOST_RUNS`] of them), so that a step that lost frames
+    /// says where — a burst that loses its tail overflowed a queue, one that loses its head met a
+    /// path still learning. None when nothing was lost (or `sent` is 0). Frames past the bitmap's
+    /// cap are not known and not reported.
+    pub fn losses(&self, sent: u64) -> Option<LossAt> {
+        let known = sent.min(SEEN_CAP_BITS as u64 - 1);
+        let mut at = LossAt::default();
+        let mut run: Option<(u64, u64)> = None;
+        let mut i = 1u64;
+        while i <= known {
+            let word = self.seen.get(i as usize / 64).copied().unwrap_or(0);
+            if word == u64::MAX || word & (1u64 << (i % 64)) != 0 {
+                if let Some(r) = run.take() {
+                    at.close(r);
+                }
+                // A word whose every frame arrived is passed whole.
+                i = if word == u64::MAX { (i / 64 + 1) * 64 } else { i + 1 };
+                continue;
+            }
+            at.lost += 1;
+            at.first.get_or_insert(i);
+            at.last = Some(i);
+            run = Some(run.map_or((i, i), |(a, _)| (a, i)));
+            i += 1;
+        }
+        if let Some(r) = run {
+            at.close(r);
+        }
+        (at.lost > 0).then_some(at)
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "received": self.received, "duplicates": self.duplicates, "reordered": self.reordered,
@@ -181,6 +213,52 @@ impl Account {
             "learning": self.learning, "bytes": self.bytes, "max_seq": self.max_seq,
             "seconds": self.last_ns.saturating_sub(self.first_ns) as f64 / 1e9,
         })
+    }
+}
+
+/// The runs of lost frames a step keeps (the count of all runs is kept beside them).
+pub const LOST_RUNS: usize = 8;
+
+/// Where a step's frames were lost, by sequence number (the first frame is 1, the last `sent`).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct LossAt {
+    pub lost: u64,
+    pub first: Option<u64>,
+    pub last: Option<u64>,
+    /// Runs of consecutive lost frames, `[from, to]`, the first [`LOST_RUNS`] of them.
+    pub runs: Vec<[u64; 2]>,
+    pub run_count: u64,
+}
+
+impl LossAt {
+    fn close(&mut self, (a, b): (u64, u64)) {
+        self.run_count += 1;
+        if self.runs.len() < LOST_RUNS {
+            self.runs.push([a, b]);
+        }
+    }
+
+    /// In words: "lost 3 of 10: #8–10 (the tail)".
+    pub fn describe(&self, sent: u64) -> String {
+        let runs: Vec<String> = self
+            .runs
+            .iter()
+            .map(|[a, b]| if a == b { format!("#{a}") } else { format!("#{a}–{b}") })
+            .collect();
+        let more = self.run_count.saturating_sub(self.runs.len() as u64);
+        let where_ = match (self.first, self.last) {
+            (Some(1), Some(l)) if l == sent => " (head to tail)",
+            (Some(1), _) => " (the head)",
+            (_, Some(l)) if l == sent => " (the tail)",
+            _ => "",
+        };
+        format!(
+            "lost {} of {sent}: {}{}{where_}",
+            self.lost,
+            runs.join(", "),
+            if more > 0 { format!(" and {more} more runs") } else { String::new() }
+        )
     }
 }
 
@@ -382,18 +460,22 @@ impl StepRequest {
 /// One step's counts from its two sides' results: sent by the generator; received, reordered and
 /// duplicated as the receiver saw them — the server in a stream, the generator itself (the frames
 /// that came back) when the DUT reflects.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StepCounts {
     pub sent: u64,
     pub received: u64,
     pub reordered: u64,
     pub duplicates: u64,
     pub gen_limited: bool,
+    /// Where the lost frames were, when the receiver knew how many were sent.
+    pub lost_at: Option<LossAt>,
 }
 
 impl StepCounts {
     pub fn of(server: &Value, client: &Value) -> StepCounts {
-        let counts = if server["mode"] == "reflect" { &client["echo"] } else { &server["account"] };
+        let reflect = server["mode"] == "reflect";
+        let counts = if reflect { &client["echo"] } else { &server["account"] };
+        let lost_at = if reflect { &client["lost_at"] } else { &server["lost_at"] };
         let n = |v: &Value| v.as_u64().unwrap_or(0);
         StepCounts {
             sent: n(&client["sent"]),
@@ -401,6 +483,7 @@ impl StepCounts {
             reordered: n(&counts["reordered"]),
             duplicates: n(&counts["duplicates"]),
             gen_limited: client["gen_limited"] == true,
+            lost_at: serde_json::from_value(lost_at.clone()).ok().flatten(),
         }
     }
     pub fn loss_pct(&self) -> f64 {
@@ -569,6 +652,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
         extra: json!({
             "mode": if reflect { "reflect" } else { "stream" },
             "account": acc.to_json(), "fin_total": fin_total, "echoed": echoed,
+            "lost_at": fin_total.and_then(|n| acc.losses(n)),
             "socket_drops": crate::net::socket_drops(role.port),
         }),
     })
@@ -632,6 +716,7 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
             "gen_limited": gen_limited || stalls > 0, "send_errors": send_errors, "count": count,
             "stalls": stalls, "max_lag_frames": max_lag,
             "latency": latency_json(&hist), "echo": echo.to_json(),
+            "lost_at": if reflect { echo.losses(seq) } else { None },
             "clock": {"resolution_ns": declared, "tick_ns": tick},
         }),
     })
@@ -832,6 +917,38 @@ mod tests {
         // A sequence beyond the bitmap's cap is still counted, never a crash.
         a.frame(u32::MAX, 18, 11);
         assert_eq!(a.received, 6);
+    }
+
+    /// A step that lost frames says which: the first and last, and the runs between (the first
+    /// few of them, with the count of all); one that lost nothing says nothing.
+    #[test]
+    fn losses_say_which_frames_were_lost_and_where() {
+        let mut a = Account::default();
+        // 200 sent: #1 lost (the head), #70–72, #196–200 (the tail); #64–127 straddle a whole word.
+        let lost = |s: &u32| *s == 1 || (70..=72).contains(s) || *s >= 196;
+        for s in (1..=200u32).filter(|s| !lost(s)) {
+            a.frame(s, 18, 1);
+        }
+        let l = a.losses(200).unwrap();
+        assert_eq!((l.lost, l.first, l.last, l.run_count), (9, Some(1), Some(200), 3));
+        assert_eq!(l.runs, vec![[1, 1], [70, 72], [196, 200]]);
+        assert_eq!(l.describe(200), "lost 9 of 200: #1, #70–72, #196–200 (head to tail)");
+        // Whole words received, and frames the step never sent, are not losses.
+        let mut b = Account::default();
+        for s in 1..=300u32 {
+            b.frame(s, 18, 1);
+        }
+        assert_eq!(b.losses(300), None);
+        assert_eq!(b.losses(0), None);
+        assert_eq!(b.losses(302).unwrap().runs, vec![[301, 302]]);
+        // Every other frame lost: the runs kept are capped, their count is not.
+        let mut c = Account::default();
+        for s in (2..=100u32).step_by(2) {
+            c.frame(s, 18, 1);
+        }
+        let l = c.losses(100).unwrap();
+        assert_eq!((l.lost, l.run_count, l.runs.len()), (50, 50, LOST_RUNS));
+        assert!(l.describe(100).ends_with("#15 and 42 more runs (the head)"), "{}", l.describe(100));
     }
 
     /// Untrusted datagrams (anything can reach the receiver's port): the parser never panics,

@@ -1160,6 +1160,7 @@ mod tests {
             pdr_fps: None,
             latency_note: None,
             b2b_of: None,
+            b2b_notes: Vec::new(),
             ndr_confirmed: true,
             ndr_undetermined: false,
             gen_limited: false,

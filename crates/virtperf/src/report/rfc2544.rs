@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use crate::rfc2544::{Detail, Latency};
+use crate::rfc2544::{BackToBack, Detail, Latency};
+use virtperf_workload::frames::LossAt;
 
 /// One procedure's answers, for the report (one row per measured trial).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -33,6 +34,9 @@ pub struct Row {
     pub b2b_capped: bool,
     /// (bursts that passed at the longest length, bursts, that length).
     pub b2b_of: Option<(u64, u64, u64)>,
+    /// What the back-to-back figure rests on: whose minimum gap, bursts the generator broke up,
+    /// where the shortest lossy bursts lost their frames.
+    pub b2b_notes: Vec<String>,
     pub steps: usize,
 }
 
@@ -96,10 +100,52 @@ impl Row {
                 .unwrap_or_default(),
             b2b_mean: d.back_to_back.as_ref().map(|b| b.exact_mean.unwrap_or(b.mean)),
             b2b_capped: d.back_to_back.as_ref().is_some_and(|b| b.capped > 0),
-            b2b_of: d.back_to_back.as_ref().map(|b| (b.capped, b.bursts.len() as u64, b.max_burst)),
+            b2b_of: d.back_to_back.as_ref().map(|b| {
+                let at_max = b.bursts.iter().filter(|l| **l >= b.max_burst).count() as u64;
+                (at_max, b.bursts.len() as u64, b.max_burst)
+            }),
+            b2b_notes: d.back_to_back.as_ref().map(|b| b2b_notes(b, d.line_max_fps)).unwrap_or_default(),
             steps: d.steps.len(),
         })
     }
+}
+
+/// What a back-to-back figure rests on, in words: the gap the bursts were sent at when it was
+/// the generator's rather than the line's, bursts the generator broke up (their lengths are lower
+/// bounds), and where the shortest burst that failed lost its frames — at the tail a queue
+/// overflowed; a 0 (one frame sent alone was lost) says so.
+fn b2b_notes(b: &BackToBack, line_max: f64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if b.gap == "generator" {
+        notes.push(format!(
+            "bursts at the generator's minimum gap, {} fps (the line's: {} fps): a DUT that absorbs them may still overflow at the line's rate",
+            super::fmt_num(b.burst_fps),
+            super::fmt_num(line_max)
+        ));
+    }
+    if b.broken > 0 {
+        notes.push(format!(
+            "{} burst(s) the generator broke up (sent below {:.0} % of its own rate at each of {} tries): the lengths they bound are lower bounds",
+            b.broken,
+            crate::rfc2544::BROKEN_BURST * 100.0,
+            crate::rfc2544::BROKEN_TRIES
+        ));
+    }
+    let lossy: Vec<(u64, &LossAt)> = b
+        .trials
+        .iter()
+        .filter(|t| t.failed_by.as_deref() == Some("loss"))
+        .filter_map(|t| Some((t.failed?, t.lost_at.as_ref()?)))
+        .collect();
+    if let Some((n, at)) = lossy.iter().min_by_key(|(n, _)| *n) {
+        let tail = lossy.iter().filter(|(n, at)| at.last == Some(*n)).count();
+        notes.push(format!(
+            "shortest burst that lost frames: {n} frames, {}; the last frame of the burst was lost in {tail} of {} trials (a queue overflowing loses the tail)",
+            at.describe(*n),
+            lossy.len()
+        ));
+    }
+    notes
 }
 
 /// What one report of RFC 2544 results must not hide: a frame-loss curve that lost frames at or
@@ -322,6 +368,11 @@ pub fn render(rows: &[Row]) -> String {
     out += &d.to_string();
     out += "\n";
     out += &consistency(rows);
+    for r in rows {
+        for n in &r.b2b_notes {
+            out += &format!("back-to-back {} · {} · {} B: {n}\n", r.environment, r.direction, r.frame_size);
+        }
+    }
     out += "latency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
              trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
              frame); RFC 2544 §26.2 defines latency one way through the DUT, so a round trip holds both \
@@ -364,6 +415,30 @@ mod tests {
         assert!(line("reflect").contains("n/d"), "{text}");
     }
 
+    /// A back-to-back figure says what it rests on: the generator's gap, broken bursts, and where
+    /// the shortest lossy burst lost its frames.
+    #[test]
+    fn back_to_back_says_its_gap_and_where_frames_were_lost() {
+        let tail =
+            |n: u64| LossAt { lost: 1, first: Some(n), last: Some(n), runs: vec![[n, n]], run_count: 1 };
+        let d = serde_json::json!({"rfc2544": {
+            "direction": "in", "frame_size": 64, "line_max_fps": 1_488_095.0,
+            "back_to_back": {"rate_fps": 900_000.0, "gap": "generator", "burst_fps": 912_345.0,
+                "max_burst": 90_000, "bursts": [1200, 0], "mean": 600.0, "broken": 1,
+                "trials": [
+                    {"passed": 1200, "failed": 1300, "failed_by": "loss", "lost_at": tail(1300)},
+                    {"passed": 0, "failed": 1, "failed_by": "loss", "lost_at": tail(1)},
+                ]},
+        }});
+        let text = render(&[Row::from_detail("e", &d).unwrap()]);
+        assert!(text.contains("generator's minimum gap, 912345 fps (the line's: 1488095 fps)"), "{text}");
+        assert!(text.contains("1 burst(s) the generator broke up"), "{text}");
+        assert!(
+            text.contains("shortest burst that lost frames: 1 frames, lost 1 of 1: #1 (head to tail); the last frame of the burst was lost in 2 of 2 trials"),
+            "{text}"
+        );
+    }
+
     /// Repetitions of a cell are summarised (mean ± interval of their NDRs, n); a loss curve that
     /// lost frames at or below its own NDR, or that loses more at a lower rate, is said.
     #[test]
@@ -387,6 +462,7 @@ mod tests {
             b2b_mean: None,
             b2b_capped: false,
             b2b_of: None,
+            b2b_notes: Vec::new(),
             steps: 10,
         };
         let good = vec![(100, 200_000.0, 5.0), (90, 180_000.0, 1.0), (80, 160_000.0, 0.0)];

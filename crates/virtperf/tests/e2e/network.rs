@@ -128,6 +128,31 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
         assert!(steps
             .iter()
             .all(|s| s["sent"].as_u64().unwrap() > 0 && s["sent_fps"].as_f64().unwrap() > 0.0));
+        // A step that lost frames says which, and the receiver's positions add up to its counts.
+        for st in steps {
+            let lost = st["sent"].as_u64().unwrap().saturating_sub(st["received"].as_u64().unwrap());
+            if lost > 0 && st["duplicates"] == 0 {
+                assert_eq!(st["lost_at"]["lost"].as_u64(), Some(lost), "{st}");
+            }
+        }
+        // Back-to-back at the minimum gap: the line's, paced, or the generator's own, unpaced —
+        // never the searches' 98 % top.
+        let d = &t["extra"]["rfc2544"];
+        let b = &d["back_to_back"];
+        let gen = d["generator_max_fps"].as_f64().unwrap();
+        match b["gap"].as_str() {
+            Some("line") => assert_eq!(b["rate_fps"], d["line_max_fps"], "{b}"),
+            Some("generator") => {
+                assert_eq!(b["rate_fps"].as_f64(), Some(gen), "{b}");
+                let reached = b["burst_fps"].as_f64().unwrap();
+                println!(
+                    "    b2b {} {}: bursts at {reached:.0} fps, probe {gen:.0}",
+                    t["environment"], d["direction"]
+                );
+                assert!(reached == 0.0 || reached >= 0.8 * gen, "{b}");
+            }
+            other => panic!("back-to-back gap {other:?}: {b}"),
+        }
     }
     // The text report has the section and says the profile was quick.
     let text = fx.text("report");
