@@ -171,6 +171,12 @@ pub enum Reply {
     Started,
     /// An armed run has done its setup and waits for `go`.
     Armed,
+    /// A boundary inside an armed run's timed region (a disk phase begins, or the last ends):
+    /// the host stamps it on arrival, so that the span from one lap to the next is on the host's
+    /// clock. Followed by more laps and the result.
+    Lap {
+        name: String,
+    },
     /// Results of a `run`. `guest_elapsed_ns` is the guest's monotonic clock around the work;
     /// `guest_cpu` the agent's own CPU time during it (getrusage).
     Result {
@@ -513,6 +519,7 @@ mod tests {
                 },
             ),
             frame_bytes(FRAME_PREFIX, 7, Reply::Armed),
+            frame_bytes(FRAME_PREFIX, 7, Reply::Lap { name: "randread".into() }),
             frame_bytes(FRAME_PREFIX, 6, Reply::Error { code: ErrorCode::BadParams, message: "size".into() }),
         ]
     }

@@ -250,7 +250,13 @@ fn run_one(
         begin();
     }
     let others = virtperf_workload::ThreadCpuTotal::default();
-    let ctx = virtperf_workload::RunCtx::with_hooks(&slot.stop, &ready, &begin, None, &others);
+    // Laps only where the host times the region: elsewhere nobody stamps them.
+    let lap = |name: &str| {
+        if timed_by_host {
+            let _ = send(tag, Reply::Lap { name: name.into() });
+        }
+    };
+    let ctx = virtperf_workload::RunCtx::with_hooks(&slot.stop, &ready, &begin, None, &others).with_lap(&lap);
     let res = prepared.run(&ctx);
     let t1 = monotonic_ns();
     let cpu1 = virtperf_workload::thread_cpu();

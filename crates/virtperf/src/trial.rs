@@ -146,7 +146,7 @@ impl Parties<'_, '_> {
     fn wait(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(Reply, Instant), Fail> {
         let cancel = self.cancel;
         let r = self.inst(who)?.conn.wait(tag, deadline, cancel).map_err(|e| fail(who, what, e));
-        if !matches!(r, Ok((Reply::Started | Reply::Armed, _))) {
+        if !matches!(r, Ok((Reply::Started | Reply::Armed | Reply::Lap { .. }, _))) {
             self.in_flight.retain(|x| *x != (who, tag));
         }
         r
@@ -164,10 +164,18 @@ impl Parties<'_, '_> {
     }
 
     fn wait_result(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<RunResult, Fail> {
-        match self.wait(who, tag, deadline, what)? {
+        let mut laps = Vec::new();
+        match loop {
+            match self.wait(who, tag, deadline, what)? {
+                (Reply::Lap { name }, at) if laps.len() < MAX_LAPS => laps.push((name, at)),
+                (Reply::Lap { .. }, _) => {}
+                other => break other,
+            }
+        } {
             (Reply::Result { samples, guest_elapsed_ns, guest_cpu, extra, guest_system, window_ns }, at) => {
                 let relayed = self.inst(who)?.conn.relayed_span(tag);
                 Ok(RunResult {
+                    laps,
                     relayed,
                     out: Output { samples, extra },
                     guest_system,
@@ -226,6 +234,8 @@ struct RunResult {
     at: Instant,
     /// An armed run behind a relay on another host: its `go` → `result` span timed there.
     relayed: Option<Duration>,
+    /// The laps the run marked, stamped here on arrival.
+    laps: Vec<(String, Instant)>,
 }
 
 impl RunResult {
@@ -233,6 +243,21 @@ impl RunResult {
     /// machine that runs the environment — the relay's when there is one, this one's otherwise.
     fn span_from(&self, go: Instant) -> Duration {
         self.relayed.unwrap_or_else(|| self.at.duration_since(go))
+    }
+
+    /// The host-clock span from each lap to the next, by the first lap's name. None behind a
+    /// relay: the laps crossed a network to get here (its latency, not the guest's clock, would
+    /// be in them), and the relay stamps only `go` and the result.
+    fn lap_spans(&self) -> Option<Vec<(String, u64)>> {
+        if self.relayed.is_some() {
+            return None;
+        }
+        Some(
+            self.laps
+                .windows(2)
+                .map(|w| (w[0].0.clone(), w[1].1.saturating_duration_since(w[0].1).as_nanos() as u64))
+                .collect(),
+        )
     }
 }
 
@@ -737,6 +762,9 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
 
 /// Armed `noop` runs timed like a workload (`go` → `result`) before each armed trial.
 const GO_CALIBRATIONS: usize = 5;
+/// The most laps one run may mark (a disk run marks one per phase and one at the end): more are
+/// dropped, so a flooding agent cannot grow the host's memory.
+const MAX_LAPS: usize = 64;
 
 /// The host-clock span of an armed run that does nothing: the cost of `go` reaching the agent,
 /// waking the run's thread and the result coming back — what an armed workload's host span
@@ -793,9 +821,14 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
         let r = p.wait_result(Who::Dut(k), tag, deadline, "the workload")?;
         relayed |= r.relayed.is_some();
         let h = r.span_from(gos[k]).saturating_sub(cal[k].0).as_nanos() as u64;
+        let spans = r.lap_spans();
         let mut samples = r.out.samples;
         if let Some(w) = w {
-            samples.extend(w.on_host_clock(&virtperf_workload::Params(&spec.params), h));
+            let params = virtperf_workload::Params(&spec.params);
+            samples.extend(w.on_host_clock(&params, h));
+            if let Some(spans) = spans {
+                samples.extend(w.on_host_laps(&params, &r.out.extra, &spans));
+            }
         }
         clocks.push(json!([h, r.guest_ns, cal[k].0.as_nanos() as u64, cal[k].1.as_nanos() as u64]));
         host_ns = host_ns.max(h);

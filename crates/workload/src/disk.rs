@@ -254,6 +254,33 @@ impl Workload for Disk {
     fn marks_timed_region(&self) -> bool {
         true
     }
+    /// Each asked-for phase's bandwidth (and IOPS where requests were timed) over its span on the
+    /// host's clock, from lap to lap: what the phase moved, over time the guest's clock did not
+    /// measure.
+    fn on_host_laps(
+        &self,
+        p: &Params,
+        extra: &serde_json::Value,
+        spans: &[(String, u64)],
+    ) -> Vec<virtperf_proto::Sample> {
+        let Ok(modes) =
+            p.str("modes").map_err(|e| e.to_string()).and_then(|m| parse_modes(m).map_err(|e| e.message))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (name, ns) in spans.iter().filter(|(n, ns)| modes.contains(&n.as_str()) && *ns > 0) {
+            let ph = &extra["phases"][name];
+            let secs = *ns as f64 / 1e9;
+            if let Some(bytes) = ph["bytes"].as_u64() {
+                out.push(sample(&format!("disk_{name}_host"), bytes as f64 / secs / 1e6, "MB/s"));
+            }
+            if let Some(n) = ph["requests"].as_u64().filter(|n| *n > 0) {
+                out.push(sample(&format!("disk_{name}_iops_host"), n as f64 / secs, "IOPS"));
+            }
+        }
+        out
+    }
     fn needs_scratch(&self) -> bool {
         true
     }
@@ -332,10 +359,24 @@ struct FileIo<'a> {
 }
 
 impl FileIo<'_> {
+    /// Starts phase `name`'s clock, with a lap of that name: an armed run's host starts its own
+    /// clock for the phase there ([`Workload::on_host_laps`]), after the phase's setup.
+    fn start(&self, name: &str) -> Instant {
+        self.ctx.lap(name);
+        Instant::now()
+    }
+
+    /// The phase's seconds on this clock; an `end` lap stops the host's.
+    fn stop(&self, t0: Instant) -> f64 {
+        let secs = t0.elapsed().as_secs_f64();
+        self.ctx.lap("end");
+        secs
+    }
+
     /// Sequential write (create) and rewrite.
     fn seq_write(&self, create: bool, buf: &mut PageBuf) -> Result<Phase, String> {
         let path = self.path;
-        let t0 = Instant::now();
+        let t0 = self.start(if create { "write" } else { "rewrite" });
         let mut f = open(path, self.direct, true, create).map_err(|e| io_err("cannot open", path, e))?;
         let mut bytes = 0u64;
         for i in 0..self.records {
@@ -349,7 +390,7 @@ impl FileIo<'_> {
         if self.fsync {
             f.sync_all().map_err(|e| io_err("cannot fsync", path, e))?;
         }
-        Ok(Phase { bytes, secs: t0.elapsed().as_secs_f64(), lat_us: Vec::new() })
+        Ok(Phase { bytes, secs: self.stop(t0), lat_us: Vec::new() })
     }
 
     /// Sequential read, from the disk (`evict`: the file's cached pages dropped first) or the cache.
@@ -360,7 +401,7 @@ impl FileIo<'_> {
             drop_cached(&f);
         }
         hint(&f, libc::POSIX_FADV_SEQUENTIAL);
-        let t0 = Instant::now();
+        let t0 = self.start(if evict { "read" } else { "reread" });
         let mut bytes = 0u64;
         f.seek(SeekFrom::Start(0)).map_err(|e| io_err("cannot seek", path, e))?;
         loop {
@@ -370,7 +411,7 @@ impl FileIo<'_> {
             }
             bytes += n as u64;
         }
-        Ok(Phase { bytes, secs: t0.elapsed().as_secs_f64(), lat_us: Vec::new() })
+        Ok(Phase { bytes, secs: self.stop(t0), lat_us: Vec::new() })
     }
 
     /// Every record once in a random order, read or written, each one's latency kept.
@@ -382,7 +423,7 @@ impl FileIo<'_> {
         }
         hint(&f, libc::POSIX_FADV_RANDOM);
         let mut lat = Vec::with_capacity(self.records as usize);
-        let t0 = Instant::now();
+        let t0 = self.start(if write { "randwrite" } else { "randread" });
         for r in random_records(self.records, if write { 0x5eed } else { 0xfeed }) {
             if self.ctx.stopped() {
                 return Err("stopped".into());
@@ -399,7 +440,7 @@ impl FileIo<'_> {
         if write && self.fsync {
             f.sync_all().map_err(|e| io_err("cannot fsync", path, e))?;
         }
-        let secs = t0.elapsed().as_secs_f64();
+        let secs = self.stop(t0);
         lat.sort_by(f64::total_cmp);
         Ok(Phase { bytes: self.records * self.record as u64, secs, lat_us: lat })
     }
@@ -409,7 +450,7 @@ impl FileIo<'_> {
         let path = self.path;
         let f = open(path, self.direct, true, false).map_err(|e| io_err("cannot open", path, e))?;
         let mut lat = Vec::with_capacity(self.records as usize);
-        let t0 = Instant::now();
+        let t0 = self.start("syncwrite");
         for i in 0..self.records {
             if self.ctx.stopped() {
                 return Err("stopped".into());
@@ -420,7 +461,7 @@ impl FileIo<'_> {
             f.sync_data().map_err(|e| io_err("cannot fdatasync", path, e))?;
             lat.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        let secs = t0.elapsed().as_secs_f64();
+        let secs = self.stop(t0);
         lat.sort_by(f64::total_cmp);
         Ok(Phase { bytes: self.records * self.record as u64, secs, lat_us: lat })
     }
@@ -448,7 +489,10 @@ fn phase_samples(
             samples.push(sample(&format!("disk_{mode}_p50"), percentile(&ph.lat_us, 0.50), "us"));
             samples.push(sample(&format!("disk_{mode}_p99"), percentile(&ph.lat_us, 0.99), "us"));
         }
-        detail.insert(mode.to_string(), serde_json::json!({"bytes": ph.bytes, "seconds": ph.secs}));
+        detail.insert(
+            mode.to_string(),
+            serde_json::json!({"bytes": ph.bytes, "seconds": ph.secs, "requests": ph.lat_us.len()}),
+        );
     }
     (samples, detail)
 }
@@ -501,6 +545,42 @@ mod tests {
         assert!(out.samples.iter().all(|s| s.value.is_finite() && s.value > 0.0), "{:?}", out.samples);
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0, "the test file is removed");
         let _ = std::fs::remove_dir(&d);
+    }
+
+    /// Each phase's clock is bracketed by laps — its name where its clock starts (after its
+    /// setup: the eviction of read), `end` where it stops — so that the host's span from lap to
+    /// lap is the phase's own; on one clock the host twin agrees with the phase's figure.
+    #[test]
+    fn laps_bracket_each_phase_and_give_its_figure_on_the_hosts_clock() {
+        let d = tempfile_dir();
+        let p = params(&[
+            ("file_size", 16_777_216u64.into()),
+            ("record_size", 65536u64.into()),
+            ("modes", "write,read,randread,syncwrite".into()),
+            ("dir", d.to_string_lossy().into_owned().into()),
+        ]);
+        let laps = std::sync::Mutex::new(Vec::<(String, Instant)>::new());
+        let lap = |n: &str| laps.lock().unwrap().push((n.to_string(), Instant::now()));
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let cpu = crate::ThreadCpuTotal::default();
+        let ctx = RunCtx::with_hooks(&never, &|| {}, &|| {}, None, &cpu).with_lap(&lap);
+        let out = Disk.run(&Params(&p), &ctx).unwrap();
+        let laps = laps.into_inner().unwrap();
+        let names: Vec<&str> = laps.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["write", "end", "read", "end", "randread", "end", "syncwrite", "end"]);
+        let spans: Vec<(String, u64)> =
+            laps.windows(2).map(|w| (w[0].0.clone(), (w[1].1 - w[0].1).as_nanos() as u64)).collect();
+        let twins = Disk.on_host_laps(&Params(&p), &out.extra, &spans);
+        let get = |m: &str| out.samples.iter().chain(&twins).find(|s| s.metric == m).map(|s| s.value);
+        for m in ["disk_write", "disk_read", "disk_randread", "disk_randread_iops", "disk_syncwrite_iops"] {
+            let (own, host) = (get(m).unwrap(), get(&format!("{m}_host")).unwrap());
+            // The lap's own cost (a mutex push here) is all that differs.
+            assert!((host / own - 1.0).abs() < 0.02, "{m}: host {host} against {own}");
+        }
+        // Only the phases asked for, and nothing from the `end` spans between them.
+        assert!(twins.iter().all(|s| s.metric.ends_with("_host") && !s.metric.contains("end")), "{twins:?}");
+        assert_eq!(twins.len(), 4 + 2);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

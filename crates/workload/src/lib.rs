@@ -63,6 +63,7 @@ pub struct RunCtx<'a> {
     stop: &'a AtomicBool,
     ready: &'a (dyn Fn() + Sync),
     begin: &'a (dyn Fn() + Sync),
+    lap: &'a (dyn Fn(&str) + Sync),
     net: Option<&'a NetRole>,
     cpu: &'a ThreadCpuTotal,
     scratch: Option<&'a str>,
@@ -104,7 +105,7 @@ static NO_CPU: ThreadCpuTotal = ThreadCpuTotal { user_ns: AtomicU64::new(0), sys
 
 impl<'a> RunCtx<'a> {
     pub fn new(stop: &'a AtomicBool, ready: &'a (dyn Fn() + Sync), net: Option<&'a NetRole>) -> Self {
-        RunCtx { stop, ready, begin: &|| {}, net, cpu: &NO_CPU, scratch: None }
+        RunCtx { stop, ready, begin: &|| {}, lap: &|_| {}, net, cpu: &NO_CPU, scratch: None }
     }
     /// The agent's context: `begin` blocks an armed run until the host says go; `cpu` collects
     /// the CPU time of the threads the workload starts.
@@ -115,11 +116,19 @@ impl<'a> RunCtx<'a> {
         net: Option<&'a NetRole>,
         cpu: &'a ThreadCpuTotal,
     ) -> Self {
-        RunCtx { stop, ready, begin, net, cpu, scratch: None }
+        RunCtx { stop, ready, begin, lap: &|_| {}, net, cpu, scratch: None }
     }
     /// A context with no agent behind it (tests, benchmarks).
     pub fn detached() -> RunCtx<'static> {
-        RunCtx { stop: &NEVER, ready: &|| {}, begin: &|| {}, net: None, cpu: &NO_CPU, scratch: None }
+        RunCtx {
+            stop: &NEVER,
+            ready: &|| {},
+            begin: &|| {},
+            lap: &|_| {},
+            net: None,
+            cpu: &NO_CPU,
+            scratch: None,
+        }
     }
     /// The side this agent plays in a network workload, or an error saying how to run it.
     pub fn net(&self) -> Result<&NetRole, String> {
@@ -145,6 +154,17 @@ impl<'a> RunCtx<'a> {
     /// run's own thread, right before starting their clock); for the others the agent does.
     pub fn begin(&self) {
         (self.begin)()
+    }
+    /// The agent's hook for [`RunCtx::lap`] (an armed run's phases, timed by the host).
+    pub fn with_lap(self, lap: &'a (dyn Fn(&str) + Sync)) -> Self {
+        RunCtx { lap, ..self }
+    }
+    /// A boundary inside the timed region: phase `name` begins now (or, `end`, the last one
+    /// ended). In an armed run the host stamps each on arrival and gives the workload the spans
+    /// between them on its own clock ([`Workload::on_host_laps`]); elsewhere it does nothing.
+    /// Call it outside the phases' own clocks: its write is not part of any phase.
+    pub fn lap(&self, name: &str) {
+        (self.lap)(name)
     }
     /// Counts the calling thread's CPU time in the run's until the guard drops: every thread a
     /// workload starts takes one, so `guest_cpu_time` is the run's own work and nothing else.
@@ -172,6 +192,12 @@ pub trait Workload: Sync {
     /// `METRIC_host`. Empty when a metric is not a function of that one span (best-of passes,
     /// rates over a duration the workload chose).
     fn on_host_clock(&self, _p: &Params, _host_ns: u64) -> Vec<Sample> {
+        Vec::new()
+    }
+    /// Figures on the host's clock from the spans between the laps the run marked
+    /// ([`RunCtx::lap`]): each `(name, ns)` is the host-clock span from lap `name` to the next,
+    /// each figure named `METRIC_host`. `extra` is the run's own detail (what each phase moved).
+    fn on_host_laps(&self, _p: &Params, _extra: &Value, _spans: &[(String, u64)]) -> Vec<Sample> {
         Vec::new()
     }
     /// Defaults that depend on the host's last-level cache (STREAM's arrays: ≥ 4× the cache), for

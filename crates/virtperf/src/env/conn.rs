@@ -225,8 +225,8 @@ impl Conn {
     }
 
     fn deliver(&mut self, f: Frame<Reply>, at: Instant) -> Result<(Reply, Instant), CallError> {
-        // `started` and `armed` are followed by the result; every other reply ends its request.
-        if !matches!(f.body, Reply::Started | Reply::Armed) {
+        // `started`, `armed` and laps are followed by the result; every other reply ends its request.
+        if !matches!(f.body, Reply::Started | Reply::Armed | Reply::Lap { .. }) {
             self.live.remove(&f.tag);
         }
         match f.body {
