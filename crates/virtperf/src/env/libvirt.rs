@@ -24,8 +24,9 @@
 //! name (`vpl…`, recorded in the ledger first: [`crate::ledger::Entry::DaemonTap`]), without an
 //! address or a route, then returned to the endpoint's bridge. QEMU keeps its descriptor.
 //!
-//! Host CPU: the domain's QEMU process (libvirt's own cgroup holds it, not virtperf's): its CPU
-//! clock, every thread. Idle domains are paused with `virsh suspend`.
+//! Host CPU: the domain's own cgroup, which libvirt makes (every task of the domain, vhost
+//! workers included: `cgroup::own_cgroup_probe`); QEMU's process clock only where there is none.
+//! Idle domains are paused with `virsh suspend`.
 //!
 //! docs/environments/libvirt.md says what was exercised on which host.
 

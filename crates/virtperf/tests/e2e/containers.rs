@@ -7,7 +7,14 @@ pub(crate) fn avionics_1000_reps_native_and_container() -> Outcome {
         return Outcome::Skip(why);
     }
     let fx = Fixture::new();
+    let t = std::time::Instant::now();
     let run = fx.json("run --env native --env container --workload memcpy --reps 1000");
+    // The host's own noise, measured apart right after: the same copies (10 MB × 10) in this
+    // process, paced and interleaved like the run's trials (one every 2 000th of its time, with
+    // another pair of buffers' copies between them): what else runs on this machine, and the
+    // other environment's copies, evict the buffers from the cache between trials — measured
+    // here: +15 % and a CV of 3 % → 8–15 % from back to back to 5 ms apart.
+    let host_cv = bare_memcpy_cv(300, t.elapsed() / 2000);
     let row = |env: &str, metric: &str| row_or_fail(&run, env, metric);
     let native = row("native", "memcpy_time");
     assert_eq!(native["n"], 1000);
@@ -20,14 +27,36 @@ pub(crate) fn avionics_1000_reps_native_and_container() -> Outcome {
     // The statistics are self-consistent: half-width = t(0.975, 999) · s / √n.
     let expect = 1.9623 * native["stdev"].as_f64().unwrap() / 1000f64.sqrt() / mean;
     assert!((half - expect).abs() < 1e-4 * expect.max(1e-9) + 1e-9, "{half} vs {expect}");
-    // The target is < 1 %; that holds when the host's memory bandwidth is steady
-    // (CV < 16 %). Shared machines are not always: bench/harness.sh reports the figure, and this
-    // test only refuses what no amount of neighbour noise explains.
+    // Seed 002's target: < 1 % with 1000 repetitions, which holds when the copies' CV is below
+    // 16 % (1.962 · 0.16 / √1000 = 0.99 %). virtperf's trials are noisier than the bare loop at
+    // the same pace (measured: CV 9.6–13.8 % against 5.5–8.4 %; a new thread per trial and the
+    // orchestrator's work between trials are what differ — not explained further yet): at most
+    // 2× it + 2 points. Where the host is as quiet as this one (the loop's CV below 10 %) the
+    // target is required; on a noisier host it is left out, said, and the interval must still
+    // be what the host's noise allows.
+    let cv = native["cv"].as_f64().unwrap();
     println!(
-        "    native memcpy: mean {mean:.3} ms, CI half-width {:.3}% of the mean (target < 1%)",
+        "    native memcpy: mean {mean:.3} ms, CV {:.1} % (the bare loop's {:.1} %), CI half-width {:.3} % of the mean (target < 1 %)",
+        cv * 100.0,
+        host_cv * 100.0,
         half * 100.0
     );
-    assert!(half < 0.03, "native CI half-width {:.3}% of the mean", half * 100.0);
+    assert!(
+        cv <= 2.0 * host_cv + 0.02,
+        "virtperf's CV {cv:.3} against the bare loop's {host_cv:.3}: noise of its own"
+    );
+    if host_cv < 0.10 {
+        assert!(half < 0.01, "native CI half-width {:.3} % of the mean, target < 1 %", half * 100.0);
+    } else {
+        dropped(
+            "the < 1 % target",
+            &format!(
+                "this host's own memcpy CV at the run's pace is {:.1} % (the target is required below 10 %)",
+                host_cv * 100.0
+            ),
+        );
+        assert!(half < 1.962 * (2.0 * host_cv + 0.02) / 1000f64.sqrt(), "{half}");
+    }
     let c = row("container", "memcpy_time");
     assert_eq!(c["n"], 1000);
     assert!(c["overhead"]["ratio"].as_f64().unwrap() > 0.5 && c["overhead"]["ci95"].is_array(), "{c}");
@@ -167,4 +196,39 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
     );
     fx.assert_no_leftovers();
     Outcome::Pass
+}
+
+/// The coefficient of variation of `reps` bare copies of seed 002's memcpy (10 MB, 10 times),
+/// timed in this process, paced and interleaved like the run's trials: one every `every`, in a
+/// random order with the copies of a second pair of buffers (the other environment's). The
+/// host's own noise at that pace, with nothing of virtperf in it.
+fn bare_memcpy_cv(reps: usize, every: std::time::Duration) -> f64 {
+    let pair = || {
+        let src = vec![0xa5u8; 10_000_000];
+        let mut dst = vec![0u8; 10_000_000];
+        // Faulted in before any clock (the agent's buffers are touched in its setup too).
+        dst.copy_from_slice(&src);
+        (src, dst)
+    };
+    let (mut mine, mut other) = (pair(), pair());
+    let mut times = Vec::with_capacity(reps);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    while times.len() < reps {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (src, dst) = if x & 1 == 0 { (&mine.0, &mut mine.1) } else { (&other.0, &mut other.1) };
+        let t = std::time::Instant::now();
+        for _ in 0..10 {
+            dst.copy_from_slice(std::hint::black_box(src));
+        }
+        std::hint::black_box(&mut *dst);
+        if x & 1 == 0 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+        std::thread::sleep((t + every).saturating_duration_since(std::time::Instant::now()));
+    }
+    let mean = times.iter().sum::<f64>() / reps as f64;
+    let var = times.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (reps as f64 - 1.0);
+    var.sqrt() / mean
 }
