@@ -326,3 +326,51 @@ pub(crate) fn state_directory_disk_full_stops_the_run_resumably() -> Outcome {
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// kill -9 in the middle of a real image build (`virtperf image build`, the initramfs path): its
+/// working directory (`images/.HASH.PID`) is left behind; the next build removes it and builds.
+/// The build is slowed by a 1 GiB sparse "kernel" (hashed, then read, with the working directory
+/// already made): seconds to kill in rather than the 0.2 s of a real one. The next build takes a
+/// small ELF as its kernel (it is not booted here: the sweep and the build are what is tested).
+pub(crate) fn kill9_during_an_image_build_is_swept() -> Outcome {
+    let fx = Fixture::new();
+    let cache = fx.path("cache");
+    let fx = fx.with_var("VIRTPERF_CACHE", &cache.to_string_lossy());
+    let slow = fx.path("slow-kernel");
+    std::fs::File::create(&slow).and_then(|f| f.set_len(1 << 30)).expect("a sparse file");
+    let slow = slow.to_string_lossy().into_owned();
+    let child = vp_spawn(&["image", "build", "--kernel", &slow], &fx.env());
+    let unfinished = || -> Vec<PathBuf> {
+        std::fs::read_dir(cache.join("images"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+            .collect()
+    };
+    let t0 = Instant::now();
+    while unfinished().is_empty() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = child.id();
+    kill(pid, 9);
+    let out = child.wait_with_output().expect("the build ends");
+    let left = unfinished();
+    assert_eq!(left.len(), 1, "one working directory of the killed build: {left:?} ({:?})", out.status);
+    let name = left[0].file_name().unwrap_or_default().to_string_lossy().into_owned();
+    assert!(name.ends_with(&format!(".{pid}")), "{name} is not the killed build's ({pid})");
+    let ok = fx.bare("image build --kernel /bin/true --json");
+    assert_ok(&ok, "image build --kernel /bin/true");
+    assert!(unfinished().is_empty(), "the dead build's {name} outlived the next build: {:?}", unfinished());
+    let built = json_of(&ok, "image build");
+    assert!(
+        Path::new(built["initramfs"].as_str().unwrap_or("")).is_file(),
+        "the next build made its image: {built}"
+    );
+    println!(
+        "    killed after {:.2} s with {name} made; the next build removed it and built",
+        t0.elapsed().as_secs_f64()
+    );
+    Outcome::Pass
+}

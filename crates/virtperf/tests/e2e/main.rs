@@ -62,6 +62,7 @@ fn main() {
         network::network_workloads_native_and_container_root_ns_untouched,
         faults::kill9_during_network_trial_lab_is_swept,
         faults::kill9_while_the_lab_is_built_is_swept,
+        faults::kill9_during_an_image_build_is_swept,
         network::rfc2544_quick_in_out_reflect_native_and_container,
         containers::background_load_lands_within_3_points,
         containers::measurements_use_their_own_windows_and_clocks,
