@@ -196,9 +196,13 @@ fn exe_sha() -> Result<(&'static str, &'static [u8]), String> {
 pub fn ensure_binary(host: &HostDef) -> Result<String, (String, String)> {
     let (sha, bytes) = exe_sha().map_err(|e| (e, "report this".to_string()))?;
     let short = &sha[..16];
-    // Present already (found by its checksum in the name)?
+    // Present already (found by its checksum in the name)? The partial copies of shells that no
+    // longer run (a session cut mid-copy: the host crashed, its sshd was killed) go first: nothing
+    // else would ever remove them.
     let probe = format!(
-        "d=\"${{VIRTPERF_CACHE:-$HOME/.cache/virtperf}}/bin\"; f=\"$d/virtperf-{short}\"; if [ -x \"$f\" ]; then echo \"present $f\"; else echo \"missing $f\"; fi"
+        "d=\"${{VIRTPERF_CACHE:-$HOME/.cache/virtperf}}/bin\"; f=\"$d/virtperf-{short}\"; \
+         for o in \"$d\"/virtperf-*.tmp.*; do [ -e \"$o\" ] || continue; kill -0 \"${{o##*.}}\" 2>/dev/null || rm -f \"$o\"; done; \
+         if [ -x \"$f\" ]; then echo \"present $f\"; else echo \"missing $f\"; fi"
     );
     let out = run_on(host, &probe, b"")?;
     let line = out.lines().last().unwrap_or("").trim().to_string();

@@ -879,3 +879,101 @@ pub(crate) fn remote_campaign_interrupted_resumes_and_killed_is_swept() -> Outco
     );
     Outcome::Pass
 }
+
+/// Every process below `pid` (its children, theirs, …).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = children_of(pid);
+    let mut i = 0;
+    while i < all.len() {
+        let more = children_of(all[i]);
+        all.extend(more);
+        i += 1;
+    }
+    all
+}
+
+/// kill -9 of the orchestrator and its ssh sessions at once (what a killed terminal does) while
+/// it copies its binary to the host, then while the host's environment check runs: nothing is
+/// left on the host (no partial binary, no process, no state), and the next run copies, checks
+/// and runs to the end.
+pub(crate) fn remote_killed_during_binary_copy_and_preflight_is_swept() -> Outcome {
+    let h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let f = h.experiment(
+        "kp",
+        "b",
+        "[[env]]\nkind = \"native\"\nname = \"native@b\"\nhost = \"b\"\n",
+        "[[workload]]\nkind = \"noop\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("kp.db");
+    let (fs, dbs) = (f.to_str().unwrap(), db.to_str().unwrap());
+    let bin_dir = h.remote_cache.join("bin");
+    let in_bin = |part: &str| -> Vec<String> {
+        std::fs::read_dir(&bin_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(part))
+            .collect()
+    };
+    let kill_all = |child: Child| {
+        let pid = child.id();
+        let below = descendants(pid);
+        kill(pid, libc::SIGKILL);
+        for p in below {
+            kill(p, libc::SIGKILL);
+        }
+        let _ = child.wait_with_output();
+    };
+    let run = || h.vp_spawn(&["run", fs, "--reps", "2", "--warmup", "0", "--db", dbs], &env);
+
+    // 1. During the binary copy: a `.tmp.` file under the host's cache is the copy in flight.
+    let child = run();
+    let copying = wait_for(|| (!in_bin(".tmp.").is_empty()).then_some(()), 60.0);
+    kill_all(child);
+    assert!(copying.is_some(), "no copy of the binary was seen in {}", bin_dir.display());
+    let partial = wait_for(|| in_bin(".tmp.").is_empty().then_some(()), 5.0);
+    let left_by_copy = in_bin(".tmp.");
+    h.assert_clean();
+
+    // 2. During the environment check: `remote-check` runs on the host (the binary is there now
+    // only if the copy finished; a run copies it first either way).
+    let child = run();
+    let cache = h.remote_cache.to_string_lossy().into_owned();
+    let t0 = Instant::now();
+    let checking = loop {
+        let seen = processes_where(|args| {
+            args.first().is_some_and(|a| a.starts_with(&cache)) && args.iter().any(|a| a == "remote-check")
+        });
+        if !seen.is_empty() || t0.elapsed() > Duration::from_secs(60) {
+            break seen.first().cloned();
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    };
+    kill_all(child);
+    assert!(checking.is_some(), "no remote-check was seen on the host");
+    h.assert_clean();
+
+    // 3. A partial copy of a session cut without its shell running on (the host crashed: no
+    // shell to remove it) is swept by the next run's binary check; the run copies what is
+    // missing, checks and runs.
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::write(bin_dir.join("virtperf-0123456789abcdef.tmp.4194300"), b"partial").unwrap();
+    let out = h.vp(&["run", fs, "--reps", "2", "--warmup", "0", "--json", "--db", dbs], &env);
+    let doc = doc_of(&out);
+    assert_eq!(doc["trials"]["ok"], 2, "{doc:#}");
+    assert!(in_bin(".tmp.").is_empty(), "a partial copy outlived the next run: {:?}", in_bin(".tmp."));
+    assert_eq!(in_bin("virtperf-").len(), 1, "one binary on the host: {:?}", in_bin(""));
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!(
+        "    killed during the copy ({}), then during remote-check: nothing left on the host; the next run ran",
+        if partial.is_some() { "its partial file removed by the host's shell".to_string() } else { format!("{left_by_copy:?} left, swept by the next copy") }
+    );
+    Outcome::Pass
+}
