@@ -166,7 +166,8 @@ Examples:
   virtperf run --env native --env container:cpus=1 --workload memcpy:size=10MiB,copies=10 --reps 1000
   virtperf run --env native --env container --workload pde:n=[128,256] --reps 20 --json
   virtperf run --env native --env qemu:nic=virtio --env qemu:nic=e1000 --workload tcp_stream --reps 3
-  virtperf run --resume 4",
+  virtperf run --resume 4
+  virtperf run --resume 4 --retry-failed   # and the trials that failed (a host back up)",
         envs = envs.join("; "),
         workloads = virtperf_workload::kinds().join(", "),
     )
@@ -237,6 +238,10 @@ struct RunArgs {
     /// Finish the pending trials of an interrupted run
     #[arg(long, value_name = "RUN", conflicts_with_all = ["experiment", "envs", "workloads"])]
     resume: Option<i64>,
+    /// With --resume: also run again the trials that failed or were skipped (a host that was
+    /// down is back); how each ended before is kept
+    #[arg(long, requires = "resume")]
+    retry_failed: bool,
     /// How long an environment may take from launch to agent ready
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     boot_timeout: Duration,
@@ -412,7 +417,7 @@ fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     }
     if let Some(id) = a.resume {
         run::install_signal_handler();
-        return run::resume(id, &opts);
+        return run::resume(id, a.retry_failed, &opts);
     }
     let exp = match experiment_from_args(&a) {
         Ok(e) => e,

@@ -283,14 +283,15 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     execute(&store, run_id, &exp, opts)
 }
 
-pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
-    let store = Store::open_existing(&opts.db)?;
+pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitStatus> {
+    let mut store = Store::open_existing(&opts.db)?;
     let info = store.run(run_id)?;
     let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)
         .map_err(crate::exit::bad_input)?;
     let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)
         .map_err(crate::exit::bad_input)?;
-    if info.status == RunStatus::Completed {
+    let to_retry = if retry_failed { store.failed_or_skipped(run_id)? } else { 0 };
+    if info.status == RunStatus::Completed && to_retry == 0 {
         // A precision run whose budget ended with cells short of their target goes on, with a
         // budget of its own.
         let envs: Vec<usize> = (0..exp.envs.len()).collect();
@@ -300,7 +301,10 @@ pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
             .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
             .collect();
         if short.is_empty() {
-            eprintln!("run {run_id} is already complete; nothing to resume");
+            eprintln!(
+                "run {run_id} is already complete; nothing to resume{}",
+                if retry_failed { " (no trial failed)" } else { " (its failed trials: --retry-failed)" }
+            );
             return Ok(ExitStatus::BadInput);
         }
         eprintln!(
@@ -312,6 +316,13 @@ pub fn resume(run_id: i64, opts: &RunOpts) -> Result<ExitStatus> {
     if let Err(why) = preflight(&exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
+    }
+    // Only once the environments answer: a host still down keeps its trials' failures as they are.
+    if to_retry > 0 {
+        let n = store.retry_failed(run_id)?;
+        eprintln!(
+            "virtperf: run {run_id}: {n} trial(s) that failed or were skipped run again (how each ended before is kept)"
+        );
     }
     store.set_run_status(run_id, RunStatus::Running)?;
     eprintln!("virtperf: resuming run {run_id} ({} trials left)", store.pending_trials(run_id)?.len());

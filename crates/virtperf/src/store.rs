@@ -151,6 +151,16 @@ ALTER TABLE instances ADD COLUMN clock_span_s REAL;
 ALTER TABLE instances ADD COLUMN clock_rate_ppm REAL;
 ALTER TABLE instances ADD COLUMN clock_uncertainty_ppm REAL;
 "#,
+    r#"
+-- Trials run again with `run --resume RUN --retry-failed` (a host that was down, then back):
+-- how each earlier attempt ended, kept when the trial goes back to pending.
+CREATE TABLE retried (
+    trial_id    INTEGER NOT NULL REFERENCES trials(id),
+    status      TEXT NOT NULL,
+    reason      TEXT,
+    finished_at TEXT
+);
+"#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -274,6 +284,8 @@ pub struct RunRows {
     pub clock_rates: Vec<(usize, f64, f64, f64)>,
     /// Each trial's non-scalar detail (JSON) and host CPU series, by trial id.
     pub details: BTreeMap<i64, (Option<serde_json::Value>, CpuSeries)>,
+    /// How attempts before `--retry-failed` ended: (status, reason, how many).
+    pub retried: Vec<(String, String, u64)>,
 }
 
 impl RunRows {
@@ -708,6 +720,7 @@ impl Store {
             starts: self.start_times(run)?,
             clock_rates: self.clock_rates(run)?,
             details,
+            retried: self.retried(run)?,
         })
     }
 
@@ -753,6 +766,50 @@ impl Store {
         let rows =
             st.query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?, r.get(2)?, r.get(3)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The trials of `run` that failed or were skipped go back to pending, each attempt's end
+    /// kept in `retried` (and whatever the failed attempt stored removed): `--retry-failed`. One
+    /// transaction: either every such trial is pending again with its history, or none is.
+    pub fn retry_failed(&mut self, run: i64) -> Result<usize> {
+        let tx = self.conn.transaction()?;
+        let which = "SELECT id FROM trials WHERE run_id = ?1 AND status IN ('failed', 'skipped')";
+        tx.execute(
+            "INSERT INTO retried (trial_id, status, reason, finished_at)
+             SELECT id, status, reason, finished_at FROM trials WHERE run_id = ?1 AND status IN ('failed', 'skipped')",
+            [run],
+        )?;
+        tx.execute(&format!("DELETE FROM samples WHERE trial_id IN ({which})"), [run])?;
+        tx.execute(&format!("DELETE FROM cpu_series WHERE trial_id IN ({which})"), [run])?;
+        let n = tx.execute(
+            "UPDATE trials SET status = 'pending', reason = NULL, finished_at = NULL, host_ns = NULL,
+             guest_ns = NULL, host_cpu_ns = NULL, guest_cpu_ns = NULL, tester_cpu_ns = NULL, extra = NULL,
+             rtt_ns = NULL, rtt_jitter_ns = NULL, launch_id = NULL, work = NULL
+             WHERE run_id = ?1 AND status IN ('failed', 'skipped')",
+            [run],
+        )?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// How many of `run`'s trials failed or were skipped.
+    pub fn failed_or_skipped(&self, run: i64) -> Result<usize> {
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM trials WHERE run_id = ?1 AND status IN ('failed', 'skipped')",
+            [run],
+            |r| r.get::<_, i64>(0),
+        )? as usize)
+    }
+
+    /// How earlier attempts of `run`'s trials ended before `--retry-failed` ran them again:
+    /// (status, reason) → how many.
+    pub fn retried(&self, run: i64) -> Result<Vec<(String, String, u64)>> {
+        let mut st = self.conn.prepare(
+            "SELECT r.status, coalesce(r.reason, ''), count(*) FROM retried r JOIN trials t ON t.id = r.trial_id
+             WHERE t.run_id = ?1 GROUP BY r.status, r.reason ORDER BY count(*) DESC",
+        )?;
+        let rows = st.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64)))?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
 
     pub fn set_run_status(&self, run: i64, status: RunStatus) -> Result<()> {
@@ -1064,6 +1121,40 @@ mod tests {
         assert_eq!(all[0].samples.len(), 1);
         assert_eq!(all[1].reason.as_deref(), Some("boom"));
         assert_eq!(s.latest_run().unwrap(), Some(run));
+
+        // --retry-failed: the failed and skipped trials (and only they) are pending again, what a
+        // failed attempt stored is gone, and how each ended is kept.
+        let mut s = s;
+        let failed_with_samples =
+            TrialOutcome { status: TrialStatus::Failed, reason: Some("ssh closed".into()), ..ok.clone() };
+        s.record_trial(left[0].id, &failed_with_samples).unwrap();
+        s.record_trial(
+            left[1].id,
+            &TrialOutcome {
+                status: TrialStatus::Skipped,
+                reason: Some("gave up".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.failed_or_skipped(run).unwrap(), 3);
+        assert_eq!(s.retry_failed(run).unwrap(), 3);
+        let again: Vec<i64> = s.pending_trials(run).unwrap().iter().map(|t| t.seq).collect();
+        assert_eq!(again, vec![1, 2, 3]);
+        let all = s.trials(run).unwrap();
+        assert_eq!((all[0].status, all[0].samples.len()), (TrialStatus::Ok, 1), "the ok trial is untouched");
+        assert!(all[1..].iter().all(|t| t.samples.is_empty() && t.reason.is_none()), "{:?}", &all[1..]);
+        let mut hist = s.retried(run).unwrap();
+        hist.sort();
+        assert_eq!(
+            hist,
+            vec![
+                ("failed".into(), "boom".into(), 1),
+                ("failed".into(), "ssh closed".into(), 1),
+                ("skipped".into(), "gave up".into(), 1)
+            ]
+        );
+        assert_eq!(s.retry_failed(run).unwrap(), 0, "nothing failed any more");
     }
 
     #[test]

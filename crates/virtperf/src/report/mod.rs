@@ -453,6 +453,14 @@ pub struct Counts {
     pub warmup: usize,
 }
 
+/// Earlier attempts of trials run again with `--retry-failed`, by how they ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Retried {
+    pub status: String,
+    pub reason: String,
+    pub count: u64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Failure {
     pub environment: String,
@@ -485,6 +493,9 @@ pub struct Report {
     pub clock_rates: Vec<ClockRate>,
     pub trials: Counts,
     pub failures: Vec<Failure>,
+    /// Trials run again with `--resume RUN --retry-failed`: how their earlier attempts ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retried: Vec<Retried>,
     /// Metrics with samples that were not finite, left out: (environment, workload, metric, count).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub non_finite: Vec<(String, String, String, usize)>,
@@ -719,6 +730,15 @@ pub fn build(rows: &RunRows) -> Result<Report> {
         clock_rates: clock_rates(rows),
         trials: tally.counts,
         failures,
+        retried: rows
+            .retried
+            .iter()
+            .map(|(status, reason, count)| Retried {
+                status: status.clone(),
+                reason: reason.clone(),
+                count: *count,
+            })
+            .collect(),
         non_finite: tally
             .non_finite
             .iter()
@@ -1702,6 +1722,18 @@ fn shortfall_notes(r: &Report) -> String {
             f.count, f.environment, f.workload, f.reason
         );
     }
+    if !r.failures.is_empty() {
+        out += &format!(
+            "once their cause is fixed (a host back up), `virtperf run --resume {} --retry-failed` runs them again\n",
+            r.run_id
+        );
+    }
+    for x in &r.retried {
+        out += &format!(
+            "{} trial(s) run again (--retry-failed); before, they had {}: {}\n",
+            x.count, x.status, x.reason
+        );
+    }
     out
 }
 
@@ -1856,6 +1888,7 @@ pub fn summary_test_report() -> Report {
         clock_rates: Vec::new(),
         trials: Counts::default(),
         failures: Vec::new(),
+        retried: Vec::new(),
         non_finite: Vec::new(),
         ceilings: Vec::new(),
         rfc2544: Vec::new(),

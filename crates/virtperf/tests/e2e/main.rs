@@ -92,6 +92,7 @@ fn main() {
         remote::remote_host_runs_native_and_container,
         remote::remote_ssh_killed_mid_trial_fails_that_trial,
         remote::remote_killed_during_binary_copy_and_preflight_is_swept,
+        remote::remote_sshd_dying_mid_campaign_fails_its_trials_and_resume_finishes,
         remote::remote_network_workload_against_the_local_tester,
         remote::remote_campaign_runs_the_matrix_on_each_host_at_once,
         remote::remote_guests_are_timed_on_their_hosts_clock,

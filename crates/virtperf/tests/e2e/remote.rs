@@ -119,6 +119,35 @@ impl RemoteHost {
         Ok(h)
     }
 
+    /// The host's sshd dies with every session it serves (kill -9: a crashed daemon, a host
+    /// going down), as seen from here; `sshd_up` starts it again.
+    pub fn sshd_dies(&mut self) {
+        if let Some(mut s) = self.sshd.take() {
+            let pid = s.id();
+            let sessions = descendants(pid);
+            kill(pid, libc::SIGKILL);
+            for p in sessions.iter().filter(|p| comm_of(**p).as_deref() == Some("sshd")) {
+                kill(*p, libc::SIGKILL);
+            }
+            let _ = s.wait();
+        }
+    }
+
+    /// Starts the host's sshd again (after [`RemoteHost::sshd_dies`]).
+    pub fn sshd_up(&mut self) {
+        let cfg = self.dir.path().join("sshd_config");
+        let sshd = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.server_ns))
+            .args(["/usr/sbin/sshd", "-D", "-e", "-f"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.sshd = Some(sshd);
+        assert!(wait_for(|| self.ssh_ok().then_some(()), 10.0).is_some(), "sshd did not come back");
+    }
+
     fn ssh_ok(&self) -> bool {
         self.in_client(&["ssh", "-F", self.config.to_str().unwrap(), "-o", "BatchMode=yes", "b", "true"])
             .status
@@ -975,5 +1004,83 @@ pub(crate) fn remote_killed_during_binary_copy_and_preflight_is_swept() -> Outco
         "    killed during the copy ({}), then during remote-check: nothing left on the host; the next run ran",
         if partial.is_some() { "its partial file removed by the host's shell".to_string() } else { format!("{left_by_copy:?} left, swept by the next copy") }
     );
+    Outcome::Pass
+}
+
+/// A process's name (`/proc/PID/comm`).
+fn comm_of(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim().to_string())
+}
+
+/// The host's sshd dies mid-campaign, with its sessions: the trial in flight there fails with the
+/// reason, the host's instance ends with its session and leaves nothing, the host's other trials
+/// fail with the reason (no new session can be opened) while the run goes on here; with sshd
+/// back, `--resume` runs exactly what did not complete.
+pub(crate) fn remote_sshd_dying_mid_campaign_fails_its_trials_and_resume_finishes() -> Outcome {
+    let mut h = match RemoteHost::start() {
+        Ok(h) => h,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let f = h.experiment(
+        "sd",
+        "b",
+        "[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n",
+        "[[workload]]\nkind = \"sleep\"\nduration = \"300ms\"\n",
+    );
+    let state = h.dir.path().join("state");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let db = h.dir.path().join("sd.db");
+    let (fs, dbs) = (f.to_str().unwrap(), db.to_str().unwrap());
+    let child = h.vp_spawn(&["run", fs, "--reps", "8", "--warmup", "0", "--json", "--db", dbs], &env);
+    wait_for(|| (count_trials(&db, "ok") >= 4).then_some(()), 60.0).expect("trials were being stored");
+    h.sshd_dies();
+    let out = child.wait_with_output().unwrap();
+    let doc = doc_of(&out);
+    let failures = doc["failures"].to_string();
+    // The trial in flight there, then every launch there: each fails with its reason.
+    assert!(failures.contains("SSH connection to host `b` closed"), "{failures}");
+    assert!(failures.contains("Connection refused"), "{failures}");
+    assert!(
+        doc["failures"].as_array().unwrap().iter().all(|f| f["environment"] == "native [host=b]"),
+        "only b's trials failed: {failures}"
+    );
+    let (ok, failed, skipped) =
+        (count_trials(&db, "ok"), count_trials(&db, "failed"), count_trials(&db, "skipped"));
+    assert_eq!(count_trials(&db, "pending"), 0);
+    assert_eq!(ok + failed + skipped, 16);
+    assert!(ok > 8, "every local trial, and b's before its sshd died: {ok} ok");
+    assert_eq!(
+        row_or_fail(&doc, "native [host=local]", "sleep_overshoot")["n"].as_u64(),
+        Some(8),
+        "the run went on here"
+    );
+    let report = h.vp(&["report", "--db", dbs], &env);
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(text.contains("--retry-failed"), "the report says how to run them again: {text}");
+    assert_no_leftovers(&state);
+    // b's instance ended with its session, and left nothing there.
+    h.assert_clean();
+    // Without --retry-failed there is nothing to resume; with it, but b still down, nothing
+    // changes (the preflight refuses, exit 3).
+    let out = h.vp(&["run", "--resume", "1", "--db", dbs], &env);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = h.vp(&["run", "--resume", "1", "--retry-failed", "--db", dbs], &env);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!((count_trials(&db, "failed"), count_trials(&db, "skipped")), (failed, skipped));
+    // sshd back: exactly the trials that did not complete run, the rest untouched.
+    h.sshd_up();
+    let done = ok_trials(&db);
+    let out = h.vp(&["run", "--resume", "1", "--retry-failed", "--json", "--db", dbs], &env);
+    let doc = doc_of(&out);
+    assert_resume_ran_exactly_the_rest(&done, failed + skipped, &db);
+    assert_eq!(count_trials(&db, "ok"), 16);
+    assert_eq!(run_status(&db), "completed");
+    assert_eq!(row_or_fail(&doc, "native [host=b]", "sleep_overshoot")["n"].as_u64(), Some(8));
+    let retried: i64 =
+        doc["retried"].as_array().map_or(0, |r| r.iter().filter_map(|x| x["count"].as_i64()).sum());
+    assert_eq!(retried, failed + skipped, "how each retried trial ended before is kept: {}", doc["retried"]);
+    assert_no_leftovers(&state);
+    h.assert_clean();
+    println!("    sshd killed at {ok}/16 ok: {failed} failed and {skipped} skipped on b with the reason; --retry-failed with sshd back ran exactly those");
     Outcome::Pass
 }
