@@ -473,8 +473,18 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
         let doc = json_of(&out, switch);
         let agg = row_or_fail(&doc, "native", "tcp_goodput")["mean"].as_f64().unwrap();
         // One window on one wire: never above the ceiling (+0.5 % for the samples' interpolation).
-        // A userspace switch or a TCG driver domain may well be slower than the wire.
-        assert!(agg <= 0.9415 * 1.005 && agg > 0.05, "{switch}: 2 instances together {agg} Gbit/s");
+        // A userspace switch or a TCG driver domain may be slower than the wire; each has a floor
+        // under what it carried here (bridge 0.941, ovs 0.928, driver-domain 0.816 Gbit/s), with
+        // room for a slower CPU: the bridge is the kernel's own, the others cost CPU per packet.
+        let floor = match switch {
+            "bridge" => 0.90,
+            "ovs" => 0.70,
+            _ => 0.40,
+        };
+        assert!(
+            agg <= 0.9415 * 1.005 && agg >= floor,
+            "{switch}: 2 instances together {agg} Gbit/s (at least {floor} expected)"
+        );
         let cpu = result_row(&doc, "native", "switch_cpu_time").ok().and_then(|r| r["mean"].as_f64());
         match switch {
             "bridge" => assert!(cpu.is_none(), "the kernel's bridge has no process: {cpu:?}"),
