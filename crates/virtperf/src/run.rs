@@ -1560,9 +1560,10 @@ fn stopped_how(run_id: i64, db: &Path, why: &str) -> String {
 /// database failing, a worker's error) is left interrupted — what was stored stays — and the
 /// error says how to resume.
 fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
+    store.keep_reserve(&opts.db);
     execute_inner(store, run_id, exp, opts).map_err(|e| {
-        // If its database still takes this one write.
-        let _ = store.set_run_status(run_id, RunStatus::Interrupted);
+        // On a full disk, with the space the store kept for it.
+        let _ = store.mark_interrupted(run_id);
         let how = stopped_how(run_id, &opts.db, &format!("{e:#}"));
         e.context(how)
     })

@@ -167,6 +167,19 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub struct Store {
     conn: Connection,
+    /// A file next to the database holding space for the write that ends a run on a full disk.
+    reserve: std::sync::Mutex<Option<std::path::PathBuf>>,
+}
+
+/// What the reserve holds: enough for the write that marks a run interrupted (a few WAL pages).
+const RESERVE_BYTES: usize = 32 * 1024;
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(p) = self.reserve.get_mut().ok().and_then(|r| r.take()) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 pub fn now_rfc3339() -> String {
@@ -461,9 +474,40 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mut s = Store { conn };
+        let mut s = Store { conn, reserve: Default::default() };
         s.migrate()?;
         Ok(s)
+    }
+
+    /// Keeps space on the database's disk for the write that ends a run (`DB-reserve`, removed
+    /// when this store closes): when the disk fills up mid-run, the run can still be marked
+    /// interrupted ([`Store::mark_interrupted`]) — without it, that last write failed as well and a
+    /// run stopped by a full disk read as still running (seen in CI, 1 run in ~3).
+    pub fn keep_reserve(&self, db: &Path) {
+        let mut p = db.as_os_str().to_owned();
+        p.push("-reserve");
+        let p = std::path::PathBuf::from(p);
+        if std::fs::write(&p, vec![0u8; RESERVE_BYTES]).is_ok() {
+            if let Ok(mut r) = self.reserve.lock() {
+                *r = Some(p);
+            }
+        } else {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+
+    /// Marks the run interrupted; on a full disk, with the reserve's space given back first.
+    pub fn mark_interrupted(&self, run: i64) -> Result<()> {
+        match self.set_run_status(run, RunStatus::Interrupted) {
+            Ok(()) => Ok(()),
+            Err(e) => match self.reserve.lock().ok().and_then(|mut r| r.take()) {
+                Some(p) => {
+                    let _ = std::fs::remove_file(p);
+                    self.set_run_status(run, RunStatus::Interrupted)
+                }
+                None => Err(e),
+            },
+        }
     }
 
     /// Opens an existing database without creating it (report, export).
