@@ -342,18 +342,33 @@ pub fn fetch(pkg: &Package, cache: &Path) -> Result<Kernel, ImageError> {
 }
 
 /// The package's `.deb` in `debs`, downloaded with `apt-get download` unless already there.
+///
+/// apt-get writes the file under its final name as it downloads: one killed mid-way leaves a
+/// truncated `.deb` that looks whole (measured: 63 of ~150 MB of linux-source), and every later
+/// build would trust it and fail. So the download goes to a working directory of its own
+/// (`debs/.dl-PID`, swept with the dead builds' directories by the next start), and the file is
+/// moved into `debs` only once apt-get succeeded; apt-get ends with virtperf (SIGTERM).
 pub fn download(pkg: &Package, debs: &Path, why: &str) -> Result<PathBuf, ImageError> {
     if let Some(d) = find_deb(debs, pkg) {
         return Ok(d);
     }
+    super::sweep_unfinished(debs);
+    let tmp = debs.join(format!(".dl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    crate::host::ensure_private_dir(&tmp).map_err(|e| ImageError::Io(tmp.clone(), e))?;
     eprintln!("virtperf: downloading {} {} ({why})", pkg.name, pkg.version);
-    run(
-        Command::new("apt-get")
-            .args(["download", "-qq", &format!("{}={}", pkg.name, pkg.version)])
-            .current_dir(debs),
-        "apt-get download",
-    )?;
-    find_deb(debs, pkg).ok_or_else(|| ImageError::Tool("apt-get download left no .deb".into()))
+    let mut apt = Command::new("apt-get");
+    apt.args(["download", "-qq", &format!("{}={}", pkg.name, pkg.version)]).current_dir(&tmp);
+    virtperf_workload::tools::signal_with_parent(&mut apt, libc::SIGTERM);
+    let got = run(&mut apt, "apt-get download").and_then(|_| {
+        let deb =
+            find_deb(&tmp, pkg).ok_or_else(|| ImageError::Tool("apt-get download left no .deb".into()))?;
+        let to = debs.join(deb.file_name().unwrap_or_default());
+        std::fs::rename(&deb, &to).map_err(|e| ImageError::Io(to.clone(), e))?;
+        Ok(to)
+    });
+    let _ = std::fs::remove_dir_all(&tmp);
+    got
 }
 
 fn find_deb(debs: &Path, pkg: &Package) -> Option<PathBuf> {

@@ -909,18 +909,6 @@ pub(crate) fn remote_campaign_interrupted_resumes_and_killed_is_swept() -> Outco
     Outcome::Pass
 }
 
-/// Every process below `pid` (its children, theirs, …).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut all = children_of(pid);
-    let mut i = 0;
-    while i < all.len() {
-        let more = children_of(all[i]);
-        all.extend(more);
-        i += 1;
-    }
-    all
-}
-
 /// kill -9 of the orchestrator and its ssh sessions at once (what a killed terminal does) while
 /// it copies its binary to the host, then while the host's environment check runs: nothing is
 /// left on the host (no partial binary, no process, no state), and the next run copies, checks

@@ -286,6 +286,18 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(s[s.rfind(')')? + 2..].split_whitespace().map(str::to_string).collect())
 }
 
+/// Every process below `pid` (its children, theirs, …).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = children_of(pid);
+    let mut i = 0;
+    while i < all.len() {
+        let more = children_of(all[i]);
+        all.extend(more);
+        i += 1;
+    }
+    all
+}
+
 /// Direct children of `pid`.
 pub fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
