@@ -55,6 +55,9 @@ pub struct Measured {
     pub wall_ms: f64,
     /// Which frames were lost, where the receiver knew how many were sent.
     pub lost_at: Option<LossAt>,
+    /// Frames the tester's own receiving socket dropped (direction `out`: the DUT sends to the
+    /// tester): a loss of the tester's, not the DUT's.
+    pub tester_drops: u64,
 }
 
 impl Measured {
@@ -71,6 +74,10 @@ impl Measured {
     /// Passes at a loss tolerance: nothing lost beyond it, and the generator reached the rate.
     fn passes(&self, tolerance_pct: f64) -> bool {
         self.sent > 0 && !self.gen_limited && self.loss_pct() <= tolerance_pct
+    }
+    /// The loss was the tester's receiver's: its socket dropped at least half of what was lost.
+    fn lost_at_the_tester(&self) -> bool {
+        self.tester_drops > 0 && 2 * self.tester_drops >= self.lost()
     }
 }
 
@@ -124,6 +131,11 @@ pub struct Throughput {
     pub not_determined: Option<String>,
     /// The DUT passed everything the generator could send.
     pub gen_limited: bool,
+    /// The lowest rate above the NDR that failed, failed at the tester's receiver (direction
+    /// `out`: its socket dropped what was lost): the NDR is a bound of the tester's, not the DUT's.
+    pub tester_bound: bool,
+    /// Frames the tester's receiving socket dropped over every step (direction `out`).
+    pub tester_drops: u64,
     pub ndr_mbps: f64,
     pub pdr_mbps: f64,
     /// CPU during the confirming trial at the NDR.
@@ -249,6 +261,13 @@ pub struct Step {
     /// Which frames the step lost (first, last, runs), when it lost any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_at: Option<LossAt>,
+    /// Frames the tester's receiving socket dropped (direction `out`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tester_drops: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// The fewest tagged round trips whose latency figures are published.
@@ -288,6 +307,7 @@ impl<E> Log<'_, '_, E> {
             wall_ms: m.wall_ms,
             failed_by: None,
             lost_at: m.lost_at.clone(),
+            tester_drops: m.tester_drops,
         });
         Ok(m)
     }
@@ -296,16 +316,27 @@ impl<E> Log<'_, '_, E> {
     /// DUT: it is tried once more (`PHASE-retry`); a step that still fails records whether the
     /// generator or the DUT's loss failed it.
     fn judged(&mut self, phase: &str, spec: StepSpec, tolerance: f64) -> Result<Measured, E> {
+        let by = |m: &Measured| {
+            if m.gen_limited {
+                "generator"
+            } else if m.lost_at_the_tester() {
+                "tester"
+            } else {
+                "loss"
+            }
+        };
         let mut m = self.step(phase, spec.clone())?;
-        if m.gen_limited {
+        // The generator fell short, or the tester's receiver dropped what was lost: nothing is
+        // said of the DUT; once more.
+        if m.gen_limited || (!m.passes(tolerance) && m.lost_at_the_tester()) {
             if let Some(last) = self.steps.last_mut() {
-                last.failed_by = Some("generator".into());
+                last.failed_by = Some(by(&m).into());
             }
             m = self.step(&format!("{phase}-retry"), spec)?;
         }
         if !m.passes(tolerance) {
             if let Some(last) = self.steps.last_mut() {
-                last.failed_by = Some(if m.gen_limited { "generator" } else { "loss" }.into());
+                last.failed_by = Some(by(&m).into());
             }
         }
         Ok(m)
@@ -479,12 +510,15 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
     };
     // The generator bounds the figure where it could not reach the top, or where the lowest rate
     // above the NDR that failed, failed by the generator (twice: see `Log::judged`), not by loss.
-    let gen_bound = log
+    let bound_by = log
         .steps
         .iter()
         .filter(|x| x.failed_by.is_some() && x.offered_fps > ndr)
         .min_by(|a, b| a.offered_fps.total_cmp(&b.offered_fps))
-        .is_some_and(|x| x.failed_by.as_deref() == Some("generator"));
+        .and_then(|x| x.failed_by.clone());
+    let gen_bound = bound_by.as_deref() == Some("generator");
+    // Or by the tester's receiver (direction `out`): its socket dropped what was lost there.
+    let tester_bound = n_ok && bound_by.as_deref() == Some("tester");
     let gen_limited = n_ok && ((probe.gen_limited && ndr >= top - res) || gen_bound);
     // Only rates that passed a full-length trial are throughputs: without one, the NDR (and
     // the PDR with it) is not determined and no figure is stored for it.
@@ -524,6 +558,8 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
             )
         }),
         gen_limited,
+        tester_bound,
+        tester_drops: log.steps.iter().map(|x| x.tester_drops).sum(),
         ndr_mbps: mbps(ndr),
         pdr_mbps: mbps(pdr),
         ndr_cpu: ndr_trial
@@ -848,6 +884,38 @@ mod tests {
             d.steps.iter().filter(|x| x.failed_by.as_deref() == Some("generator")).all(|x| x.gen_limited),
             "only generator-limited steps are blamed on the generator"
         );
+    }
+
+    /// Direction `out`: a DUT that never loses, sending to a tester whose receiver drops frames
+    /// above 600 kfps at its socket. Those losses are the tester's: each such step is retried,
+    /// said (`failed_by` tester), and the NDR is marked as the tester's bound, not the DUT's.
+    #[test]
+    fn losses_at_the_testers_receiver_are_not_the_duts() {
+        let st = settings(&[("tests", json!("throughput")), ("direction", json!("out"))]);
+        let mut inner = model(1e12, 1e12);
+        let mut tester = |sp: &StepSpec| {
+            let mut m = inner(sp)?;
+            if sp.rate_fps > 600_000.0 {
+                let dropped = m.sent / 10;
+                m.received = m.sent - dropped;
+                m.tester_drops = dropped;
+            }
+            Ok(m)
+        };
+        let (_, d) = run::<String>(&st, &mut tester).unwrap();
+        let t = d.throughput.clone().unwrap();
+        assert!(t.tester_bound && !t.gen_limited && t.tester_drops > 0, "{t:?}");
+        assert!(t.ndr_fps.is_some_and(|n| n <= 600_000.0), "{t:?}");
+        let failed: Vec<&Step> = d.steps.iter().filter(|x| x.failed_by.is_some()).collect();
+        assert!(
+            !failed.is_empty() && failed.iter().all(|x| x.failed_by.as_deref() == Some("tester")),
+            "{failed:#?}"
+        );
+        assert!(d.steps.iter().any(|x| x.phase.ends_with("-retry")), "each such step was tried again");
+        // The same losses without the tester's drops are the DUT's.
+        let mut inner = model(600_000.0, 1e12);
+        let (_, d) = run::<String>(&st, &mut |sp: &StepSpec| inner(sp)).unwrap();
+        assert!(!d.throughput.unwrap().tester_bound);
     }
 
     fn get(o: &[Sample], m: &str) -> f64 {

@@ -1327,6 +1327,8 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             reordered: k.reordered,
             duplicates: k.duplicates,
             lost_at: k.lost_at,
+            // Direction `out`: the receiver is the tester's; what its socket dropped is its loss.
+            tester_drops: if st.direction == "out" { k.receiver_drops.unwrap_or(0) } else { 0 },
             latency: client["latency"].clone(),
             // Over the whole step (learning and drain included): what the DUT spent on it.
             dut_cpu_pct: c0

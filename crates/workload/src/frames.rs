@@ -469,6 +469,9 @@ pub struct StepCounts {
     pub gen_limited: bool,
     /// Where the lost frames were, when the receiver knew how many were sent.
     pub lost_at: Option<LossAt>,
+    /// Datagrams the receiving socket itself dropped (its buffer full: the receiver fell
+    /// behind), in a stream; None where not read (reflect, or no /proc/net/udp).
+    pub receiver_drops: Option<u64>,
 }
 
 impl StepCounts {
@@ -484,6 +487,7 @@ impl StepCounts {
             duplicates: n(&counts["duplicates"]),
             gen_limited: client["gen_limited"] == true,
             lost_at: serde_json::from_value(lost_at.clone()).ok().flatten(),
+            receiver_drops: if reflect { None } else { server["socket_drops"].as_u64() },
         }
     }
     pub fn loss_pct(&self) -> f64 {

@@ -1161,6 +1161,8 @@ mod tests {
             latency_note: None,
             b2b_of: None,
             b2b_notes: Vec::new(),
+            tester_drops: 0,
+            tester_bound: false,
             ndr_confirmed: true,
             ndr_undetermined: false,
             gen_limited: false,

@@ -22,6 +22,10 @@ pub struct Row {
     pub ndr_undetermined: bool,
     /// The DUT passed everything the generator could send: its throughput is at least the NDR.
     pub gen_limited: bool,
+    /// Direction `out`: the tester's receiving socket dropped frames (how many), and whether the
+    /// lowest failed rate above the NDR failed there — the NDR is then the tester's bound.
+    pub tester_drops: u64,
+    pub tester_bound: bool,
     pub dut_cpu_pct: Option<f64>,
     pub guest_cpu_pct: Option<f64>,
     pub latency: Value,
@@ -41,10 +45,11 @@ pub struct Row {
 }
 
 impl Row {
-    /// The generator ran out before the DUT did, and the generator is the tester's (directions
-    /// `in` and `reflect`): the figure is a lower bound of the DUT's throughput.
+    /// The tester ran out before the DUT did — its generator (directions `in` and `reflect`), or
+    /// its receiver (direction `out`: its socket dropped what the lowest failed rate lost): the
+    /// figure is a lower bound of the DUT's throughput.
     pub fn tester_limited(&self) -> bool {
-        self.gen_limited && self.direction != "out"
+        (self.gen_limited && self.direction != "out") || self.tester_bound
     }
 
     /// The generator ran out, and in direction `out` the generator runs inside the environment:
@@ -73,6 +78,8 @@ impl Row {
             ndr_confirmed: t.ndr_confirmed,
             ndr_undetermined: t.not_determined.is_some(),
             gen_limited: t.gen_limited,
+            tester_drops: t.tester_drops,
+            tester_bound: t.tester_bound,
             dut_cpu_pct: ndr_cpu.dut_host_pct,
             guest_cpu_pct: ndr_cpu.guest_pct,
             latency_note: match &d.latency {
@@ -309,7 +316,7 @@ pub fn render(rows: &[Row]) -> String {
         t.add_row(cells);
     }
     out += &t.to_string();
-    out += "\n≥ the tester's generator limit, not the DUT's (directions in and reflect: the DUT lost nothing at the highest rate the tester sent); † the DUT's own sending limit (direction out: the generator runs inside it, and it lost nothing at the highest rate it sent); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
+    out += "\n≥ the tester's limit, not the DUT's (directions in and reflect: the DUT lost nothing at the highest rate the tester's generator sent; out: the tester's receiver dropped what the next rate lost); † the DUT's own sending limit (direction out: the generator runs inside it, and it lost nothing at the highest rate it sent); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
 
     let mut d = comfy_table::Table::new();
     d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
@@ -368,6 +375,20 @@ pub fn render(rows: &[Row]) -> String {
     out += &d.to_string();
     out += "\n";
     out += &consistency(rows);
+    for r in rows.iter().filter(|r| r.tester_drops > 0) {
+        out += &format!(
+            "⚠ {} · {} · {} B: the tester's receiver dropped {} frames at its socket (direction out: the DUT sends to it); {}\n",
+            r.environment,
+            r.direction,
+            r.frame_size,
+            r.tester_drops,
+            if r.tester_bound {
+                "the lowest failed rate above the NDR failed there: the NDR is a bound set by the tester, the DUT's may be higher"
+            } else {
+                "those steps were tried again and the NDR rests on steps the DUT failed"
+            }
+        );
+    }
     for r in rows {
         for n in &r.b2b_notes {
             out += &format!("back-to-back {} · {} · {} B: {n}\n", r.environment, r.direction, r.frame_size);
@@ -463,6 +484,8 @@ mod tests {
             b2b_capped: false,
             b2b_of: None,
             b2b_notes: Vec::new(),
+            tester_drops: 0,
+            tester_bound: false,
             steps: 10,
         };
         let good = vec![(100, 200_000.0, 5.0), (90, 180_000.0, 1.0), (80, 160_000.0, 0.0)];
