@@ -777,7 +777,18 @@ fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String
             log,
         ));
     }
-    format!("<h2 id=\"rfc2544\">RFC 2544</h2>\n{}", grid(&inner))
+    // What the text report says below its tables: results that disagree, the tester's drops,
+    // what each back-to-back figure rests on.
+    let notes = super::rfc2544::notes(&r.rfc2544);
+    let mut list = String::new();
+    if !notes.is_empty() {
+        list += "<ul class=\"notes\">";
+        for n in &notes {
+            let _ = write!(list, "<li>{}</li>", esc(n));
+        }
+        list += "</ul>\n";
+    }
+    format!("<h2 id=\"rfc2544\">RFC 2544</h2>\n{}{list}", grid(&inner))
 }
 
 /// All pairs: one heat map per workload and metric, rows send to columns.
@@ -984,6 +995,15 @@ fn by_host(r: &Report) -> String {
 
 fn failures(r: &Report) -> String {
     let mut out = String::from("<h2 id=\"failures\">Failed and skipped trials</h2>\n");
+    for x in &r.retried {
+        let _ = writeln!(
+            out,
+            "<p>{} trial(s) run again (<code>--retry-failed</code>); before, they had {}: {}</p>",
+            x.count,
+            esc(&x.status),
+            esc(&x.reason)
+        );
+    }
     if r.failures.is_empty() {
         return out + "<p>None.</p>\n";
     }
@@ -998,7 +1018,13 @@ fn failures(r: &Report) -> String {
             esc(&f.reason)
         );
     }
-    out + "</table></div>\n"
+    out += "</table></div>\n";
+    let _ = writeln!(
+        out,
+        "<p>Once their cause is fixed (a host back up), <code>virtperf run --resume {} --retry-failed</code> runs them again.</p>",
+        r.run_id
+    );
+    out
 }
 
 fn host(r: &Report) -> String {
@@ -1174,6 +1200,40 @@ mod tests {
             b2b_capped: false,
             steps: 1,
         }
+    }
+
+    /// The page says what the text report says below its RFC 2544 tables (escaped), and how to
+    /// run failed trials again, with how retried ones ended before.
+    #[test]
+    fn rfc2544_notes_and_retries_reach_the_page() {
+        let mut r = crate::report::summary_test_report();
+        let mut row = rfc_row("a", 64, 400.0);
+        row.b2b_notes =
+            vec!["shortest burst that lost frames: 257 frames, lost 1 of 257: #257 <tail>".into()];
+        row.tester_drops = 12;
+        r.rfc2544 = vec![row];
+        let mut figs = Figs { all: Vec::new(), used: BTreeMap::new() };
+        let html = rfc2544(&r, &mut figs, &|_| 0);
+        assert!(
+            html.contains("back-to-back a · out · 64 B: shortest burst")
+                && html.contains("#257 &lt;tail&gt;"),
+            "{html}"
+        );
+        assert!(html.contains("the tester's receiver dropped 12 frames"), "{html}");
+        r.failures = vec![crate::report::Failure {
+            environment: "a".into(),
+            workload: "w".into(),
+            count: 2,
+            reason: "ssh closed".into(),
+        }];
+        r.retried =
+            vec![crate::report::Retried { status: "failed".into(), reason: "refused".into(), count: 3 }];
+        let f = failures(&r);
+        assert!(
+            f.contains("3 trial(s) run again") && f.contains("--retry-failed</code> runs them again"),
+            "{f}"
+        );
+        assert!(f.find("</table>") < f.find("Once their cause"), "{f}");
     }
 
     #[test]

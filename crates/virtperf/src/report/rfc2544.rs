@@ -117,6 +117,33 @@ impl Row {
     }
 }
 
+/// The lines below the RFC 2544 tables, in the text report and on the HTML page alike: where
+/// one report's results disagree, the tester's receiver's drops (direction `out`), and what each
+/// back-to-back figure rests on.
+pub fn notes(rows: &[Row]) -> Vec<String> {
+    let mut out: Vec<String> = consistency(rows).lines().map(String::from).collect();
+    for r in rows.iter().filter(|r| r.tester_drops > 0) {
+        out.push(format!(
+            "⚠ {} · {} · {} B: the tester's receiver dropped {} frames at its socket (direction out: the DUT sends to it); {}",
+            r.environment,
+            r.direction,
+            r.frame_size,
+            r.tester_drops,
+            if r.tester_bound {
+                "the lowest failed rate above the NDR failed there: the NDR is a bound set by the tester, the DUT's may be higher"
+            } else {
+                "those steps were tried again and the NDR rests on steps the DUT failed"
+            }
+        ));
+    }
+    for r in rows {
+        for n in &r.b2b_notes {
+            out.push(format!("back-to-back {} · {} · {} B: {n}", r.environment, r.direction, r.frame_size));
+        }
+    }
+    out
+}
+
 /// What a back-to-back figure rests on, in words: the gap the bursts were sent at when it was
 /// the generator's rather than the line's, bursts the generator broke up (their lengths are lower
 /// bounds), and where the shortest burst that failed lost its frames — at the tail a queue
@@ -374,25 +401,9 @@ pub fn render(rows: &[Row]) -> String {
     }
     out += &d.to_string();
     out += "\n";
-    out += &consistency(rows);
-    for r in rows.iter().filter(|r| r.tester_drops > 0) {
-        out += &format!(
-            "⚠ {} · {} · {} B: the tester's receiver dropped {} frames at its socket (direction out: the DUT sends to it); {}\n",
-            r.environment,
-            r.direction,
-            r.frame_size,
-            r.tester_drops,
-            if r.tester_bound {
-                "the lowest failed rate above the NDR failed there: the NDR is a bound set by the tester, the DUT's may be higher"
-            } else {
-                "those steps were tried again and the NDR rests on steps the DUT failed"
-            }
-        );
-    }
-    for r in rows {
-        for n in &r.b2b_notes {
-            out += &format!("back-to-back {} · {} · {} B: {n}\n", r.environment, r.direction, r.frame_size);
-        }
+    for line in notes(rows) {
+        out += &line;
+        out += "\n";
     }
     out += "latency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
              trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
