@@ -340,15 +340,7 @@ pub(crate) fn kill9_during_an_image_build_is_swept() -> Outcome {
     std::fs::File::create(&slow).and_then(|f| f.set_len(1 << 30)).expect("a sparse file");
     let slow = slow.to_string_lossy().into_owned();
     let child = vp_spawn(&["image", "build", "--kernel", &slow], &fx.env());
-    let unfinished = || -> Vec<PathBuf> {
-        std::fs::read_dir(cache.join("images"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-            .collect()
-    };
+    let unfinished = || names_in(&cache.join("images"), |n| n.starts_with('.'));
     let t0 = Instant::now();
     while unfinished().is_empty() && t0.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(5));
@@ -358,7 +350,7 @@ pub(crate) fn kill9_during_an_image_build_is_swept() -> Outcome {
     let out = child.wait_with_output().expect("the build ends");
     let left = unfinished();
     assert_eq!(left.len(), 1, "one working directory of the killed build: {left:?} ({:?})", out.status);
-    let name = left[0].file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let name = left[0].clone();
     assert!(name.ends_with(&format!(".{pid}")), "{name} is not the killed build's ({pid})");
     let ok = fx.bare("image build --kernel /bin/true --json");
     assert_ok(&ok, "image build --kernel /bin/true");
@@ -389,15 +381,7 @@ pub(crate) fn kill9_during_a_kernel_download_leaves_no_truncated_package() -> Ou
     let cache = fx.path("cache");
     let fx = fx.with_var("VIRTPERF_CACHE", &cache.to_string_lossy());
     let debs = cache.join("debs");
-    let in_debs = |pred: &dyn Fn(&str) -> bool| -> Vec<String> {
-        std::fs::read_dir(&debs)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| pred(n))
-            .collect()
-    };
+    let in_debs = |pred: &dyn Fn(&str) -> bool| names_in(&debs, pred);
     // The bytes downloaded so far into `.dl-PID` (None: no such directory yet).
     let downloaded = |pid: u32| -> Option<u64> {
         let dir = std::fs::read_dir(debs.join(format!(".dl-{pid}"))).ok()?;

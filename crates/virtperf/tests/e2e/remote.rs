@@ -883,15 +883,7 @@ pub(crate) fn remote_campaign_interrupted_resumes_and_killed_is_swept() -> Outco
     // their sessions.
     let child = h.vp_spawn(&["run", fs, "--reps", "12", "--warmup", "0", "--db", dbs], &env);
     wait_for(|| (count_trials(&db, "ok") >= 28).then_some(()), 30.0).expect("the second run stored trials");
-    let ledgers = || {
-        std::fs::read_dir(&state)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("ledger-"))
-            .count()
-    };
-    let during = ledgers();
+    let during = ledger_files(&state).len();
     kill(child.id(), 9);
     let _ = child.wait_with_output();
     assert!(during >= 3, "the run's ledger and one per worker: {during}");
@@ -929,15 +921,7 @@ pub(crate) fn remote_killed_during_binary_copy_and_preflight_is_swept() -> Outco
     let db = h.dir.path().join("kp.db");
     let (fs, dbs) = (f.to_str().unwrap(), db.to_str().unwrap());
     let bin_dir = h.remote_cache.join("bin");
-    let in_bin = |part: &str| -> Vec<String> {
-        std::fs::read_dir(&bin_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.contains(part))
-            .collect()
-    };
+    let in_bin = |part: &str| names_in(&bin_dir, |n| n.contains(part));
     let kill_all = |child: Child| {
         let pid = child.id();
         let below = descendants(pid);

@@ -480,14 +480,19 @@ pub fn run_status(db: &Path) -> String {
     c.query_row("SELECT status FROM runs WHERE id = 1", [], |r| r.get(0)).expect("run 1")
 }
 
-pub fn ledger_files(state: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(state)
+/// The names of the entries of `dir` that `keep` accepts (none when `dir` does not exist).
+pub fn names_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ledger-")))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| keep(n))
         .collect()
+}
+
+pub fn ledger_files(state: &Path) -> Vec<PathBuf> {
+    names_in(state, |n| n.starts_with("ledger-")).into_iter().map(|n| state.join(n)).collect()
 }
 
 /// Every live process whose command line (its arguments) `keep` accepts, as `pid N [args]`.
