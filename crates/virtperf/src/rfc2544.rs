@@ -200,7 +200,8 @@ pub struct BackToBack {
     /// Whose minimum gap the bursts were sent at: "line" (paced at the line's maximum) or
     /// "generator" (unpaced: the generator cannot reach the line's rate).
     pub gap: String,
-    /// The mean rate the bursts that were sent whole reached (their actual gap).
+    /// The mean rate the bursts of more than one batch that were sent whole and passed reached
+    /// (their actual gap); 0 when every burst that passed was one batch.
     pub burst_fps: f64,
     pub max_burst: u64,
     pub bursts: Vec<u64>,
@@ -702,7 +703,11 @@ impl Bursts {
         } else if m.lost() > 0 {
             "loss"
         } else {
-            self.rates.push(m.sent_fps);
+            // The gap a burst was sent at is its rate only past one batch: one sendmmsg's rate
+            // is that call's timing, whole whatever it measured.
+            if n > BATCH as u64 {
+                self.rates.push(m.sent_fps);
+            }
             return Ok(None);
         };
         let last = log.steps.last_mut();
@@ -1157,6 +1162,43 @@ mod tests {
         let (_, d) = run(&st, &mut model(500_000.0, 1e7)).unwrap();
         let b = d.back_to_back.unwrap();
         assert_eq!((b.gap.as_str(), b.rate_fps), ("line", line_max_fps(st.line_bps, st.frame_size)));
+    }
+
+    /// A burst of one send batch is whole whatever rate its one call measured, but that rate is
+    /// not a gap: the rate the bursts reached averages longer bursts only (it was the mean of
+    /// every burst that passed, 0.1× the generator here, under the 0.8× a whole burst must reach).
+    #[test]
+    fn one_batch_bursts_do_not_stand_for_the_gap() {
+        let st = settings(&[("tests", json!("back_to_back")), ("b2b_trials", json!(1))]);
+        let tiny_queue = |sp: &StepSpec| -> Result<Measured, String> {
+            // The probe (a timed step) finds a 1 Mfps generator; bursts lose past 40 frames.
+            let achieved = sp.rate_fps.min(1e6);
+            let timed = sp.count == 0;
+            let sent = if timed { (achieved * sp.duration_ms as f64 / 1e3) as u64 } else { sp.count };
+            let received = if timed { sent } else { sent.min(40) };
+            let lost = sent - received;
+            Ok(Measured {
+                sent,
+                received,
+                sent_fps: if !timed && sent <= BATCH as u64 { 1e5 } else { achieved },
+                gen_limited: achieved < 0.99 * sp.rate_fps,
+                lost_at: (lost > 0).then(|| LossAt {
+                    lost,
+                    first: Some(41),
+                    last: Some(sent),
+                    runs: Vec::new(),
+                    run_count: 1,
+                }),
+                latency: json!({"count": 500, "mean_us": 20.0, "min_us": 5.0, "p99_us": 50.0, "max_us": 90.0}),
+                ..Default::default()
+            })
+        };
+        let mut m = tiny_queue;
+        let (out, d) = run::<String>(&st, &mut m).unwrap();
+        let b = d.back_to_back.unwrap();
+        assert_eq!(b.gap, "generator");
+        assert_eq!(get(&out, "rfc2544_b2b_frames"), 40.0, "{b:?}");
+        assert_eq!(b.burst_fps, 0.0, "{b:?}");
     }
 
     /// An unpaced burst the generator broke up (a stall: well below its own rate) is not a

@@ -150,7 +150,12 @@ pub fn notes(rows: &[Row]) -> Vec<String> {
 /// overflowed; a 0 (one frame sent alone was lost) says so.
 fn b2b_notes(b: &BackToBack, line_max: f64) -> Vec<String> {
     let mut notes = Vec::new();
-    if b.gap == "generator" {
+    if b.gap == "generator" && b.burst_fps == 0.0 {
+        notes.push(format!(
+            "bursts at the generator's minimum gap (the line's: {} fps); every burst that passed was one send batch, so the gap they reached is not measured",
+            super::fmt_num(line_max)
+        ));
+    } else if b.gap == "generator" {
         notes.push(format!(
             "bursts at the generator's minimum gap, {} fps (the line's: {} fps): a DUT that absorbs them may still overflow at the line's rate",
             super::fmt_num(b.burst_fps),
