@@ -76,8 +76,13 @@ pub fn cells(
     // A case whose trials keep failing in an environment is not waited for: more launches would
     // fail the same way (the report lists its failures).
     let health = store.case_health(run_id)?;
-    let trial_costs = store.trial_costs(run_id)?;
+    let trial_costs = store.trial_costs(run_id, false)?;
     let trial_cost = |e: usize, c: usize| trial_costs.get(&(e, c)).map_or(0.0, |s| s + TRIAL_OVERHEAD_S);
+    // A warm-up does a share of a trial's work where its workload scales it: its own cost.
+    let warmup_costs = store.trial_costs(run_id, true)?;
+    let warmup_cost = |e: usize, c: usize| {
+        warmup_costs.get(&(e, c)).map_or_else(|| trial_cost(e, c), |s| s + TRIAL_OVERHEAD_S)
+    };
     // Each environment's mean start (launch to hello), in seconds.
     let mut starts: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
     for (e, ms) in store.start_times(run_id)? {
@@ -87,7 +92,7 @@ pub fn cells(
     // A launch: its start, then a warm-up of every watched case.
     let launch_cost = |e: usize| {
         starts.get(&e).map_or(0.0, |(sum, n)| sum / n)
-            + (0..exp.cases.len()).filter(|&c| watched(exp, c)).map(|c| trial_cost(e, c)).sum::<f64>()
+            + (0..exp.cases.len()).filter(|&c| watched(exp, c)).map(|c| warmup_cost(e, c)).sum::<f64>()
                 * exp.warmup as f64
     };
     let reps_of = |e: usize, c: usize, groups: &[Vec<f64>]| {

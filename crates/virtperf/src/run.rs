@@ -1328,7 +1328,15 @@ impl Ctx<'_> {
         let (e, c) = (t.env_idx, t.case_idx);
         let case = &w.exp.cases[c];
         let mut spec = self.specs[c].clone();
-        let work = self.calibrated(calibrations, slot, e, c, &mut spec)?;
+        let mut work = self.calibrated(calibrations, slot, e, c, &mut spec)?;
+        if t.warmup {
+            // A share of the trial's work, where the workload says how to scale it; the count
+            // stored is the one it did.
+            if let Some(wl) = virtperf_workload::find(&case.kind) {
+                virtperf_workload::warmup_params(wl, &mut spec.params);
+            }
+            work = work.and_then(|_| calibrated_param(case).and_then(|p| spec.params.get(p)?.as_u64()));
+        }
         let first = self.launcher.first_endpoint[e];
         let mut duts: Vec<Dut> = slot
             .instances

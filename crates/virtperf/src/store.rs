@@ -645,12 +645,16 @@ impl Store {
     /// What a trial of each environment × case costs so far, in seconds: the median of its ended
     /// trials' host spans with the agent's round trip (precision mode's c₁; a few milliseconds of
     /// the orchestrator's own work are added by the caller).
-    pub fn trial_costs(&self, run: i64) -> Result<std::collections::BTreeMap<(usize, usize), f64>> {
+    pub fn trial_costs(
+        &self,
+        run: i64,
+        warmup: bool,
+    ) -> Result<std::collections::BTreeMap<(usize, usize), f64>> {
         let mut st = self.conn.prepare_cached(
             "SELECT env_idx, case_idx, host_ns + coalesce(rtt_ns, 0) FROM trials
-             WHERE run_id = ?1 AND peer_idx IS NULL AND status = 'ok' AND host_ns IS NOT NULL",
+             WHERE run_id = ?1 AND peer_idx IS NULL AND status = 'ok' AND host_ns IS NOT NULL AND warmup = ?2",
         )?;
-        let rows = st.query_map([run], |r| {
+        let rows = st.query_map(rusqlite::params![run, warmup], |r| {
             Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize, r.get::<_, i64>(2)?))
         })?;
         let mut spans: std::collections::BTreeMap<(usize, usize), Vec<i64>> = Default::default();

@@ -177,6 +177,9 @@ impl Workload for IntMix {
 pub struct Pde;
 
 impl Workload for Pde {
+    fn warmup_scales(&self) -> Option<&'static str> {
+        Some("iterations")
+    }
     fn family(&self) -> crate::Family {
         crate::Family::Compute
     }
@@ -262,6 +265,9 @@ static MEMCPY_BUFFERS: std::sync::Mutex<(Vec<u8>, Vec<u8>)> = std::sync::Mutex::
 pub struct Memcpy;
 
 impl Workload for Memcpy {
+    fn warmup_scales(&self) -> Option<&'static str> {
+        Some("copies")
+    }
     fn family(&self) -> crate::Family {
         crate::Family::Memory
     }

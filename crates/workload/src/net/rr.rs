@@ -111,6 +111,9 @@ pub(crate) const RR_PARAMS: &[ParamSpec] = &[
 pub struct TcpRr;
 
 impl Workload for TcpRr {
+    fn warmup_scales(&self) -> Option<&'static str> {
+        Some("duration")
+    }
     fn family(&self) -> crate::Family {
         crate::Family::Network
     }
@@ -230,6 +233,9 @@ pub struct UdpRr;
 pub(crate) const UDP_RR_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl Workload for UdpRr {
+    fn warmup_scales(&self) -> Option<&'static str> {
+        Some("duration")
+    }
     fn family(&self) -> crate::Family {
         crate::Family::Network
     }

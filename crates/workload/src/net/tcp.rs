@@ -106,6 +106,9 @@ pub(crate) fn send_stream(mut c: StdTcpStream, msg: &[u8], end: Instant, ctx: &R
 pub struct TcpStream;
 
 impl Workload for TcpStream {
+    fn warmup_scales(&self) -> Option<&'static str> {
+        Some("duration")
+    }
     fn family(&self) -> crate::Family {
         crate::Family::Network
     }

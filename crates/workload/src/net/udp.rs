@@ -32,6 +32,9 @@ pub(crate) fn parse(buf: &[u8], flow: u32) -> Option<u64> {
 pub struct UdpStream;
 
 impl Workload for UdpStream {
+    fn warmup_scales(&self) -> Option<&'static str> {
+        Some("duration")
+    }
     fn family(&self) -> crate::Family {
         crate::Family::Network
     }
