@@ -711,6 +711,23 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            // Mounted is not connected: the client connects to each brick on its own, and a file
+            // written before a brick's connection is up is laid out over the others (a CI run
+            // here found a 32 MiB file wholly on one of two bricks, in TCG guests).
+            let mounted = t0.elapsed();
+            while let Some(down) = unconnected_bricks(mnt).filter(|d| !d.is_empty()) {
+                if t0.elapsed() > START_TIMEOUT {
+                    return Err(format!(
+                        "the client did not connect to every brick within {} s (not connected: {}); its log ends: {}",
+                        START_TIMEOUT.as_secs(),
+                        down.join(", "),
+                        tail(log)
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let waited = t0.elapsed().saturating_sub(mounted);
+            let bricks_seen = bricks_of(mnt);
             let mut q: BTreeMap<String, Value> = BTreeMap::new();
             q.insert("file_size".into(), json!(p.u64("file_size")?));
             q.insert("record_size".into(), json!(p.u64("record_size")?));
@@ -729,11 +746,52 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
                 .collect();
             let mut extra = out.extra;
             extra["server"] = json!(server);
+            // How many bricks the client saw connected before it wrote, and how long after the
+            // mount it waited for them (null: a client without `.meta`).
+            extra["bricks_connected"] = json!(bricks_seen.map(|n| json!({"bricks": n, "waited_ms": waited.as_millis() as u64})));
             drop(mount);
             Ok(Output { samples, extra })
         })
         .join()
         .unwrap_or_else(|_| Err("the pfs client's thread panicked".into()))
+    })
+}
+
+/// The mounted volume's client translators not connected to their brick, from the meta
+/// translator the FUSE client loads (`.meta/graphs/active/VOLUME-client-N/private` says
+/// `connected = 1` once its brick answers). None: no such translator to read (a client without
+/// `.meta`), so nothing to wait for.
+fn unconnected_bricks(mnt: &Path) -> Option<Vec<String>> {
+    let prefix = format!("{VOLUME}-client-");
+    let mut clients = 0;
+    let mut down = Vec::new();
+    for e in std::fs::read_dir(mnt.join(".meta/graphs/active")).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        clients += 1;
+        let private = std::fs::read_to_string(e.path().join("private")).unwrap_or_default();
+        if !connected(&private) {
+            down.push(name);
+        }
+    }
+    (clients > 0).then_some(down)
+}
+
+/// How many client translators (bricks) the mounted volume has, where `.meta` says.
+fn bricks_of(mnt: &Path) -> Option<usize> {
+    let prefix = format!("{VOLUME}-client-");
+    let entries = std::fs::read_dir(mnt.join(".meta/graphs/active")).ok()?;
+    let n = entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count();
+    (n > 0).then_some(n)
+}
+
+/// A client translator's private dump says it is connected to its brick.
+fn connected(private: &str) -> bool {
+    private.lines().any(|l| {
+        let mut kv = l.splitn(2, '=').map(str::trim);
+        kv.next() == Some("connected") && kv.next() == Some("1")
     })
 }
 
@@ -764,6 +822,29 @@ fn fs_type(p: &Path) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The client waits for every brick's translator to say `connected = 1` (GlusterFS's own
+    /// tests read the same file), and for nothing where the mount has no `.meta`.
+    #[test]
+    fn a_client_writes_only_once_every_brick_is_connected() {
+        let dump = |c: u8| {
+            format!("[xlator.protocol.client.{VOLUME}-client-0.priv]\nconnecting = 0\nconnected = {c}\ntotal_bytes_read = 4\n")
+        };
+        assert!(connected(&dump(1)) && !connected(&dump(0)) && !connected("connected_clients = 1"));
+        let mnt = std::env::temp_dir().join(format!("vp-pfs-meta-{}", std::process::id()));
+        assert_eq!(unconnected_bricks(&mnt), None, "no .meta: nothing to wait for");
+        let active = mnt.join(".meta/graphs/active");
+        for (n, c) in [(0, 1), (1, 0)] {
+            let d = active.join(format!("{VOLUME}-client-{n}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("private"), dump(c)).unwrap();
+        }
+        std::fs::create_dir_all(active.join(format!("{VOLUME}-dht"))).unwrap();
+        assert_eq!(unconnected_bricks(&mnt), Some(vec![format!("{VOLUME}-client-1")]));
+        std::fs::write(active.join(format!("{VOLUME}-client-1/private")), dump(1)).unwrap();
+        assert_eq!(unconnected_bricks(&mnt), Some(vec![]));
+        std::fs::remove_dir_all(&mnt).unwrap();
+    }
 
     #[test]
     fn volume_shapes_follow_the_servers() {

@@ -53,6 +53,8 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         let x = &t["extra"];
         assert_eq!(x["client"]["filesystem"], "fuse.glusterfs", "the client wrote through the mount: {x:#}");
         assert_eq!(x["volume"]["bricks"].as_array().map(Vec::len), Some(2), "{x:#}");
+        // The client wrote once it was connected to both bricks (its `.meta` said so).
+        assert_eq!(x["client"]["bricks_connected"]["bricks"], 2, "{x:#}");
         let bricks: Vec<u64> =
             x["servers"].as_array().unwrap().iter().map(|s| s["brick_bytes"].as_u64().unwrap()).collect();
         // 4 MiB shards of a 64 MiB file over two bricks: each holds some, together the file.
@@ -95,6 +97,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
             let raw = fx.export();
             let t = raw["trials"].as_array().unwrap().last().unwrap().clone();
             assert_eq!(t["status"], "ok", "{t:#}");
+            assert_eq!(t["extra"]["client"]["bricks_connected"]["bricks"], 2, "{t:#}");
             let bricks: Vec<u64> = t["extra"]["servers"]
                 .as_array()
                 .unwrap()
@@ -106,8 +109,9 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
                 "shards in both guests: {bricks:?}"
             );
             println!(
-                "    qemu guests (TCG here): write {:.1} MB/s; bricks {bricks:?}",
-                w["mean"].as_f64().unwrap()
+                "    qemu guests (TCG here): write {:.1} MB/s; bricks {bricks:?}; the client waited {} ms after the mount for both",
+                w["mean"].as_f64().unwrap(),
+                t["extra"]["client"]["bricks_connected"]["waited_ms"]
             );
             fx.assert_no_leftovers();
         }

@@ -42,15 +42,21 @@ pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome 
     assert_eq!(cal.len(), 4, "{cal:?}");
     for (e, k, param, count, target) in &cal {
         assert_eq!((param.as_str(), *target), ("iterations", 100_000_000), "{cal:?}");
-        // Every trial of that environment × case ran with the calibrated count.
-        let works: Vec<Option<i64>> = c
-            .prepare("SELECT work FROM trials WHERE env_idx = ?1 AND case_idx = ?2")
+        // Every measured trial of that environment × case ran with the calibrated count, its
+        // warm-up with a quarter of it (and stored what it did).
+        let works: Vec<(bool, Option<i64>)> = c
+            .prepare("SELECT warmup, work FROM trials WHERE env_idx = ?1 AND case_idx = ?2")
             .unwrap()
-            .query_map([e, k], |r| r.get(0))
+            .query_map([e, k], |r| Ok((r.get(0)?, r.get(1)?)))
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        assert!(works.iter().all(|w| *w == Some(*count)), "env {e} case {k}: {works:?} vs {count}");
+        let quarter = (*count as f64 * 0.25).round() as i64;
+        assert!(
+            works.iter().all(|(warm, w)| *w == Some(if *warm { quarter } else { *count })),
+            "env {e} case {k}: {works:?} vs {count} (warm-ups {quarter})"
+        );
+        assert_eq!(works.iter().filter(|x| x.0).count(), 1, "one warm-up: {works:?}");
         // The measured trials last about the target on the host's clock (the count is linear
         // in time here: a syscall or an intmix step costs the same 1 000 or 1 000 000 times).
         let mut spans: Vec<f64> = c
