@@ -481,6 +481,9 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
             super::svg::tick_text(p.target_percent),
             p.level * 100.0
         );
+        for n in super::order_notes(p) {
+            let _ = writeln!(out, "<p class=\"muted\">{}</p>", esc(&n));
+        }
     }
     let families: Vec<Family> = {
         let mut v: Vec<Family> = fam.iter().map(|f| f.family).collect();

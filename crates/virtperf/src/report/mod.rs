@@ -542,14 +542,48 @@ pub struct PrecisionCell {
     pub met: bool,
     pub launches: usize,
     pub n: usize,
+    /// A side (the environment, or its baseline) whose launches' first trial differs clearly from
+    /// their later ones: its launch means mix trials after other workloads with trials back to
+    /// back (`virtperf_stats::sequential::first_vs_rest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_trial_differs: Option<FirstTrialDiffers>,
+}
+
+/// Where a launch's first trial of a case is unlike its later ones.
+#[derive(Debug, Serialize)]
+pub struct FirstTrialDiffers {
+    /// The side it was seen on (an environment's name).
+    pub environment: String,
+    #[serde(flatten)]
+    pub effect: virtperf_stats::sequential::FirstVsRest,
+}
+
+/// Each launch's measured values of `metric` for environment `e`, case `c`, in the order they ran.
+fn launch_groups(trials: &[TrialRow], e: usize, c: usize, metric: &str) -> Vec<Vec<f64>> {
+    let mut by: BTreeMap<i64, Vec<(i64, f64)>> = BTreeMap::new();
+    for t in trials.iter().filter(|t| {
+        t.env_idx == e && t.case_idx == c && !t.warmup && t.status == TrialStatus::Ok && t.peer_idx.is_none()
+    }) {
+        if let Some(v) = t.samples.iter().find(|x| x.metric == metric) {
+            by.entry(t.launch_id.unwrap_or(i64::from(t.block))).or_default().push((t.seq, v.value));
+        }
+    }
+    by.into_values()
+        .map(|mut g| {
+            g.sort_by_key(|x| x.0);
+            g.into_iter().map(|x| x.1).collect()
+        })
+        .collect()
 }
 
 /// Precision mode's cells, read from the rows: each environment's headline metrics' ratios.
 fn precision_report(
     manifest: &serde_json::Value,
     results: &[ResultRow],
-    cases: &[crate::store::CaseRow],
+    rows: &RunRows,
+    baseline_of: &[Option<usize>],
 ) -> Option<PrecisionReport> {
+    let cases = &rows.cases;
     let p = &manifest["precision"];
     let target = p["percent"].as_f64()?;
     let mut cells = Vec::new();
@@ -561,6 +595,15 @@ fn precision_report(
             continue;
         }
         let hw = o.ci95.map(|[lo, hi]| (hi - lo) / 2.0 / o.ratio.abs() * 100.0).filter(|h| h.is_finite());
+        let c = cases.iter().position(|k| k.label == x.workload);
+        let e = rows.envs.iter().position(|v| v.name == x.environment);
+        let sides = e.into_iter().chain(e.and_then(|e| baseline_of.get(e).copied().flatten()));
+        let first_trial_differs = c.and_then(|c| {
+            sides.into_iter().find_map(|side| {
+                virtperf_stats::sequential::first_vs_rest(&launch_groups(&rows.trials, side, c, &x.metric))
+                    .map(|effect| FirstTrialDiffers { environment: rows.envs[side].name.clone(), effect })
+            })
+        });
         cells.push(PrecisionCell {
             environment: x.environment.clone(),
             workload: x.workload.clone(),
@@ -569,6 +612,7 @@ fn precision_report(
             met: hw.is_some_and(|h| h <= target),
             launches: x.launches,
             n: x.n,
+            first_trial_differs,
         });
     }
     Some(PrecisionReport {
@@ -723,7 +767,7 @@ pub fn build(rows: &RunRows) -> Result<Report> {
         natural_baseline: bases.natural,
         overhead_method:
             "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
-        precision: precision_report(&info.manifest, &results, cases),
+        precision: precision_report(&info.manifest, &results, rows, &bases.of),
         results,
         environments: env_summaries(rows, &bases.of),
         clock_checks,
@@ -1818,8 +1862,26 @@ fn render_levels(r: &Report) -> String {
             p.cells.len(),
             if short.is_empty() { String::new() } else { format!("; not met within the budget: {}", short.join(", ")) }
         );
+        for n in order_notes(p) {
+            out += &format!("  {n}\n");
+        }
     }
     out
+}
+
+/// Ratios whose launch means mix a launch's first trial with later ones unlike it, in words (the
+/// text report and the HTML page say the same).
+pub fn order_notes(p: &PrecisionReport) -> Vec<String> {
+    p.cells
+        .iter()
+        .filter_map(|c| {
+            let d = c.first_trial_differs.as_ref()?;
+            Some(format!(
+                "{} / {} {}: in {}, a launch's first trial differs from its later ones by {:+.0} % (t = {:.1}, {} launches of several): trials of one case back to back run unlike trials after other workloads, and its launch means mix both",
+                c.environment, c.workload, c.metric, d.environment, d.effect.percent, d.effect.t, d.effect.launches
+            ))
+        })
+        .collect()
 }
 
 /// A row of five samples of workload `w`, metric `m` (ms), for unit tests of what reads reports.
@@ -1904,6 +1966,40 @@ pub fn summary_test_report() -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A precision cell whose launches' first trial is unlike the rest is said, on the side it
+    /// was seen, in the text report's words; cells without it say nothing.
+    #[test]
+    fn a_first_trial_unlike_the_rest_is_said_in_the_report() {
+        let cell = |env: &str, d: Option<FirstTrialDiffers>| PrecisionCell {
+            environment: env.into(),
+            workload: "pde".into(),
+            metric: "pde_time".into(),
+            half_width_percent: Some(23.1),
+            met: false,
+            launches: 16,
+            n: 252,
+            first_trial_differs: d,
+        };
+        let effect = virtperf_stats::sequential::FirstVsRest { percent: 126.0, t: 10.2, launches: 12 };
+        let p = PrecisionReport {
+            target_percent: 5.0,
+            level: 0.99,
+            budget_ms: 270_000,
+            met: 0,
+            cells: vec![
+                cell("uml", Some(FirstTrialDiffers { environment: "uml".into(), effect })),
+                cell("gvisor", None),
+            ],
+        };
+        let notes = order_notes(&p);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("uml / pde pde_time: in uml, a launch's first trial differs from its later ones by +126 % (t = 10.2, 12 launches"), "{}", notes[0]);
+        let j = serde_json::to_value(&p.cells[0]).unwrap();
+        assert_eq!(j["first_trial_differs"]["environment"], "uml");
+        assert_eq!(j["first_trial_differs"]["launches"], 12);
+        assert!(serde_json::to_value(&p.cells[1]).unwrap().get("first_trial_differs").is_none());
+    }
 
     #[test]
     fn a_sample_that_is_not_finite_is_left_out_and_said() {
