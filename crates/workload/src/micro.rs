@@ -761,11 +761,14 @@ mod tests {
         Ok((o.samples[0].value, o.extra))
     }
 
-    /// A loop the compiler removed costs the same however long it is; a real one scales.
+    /// A loop the compiler removed costs the same however long it is (×1 for 8× the operations);
+    /// a real one scales (×8). The bar is ×2: between the two, clear of both — at ×3 it failed
+    /// once in a local run of the whole workload suite (a 2-CPU host whose ping-pongs run at two
+    /// speeds, on one CPU or across two).
     fn scales(w: &Micro, key: &str, small: u64) {
-        // The fastest of three: a run preempted by a neighbour only ever gets slower.
+        // The fastest of five: a run preempted by a neighbour only ever gets slower.
         let t = |n: u64| {
-            (0..3)
+            (0..5)
                 .map(|_| {
                     let (per_op, _) = run(w, json!({ key: n })).unwrap();
                     per_op * n as f64
@@ -773,7 +776,7 @@ mod tests {
                 .fold(f64::INFINITY, f64::min)
         };
         let (a, b) = (t(small), t(small * 8));
-        assert!(b > 3.0 * a, "{}: {small} ops took {a} ns, 8× as many {b} ns", w.kind);
+        assert!(b > 2.0 * a, "{}: {small} ops took {a} ns, 8× as many {b} ns", w.kind);
     }
 
     #[test]
