@@ -158,17 +158,7 @@ struct Side {
 impl Side {
     fn of(values: &[f64], launches: &[Option<i64>]) -> Option<Side> {
         let all = Summary::of(values)?;
-        let mut ids: Vec<Option<i64>> = Vec::new();
-        let mut groups: Vec<Vec<f64>> = Vec::new();
-        for (x, l) in values.iter().zip(launches.iter().chain(std::iter::repeat(&None))) {
-            match ids.iter().position(|i| i == l) {
-                Some(g) => groups[g].push(*x),
-                None => {
-                    ids.push(*l);
-                    groups.push(vec![*x]);
-                }
-            }
-        }
+        let groups = launch_groups(values, launches);
         let nested = virtperf_stats::Nested::of(&groups).filter(|n| n.launches >= 2);
         let est = nested.as_ref().map(|n| n.estimate()).unwrap_or_else(|| all.estimate());
         Some(Side { all, est, nested })
@@ -558,22 +548,21 @@ pub struct FirstTrialDiffers {
     pub effect: virtperf_stats::sequential::FirstVsRest,
 }
 
-/// Each launch's measured values of `metric` for environment `e`, case `c`, in the order they ran.
-fn launch_groups(trials: &[TrialRow], e: usize, c: usize, metric: &str) -> Vec<Vec<f64>> {
-    let mut by: BTreeMap<i64, Vec<(i64, f64)>> = BTreeMap::new();
-    for t in trials.iter().filter(|t| {
-        t.env_idx == e && t.case_idx == c && !t.warmup && t.status == TrialStatus::Ok && t.peer_idx.is_none()
-    }) {
-        if let Some(v) = t.samples.iter().find(|x| x.metric == metric) {
-            by.entry(t.launch_id.unwrap_or(i64::from(t.block))).or_default().push((t.seq, v.value));
+/// Values grouped by the launch that measured them (`launches[i]` is `values[i]`'s; missing ids
+/// count as one launch), each group in the order the values came — the trials' order.
+fn launch_groups(values: &[f64], launches: &[Option<i64>]) -> Vec<Vec<f64>> {
+    let mut ids: Vec<Option<i64>> = Vec::new();
+    let mut groups: Vec<Vec<f64>> = Vec::new();
+    for (x, l) in values.iter().zip(launches.iter().chain(std::iter::repeat(&None))) {
+        match ids.iter().position(|i| i == l) {
+            Some(g) => groups[g].push(*x),
+            None => {
+                ids.push(*l);
+                groups.push(vec![*x]);
+            }
         }
     }
-    by.into_values()
-        .map(|mut g| {
-            g.sort_by_key(|x| x.0);
-            g.into_iter().map(|x| x.1).collect()
-        })
-        .collect()
+    groups
 }
 
 /// Precision mode's cells, read from the rows: each environment's headline metrics' ratios.
@@ -581,6 +570,7 @@ fn precision_report(
     manifest: &serde_json::Value,
     results: &[ResultRow],
     rows: &RunRows,
+    tally: &Tally,
     baseline_of: &[Option<usize>],
 ) -> Option<PrecisionReport> {
     let cases = &rows.cases;
@@ -600,7 +590,10 @@ fn precision_report(
         let sides = e.into_iter().chain(e.and_then(|e| baseline_of.get(e).copied().flatten()));
         let first_trial_differs = c.and_then(|c| {
             sides.into_iter().find_map(|side| {
-                virtperf_stats::sequential::first_vs_rest(&launch_groups(&rows.trials, side, c, &x.metric))
+                let key = (c, x.metric.clone(), (side, None));
+                let values = tally.values.get(&key)?;
+                let launches = tally.launch_of.get(&key).map_or(&[][..], Vec::as_slice);
+                virtperf_stats::sequential::first_vs_rest(&launch_groups(values, launches))
                     .map(|effect| FirstTrialDiffers { environment: rows.envs[side].name.clone(), effect })
             })
         });
@@ -767,7 +760,7 @@ pub fn build(rows: &RunRows) -> Result<Report> {
         natural_baseline: bases.natural,
         overhead_method:
             "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
-        precision: precision_report(&info.manifest, &results, rows, &bases.of),
+        precision: precision_report(&info.manifest, &results, rows, &tally, &bases.of),
         results,
         environments: env_summaries(rows, &bases.of),
         clock_checks,
