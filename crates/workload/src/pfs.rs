@@ -715,7 +715,11 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
             // written before a brick's connection is up is laid out over the others (a CI run
             // here found a 32 MiB file wholly on one of two bricks, in TCG guests).
             let mounted = t0.elapsed();
-            while let Some(down) = unconnected_bricks(mnt).filter(|d| !d.is_empty()) {
+            let bricks_seen = loop {
+                let Some((bricks, down)) = unconnected_bricks(mnt) else { break None };
+                if down.is_empty() {
+                    break Some(bricks);
+                }
                 if t0.elapsed() > START_TIMEOUT {
                     return Err(format!(
                         "the client did not connect to every brick within {} s (not connected: {}); its log ends: {}",
@@ -725,9 +729,8 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
                     ));
                 }
                 std::thread::sleep(Duration::from_millis(20));
-            }
+            };
             let waited = t0.elapsed().saturating_sub(mounted);
-            let bricks_seen = bricks_of(mnt);
             let mut q: BTreeMap<String, Value> = BTreeMap::new();
             q.insert("file_size".into(), json!(p.u64("file_size")?));
             q.insert("record_size".into(), json!(p.u64("record_size")?));
@@ -757,11 +760,11 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
     })
 }
 
-/// The mounted volume's client translators not connected to their brick, from the meta
-/// translator the FUSE client loads (`.meta/graphs/active/VOLUME-client-N/private` says
-/// `connected = 1` once its brick answers). None: no such translator to read (a client without
-/// `.meta`), so nothing to wait for.
-fn unconnected_bricks(mnt: &Path) -> Option<Vec<String>> {
+/// The mounted volume's client translators (one per brick), and those not connected to their
+/// brick, from the meta translator the FUSE client loads
+/// (`.meta/graphs/active/VOLUME-client-N/private` says `connected = 1` once its brick answers).
+/// None: no such translator to read (a client without `.meta`), so nothing to wait for.
+fn unconnected_bricks(mnt: &Path) -> Option<(usize, Vec<String>)> {
     let prefix = format!("{VOLUME}-client-");
     let mut clients = 0;
     let mut down = Vec::new();
@@ -776,15 +779,7 @@ fn unconnected_bricks(mnt: &Path) -> Option<Vec<String>> {
             down.push(name);
         }
     }
-    (clients > 0).then_some(down)
-}
-
-/// How many client translators (bricks) the mounted volume has, where `.meta` says.
-fn bricks_of(mnt: &Path) -> Option<usize> {
-    let prefix = format!("{VOLUME}-client-");
-    let entries = std::fs::read_dir(mnt.join(".meta/graphs/active")).ok()?;
-    let n = entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count();
-    (n > 0).then_some(n)
+    (clients > 0).then_some((clients, down))
 }
 
 /// A client translator's private dump says it is connected to its brick.
@@ -840,9 +835,9 @@ mod tests {
             std::fs::write(d.join("private"), dump(c)).unwrap();
         }
         std::fs::create_dir_all(active.join(format!("{VOLUME}-dht"))).unwrap();
-        assert_eq!(unconnected_bricks(&mnt), Some(vec![format!("{VOLUME}-client-1")]));
+        assert_eq!(unconnected_bricks(&mnt), Some((2, vec![format!("{VOLUME}-client-1")])));
         std::fs::write(active.join(format!("{VOLUME}-client-1/private")), dump(1)).unwrap();
-        assert_eq!(unconnected_bricks(&mnt), Some(vec![]));
+        assert_eq!(unconnected_bricks(&mnt), Some((2, vec![])));
         std::fs::remove_dir_all(&mnt).unwrap();
     }
 
