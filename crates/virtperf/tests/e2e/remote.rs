@@ -839,6 +839,18 @@ pub(crate) fn remote_disks_write_on_their_hosts_scratch() -> Outcome {
     Outcome::Pass
 }
 
+/// A campaign of 300 ms sleeps natively here and on host b, for the interruption tests: its
+/// experiment file, a state directory of its own, and its database.
+fn sleep_campaign(h: &RemoteHost, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let f = h.experiment(
+        name,
+        "b",
+        "[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n",
+        "[[workload]]\nkind = \"sleep\"\nduration = \"300ms\"\n",
+    );
+    (f, h.dir.path().join("state"), h.dir.path().join(format!("{name}.db")))
+}
+
 /// A campaign interrupted (SIGTERM) while both workers measure: each worker leaves its trial in
 /// flight pending and tears its environments down, here and on b; `--resume` runs exactly the
 /// rest on each host. Then a campaign killed (-9): its workers' ledgers are swept by the next
@@ -848,15 +860,8 @@ pub(crate) fn remote_campaign_interrupted_resumes_and_killed_is_swept() -> Outco
         Ok(h) => h,
         Err(why) => return Outcome::Skip(why),
     };
-    let f = h.experiment(
-        "ir",
-        "b",
-        "[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n",
-        "[[workload]]\nkind = \"sleep\"\nduration = \"300ms\"\n",
-    );
-    let state = h.dir.path().join("state");
+    let (f, state, db) = sleep_campaign(&h, "ir");
     let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let db = h.dir.path().join("ir.db");
     let (fs, dbs) = (f.to_str().unwrap(), db.to_str().unwrap());
     let child = h.vp_spawn(&["run", fs, "--reps", "12", "--warmup", "0", "--db", dbs], &env);
     wait_for(|| (count_trials(&db, "ok") >= 4).then_some(()), 30.0).expect("trials were being stored");
@@ -993,15 +998,8 @@ pub(crate) fn remote_sshd_dying_mid_campaign_fails_its_trials_and_resume_finishe
         Ok(h) => h,
         Err(why) => return Outcome::Skip(why),
     };
-    let f = h.experiment(
-        "sd",
-        "b",
-        "[[env]]\nkind = \"native\"\nhost = [\"local\", \"b\"]\n",
-        "[[workload]]\nkind = \"sleep\"\nduration = \"300ms\"\n",
-    );
-    let state = h.dir.path().join("state");
+    let (f, state, db) = sleep_campaign(&h, "sd");
     let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
-    let db = h.dir.path().join("sd.db");
     let (fs, dbs) = (f.to_str().unwrap(), db.to_str().unwrap());
     let child = h.vp_spawn(&["run", fs, "--reps", "8", "--warmup", "0", "--json", "--db", dbs], &env);
     wait_for(|| (count_trials(&db, "ok") >= 4).then_some(()), 60.0).expect("trials were being stored");
