@@ -373,23 +373,39 @@ pub(crate) fn a_hung_virtperf_fails_its_test_with_the_command_line() -> Outcome 
 /// that test instead; an environment not required still skips with its reason; one that can run
 /// goes on. And the environments .ci/run requires are doctor's own rows.
 pub(crate) fn a_required_environment_that_would_skip_fails_its_test() -> Outcome {
-    let required = vec!["gvisor".to_string(), "uml:kernel=virtperf".to_string()];
+    let required = vec!["gvisor".to_string(), "uml:kernel=virtperf".to_string(), "iperf3".to_string()];
     let why = || Some("doctor says no".to_string());
-    let failed = std::panic::catch_unwind(|| unless_required_in(&required, "gvisor", why()));
+    let fails = |name: &'static str| {
+        let r = required.clone();
+        std::panic::catch_unwind(move || unless_required_in(&r, name, why()))
+    };
+    let failed = fails("gvisor");
     let message = failed.as_ref().err().and_then(|p| p.downcast_ref::<String>().cloned()).unwrap_or_default();
     assert!(message.contains("gvisor is required") && message.contains("doctor says no"), "{failed:?}");
-    assert!(std::panic::catch_unwind(|| unless_required_in(&required, "uml:kernel=virtperf", why())).is_err());
-    assert_eq!(unless_required_in(&required, "uml", why()), why(), "not required: skipped with the reason");
+    // A variant requires its kind (`uml:kernel=virtperf` requires `uml`, which `auto` picks),
+    // a required kind the host's root and the programs its tests use, a tool itself.
+    for name in ["uml:kernel=virtperf", "uml", "root", "strace", "iperf3"] {
+        assert!(fails(name).is_err(), "{name} is required by {required:?}");
+    }
+    for name in ["qemu", "runc", "fio", "virsh"] {
+        assert_eq!(unless_required_in(&required, name, why()), why(), "{name}: not required, skipped");
+    }
+    assert!(is_required_in(&["container".into()], "runc") && is_required_in(&["libvirt".into()], "qemu-img"));
+    assert!(!is_required_in(&["uml".into()], "uml:kernel=virtperf"), "a kind does not require each variant");
     assert_eq!(unless_required_in(&required, "gvisor", None), None, "usable: runs");
-    // .ci/run's list names rows doctor has (a misspelt one would require nothing).
+    // .ci/run's list names rows doctor has or the tools the tests know (a misspelt one would
+    // require nothing).
     let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/run")).unwrap();
     let line =
         ci.lines().find(|l| l.contains("VIRTPERF_E2E_REQUIRE=")).expect(".ci/run sets VIRTPERF_E2E_REQUIRE");
     let list = line.split_once('=').unwrap().1.trim_matches('"');
     let rows = doctor_rows().unwrap();
     let rows: Vec<&str> = rows.iter().filter_map(|r| r["environment"].as_str()).collect();
-    for env in list.split(',') {
-        assert!(rows.contains(&env), ".ci/run requires {env}, which doctor has no row for ({rows:?})");
+    for name in list.split(',') {
+        assert!(
+            rows.contains(&name) || TOOLS.iter().any(|t| t.0 == name),
+            ".ci/run requires {name}, which is neither a row of doctor's ({rows:?}) nor one of util::TOOLS"
+        );
     }
     println!("    required on this machine kind by .ci/run: {list}; now: {:?}", required_envs());
     Outcome::Pass

@@ -25,7 +25,7 @@ pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
     let agent = wait_for(|| agents_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
     std::thread::sleep(std::time::Duration::from_millis(500));
     kill(agent, 9);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -46,17 +46,17 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     let pid = child.id();
     wait_for(|| (count_trials(&fx.db, "ok") >= 10).then_some(()), 20.0).expect("trials were being stored");
     kill(pid, 15);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 1"));
     let ok_before = count_trials(&fx.db, "ok");
-    let pending = count_trials(&fx.db, "pending");
-    assert!(ok_before >= 10 && pending > 0, "ok {ok_before}, pending {pending}");
+    let pending = trials_with(&fx.db, "pending");
+    assert!(ok_before >= 10 && !pending.is_empty(), "ok {ok_before}, pending {}", pending.len());
     assert_eq!(run_status(&fx.db), "interrupted");
     fx.assert_no_leftovers();
     let done = ok_trials(&fx.db);
     fx.ok("run --resume 1 --json");
-    assert_resume_ran_exactly_the_rest(&done, pending, &fx.db);
+    assert_resume_ran_exactly(&done, &pending, &fx.db);
     assert_eq!(count_trials(&fx.db, "ok"), 2 * 41, "every planned trial exactly once");
     assert_eq!(count_trials(&fx.db, "pending"), 0);
     assert_eq!(run_status(&fx.db), "completed");
@@ -72,7 +72,7 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     kill(pid, libc::SIGINT);
     std::thread::sleep(std::time::Duration::from_millis(5));
     kill(pid, libc::SIGHUP);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("--resume 2"), "{err}");
@@ -84,9 +84,11 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
     wait_for(|| (count_trials(&fx.db, "ok") >= ok_now + 3).then_some(()), 20.0)
         .expect("the resume stored trials");
     kill(pid, 9);
-    let _ = child.wait_with_output();
-    assert!(count_trials(&fx.db, "pending") > 0, "killed before the end");
+    let _ = child.wait();
+    let (done, pending) = (ok_trials(&fx.db), trials_with(&fx.db, "pending"));
+    assert!(!pending.is_empty(), "killed before the end");
     fx.ok("run --resume 2");
+    assert_resume_ran_exactly(&done, &pending, &fx.db);
     assert_eq!(count_trials(&fx.db, "pending"), 0);
     fx.assert_no_leftovers();
     Outcome::Pass
@@ -94,7 +96,13 @@ pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outc
 
 pub(crate) fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
     let fx = Fixture::new();
-    let use_container = is_root() && has("runc");
+    let use_container = match need_root_and_env("container") {
+        None => true,
+        Some(why) => {
+            dropped("the container part (the run killed is a native one)", &why);
+            false
+        }
+    };
     let kind = if use_container { "container" } else { "native" };
     let child = fx.spawn(&format!("run --env {kind} --workload sleep:duration=60s --reps 1 --warmup 0"));
     let pid = child.id();
@@ -111,7 +119,7 @@ pub(crate) fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
     std::thread::sleep(std::time::Duration::from_millis(700));
     let ledger = std::fs::read_to_string(&ledger_files(&fx.state)[0]).unwrap();
     kill(pid, 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     let leftovers_before = leftover_things(&fx.state);
     assert!(!leftovers_before.is_empty(), "kill -9 left something for the sweep to find: {ledger}");
     let out = fx.ok("run --env native --workload noop --reps 1");
@@ -121,9 +129,6 @@ pub(crate) fn kill9_leftovers_are_swept_by_next_start() -> Outcome {
         String::from_utf8_lossy(&out.stderr)
     );
     fx.assert_no_leftovers();
-    if !use_container {
-        return Outcome::Skip("container part needs root and runc; the native part passed".into());
-    }
     Outcome::Pass
 }
 
@@ -138,7 +143,7 @@ pub(crate) fn kill9_during_network_trial_lab_is_swept() -> Outcome {
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     kill(pid, 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     assert!(!lab_namespaces().is_empty(), "kill -9 left the lab for the sweep to find");
     fx.sweep();
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
@@ -155,7 +160,7 @@ pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
     let agents = wait_for(|| Some(agents_of(pid)).filter(|c| c.len() >= 3), 10.0).expect("three agents");
     std::thread::sleep(std::time::Duration::from_millis(700));
     kill(agents[1], 9);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(count_trials(&fx.db, "failed"), 1, "only the trial in flight");
     assert_eq!(count_trials(&fx.db, "ok"), 2);
@@ -193,7 +198,7 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     .expect("the tester agent");
     std::thread::sleep(std::time::Duration::from_millis(800));
     kill(tester, libc::SIGSTOP);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     let secs = t0.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(secs < 30.0, "the run took {secs:.1}s: the deadline did not end the trial");
@@ -210,7 +215,7 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab's namespaces");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     kill(pid, libc::SIGTERM);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     fx.assert_no_leftovers();
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
@@ -222,14 +227,14 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
 /// the trials stored before stay, the run is marked interrupted, nothing is left behind; with
 /// space made, `--resume` runs exactly the trials left.
 pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
-    if !is_root() {
-        return Outcome::Skip("needs root (mounts a small tmpfs for the database)".into());
+    if let Some(why) = need_tool("root") {
+        return Outcome::Skip(why);
     }
     let fx = Fixture::new();
     let small = fx.path("small");
     std::fs::create_dir(&small).unwrap();
     let Some(tmpfs) = Tmpfs::mount(&small, "size=360k") else {
-        return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
+        return skip("mount", "cannot mount a tmpfs here (mount -t tmpfs failed)");
     };
     let db = small.join("r.db");
     let args =
@@ -245,17 +250,26 @@ pub(crate) fn database_disk_full_stops_the_run_resumably() -> Outcome {
     );
     assert_eq!(run_status(&db), "interrupted");
     let before = ok_trials(&db);
-    let pending = count_trials(&db, "pending");
-    assert!(pending > 0 && before.len() + pending as usize == 300, "{} ok, {pending} pending", before.len());
+    let pending = trials_with(&db, "pending");
+    assert!(
+        !pending.is_empty() && before.len() + pending.len() == 300,
+        "{} ok, {} pending",
+        before.len(),
+        pending.len()
+    );
     fx.assert_no_leftovers();
     // Space made: the run goes on from where it stopped.
     tmpfs.resize("64m");
     let out = vp(&["run", "--resume", "1", "--db", db.to_str().unwrap()], &fx.env());
     assert_ok(&out, "run --resume 1");
-    assert_resume_ran_exactly_the_rest(&before, pending, &db);
+    assert_resume_ran_exactly(&before, &pending, &db);
     assert_eq!(run_status(&db), "completed");
     fx.assert_no_leftovers();
-    println!("    the disk filled after {} of 300 trials; the resume ran the other {pending}", before.len());
+    println!(
+        "    the disk filled after {} of 300 trials; the resume ran the other {}",
+        before.len(),
+        pending.len()
+    );
     Outcome::Pass
 }
 
@@ -281,9 +295,10 @@ pub(crate) fn kill9_while_the_lab_is_built_is_swept() -> Outcome {
         }
     }
     kill(child.id(), 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     assert!(at_kill >= 1, "no namespace of the lab appeared within 30 s");
     let left = made();
+    assert!(left >= 1, "the kill left no namespace of the lab: nothing for the sweep to do");
     fx.sweep();
     assert_eq!(made(), 0, "the lab's namespaces outlived the next start");
     assert_eq!(before, root_netns_snapshot(), "the root namespace changed");
@@ -295,13 +310,13 @@ pub(crate) fn kill9_while_the_lab_is_built_is_swept() -> Outcome {
 /// the directory, the full disk and the resume command; nothing of it is left there, the run is
 /// marked interrupted; with space made `--resume` runs all of it.
 pub(crate) fn state_directory_disk_full_stops_the_run_resumably() -> Outcome {
-    if !is_root() {
-        return Outcome::Skip("needs root (mounts a small tmpfs as the state directory)".into());
+    if let Some(why) = need_tool("root") {
+        return Outcome::Skip(why);
     }
     let fx = Fixture::new();
     std::fs::create_dir(&fx.state).unwrap();
     let Some(_tmpfs) = Tmpfs::mount(&fx.state, "size=64k,mode=755") else {
-        return Outcome::Skip("cannot mount a tmpfs here (mount -t tmpfs failed)".into());
+        return skip("mount", "cannot mount a tmpfs here (mount -t tmpfs failed)");
     };
     let fill = fx.state.join("fill");
     let _ = Command::new("dd")
@@ -319,10 +334,12 @@ pub(crate) fn state_directory_disk_full_stops_the_run_resumably() -> Outcome {
         "{err}"
     );
     assert_eq!(run_status(&fx.db), "interrupted");
-    let pending = count_trials(&fx.db, "pending");
+    let pending = trials_with(&fx.db, "pending");
+    assert_eq!(pending.len(), 3, "it stopped before its first trial: all 3 are pending");
+    assert_eq!(count_trials(&fx.db, "ok") + count_trials(&fx.db, "failed"), 0, "no trial ran");
     std::fs::remove_file(&fill).unwrap();
     fx.ok("run --resume 1");
-    assert_resume_ran_exactly_the_rest(&[], pending, &fx.db);
+    assert_resume_ran_exactly(&[], &pending, &fx.db);
     fx.assert_no_leftovers();
     Outcome::Pass
 }
@@ -347,7 +364,7 @@ pub(crate) fn kill9_during_an_image_build_is_swept() -> Outcome {
     }
     let pid = child.id();
     kill(pid, 9);
-    let out = child.wait_with_output().expect("the build ends");
+    let out = child.wait();
     let left = unfinished();
     assert_eq!(left.len(), 1, "one working directory of the killed build: {left:?} ({:?})", out.status);
     let name = left[0].clone();
@@ -373,8 +390,10 @@ pub(crate) fn kill9_during_an_image_build_is_swept() -> Outcome {
 /// measured). The partial download stays in its working directory, which the next start sweeps.
 pub(crate) fn kill9_during_a_kernel_download_leaves_no_truncated_package() -> Outcome {
     if !has("apt-get") || !apt_candidate("linux-image-amd64") {
-        return Outcome::Skip(
-            "apt offers no linux-image-amd64 here (a Debian host with its mirror is needed)".into(),
+        // The guest image needs it: where QEMU guests are required, so is it.
+        return skip(
+            "qemu",
+            "apt offers no linux-image-amd64 here (a Debian host with its mirror is needed)",
         );
     }
     let fx = Fixture::new();
@@ -405,7 +424,7 @@ pub(crate) fn kill9_during_a_kernel_download_leaves_no_truncated_package() -> Ou
         };
         let below = descendants(pid);
         kill(pid, 9);
-        let _ = child.wait_with_output();
+        let _ = child.wait();
         (pid, got, below)
     };
     let (pid, got, below) = start_and_kill(1 << 20);
@@ -416,6 +435,12 @@ pub(crate) fn kill9_during_a_kernel_download_leaves_no_truncated_package() -> Ou
         );
         return Outcome::Pass;
     };
+    // It was killed in the middle of the download: bytes had arrived, apt-get ran below it.
+    assert!(
+        bytes >= 1 << 20,
+        "killed after 120 s with {bytes} bytes of the package downloaded: the download did not go on"
+    );
+    assert!(!below.is_empty(), "no download process ran below virtperf when it was killed");
     // apt-get and its download methods end with virtperf.
     let gone = |p: &u32| !Path::new(&format!("/proc/{p}")).exists();
     let ended = wait_for(|| below.iter().all(gone).then_some(()), 5.0);
@@ -433,7 +458,8 @@ pub(crate) fn kill9_during_a_kernel_download_leaves_no_truncated_package() -> Ou
     );
     // The next start sweeps it (killed again as soon as its own download began: the package is
     // not fetched whole here).
-    let (pid2, _, _) = start_and_kill(0);
+    let (pid2, got2, _) = start_and_kill(0);
+    assert!(got2.is_some(), "the next start never began its own download (no .dl-{pid2})");
     let left = in_debs(&|n| n.starts_with(".dl-"));
     assert!(!left.contains(&dead), "the dead download's {dead} outlived the next start ({pid2}): {left:?}");
     println!("    killed with {:.1} MB of the package downloaded: apt-get ended, nothing in place; the next start swept {dead}", bytes as f64 / 1e6);

@@ -27,7 +27,9 @@ pub(crate) fn gvisor_serves_syscalls_and_joins_the_lab() -> Outcome {
     wait_for(|| (lab_namespaces().len() >= 3).then_some(()), 20.0).expect("the lab");
     std::thread::sleep(std::time::Duration::from_millis(2500));
     kill(pid, 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
+    let left = left_for_the_sweep(&fx.state, "gVisor killed mid-trial");
+    assert!(left.iter().any(|l| l.starts_with("netns")), "the lab's namespaces were left: {left:?}");
     fx.sweep();
     let runsc_left =
         std::process::Command::new("pgrep").args(["-f", &format!("virtperf/vp{pid}-")]).output().unwrap();
@@ -148,7 +150,7 @@ pub(crate) fn uml_guest_boots_joins_the_lab_and_is_swept() -> Outcome {
     std::thread::sleep(std::time::Duration::from_millis(4000));
     assert!(!processes_mentioning(fx.state.to_str().unwrap()).is_empty(), "the guest is running");
     kill(pid, 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     fx.sweep();
     let left = wait_for(|| processes_mentioning(fx.state.to_str().unwrap()).is_empty().then_some(()), 5.0);
     assert!(left.is_some(), "guest processes left: {:?}", processes_mentioning(fx.state.to_str().unwrap()));
@@ -265,13 +267,11 @@ fn kill_group(pid: u32) {
 /// beside it: a compile-time 2696 bytes, which the host clips when its size is smaller and refuses
 /// (EFAULT) when it is larger, as with AMX's 11008.
 pub(crate) fn uml_patched_kernel_uses_the_hosts_xsave_size() -> Outcome {
-    if !is_root() {
-        return Outcome::Skip(
-            "needs root (apt-get download of linux-source-6.12 may update apt's lists)".into(),
-        );
+    if let Some(why) = need_tool("root") {
+        return Outcome::Skip(why);
     }
-    if !has("strace") {
-        return Outcome::Skip("needs strace (apt-get install strace, or make deps)".into());
+    if let Some(why) = need_tool("strace") {
+        return Outcome::Skip(why);
     }
     let Some(host) = host_xsave_size() else {
         return Outcome::Skip("this CPU has no XSAVE (CPUID leaf 0xD): UML uses PTRACE_GETFPREGS".into());
@@ -547,7 +547,7 @@ pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -
     wait_for(|| (ready() > 0).then_some(()), 60.0).expect("the guest became ready");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     kill(qpid, 9);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r = reasons(&db);
     assert_eq!(r.iter().filter(|x| x.0 == "failed").count(), 1, "{r:?}");
@@ -559,7 +559,7 @@ pub(crate) fn qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on() -
     let needle = format!("name vp{}-", child.id());
     wait_for(|| (!processes_mentioning(&needle).is_empty()).then_some(()), 30.0).expect("QEMU started");
     kill(child.id(), 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     let gone = wait_for(|| processes_mentioning(&needle).is_empty().then_some(()), 10.0);
     assert!(gone.is_some(), "QEMU outlived a kill -9 of virtperf: {:?}", processes_mentioning(&needle));
     assert!(!leftover_things(&fx.state).is_empty(), "the ledger and cgroup are there for the sweep");
@@ -586,15 +586,17 @@ pub(crate) fn qemu_killed_during_boot_is_swept() -> Outcome {
     let mark = format!("vp{pid}-");
     let qemu = wait_for(|| qemu_named(&mark), 60.0);
     kill(pid, 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     let Some(qemu) = qemu else { panic!("no QEMU process named {mark}… appeared") };
     std::thread::sleep(std::time::Duration::from_millis(300));
     let stayed = qemu_named(&mark).is_some();
+    let left = left_for_the_sweep(&fx.state, "QEMU killed during boot");
     fx.sweep();
     assert!(qemu_named(&mark).is_none(), "QEMU {qemu} still runs");
     println!(
-        "    killed while QEMU {qemu} booted; {} after the run died, gone after the next start",
-        if stayed { "it still ran" } else { "it had ended" }
+        "    killed while QEMU {qemu} booted; {} after the run died ({} things left), gone after the next start",
+        if stayed { "it still ran" } else { "it had ended" },
+        left.len()
     );
     Outcome::Pass
 }

@@ -9,10 +9,13 @@ pub(crate) fn network_workloads_native_and_container_root_ns_untouched() -> Outc
         return Outcome::Skip(why);
     }
     let fx = Fixture::new();
-    let with_container = has("runc");
-    if !with_container {
-        dropped("the container side", "runc is not installed (make deps installs it)");
-    }
+    let with_container = match need_root_and_env("container") {
+        None => true,
+        Some(why) => {
+            dropped("the container side", &why);
+            false
+        }
+    };
     let mut args = vec!["run", "--env", "native"];
     if with_container {
         args.extend(["--env", "container"]);
@@ -81,10 +84,13 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("frame_size"));
     assert!(!fx.db.exists(), "a refused run created its database");
-    let with_container = has("runc");
-    if !with_container {
-        dropped("the container side", "runc is not installed (make deps installs it)");
-    }
+    let with_container = match need_root_and_env("container") {
+        None => true,
+        Some(why) => {
+            dropped("the container side", &why);
+            false
+        }
+    };
     let mut args = vec!["run", "--env", "native"];
     if with_container {
         args.extend(["--env", "container"]);
@@ -410,10 +416,9 @@ pub(crate) fn all_pairs_matrix_covers_every_ordered_pair() -> Outcome {
     }
     let fx = Fixture::new();
     let mut envs = vec!["native", "native:name=b"];
-    if has("runc") {
-        envs.push("container");
-    } else {
-        dropped("the container's rows", "runc is not installed (make deps installs it)");
+    match need_root_and_env("container") {
+        None => envs.push("container"),
+        Some(why) => dropped("the container's rows", &why),
     }
     let mut args = vec!["run"];
     for e in &envs {
@@ -449,17 +454,15 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
         return Outcome::Skip(why);
     }
     let fx = Fixture::new();
-    let mut ran = Vec::new();
-    let mut skipped = Vec::new();
+    let mut bridge: Option<f64> = None;
     for switch in ["bridge", "ovs", "driver-domain"] {
         let why = match switch {
-            "ovs" => (!has("ovs-vswitchd") || !has("ethtool"))
-                .then(|| "Open vSwitch or ethtool is not installed (make deps installs them)".to_string()),
+            "ovs" => need_tools(&["ovs", "ethtool"]),
             "driver-domain" => need_qemu(),
             _ => None,
         };
         if let Some(why) = why {
-            skipped.push(format!("{switch}: {why}"));
+            dropped(&format!("the {switch} switch"), &why);
             continue;
         }
         let out = fx.vp_on(
@@ -473,18 +476,28 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
         let doc = json_of(&out, switch);
         let agg = row_or_fail(&doc, "native", "tcp_goodput")["mean"].as_f64().unwrap();
         // One window on one wire: never above the ceiling (+0.5 % for the samples' interpolation).
-        // A userspace switch or a TCG driver domain may be slower than the wire; each has a floor
-        // under what it carried here (bridge 0.941, ovs 0.928, driver-domain 0.816 Gbit/s), with
-        // room for a slower CPU: the bridge is the kernel's own, the others cost CPU per packet.
-        let floor = match switch {
-            "bridge" => 0.90,
-            "ovs" => 0.70,
-            _ => 0.40,
+        // The kernel's bridge costs next to no CPU, so the wire is what bounds it: within 5 % of
+        // its ceiling. A userspace switch and a TCG driver domain forward on CPU this host shares
+        // with the flows (and with whatever else runs here): what they carry is held against the
+        // bridge's figure measured just before on the same wire — a quarter of it at least, which
+        // a switch that forwards at all reaches (measured: ovs 0.57–0.93, driver domain 0.82 of
+        // ~0.9 Gbit/s) and a broken one (bad checksums, a lost port: a trickle) does not. How fast
+        // each forwards is bench/ovs.sh's figure, beside a bare OVS.
+        let floor = match bridge {
+            None => 0.95 * 0.9415,
+            Some(b) => 0.25 * b,
         };
         assert!(
             agg <= 0.9415 * 1.005 && agg >= floor,
-            "{switch}: 2 instances together {agg} Gbit/s (at least {floor} expected)"
+            "{switch}: 2 instances together {agg} Gbit/s (at least {floor:.3} expected; the bridge carried {bridge:?})"
         );
+        if switch == "bridge" {
+            bridge = Some(agg);
+        }
+        // Both instances got through: Jain's index over the two ≥ 0.6, the smaller's share ≥ 10 %
+        // (TCP flows on one wire need not split it evenly: seed 000 saw 500 + 410 Mbit/s).
+        let jain = row_or_fail(&doc, "native", "tcp_goodput_jain")["mean"].as_f64().unwrap();
+        assert!(jain >= 0.6, "{switch}: one instance was starved (Jain's index {jain})");
         let cpu = result_row(&doc, "native", "switch_cpu_time").ok().and_then(|r| r["mean"].as_f64());
         match switch {
             "bridge" => assert!(cpu.is_none(), "the kernel's bridge has no process: {cpu:?}"),
@@ -492,12 +505,7 @@ pub(crate) fn switches_carry_two_instances_on_one_wire() -> Outcome {
         }
         assert_eq!(doc["manifest"]["lab"]["switch"], switch);
         println!("    {switch}: 2 instances {agg:.3} Gbit/s, switch CPU {cpu:?} ms per trial");
-        ran.push(switch);
         fx.assert_no_leftovers();
-    }
-    if ran.len() < 3 {
-        // The bridge always runs: report the rest as what was left out, not as a pass of them.
-        return Outcome::Skip(format!("ran {}; left out: {}", ran.join(", "), skipped.join("; ")));
     }
     Outcome::Pass
 }
@@ -509,8 +517,8 @@ pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outc
     if let Some(why) = need_root_and("tc") {
         return Outcome::Skip(why);
     }
-    if !has("ovs-vswitchd") || !has("ethtool") {
-        return Outcome::Skip("Open vSwitch or ethtool is not installed (make deps installs them)".into());
+    if let Some(why) = need_tools(&["ovs", "ethtool"]) {
+        return Outcome::Skip(why);
     }
     let fx = Fixture::new();
     let ovs_of = |pid: u32| {
@@ -532,7 +540,7 @@ pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outc
     let switch = ovs_of(child.id()).expect("the lab's OVS started");
     std::thread::sleep(Duration::from_millis(1500));
     kill(switch, 9);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let failures = doc["failures"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -551,7 +559,9 @@ pub(crate) fn a_dying_switch_fails_the_trial_and_a_killed_run_is_swept() -> Outc
     let child = fx.spawn_on("k.db", line);
     ovs_of(child.id()).expect("the lab's OVS started");
     kill(child.id(), 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
+    let left = left_for_the_sweep(&fx.state, "a run killed while its OVS ran");
+    assert!(left.iter().any(|l| l.starts_with("netns")), "the lab's namespaces were left: {left:?}");
     fx.ok("run --env native --workload noop");
     fx.assert_no_leftovers();
     Outcome::Pass

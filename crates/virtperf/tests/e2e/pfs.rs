@@ -4,17 +4,14 @@ use crate::util::*;
 use crate::Outcome;
 
 fn need_gluster() -> Option<String> {
-    need_root_and_env("container")
-        .or_else(|| need_root_and("glusterd"))
-        .or_else(|| need_root_and("glusterfs"))
-        .or_else(|| {
-            (!gluster_processes().is_empty()).then(|| {
-                format!(
-                    "GlusterFS processes already run on this host (not the test's): {:?}",
-                    gluster_processes()
-                )
-            })
+    need_root_and_env("container").or_else(|| need_root_and("glusterfs")).or_else(|| {
+        (!gluster_processes().is_empty()).then(|| {
+            format!(
+                "GlusterFS processes already run on this host (not the test's): {:?}",
+                gluster_processes()
+            )
         })
+    })
 }
 
 /// A 2-server volume on native and in containers (with Docker's capabilities and SYS_ADMIN): the
@@ -154,7 +151,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
     let brick = gluster_processes().into_iter().find(|c| c.contains("--brick-name")).unwrap();
     let bpid: u32 = brick.split_whitespace().next().unwrap().parse().unwrap();
     kill(bpid, 9);
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait();
     let err = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{err}");
     assert_eq!((count_trials(&db2, "failed"), count_trials(&db2, "ok")), (1, 1), "{err}");
@@ -179,7 +176,7 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
         60.0,
     );
     kill(pid, 9);
-    let _ = child.wait_with_output();
+    let _ = child.wait();
     let Some(running) = bricks else { panic!("the servers never ran: {:?}", gluster_processes()) };
     // The agents die with the run (or are the sweep's); the brick daemons, detached, stay.
     std::thread::sleep(std::time::Duration::from_millis(500));

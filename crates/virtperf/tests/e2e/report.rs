@@ -31,7 +31,16 @@ fn browse(page: &std::path::Path, shot: Option<&std::path::Path>) -> (String, St
         None => args.push("--dump-dom".into()),
     }
     args.push(url);
-    let out = std::process::Command::new("unshare").args(&args).output().expect("unshare runs the browser");
+    let child = std::process::Command::new("unshare")
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unshare runs the browser");
+    // A page load takes seconds; a browser that hangs fails the test instead of the suite.
+    let out = Spawned::new(child, format!("the browser on {}", page.display()))
+        .wait_within(Duration::from_secs(120));
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -65,8 +74,9 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
         return Outcome::Skip(why);
     }
     if browser().is_none() {
-        return Outcome::Skip(
-            "needs a headless browser (apt-get install chromium-headless-shell, or make deps)".into(),
+        return skip(
+            "browser",
+            "needs a headless browser (apt-get install chromium-headless-shell, or make deps)",
         );
     }
     let fx = Fixture::new().with_scratch();

@@ -1,13 +1,13 @@
-//! e2e: tools inside environments — iperf3 and fio in every kind the host can run (native,
-//! container, gVisor, UML, a QEMU guest), `command` with a JSON and a regex metric, virtperf's own
-//! tcp_stream and disk beside them, and bad input.
+//! e2e: tools inside environments — iperf3, fio, sysbench and stress-ng in every kind the host can
+//! run (native, container, gVisor, UML on each kernel that boots here, a QEMU guest), `command`
+//! with a JSON and a regex metric, virtperf's own tcp_stream and disk beside them, and bad input.
 
 use crate::util::*;
 
 const EXPERIMENT: &str = r#"
 name = "tools"
-reps = 2
-warmup = 0
+reps = 3
+warmup = 1
 
 [[workload]]
 kind = "iperf3"
@@ -48,19 +48,15 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    for prog in ["iperf3", "fio"] {
-        if !has(prog) {
-            return Outcome::Skip(format!("needs {prog} (apt-get install {prog}, or make deps)"));
-        }
+    if let Some(why) = need_tools(&["iperf3", "fio"]) {
+        return Outcome::Skip(why);
     }
     let fx = Fixture::new().with_scratch();
     let mut toml =
         String::from(EXPERIMENT) + "\n[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\n";
     let mut envs = vec!["native", "container"];
-    let mut dropped = Vec::new();
     for (name, spec) in [
         ("gvisor", "kind = \"gvisor\"\n"),
-        ("uml", "kind = \"uml\"\ndisk = \"ubd\"\n"),
         ("qemu", "kind = \"qemu\"\ndisk = \"virtio-blk\"\ndisk_size = \"96MiB\"\n"),
     ] {
         match doctor_unusable(name) {
@@ -68,7 +64,20 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
                 envs.push(name);
                 toml += &format!("\n[[env]]\n{spec}");
             }
-            Some(why) => dropped.push(format!("{name}: {why}")),
+            Some(why) => dropped(name, &why),
+        }
+    }
+    // Every UML kernel that boots here: the packaged one and virtperf's where both do.
+    match need_root_and_env("uml") {
+        Some(why) => dropped("uml", &why),
+        None => {
+            for (name, param) in uml_kernels() {
+                envs.push(name);
+                toml += &format!("\n[[env]]\nkind = \"uml\"\nname = \"{name}\"\ndisk = \"ubd\"\n");
+                if let Some((k, v)) = param.split_once('=') {
+                    toml += &format!("{k} = \"{v}\"\n");
+                }
+            }
         }
     }
     let file = fx.file("tools.toml", &toml);
@@ -78,21 +87,52 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
         let own = row_or_fail(&doc, e, "tcp_goodput");
         let fio = row_or_fail(&doc, e, "fio_bw");
         let disk = row_or_fail(&doc, e, "disk_write");
-        assert_eq!(ip["n"], 2, "{e}: both iperf3 trials measured");
-        let (a, b) = (ip["mean"].as_f64().unwrap(), own["mean"].as_f64().unwrap());
-        println!(
-            "    {e}: iperf3 {a:.3} Gbit/s, tcp_stream {b:.3} Gbit/s (×{:.2}); fio {:.0} MB/s, disk {:.0} MB/s",
-            a / b,
-            fio["mean"].as_f64().unwrap(),
-            disk["mean"].as_f64().unwrap()
-        );
-        assert!(a > 0.0 && fio["mean"].as_f64().unwrap() > 0.0, "{e}: iperf3 and fio measured something");
+        assert_eq!(ip["n"], 3, "{e}: every iperf3 trial measured");
+        // Agreement, as far as a 2-CPU host lets two tools agree: the 95 % interval of the ratio
+        // of their means (from their own trials' spread) must reach within a factor 2 of 1 —
+        // what a misread figure (bits for bytes, the sender's side, a unit off by 1000) is not.
+        // Closer is not the host's to promise: where a flow's two ends land on 2 CPUs sets its
+        // rate, a launch keeps its placement, and two tools land differently (measured on an AMD
+        // host, one run each: iperf3 ×0.51 [0.34, 0.76] of tcp_stream in a container, ×1.13
+        // and ×1.38 in others; pinned to one CPU, gVisor's iperf3 ×0.14). How close the tools
+        // are is bench/net.sh's and bench/disk.sh's figure (rounds alternating, medians).
+        for (tool, mine) in [(&ip, &own), (&fio, &disk)] {
+            let (lo, r, hi) = ratio_interval(tool, mine);
+            println!(
+                "    {e}: {} {:.3} against {} {:.3} {}: ×{r:.2} [{lo:.2}, {hi:.2}]",
+                tool["metric"].as_str().unwrap_or("?"),
+                tool["mean"].as_f64().unwrap_or(0.0),
+                mine["metric"].as_str().unwrap_or("?"),
+                mine["mean"].as_f64().unwrap_or(0.0),
+                mine["unit"].as_str().unwrap_or("")
+            );
+            assert!(
+                lo <= 2.0 && hi >= 0.5,
+                "{e}: {} and {} disagree: ×{r:.3}, 95 % interval [{lo:.3}, {hi:.3}] beyond a factor 2",
+                tool["metric"],
+                mine["metric"]
+            );
+        }
         let j = row_or_fail(&doc, e, "command_json");
         let r = row_or_fail(&doc, e, "command_regex");
         assert_eq!((j["mean"].as_f64(), r["mean"].as_f64()), (Some(3.5), Some(12.5)), "{e}");
         assert_eq!((j["better"].as_str(), j["unit"].as_str()), (Some("higher"), Some("MB/s")), "{e}");
         assert!(row_or_fail(&doc, e, "command_time")["mean"].as_f64().unwrap() > 0.0);
     }
+    // sysbench and stress-ng work in each of them too (a figure, once each: what they need of
+    // the environment — threads, SysV IPC, fork, a writable TMPDIR — not how fast they go).
+    let more = fx.file(
+        "more.toml",
+        &toml.replace(EXPERIMENT, "name = \"more tools\"\nreps = 1\nwarmup = 0\n\n[[workload]]\nkind = \"sysbench\"\ntime = \"1s\"\n\n[[workload]]\nkind = \"stress-ng\"\nstressor = \"fork\"\ntime = \"1s\"\n"),
+    );
+    let doc2 = json_of(&fx.ok_on("more.db", &format!("run {} --json", more.display())), "more tools");
+    for e in &envs {
+        for m in ["sysbench_events", "stressng_bogo_ops"] {
+            let v = row_or_fail(&doc2, e, m)["mean"].as_f64().unwrap_or(0.0);
+            assert!(v > 0.0, "{e}: {m} = {v}");
+        }
+    }
+
     // The raw output of every tool trial, in the export.
     let ex = fx.ok("export --format json");
     let text = String::from_utf8_lossy(&ex.stdout);
@@ -129,8 +169,21 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
     assert!(fails.contains("matches nothing"), "{fails}");
     row_or_fail(&doc, "native", "memcpy_time");
     fx.assert_no_leftovers();
-    if !dropped.is_empty() {
-        println!("    partial (kinds this host cannot run, doctor's reason): {}", dropped.join("; "));
-    }
     Outcome::Pass
+}
+
+/// The ratio of two result rows' means with its 95 % interval from their trials (a Welch
+/// interval of the log-ratio: each side's relative variance of the mean, Welch–Satterthwaite
+/// degrees of freedom): (low, ratio, high).
+fn ratio_interval(a: &serde_json::Value, b: &serde_json::Value) -> (f64, f64, f64) {
+    let side = |x: &serde_json::Value| {
+        let (m, sd, n) =
+            (x["mean"].as_f64().unwrap(), x["stdev"].as_f64().unwrap_or(0.0), x["n"].as_f64().unwrap());
+        ((sd / m).powi(2) / n, n - 1.0, m)
+    };
+    let ((va, dfa, ma), (vb, dfb, mb)) = (side(a), side(b));
+    let df = (va + vb).powi(2) / (va * va / dfa.max(1.0) + vb * vb / dfb.max(1.0)).max(1e-300);
+    let half = virtperf_stats::t_quantile(0.95, df) * (va + vb).sqrt();
+    let r = ma / mb;
+    (r * (-half).exp(), r, r * half.exp())
 }

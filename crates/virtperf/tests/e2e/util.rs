@@ -46,49 +46,97 @@ pub fn vp(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 pub fn vp_within(args: &[&str], env: &[(&str, &str)], limit: std::time::Duration) -> Output {
-    use std::io::Read;
-    let mut child =
+    let child =
         command(args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("virtperf starts");
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = so.read_to_end(&mut v);
-        v
-    });
-    let err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = se.read_to_end(&mut v);
-        v
-    });
-    let t0 = std::time::Instant::now();
-    let mut termed: Option<std::time::Instant> = None;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        match termed {
-            None if t0.elapsed() > limit => {
-                kill(child.id(), libc::SIGTERM);
-                termed = Some(std::time::Instant::now());
-            }
-            Some(at) if at.elapsed() > std::time::Duration::from_secs(10) => {
-                let _ = child.kill();
-            }
-            _ => {}
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let output =
-        Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() };
-    if termed.is_some() {
-        panic!(
-            "virtperf {} did not end within {} s: stopped. Its stderr:\n{}",
-            args.join(" "),
-            limit.as_secs(),
-            String::from_utf8_lossy(&output.stderr)
-        );
+    Spawned::new(child, format!("virtperf {}", args.join(" "))).wait_within(limit)
+}
+
+/// A process a test started (virtperf in the background, sshd, a browser): waited for with the
+/// suite's deadline, and ended when the test fails before it waited (a panic unwinds through
+/// `Drop`: SIGTERM, then SIGKILL 10 s later), so a failing test leaves nothing running.
+pub struct Spawned {
+    child: Option<Child>,
+    what: String,
+}
+
+impl Spawned {
+    pub fn new(child: Child, what: impl Into<String>) -> Spawned {
+        Spawned { child: Some(child), what: what.into() }
     }
-    output
+
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits for its end (its output collected) within the suite's [`deadline`].
+    pub fn wait(self) -> Output {
+        self.wait_within(deadline())
+    }
+
+    /// Waits for its end within `limit`; past it, it is stopped (SIGTERM, then SIGKILL 10 s
+    /// later) and the test fails with its command line and stderr.
+    pub fn wait_within(mut self, limit: std::time::Duration) -> Output {
+        use std::io::Read;
+        let mut child = self.child.take().expect("a process not yet waited for");
+        let so = child.stdout.take();
+        let se = child.stderr.take();
+        let drain = |p: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(mut p) = p {
+                    let _ = p.read_to_end(&mut v);
+                }
+                v
+            })
+        };
+        let out = drain(so.map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let err = drain(se.map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let t0 = std::time::Instant::now();
+        let mut termed: Option<std::time::Instant> = None;
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                break st;
+            }
+            match termed {
+                None if t0.elapsed() > limit => {
+                    kill(child.id(), libc::SIGTERM);
+                    termed = Some(std::time::Instant::now());
+                }
+                Some(at) if at.elapsed() > std::time::Duration::from_secs(10) => {
+                    let _ = child.kill();
+                }
+                _ => {}
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let output =
+            Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() };
+        if termed.is_some() {
+            panic!(
+                "{} did not end within {} s: stopped. Its stderr:\n{}",
+                self.what,
+                limit.as_secs(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        output
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        if matches!(child.try_wait(), Ok(None)) {
+            eprintln!("    ending {} (pid {}): its test did not wait for it", self.what, child.id());
+            kill(child.id(), libc::SIGTERM);
+            let t0 = std::time::Instant::now();
+            while matches!(child.try_wait(), Ok(None)) && t0.elapsed() < std::time::Duration::from_secs(10) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
 }
 
 /// One test's world: a temporary directory holding the run's database and its state directory,
@@ -185,7 +233,7 @@ impl Fixture {
     }
 
     /// Starts `virtperf LINE --db DIR/NAME` and returns at once.
-    pub fn spawn_on(&self, name: &str, line: &str) -> Child {
+    pub fn spawn_on(&self, name: &str, line: &str) -> Spawned {
         let db = self.path(name);
         let mut args: Vec<&str> = line.split_whitespace().collect();
         args.extend(["--db", db.to_str().expect("a UTF-8 temporary path")]);
@@ -198,7 +246,7 @@ impl Fixture {
     }
 
     /// Starts `virtperf LINE --db DB` and returns at once.
-    pub fn spawn(&self, line: &str) -> Child {
+    pub fn spawn(&self, line: &str) -> Spawned {
         vp_spawn(&self.with_db(&line.split_whitespace().collect::<Vec<_>>()), &self.env())
     }
 
@@ -258,8 +306,10 @@ pub fn json_of(out: &Output, what: &str) -> serde_json::Value {
     })
 }
 
-pub fn vp_spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
-    command(args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("virtperf starts")
+pub fn vp_spawn(args: &[&str], env: &[(&str, &str)]) -> Spawned {
+    let child =
+        command(args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("virtperf starts");
+    Spawned::new(child, format!("virtperf {}", args.join(" ")))
 }
 
 pub fn vp_with_stdin(args: &[&str], input: &str) -> Output {
@@ -267,7 +317,7 @@ pub fn vp_with_stdin(args: &[&str], input: &str) -> Output {
     c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().expect("virtperf starts");
     child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
-    child.wait_with_output().expect("wait")
+    Spawned::new(child, format!("virtperf {}", args.join(" "))).wait()
 }
 
 pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>, secs: f64) -> Option<T> {
@@ -340,10 +390,11 @@ pub fn has(prog: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The environments this machine kind must run (`VIRTPERF_E2E_REQUIRE`, a comma-separated list
-/// of doctor's rows such as `container,uml:kernel=virtperf`; .ci/run sets it). doctor is code
-/// under test: a regression that called gVisor unusable would otherwise turn its tests into
-/// skips and leave the suite green.
+/// What this machine kind must run and have (`VIRTPERF_E2E_REQUIRE`, a comma-separated list;
+/// .ci/run sets it): doctor's rows (`container`, `uml:kernel=virtperf`), the tools the tests use
+/// beside virtperf ([`TOOLS`]: `iperf3`, `browser`, …) and `root`. doctor is code under test, and
+/// so is every check a test makes of the host: a regression that called gVisor unusable, or a
+/// package list that lost fio, would otherwise turn tests into skips and leave the suite green.
 pub fn required_envs() -> Vec<String> {
     std::env::var("VIRTPERF_E2E_REQUIRE")
         .unwrap_or_default()
@@ -353,20 +404,84 @@ pub fn required_envs() -> Vec<String> {
         .collect()
 }
 
-/// `why` as a skip reason, unless `env` is required on this machine kind: then the test fails
+/// The requirements that are not doctor's rows: each as (its name in `VIRTPERF_E2E_REQUIRE`, the
+/// program looked for, the Debian package that installs it).
+pub const TOOLS: &[(&str, &str, &str)] = &[
+    ("root", "", ""),
+    ("runc", "runc", "runc"),
+    ("ip", "ip", "iproute2"),
+    ("tc", "tc", "iproute2"),
+    ("mount", "mount", "mount"),
+    ("iperf3", "iperf3", "iperf3"),
+    ("fio", "fio", "fio"),
+    ("strace", "strace", "strace"),
+    ("mke2fs", "mke2fs", "e2fsprogs"),
+    ("busybox", "busybox", "busybox-static"),
+    ("virsh", "virsh", "libvirt-clients"),
+    ("qemu-img", "qemu-img", "qemu-utils"),
+    ("browser", "chromium-headless-shell", "chromium-headless-shell"),
+    ("glusterfs", "glusterd", "glusterfs-server"),
+    ("ovs", "ovs-vswitchd", "openvswitch-switch"),
+    ("ethtool", "ethtool", "ethtool"),
+    ("sshd", "/usr/sbin/sshd", "openssh-server"),
+    ("ssh", "ssh", "openssh-client"),
+    ("apt", "apt-get", "apt"),
+];
+
+/// What a required environment brings with it: the host's root, and the programs its tests use.
+const IMPLIED: &[(&str, &[&str])] = &[
+    ("native", &["root", "ip", "tc", "mount"]),
+    ("container", &["root", "runc"]),
+    ("gvisor", &["root"]),
+    ("uml", &["root", "strace", "mke2fs"]),
+    ("qemu", &["root", "busybox", "mke2fs"]),
+    ("libvirt", &["root", "virsh", "qemu-img"]),
+];
+
+/// Whether `name` (an environment as doctor names it, or one of [`TOOLS`]) is required by the
+/// list `required`: named itself, named with parameters (`uml:kernel=virtperf` requires `uml`),
+/// or implied by a required environment ([`IMPLIED`]).
+pub fn is_required_in(required: &[String], name: &str) -> bool {
+    required.iter().any(|r| {
+        let kind = r.split(':').next().unwrap_or(r);
+        r == name
+            || kind == name
+            || IMPLIED.iter().any(|(env, implied)| *env == kind && implied.contains(&name))
+    })
+}
+
+/// `why` as a skip reason, unless `name` is required on this machine kind: then the test fails
 /// with it.
-fn unless_required(env: &str, why: Option<String>) -> Option<String> {
-    unless_required_in(&required_envs(), env, why)
+fn unless_required(name: &str, why: Option<String>) -> Option<String> {
+    unless_required_in(&required_envs(), name, why)
 }
 
 /// [`unless_required`] against the list `required`.
-pub fn unless_required_in(required: &[String], env: &str, why: Option<String>) -> Option<String> {
+pub fn unless_required_in(required: &[String], name: &str, why: Option<String>) -> Option<String> {
     let why = why?;
     assert!(
-        !required.iter().any(|r| r == env),
-        "{env} is required on this machine kind (VIRTPERF_E2E_REQUIRE) but the test would skip: {why}"
+        !is_required_in(required, name),
+        "{name} is required on this machine kind (VIRTPERF_E2E_REQUIRE) but the test would skip: {why}"
     );
     Some(why)
+}
+
+/// Why the tests cannot use requirement `name` of [`TOOLS`] here (root, or its program missing),
+/// or None; a required one fails the test instead.
+pub fn need_tool(name: &str) -> Option<String> {
+    let why = match TOOLS.iter().find(|t| t.0 == name) {
+        Some(("root", _, _)) => (!is_root()).then(|| "needs root (namespaces, cgroups, mounts)".to_string()),
+        Some((_, prog, pkg)) => {
+            (!has(prog)).then(|| format!("needs {prog} (apt-get install {pkg}, or make deps)"))
+        }
+        None => panic!("{name} is not a requirement the tests know (util::TOOLS)"),
+    };
+    unless_required(name, why)
+}
+
+/// The first of `names` ([`TOOLS`]) the tests cannot use here, with its reason.
+pub fn need_tools(names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| need_tool(n))
 }
 
 /// Why `env` (e.g. `uml`, `qemu:accel=kvm`) cannot run on this host, in doctor's words (its
@@ -406,7 +521,7 @@ fn doctor_verdict(env: &str) -> Option<String> {
 /// Root first (containers, namespaces), then doctor's verdict on `env`.
 pub fn need_root_and_env(env: &str) -> Option<String> {
     if !is_root() {
-        return unless_required(env, Some("needs root (namespaces, cgroups, taps)".into()));
+        return unless_required(env, need_tool("root"));
     }
     doctor_unusable(env)
 }
@@ -437,14 +552,9 @@ pub fn row_or_fail(doc: &serde_json::Value, env: &str, metric: &str) -> serde_js
     }
 }
 
-pub fn need_root_and(prog: &str) -> Option<String> {
-    if !is_root() {
-        return Some("needs root (containers: namespaces and cgroups)".into());
-    }
-    if !has(prog) {
-        return Some(format!("needs {prog} (apt-get install {prog}, or make deps)"));
-    }
-    None
+/// Root, then requirement `name` of [`TOOLS`]; each checked against this machine kind's list.
+pub fn need_root_and(name: &str) -> Option<String> {
+    need_tools(&["root", name])
 }
 
 /// Every ok trial's id and when it finished: a resume must leave each one as it was.
@@ -457,15 +567,33 @@ pub fn ok_trials(db: &Path) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// Asserts a resume ran exactly the trials that were pending: every trial that was ok before is
-/// untouched (same id, same finish), and the new ok trials are as many as were pending.
-pub fn assert_resume_ran_exactly_the_rest(before: &[(i64, String)], pending_before: i64, db: &Path) {
+/// The ids and plan positions (seq) of the trials with `status` (`pending`, `failed`…), in order.
+pub fn trials_with(db: &Path, status: &str) -> Vec<(i64, i64)> {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut st = c.prepare("SELECT id, seq FROM trials WHERE status = ?1 ORDER BY id").unwrap();
+    st.query_map([status], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().flatten().collect()
+}
+
+/// Asserts a resume ran exactly the trials `to_run` (their ids and seqs, read before it): every
+/// trial that was ok before is untouched (same id, same finish), and the trials that are ok now
+/// and were not are exactly those — by identity, not by count.
+pub fn assert_resume_ran_exactly(before: &[(i64, String)], to_run: &[(i64, i64)], db: &Path) {
     let after = ok_trials(db);
     for t in before {
         assert!(after.contains(t), "trial {} (finished {}) was run again or changed by the resume", t.0, t.1);
     }
-    let new = after.len() as i64 - before.len() as i64;
-    assert_eq!(new, pending_before, "the resume ran {new} trials; {pending_before} were pending");
+    let seqs: std::collections::BTreeMap<i64, i64> = {
+        let c =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let mut st = c.prepare("SELECT id, seq FROM trials").unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().flatten().collect()
+    };
+    let mut new: Vec<(i64, i64)> =
+        after.iter().filter(|t| !before.contains(t)).map(|t| (t.0, seqs[&t.0])).collect();
+    new.sort_unstable();
+    let mut want = to_run.to_vec();
+    want.sort_unstable();
+    assert_eq!(new, want, "the resume ran these trials (id, seq); these were to run");
 }
 
 pub fn count_trials(db: &Path, status: &str) -> i64 {
@@ -756,11 +884,7 @@ pub fn assert_no_leftovers(state: &Path) {
 }
 
 pub fn need_qemu() -> Option<String> {
-    need_root_and_env("qemu").or_else(|| {
-        let why = (!std::path::Path::new("/bin/busybox").exists())
-            .then(|| "needs busybox-static (apt-get install busybox-static, or make deps)".to_string());
-        unless_required("qemu", why)
-    })
+    need_root_and_env("qemu").or_else(|| need_tool("busybox"))
 }
 
 /// Parts of the running test left out because this host lacks what they need: the harness counts
@@ -824,4 +948,49 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
     }
+}
+
+/// A skip of the running test because requirement `name` (an environment or one of [`TOOLS`])
+/// is not met here, with `why` — a failure instead where `name` is required on this machine kind.
+pub fn skip(name: &str, why: impl Into<String>) -> Outcome {
+    let why = why.into();
+    unless_required(name, Some(why.clone()));
+    Outcome::Skip(why)
+}
+
+/// What a killed run left for the next start to sweep (`leftover_things` of the state directory),
+/// which must not be empty: a kill test whose kill left nothing would pass whatever the sweep did.
+pub fn left_for_the_sweep(state: &Path, what: &str) -> Vec<String> {
+    let left = leftover_things(state);
+    assert!(!left.is_empty(), "{what}: the kill left nothing for the next start to sweep");
+    left
+}
+
+/// The UML kernels a test of UML runs on here, each as (environment name, extra parameters as
+/// `key=value` pairs): what `uml` picks (`kernel=auto`), and — where that is the packaged
+/// `linux.uml` (AMD, Intel Cascade Lake: its XSAVE buffer fits) — virtperf's own kernel beside it,
+/// so that both are tested wherever both boot. Where `auto` picks virtperf's kernel (the packaged
+/// one cannot run: AMX's XSAVE area), the packaged one is left out with doctor's reason. Empty
+/// when `uml` cannot run here (the caller skips with [`need_root_and_env`]).
+pub fn uml_kernels() -> Vec<(&'static str, &'static str)> {
+    if need_root_and_env("uml").is_some() {
+        return Vec::new();
+    }
+    let rows = doctor_rows().unwrap_or_default();
+    let detail = rows
+        .iter()
+        .find(|r| r["environment"] == "uml")
+        .and_then(|r| r["detail"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut out = vec![("uml", "")];
+    if detail.contains("the packaged") {
+        match doctor_unusable("uml:kernel=virtperf") {
+            None => out.push(("uml-virtperf", "kernel=virtperf")),
+            Some(why) => dropped("virtperf's UML kernel beside the packaged one", &why),
+        }
+    } else {
+        dropped("the packaged UML kernel (uml picks virtperf's here)", &detail);
+    }
+    out
 }
