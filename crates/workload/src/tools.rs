@@ -12,6 +12,7 @@
 //! trial with the tool's stderr tail.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -125,12 +126,45 @@ impl Ran {
     }
 }
 
+/// Whether a file can be made in `dir` (and is removed again).
+fn writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".virtperf-tmp-probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).is_ok();
+    if made {
+        let _ = std::fs::remove_file(&probe);
+    }
+    made
+}
+
+/// A writable temporary directory for the tools an environment runs: `$TMPDIR` (the guest inits
+/// set it to a tmpfs of theirs), else /tmp, /var/tmp, /dev/shm, else the scratch disk. Tools make
+/// their files there (iperf3 its stream buffers: "unable to create a new stream: Read-only file
+/// system" where the root is read-only, as UML's hostfs root is); None where nothing is writable.
+pub fn writable_tmp(scratch: Option<&str>) -> Option<PathBuf> {
+    let from_env = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()).map(PathBuf::from);
+    from_env
+        .into_iter()
+        .chain(["/tmp", "/var/tmp", "/dev/shm"].into_iter().map(PathBuf::from))
+        .chain(scratch.map(PathBuf::from))
+        .find(|d| d.is_dir() && writable(d))
+}
+
 /// Runs `argv` to its end (or until the host asks the run to stop: the tool is killed), its
-/// output collected; the timed region starts right before the spawn.
+/// output collected; the timed region starts right before the spawn. The tool gets a writable
+/// `TMPDIR` ([`writable_tmp`]).
 pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, String> {
     let prog = find_program(&argv[0])?;
+    let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| {
+        format!(
+            "{prog} needs a writable temporary directory, and this environment has none ($TMPDIR, /tmp, /var/tmp, /dev/shm and the scratch disk are read-only or missing)"
+        )
+    })?;
     let mut cmd = Command::new(&prog);
-    cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(&argv[1..])
+        .env("TMPDIR", &tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if begin {
         ctx.begin();
     }
@@ -728,6 +762,10 @@ impl Workload for StressNg {
         find_program("stress-ng").map(|_| ()).map_err(|m| ParamError::new("kind", m))
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+        // stress-ng makes its files in `--temp-path` (the working directory by default: the
+        // host's read-only root in UML, "temp-path '.' must be readable and writeable").
+        let tmp = writable_tmp(ctx.scratch())
+            .ok_or("stress-ng needs a writable temporary directory, and this environment has none")?;
         let argv = vec![
             "stress-ng".to_string(),
             format!("--{}", p.str("stressor")?),
@@ -735,6 +773,8 @@ impl Workload for StressNg {
             "--timeout".into(),
             format!("{}s", (p.u64("time")? / 1000).max(1)),
             "--metrics-brief".into(),
+            "--temp-path".into(),
+            tmp.to_string_lossy().into_owned(),
         ];
         let mut ran = run_tool(&argv, ctx, true)?;
         ran.check()?;
