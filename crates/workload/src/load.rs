@@ -257,15 +257,23 @@ mod tests {
 
     #[test]
     fn duty_cycle_lands_near_its_target() {
-        // Loose bounds: unit tests share the machine with each other. The ±3-point check on an idle
-        // core is in the end-to-end suite and in the benchmark.
-        // A loaded host (other tests, CI neighbours: 2 CPU hogs here took a 90 % target to 60 %)
-        // cannot give 90 % of a CPU; a low target it can. So: 30 % within 15 points, 90 % clearly
-        // above it and never above a whole CPU.
+        // A busy host (other tests, a CPU hog beside the suite) cannot give a thread the 90 % of a
+        // CPU it asks for: what it can give is measured beside the targets, by a 100 % load before
+        // and after them, and a thread asking for T % gets min(T, that share) under the fair
+        // scheduler. 10 points plus the reference's drift between its two readings: unit tests
+        // share the machine with each other (the ±3-point check is in the end-to-end suite).
         let _cpu = crate::cpu_heavy();
-        let low = achieved(30.0);
-        assert!((15.0..=45.0).contains(&low), "target 30%, achieved {low:.1}%");
-        let high = achieved(90.0);
-        assert!(high > low + 15.0 && high <= 100.5, "target 90%, achieved {high:.1}% (30%: {low:.1}%)");
+        let before = achieved(100.0);
+        let (low, high) = (achieved(30.0), achieved(90.0));
+        let after = achieved(100.0);
+        let share = (before + after) / 2.0;
+        let margin = 10.0 + (before - after).abs();
+        for (target, got) in [(30.0, low), (90.0, high)] {
+            let expect = f64::min(target, share);
+            assert!(
+                (got - expect).abs() <= margin && got <= 100.5,
+                "target {target} %, achieved {got:.1} %; a spinning thread got {before:.1} then {after:.1} %"
+            );
+        }
     }
 }

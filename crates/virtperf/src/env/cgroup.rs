@@ -328,19 +328,62 @@ mod tests {
     fn proc_probe_counts_threads_that_exited() {
         // A thread burns ~100 ms and exits: the process's clock keeps it (schedstat of the live
         // tasks did not).
+        // A CPU-time target, not a wall-time one: on a busy host the thread gets its 100 ms later.
         let me = CpuProbe::Proc(std::process::id());
         let before = me.read_ns().unwrap();
-        std::thread::spawn(|| {
-            let t = Instant::now();
+        let spent = std::thread::spawn(|| {
             let mut x = 0u64;
-            while t.elapsed() < Duration::from_millis(100) {
+            while thread_cpu_ns() < 100_000_000 {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
+            thread_cpu_ns()
         })
         .join()
         .unwrap();
         let after = me.read_ns().unwrap();
-        assert!(after - before >= 80_000_000, "an exited thread's CPU is kept: {} ns", after - before);
+        assert!(
+            after - before >= spent,
+            "an exited thread's {spent} ns of CPU are kept: {} ns",
+            after - before
+        );
+    }
+
+    /// This thread's CPU time (ns).
+    fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// The time process `pid`'s (single) thread has run on a CPU, from the scheduler's own
+    /// statistics (`/proc/PID/schedstat`, ns): a second clock to hold the probes against.
+    fn sched_ns(pid: u32) -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .expect("/proc/PID/schedstat")
+    }
+
+    /// How far two CPU clocks of one task may be apart when read: the scheduler's statistics of a
+    /// task running on another CPU are brought up to date at its next tick (≤ 10 ms at HZ = 100).
+    const SLACK: u64 = 10_000_000;
+
+    /// Reads `probe` around a window in which the busy child `pid` runs 100 ms of CPU by the
+    /// scheduler's count (however long that takes on a busy host): (probe's reading, the
+    /// scheduler's inside it, the scheduler's around it). The probe's must lie between the two.
+    fn bracket(probe: &CpuProbe, pid: u32) -> (u64, u64, u64) {
+        let outer0 = sched_ns(pid);
+        let a = probe.read_ns().unwrap();
+        let inner0 = sched_ns(pid);
+        let t0 = Instant::now();
+        while sched_ns(pid) < inner0 + 100_000_000 && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let inner1 = sched_ns(pid);
+        let b = probe.read_ns().unwrap();
+        let outer1 = sched_ns(pid);
+        (b - a, inner1 - inner0, outer1 - outer0)
     }
 
     /// A process in a cgroup named after it is read through that cgroup, at the named level
@@ -365,10 +408,10 @@ mod tests {
             let shared = own_cgroup_probe(std::process::id(), &name);
             let probe = own_cgroup_probe(child.id(), &name);
             let other = own_cgroup_probe(child.id(), "some-other-domain");
-            std::thread::sleep(Duration::from_millis(50));
-            let a = probe.as_ref().and_then(CpuProbe::read_ns);
-            std::thread::sleep(Duration::from_millis(200));
-            let b = probe.as_ref().and_then(CpuProbe::read_ns);
+            let window = match (&probe, &joined) {
+                (Some(p), Ok(())) => Some(bracket(p, child.id())),
+                _ => None,
+            };
             child.kill().unwrap();
             child.wait().unwrap();
             std::thread::sleep(Duration::from_millis(50));
@@ -388,8 +431,12 @@ mod tests {
                 Some(CpuProbe::CgroupV2(p)) if v2 && *p == want => {}
                 p => panic!("{p:?}, wanted {}", want.display()),
             }
-            let used = b.unwrap() - a.unwrap();
-            assert!(used > 50_000_000, "a busy loop used {used} ns of its cgroup's CPU in 200 ms");
+            // The cgroup's count against the scheduler's around it (cgroup v2 counts in µs).
+            let (used, inner, outer) = window.unwrap();
+            assert!(
+                used + SLACK >= inner && used <= outer + SLACK,
+                "the cgroup counted {used} ns while the loop ran {inner}–{outer} ns by the scheduler's count"
+            );
             tried += 1;
         }
         if tried == 0 {
@@ -401,12 +448,13 @@ mod tests {
     fn proc_probe_reads_a_busy_process() {
         let mut child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
         let p = CpuProbe::Proc(child.id());
-        std::thread::sleep(Duration::from_millis(50));
-        let a = p.read_ns().unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-        let b = p.read_ns().unwrap();
+        let (used, inner, outer) = bracket(&p, child.id());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(b - a > 50_000_000, "a busy loop used {} ns of CPU in 200 ms", b - a);
+        assert!(inner >= 100_000_000, "the loop ran {inner} ns");
+        assert!(
+            used + SLACK >= inner && used <= outer + SLACK,
+            "the probe counted {used} ns while the loop ran {inner}–{outer} ns by the scheduler's count"
+        );
     }
 }
