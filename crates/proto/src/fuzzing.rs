@@ -4,7 +4,14 @@
 //! compiler, which these machines cannot install. Each target runs for a time budget, batch
 //! after batch of fresh random cases: `VIRTPERF_FUZZ_SECS` (default 1 s per target, what
 //! `make test` spends; `make fuzz` sets 60). A panic, or a property that does not hold, fails
-//! the test with the smallest input proptest could shrink it to.
+//! the test with the smallest input proptest could shrink it to and the seed of its batch:
+//! `VIRTPERF_FUZZ_SEED=N` makes the first batch that one, so the failure replays at once.
+//!
+//! Each batch's generator is seeded (ChaCha, from a 64-bit seed: the run's first seed + the batch
+//! number), so a run is the same run again from its seed. The inputs worth keeping — what a
+//! failure shrank to, a case that once hung — live in `fuzz/corpus/TARGET/` at the repository's
+//! root, one file each, and every target that mutates byte seeds takes them as seeds too
+//! ([`corpus`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,6 +43,16 @@ pub fn fuzz<S: Strategy>(
     strategy: S,
     check: impl Fn(S::Value) -> Result<(), TestCaseError>,
 ) -> u64 {
+    fuzz_from(name, first_seed(), strategy, check)
+}
+
+/// [`fuzz`] from the batch seeded `first` (the next batches `first + 1`, …).
+pub fn fuzz_from<S: Strategy>(
+    name: &str,
+    first: u64,
+    strategy: S,
+    check: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) -> u64 {
     let deadline = Instant::now() + budget();
     let watch = Watchdog::start(name, case_limit(), |name, limit, input| {
         eprintln!("fuzz target {name}: one case ran longer than {limit:?} (a hang?); its input: {input}");
@@ -48,11 +65,19 @@ pub fn fuzz<S: Strategy>(
         r
     };
     let mut cases = 0u64;
-    loop {
-        let mut runner =
-            TestRunner::new(Config { cases: 256, failure_persistence: None, ..Config::default() });
+    for batch in 0u64.. {
+        let seed = first.wrapping_add(batch);
+        let mut runner = TestRunner::new_with_rng(
+            Config { cases: 256, failure_persistence: None, ..Config::default() },
+            rng_of(seed),
+        );
         if let Err(e) = runner.run(&strategy, timed) {
-            panic!("fuzz target {name} failed after {cases} cases: {e}");
+            panic!(
+                "fuzz target {name} failed after {cases} cases: {e}\n\
+                 replay: VIRTPERF_FUZZ_SEED={seed} cargo test --release -p CRATE TEST \
+                 (then keep the input in fuzz/corpus/{}/)",
+                corpus_dir_name(name)
+            );
         }
         cases += 256;
         if Instant::now() >= deadline {
@@ -61,6 +86,54 @@ pub fn fuzz<S: Strategy>(
     }
     eprintln!("fuzz {name}: {cases} cases");
     cases
+}
+
+/// The seed of a run's first batch: `VIRTPERF_FUZZ_SEED` (a failure's replay), else fresh.
+pub fn first_seed() -> u64 {
+    match std::env::var("VIRTPERF_FUZZ_SEED").ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+        Some(s) => s,
+        None => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            // Time and pid: two targets started in the same nanosecond still differ.
+            (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 40)
+        }
+    }
+}
+
+/// The generator of the batch with seed `seed`: ChaCha keyed with it, the same on every machine.
+pub fn rng_of(seed: u64) -> proptest::test_runner::TestRng {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &key)
+}
+
+/// The corpus directory's name for target `name` (`decode_reply`, `agent request stream` →
+/// `agent-request-stream`).
+pub fn corpus_dir_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect()
+}
+
+/// The kept inputs of target `name`: every file in `fuzz/corpus/NAME/` at the repository's root
+/// (none when the directory does not exist), in name order.
+pub fn corpus(name: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(corpus_dir_name(name));
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files.into_iter().filter_map(|p| std::fs::read(p).ok()).collect()
+}
+
+/// `seeds` with the kept inputs of target `name` added ([`corpus`]).
+pub fn with_corpus(name: &str, mut seeds: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    seeds.extend(corpus(name));
+    seeds
 }
 
 /// Watches the case in flight from a thread of its own; one that runs past the limit is printed
@@ -248,6 +321,51 @@ mod tests {
     use super::*;
 
     static LATE: Mutex<Option<String>> = Mutex::new(None);
+
+    /// A failure says the seed of its batch, and that seed replays it in the first batch, to the
+    /// same shrunk input; the corpus is read from the repository.
+    #[test]
+    fn a_failure_prints_its_seed_and_the_seed_replays_it() {
+        let strategy = proptest::collection::vec(any::<u8>(), 0..48);
+        // Fails on about one input in a hundred: found within a batch or two.
+        let check = |v: Vec<u8>| -> Result<(), TestCaseError> {
+            prop_assert!(v.iter().filter(|b| **b >= 200).count() < 12);
+            Ok(())
+        };
+        let message = |first: u64| {
+            std::panic::catch_unwind(|| fuzz_from("seeded", first, strategy.clone(), check))
+                .err()
+                .and_then(|p| p.downcast_ref::<String>().cloned())
+        };
+        let mut found = None;
+        for start in 0..200u64 {
+            if let Some(m) = message(start * 1000) {
+                found = Some(m);
+                break;
+            }
+        }
+        let m = found.expect("a failing input within 200 runs");
+        let seed: u64 = m
+            .split("VIRTPERF_FUZZ_SEED=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no seed in: {m}"));
+        let again = message(seed).expect("the seed replays the failure");
+        let input = |m: &str| {
+            m.split("minimal failing input:")
+                .nth(1)
+                .and_then(|r| r.split("\nreplay:").next())
+                .map(str::to_string)
+        };
+        assert!(again.contains("after 0 cases"), "replayed in the first batch: {again}");
+        assert_eq!(input(&again), input(&m), "the same shrunk input");
+        assert!(input(&m).is_some(), "{m}");
+        // The corpus of a target with kept inputs is read; one without is empty.
+        assert!(!corpus("decode_reply").is_empty(), "fuzz/corpus/decode_reply/ holds kept inputs");
+        assert!(corpus("no such target").is_empty());
+        assert_eq!(corpus_dir_name("agent request stream"), "agent-request-stream");
+    }
 
     /// The watchdog sees a case that runs past its limit (and names its input), and stays quiet
     /// for cases that end in time.

@@ -526,9 +526,9 @@ mod tests {
 
     #[test]
     fn fuzz_decode_reply_never_panics_and_round_trips() {
-        use crate::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        use crate::fuzzing::{fuzz, mutated, with_corpus, JSON_TOKENS};
         use proptest::prelude::*;
-        fuzz("decode_reply", mutated(reply_seeds(), JSON_TOKENS), |line| {
+        fuzz("decode_reply", mutated(with_corpus("decode_reply", reply_seeds()), JSON_TOKENS), |line| {
             if let Ok(Some(f)) = decode_reply(&line) {
                 // What decodes re-encodes to a frame that decodes the same.
                 let again = decode_reply(&frame_bytes(FRAME_PREFIX, f.tag, f.body.clone()));
@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn fuzz_decode_request_never_panics_and_echoes_the_tag() {
-        use crate::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        use crate::fuzzing::{fuzz, mutated, with_corpus, JSON_TOKENS};
         use proptest::prelude::*;
         let spec = WorkloadSpec { kind: "memcpy".into(), params: BTreeMap::new(), net: None, scratch: None };
         let seeds = vec![
@@ -551,7 +551,7 @@ mod tests {
             frame_bytes("", 3, Request::Stop { target: 2 }),
             frame_bytes("", 4, Request::Shutdown),
         ];
-        fuzz("decode_request", mutated(seeds, JSON_TOKENS), |line| {
+        fuzz("decode_request", mutated(with_corpus("decode_request", seeds), JSON_TOKENS), |line| {
             match decode_request(&line) {
                 Ok(f) => prop_assert_eq!(f.v, VERSION),
                 Err(e) => prop_assert!(!e.message.is_empty()),

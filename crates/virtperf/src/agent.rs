@@ -351,39 +351,43 @@ mod tests {
     /// answers only with tags it was given (0 for a line it could not read a tag from).
     #[test]
     fn fuzz_request_streams() {
-        use virtperf_proto::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        use virtperf_proto::fuzzing::{fuzz, mutated, with_corpus, JSON_TOKENS};
         let seeds = vec![
             b"{\"v\":1,\"tag\":1,\"type\":\"ping\"}\n{\"v\":1,\"tag\":2,\"type\":\"info\"}\n".to_vec(),
             b"{\"v\":1,\"tag\":3,\"type\":\"stop\",\"target\":9}\n{\"v\":1,\"tag\":4,\"type\":\"shutdown\"}\n"
                 .to_vec(),
             b"{\"v\":1,\"tag\":5,\"type\":\"run\",\"workload\":{\"kind\":\"noop\"}}\n".to_vec(),
         ];
-        fuzz("agent request stream", mutated(seeds, JSON_TOKENS), |bytes| {
-            let mut out = Vec::new();
-            serve(&bytes[..], &mut out)
-                .map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
-            let text = String::from_utf8_lossy(&out);
-            let tags: Vec<u64> = String::from_utf8_lossy(&bytes)
-                .split(|c: char| !c.is_ascii_digit())
-                .filter_map(|t| t.parse().ok())
-                .collect();
-            for (i, l) in text.lines().enumerate() {
-                let body = l.strip_prefix(proto::FRAME_PREFIX);
-                proptest::prop_assert!(body.is_some(), "not a frame: {}", l);
-                let f: serde_json::Value = serde_json::from_str(body.unwrap_or_default())
+        fuzz(
+            "agent request stream",
+            mutated(with_corpus("agent request stream", seeds), JSON_TOKENS),
+            |bytes| {
+                let mut out = Vec::new();
+                serve(&bytes[..], &mut out)
                     .map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
-                if i == 0 {
-                    proptest::prop_assert_eq!(&f["type"], "hello");
+                let text = String::from_utf8_lossy(&out);
+                let tags: Vec<u64> = String::from_utf8_lossy(&bytes)
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|t| t.parse().ok())
+                    .collect();
+                for (i, l) in text.lines().enumerate() {
+                    let body = l.strip_prefix(proto::FRAME_PREFIX);
+                    proptest::prop_assert!(body.is_some(), "not a frame: {}", l);
+                    let f: serde_json::Value = serde_json::from_str(body.unwrap_or_default())
+                        .map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+                    if i == 0 {
+                        proptest::prop_assert_eq!(&f["type"], "hello");
+                    }
+                    let tag = f["tag"].as_u64().unwrap_or(u64::MAX);
+                    proptest::prop_assert!(
+                        tag == 0 || tags.contains(&tag),
+                        "a reply with tag {} nobody sent",
+                        tag
+                    );
                 }
-                let tag = f["tag"].as_u64().unwrap_or(u64::MAX);
-                proptest::prop_assert!(
-                    tag == 0 || tags.contains(&tag),
-                    "a reply with tag {} nobody sent",
-                    tag
-                );
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
     }
 
     #[test]

@@ -688,13 +688,13 @@ mod tests {
     /// spans.
     #[test]
     fn fuzz_session_demux() {
-        use virtperf_proto::fuzzing::{fuzz, mutated};
+        use virtperf_proto::fuzzing::{fuzz, mutated, with_corpus};
         let seeds = vec![
             b"@vpctl cpu 123\n@vpctl span 7 5000\n{\"v\":1,\"tag\":7,\"type\":\"result\"}\n".to_vec(),
             b"{\"v\":1,\"tag\":0,\"type\":\"hello\"}\r\n@vpctl cpu x\n".to_vec(),
         ];
         let tokens = &["@vpctl ", "cpu ", "span ", "\n", "\r", " ", "-1", "18446744073709551616", "7 9"];
-        fuzz("remote session demux", mutated(seeds, tokens), |bytes| {
+        fuzz("remote session demux", mutated(with_corpus("remote session demux", seeds), tokens), |bytes| {
             let (tx, rx) = std::sync::mpsc::channel();
             let spans = crate::env::conn::RelaySpans::default();
             let mut agent = Vec::new();
@@ -720,7 +720,7 @@ mod tests {
     /// as "usable" for the missing ones.
     #[test]
     fn fuzz_ready_line_and_check_reply() {
-        use virtperf_proto::fuzzing::{fuzz, mutated, JSON_TOKENS};
+        use virtperf_proto::fuzzing::{fuzz, mutated, with_corpus, JSON_TOKENS};
         let reply = CheckReply {
             facts: Facts::default(),
             envs: vec![EnvCheck { usable: true, detail: "ok".into(), ..Default::default() }],
@@ -731,16 +731,20 @@ mod tests {
             one.clone().into_bytes(),
             b"@vpctl error no such kind".to_vec(),
         ];
-        fuzz("remote ready and check lines", mutated(seeds, JSON_TOKENS), |bytes| {
-            let text = String::from_utf8_lossy(&bytes);
-            let _ = parse_ready(text.trim_end(), "b", &|| "; it ended".into());
-            for asked in 0..3 {
-                if let Some(r) = parse_check_reply(&text, asked) {
-                    proptest::prop_assert_eq!(r.envs.len(), asked);
+        fuzz(
+            "remote ready and check lines",
+            mutated(with_corpus("remote ready and check lines", seeds), JSON_TOKENS),
+            |bytes| {
+                let text = String::from_utf8_lossy(&bytes);
+                let _ = parse_ready(text.trim_end(), "b", &|| "; it ended".into());
+                for asked in 0..3 {
+                    if let Some(r) = parse_check_reply(&text, asked) {
+                        proptest::prop_assert_eq!(r.envs.len(), asked);
+                    }
                 }
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
         assert!(parse_check_reply(&one, 1).is_some());
         assert!(parse_check_reply(&one, 2).is_none(), "an environment without a verdict is not usable");
         assert!(parse_ready("@vpctl error no kvm", "b", &|| String::new()).unwrap_err().contains("no kvm"));

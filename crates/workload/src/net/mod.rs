@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn fuzz_udp_datagram_parser() {
         use proptest::prelude::*;
-        use virtperf_proto::fuzzing::{fuzz, mutated};
+        use virtperf_proto::fuzzing::{fuzz, mutated, with_corpus};
         let mut seeds = Vec::new();
         for (flow, seq) in [(0u32, 0u64), (1, 7), (2, u64::MAX)] {
             let mut b = vec![0u8; HDR + flow as usize * 40];
@@ -134,13 +134,17 @@ mod tests {
             seeds.push(b);
         }
         const TOKENS: &[&str] = &["VPUD", "\u{0}\u{0}\u{0}\u{1}"];
-        fuzz("udp datagram parser", (mutated(seeds, TOKENS), 0u32..3), |(d, flow)| {
-            if let Some(seq) = parse(&d, flow) {
-                prop_assert!(d.len() >= HDR && &d[..4] == MAGIC && d[4..8] == flow.to_be_bytes());
-                prop_assert_eq!(&seq.to_be_bytes()[..], &d[8..16]);
-            }
-            Ok(())
-        });
+        fuzz(
+            "udp datagram parser",
+            (mutated(with_corpus("udp datagram parser", seeds), TOKENS), 0u32..3),
+            |(d, flow)| {
+                if let Some(seq) = parse(&d, flow) {
+                    prop_assert!(d.len() >= HDR && &d[..4] == MAGIC && d[4..8] == flow.to_be_bytes());
+                    prop_assert_eq!(&seq.to_be_bytes()[..], &d[8..16]);
+                }
+                Ok(())
+            },
+        );
     }
 
     #[test]
