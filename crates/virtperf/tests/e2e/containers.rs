@@ -155,13 +155,16 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
             .and_then(|r| r["mean"].as_f64())
             .unwrap_or_else(|| panic!("no {m} for {w}: {:?}", doc["failures"]))
     };
-    // (1) A 90 % loader over 2 s is ~1800 ms of CPU; the stream's own threads spend far less.
+    // (1) A 90 % loader over 2 s is up to ~1800 ms of CPU (what it reached is measured: beside a
+    // CPU hog about half of it); the stream's own threads spend far less. Counted in, the
+    // loader would add what it achieved; half of that is the margin.
     let (idle, loaded) = (mean("load=0", "guest_cpu_time"), mean("load=90", "guest_cpu_time"));
     let achieved = mean("load=90", "load_achieved");
-    assert!(achieved > 50.0, "the load ran: {achieved} %");
+    assert!(achieved > 10.0, "the load ran: {achieved} %");
+    let loader_ms = achieved / 100.0 * 2000.0;
     assert!(
-        loaded < idle + 0.5 * 0.9 * 2000.0,
-        "guest CPU with the loader {loaded:.0} ms vs {idle:.0} ms without: the loader is counted"
+        loaded < idle + 0.5 * loader_ms,
+        "guest CPU with the loader {loaded:.0} ms vs {idle:.0} ms without: the loader ({loader_ms:.0} ms) is counted"
     );
     // (2) Recompute cpu_per_gbit of every shaped stream trial from what was stored.
     let ex = fx.export();

