@@ -8,9 +8,15 @@
 //!   means, its CI from the launches' spread, the variance components.
 //! - [`Estimate`], [`ratio_ci_of`]: a mean with its variance and degrees of freedom, from either
 //!   level, and Fieller's ratio of two of them.
-//! - [`sequential`]: precision mode's stopping rule and where the next repetition goes.
+//! - [`sequential`]: precision mode's stopping rules and where the next launch or repetition goes.
+//! - [`paired`]: the overhead from ratios of trials that ran side by side (a case group): the
+//!   geometric-mean ratio over launch blocks, with its interval.
+//! - [`sim`]: a simulated precision run under the noise real runs have (bursts of the whole host,
+//!   contaminated trials, a shared baseline, a budget), to check what the report states.
 
+pub mod paired;
 pub mod sequential;
+pub mod sim;
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};

@@ -194,6 +194,163 @@ pub fn next(standings: &[Standing]) -> Option<(usize, Side)> {
         .map(|(i, s)| (i, s.noisier))
 }
 
+// ------------------------------------------------------------------------------------------
+// Paired designs: a further launch block holds the baseline and the environments whose ratios
+// need one most per second of its cost.
+
+/// When a paired ratio stops taking launch blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Once its interval at [`LEVEL`] (99 %) is within the target, with [`MIN_UNITS`] blocks at
+    /// least: an optional stopping rule, whose 99 % intervals cover at 95 % or more.
+    StopWhenMet,
+    /// Stein's two-stage procedure: the plan's minimum is the pilot; the blocks a ratio needs are
+    /// sized once from the pilot's spread and degrees of freedom
+    /// ([`crate::paired::units_needed_stein`] at 95 %), and it stops there whatever its interval
+    /// then looks like — no optional stopping; its interval rests on the pilot's spread where that
+    /// is the larger ([`crate::paired::paired_ratio_stein`]), so its 95 % keeps its level.
+    TwoStage,
+}
+
+impl Rule {
+    /// The confidence level the rule's intervals are stated at.
+    pub fn level(self) -> f64 {
+        match self {
+            Rule::StopWhenMet => LEVEL,
+            Rule::TwoStage => 0.95,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::StopWhenMet => "stop when met (99 %)",
+            Rule::TwoStage => "two-stage (95 %)",
+        }
+    }
+}
+
+/// Most blocks precision mode plans for one ratio (beyond: out of reach, set aside).
+pub const MAX_BLOCKS: usize = 200;
+
+/// A paired ratio as the block planner sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watched {
+    /// The environment whose ratio it is (an index the caller knows; its baseline is shared).
+    pub env: usize,
+    /// Blocks it rests on.
+    pub blocks: usize,
+    /// The spread of its block log-ratios (None below two blocks).
+    pub sd_log: Option<f64>,
+    /// Relative half-width of its interval now (infinite without one).
+    pub rhw: f64,
+    pub target: f64,
+    /// Blocks it needs in all, from its spread (at least [`MIN_UNITS`]).
+    pub needed: usize,
+    pub met: bool,
+}
+
+/// Where paired `pairs` stand against `target` under `rule`.
+pub fn watch(pairs: &[crate::paired::Pair], target: f64, rule: Rule) -> Watched {
+    let r = crate::paired::paired_ratio(pairs, rule.level());
+    let blocks = r.map_or(0, |r| r.blocks);
+    let sd_log = r.filter(|r| r.blocks >= 2).map(|r| r.sd_log);
+    let rhw = match r {
+        Some(r) if r.blocks >= 2 => r.relative_half_width(),
+        _ => f64::INFINITY,
+    };
+    let df = r.map_or(0.0, |r| r.df);
+    let needed = match (sd_log, rule) {
+        (None, _) => MIN_UNITS as usize,
+        // Stein: the interval will rest on this spread and its degrees of freedom.
+        (Some(sd), Rule::TwoStage) => {
+            crate::paired::units_needed_stein(sd, df, target, rule.level(), MIN_UNITS as usize, MAX_BLOCKS)
+        }
+        (Some(sd), Rule::StopWhenMet) => {
+            crate::paired::units_needed(sd, target, rule.level(), MAX_BLOCKS).max(MIN_UNITS as usize)
+        }
+    };
+    let met = match rule {
+        Rule::StopWhenMet => blocks >= MIN_UNITS as usize && rhw <= target,
+        Rule::TwoStage => blocks >= needed,
+    };
+    Watched { env: 0, blocks, sd_log, rhw, target, needed, met }
+}
+
+/// A ratio set aside: it cannot reach its target in the budget left at the rate it gets there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetAside {
+    pub env: usize,
+    pub rhw: f64,
+    pub more_blocks: usize,
+    /// Seconds those blocks would take (its launches, its baseline's, their trials).
+    pub secs: f64,
+}
+
+/// The next launch block: its members (environments besides the baseline, which every block
+/// holds), and the ratios set aside.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlockPlan {
+    pub members: Vec<usize>,
+    pub set_aside: Vec<SetAside>,
+}
+
+/// How much nearer its target one more block brings a ratio: the drop in its excess width
+/// (relative half-width over target, above 1), predicted from its spread; a ratio with no spread
+/// known yet gains a whole unit (it must be measured to be planned).
+fn block_gain(w: &Watched, level: f64) -> f64 {
+    let Some(sd) = w.sd_log else { return 1.0 };
+    let half = |n: usize| (crate::t_quantile(level, (n - 1) as f64) * sd / (n as f64).sqrt()).exp() - 1.0;
+    let now = if w.rhw.is_finite() { w.rhw } else { half(w.blocks.max(2)) };
+    let next = half(w.blocks.max(1) + 1);
+    let excess = |h: f64| (h / w.target - 1.0).max(0.0);
+    (excess(now) - excess(next)).max(0.0)
+}
+
+/// The next block, by value per second: each ratio not yet met gains what [`block_gain`] says;
+/// an environment's gain is its ratios', its cost what a block of it alone costs (`unit_cost(&[e])`:
+/// its launch, its warm-ups and trials, and the baseline's beside them). The block starts with the
+/// environment of the best gain per second and takes in every other whose joining does not lower
+/// the block's gain per second — the baseline's launch is shared, so one block usually serves
+/// several. A ratio whose remaining blocks would cost more than `budget_left` seconds is set
+/// aside (once its spread is known), and said with what it would need.
+pub fn plan_block(
+    watched: &[Watched],
+    unit_cost: &dyn Fn(&[usize]) -> f64,
+    budget_left: f64,
+    level: f64,
+) -> BlockPlan {
+    let mut plan = BlockPlan::default();
+    let mut gains: Vec<(usize, f64)> = Vec::new();
+    for w in watched.iter().filter(|w| !w.met) {
+        let more = w.needed.saturating_sub(w.blocks).max(1);
+        let secs = more as f64 * unit_cost(&[w.env]);
+        if w.sd_log.is_some() && w.blocks >= MIN_UNITS as usize && secs > budget_left {
+            plan.set_aside.push(SetAside { env: w.env, rhw: w.rhw, more_blocks: more, secs });
+            continue;
+        }
+        let g = block_gain(w, level);
+        match gains.iter_mut().find(|x| x.0 == w.env) {
+            Some(x) => x.1 += g,
+            None => gains.push((w.env, g)),
+        }
+    }
+    gains.retain(|g| g.1 > 0.0);
+    let per_sec = |e: usize, g: f64| g / unit_cost(&[e]).max(1e-9);
+    gains.sort_by(|a, b| per_sec(b.0, b.1).total_cmp(&per_sec(a.0, a.1)).then(a.0.cmp(&b.0)));
+    let mut total = 0.0;
+    for (e, g) in gains {
+        let mut with = plan.members.clone();
+        with.push(e);
+        if plan.members.is_empty()
+            || (total + g) / unit_cost(&with).max(1e-9) >= total / unit_cost(&plan.members).max(1e-9)
+        {
+            plan.members = with;
+            total += g;
+        }
+    }
+    plan.members.sort_unstable();
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
