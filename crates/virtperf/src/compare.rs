@@ -331,11 +331,8 @@ mod tests {
     #[test]
     fn a_host_that_slowed_down_as_a_whole_is_not_a_regression_of_every_environment() {
         let with = |mut r: ResultRow, ratio: f64| {
-            r.overhead = Some(crate::report::Overhead {
-                ratio,
-                ci95: Some([ratio * 0.97, ratio * 1.03]),
-                no_ci: None,
-            });
+            r.overhead =
+                Some(crate::report::Overhead::unpaired(ratio, Some([ratio * 0.97, ratio * 1.03]), None));
             r
         };
         let mut a = rep(vec![row("native", 10.0, 0.2, "lower"), with(row("c", 12.0, 0.2, "lower"), 1.2)]);

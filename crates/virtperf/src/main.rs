@@ -208,7 +208,8 @@ struct RunArgs {
     /// Precision mode's wall-time budget, e.g. 5m [default: 5m, or the file's `budget`]
     #[arg(long, value_name = "DURATION")]
     budget: Option<String>,
-    /// Trial order: random (seeded shuffle per round), interleaved, sequential [default: random]
+    /// Trial order: paired (case groups: every environment's trial of a case back to back, in
+    /// random order), random (seeded shuffle per round), interleaved, sequential [default: paired]
     #[arg(long)]
     order: Option<String>,
     /// Seed of the random order [default: 1]
@@ -275,6 +276,26 @@ struct ReportArgs {
     /// Write every figure as a PNG file into this directory (made if missing; embedded font)
     #[arg(long, value_name = "DIR")]
     png: Option<PathBuf>,
+    /// The ratios' estimate: paired (trials that ran side by side; the default where the run's
+    /// order is paired) or unpaired (ratio of means, Fieller's interval), to compare
+    #[arg(long, value_enum)]
+    estimate: Option<EstimateArg>,
+}
+
+/// `--estimate`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EstimateArg {
+    Paired,
+    Unpaired,
+}
+
+impl EstimateArg {
+    fn estimate(self) -> report::paired::Estimate {
+        match self {
+            EstimateArg::Paired => report::paired::Estimate::Paired,
+            EstimateArg::Unpaired => report::paired::Estimate::Unpaired,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -544,7 +565,7 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
             Err(e) => return Err(bad_input(e)),
         };
     let rows = store.load(id)?;
-    let rep = report::build(&rows)?;
+    let rep = report::build_with(&rows, a.estimate.map(EstimateArg::estimate))?;
     export::write(&outputs, &export::RunData::new(&rows, &rep))?;
     Ok(ExitStatus::Success)
 }

@@ -2,9 +2,14 @@
 //! stored with the run, so that `--resume` finishes exactly the missing trials.
 //!
 //! Warm-up trials come first (per environment × case), then the measured repetitions. With
-//! `order = random` each round (one trial of every environment × case) is shuffled with a
-//! seeded ChaCha generator: slow drift of the host (thermal, another tenant) spreads over all
-//! environments instead of biasing whichever ran last.
+//! `order = "paired"` (the default) each round (one trial of every environment × case) is a
+//! sequence of **case groups**: the cases in a seeded random order, and within each, every
+//! environment's trial of that case back to back in a seeded random order. An environment's trial
+//! and its baseline's of one round are then seconds apart at most, so a slowdown of the whole
+//! host lands on both and cancels in their ratio (the paired estimate, `stats::paired`). With
+//! `order = "random"` each round is shuffled whole, with a seeded ChaCha generator: slow drift
+//! of the host (thermal, another tenant) spreads over all environments instead of biasing
+//! whichever ran last, but the trials of one case in two environments may run far apart.
 //!
 //! With `launches = L` the plan is L blocks, one after the other: every environment is launched
 //! afresh for each block, which holds its warm-ups and `reps` repetitions of every case, shuffled
@@ -56,6 +61,22 @@ pub fn make(exp: &Experiment) -> Vec<PlannedTrial> {
             for &u in &pairs {
                 for r in 0..n {
                     push(u, r as i64, warmup, block);
+                }
+            }
+        }
+        Order::Paired => {
+            for r in 0..n {
+                let mut cases: Vec<usize> = pairs.iter().map(|u| u.1).collect();
+                cases.dedup();
+                cases.sort_unstable();
+                cases.dedup();
+                cases.shuffle(rng);
+                for c in cases {
+                    let mut group: Vec<_> = pairs.iter().copied().filter(|u| u.1 == c).collect();
+                    group.shuffle(rng);
+                    for u in group {
+                        push(u, r as i64, warmup, block);
+                    }
                 }
             }
         }
@@ -113,6 +134,29 @@ mod tests {
             }
             assert!(p.iter().enumerate().all(|(i, t)| t.seq == i as i64));
         }
+    }
+
+    #[test]
+    fn paired_order_runs_each_case_as_a_group() {
+        let a = make(&exp("paired", 7));
+        assert_eq!(key_of(&a), key_of(&make(&exp("paired", 7))), "seeded");
+        assert_ne!(key_of(&a), key_of(&make(&exp("paired", 8))));
+        // Every round: two groups of two (both environments of one case back to back).
+        for round in a.chunks(4) {
+            assert_eq!(round[0].case_idx, round[1].case_idx, "{round:?}");
+            assert_eq!(round[2].case_idx, round[3].case_idx, "{round:?}");
+            assert_ne!(round[0].case_idx, round[2].case_idx);
+            assert_ne!(round[0].env_idx, round[1].env_idx);
+        }
+        // Which environment goes first in a group, and which case first in a round, vary.
+        let firsts = a.chunks(2).filter(|g| g[0].env_idx == 0).count();
+        assert!(firsts > 10 && firsts < 94, "{firsts}");
+        let case_first = a.chunks(4).filter(|r| r[0].case_idx == 0).count();
+        assert!(case_first > 5 && case_first < 47, "{case_first}");
+    }
+
+    fn key_of(p: &[PlannedTrial]) -> Vec<(usize, usize)> {
+        p.iter().map(|t| (t.env_idx, t.case_idx)).collect()
     }
 
     #[test]

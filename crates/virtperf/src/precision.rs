@@ -66,7 +66,7 @@ pub fn cells(
     let Some(p) = exp.precision else { return Ok(Vec::new()) };
     // (env, case, metric) → values grouped by launch, in the order they came.
     let mut groups: BTreeMap<(usize, usize, String), Vec<LaunchValues>> = BTreeMap::new();
-    for (e, c, launch, metric, value) in store.measured_values(run_id)? {
+    for (e, c, launch, metric, value, _, _) in store.measured_values(run_id)? {
         let g = groups.entry((e, c, metric)).or_default();
         match g.iter_mut().find(|x| x.0 == launch) {
             Some(x) => x.1.push(value),
@@ -132,9 +132,203 @@ pub fn cells(
     Ok(out)
 }
 
+// ------------------------------------------------------------------------------------------
+// The paired design (order = "paired", launches ≥ 2): every further unit is a launch block of the
+// baseline and the environments whose ratios still need one, their trials in case groups.
+
+/// Whether a run's precision mode plans paired blocks (else today's unpaired launches).
+pub fn paired(exp: &Experiment) -> bool {
+    exp.order == crate::experiment::Order::Paired && exp.launches >= 2
+}
+
+/// A paired ratio precision mode watches.
+#[derive(Debug, Clone)]
+pub struct PairedCell {
+    pub env: usize,
+    pub base: usize,
+    pub case: usize,
+    pub metric: String,
+    /// Where it stands (its blocks, its pilot's spread, what it needs: Stein's two-stage).
+    pub watched: sequential::Watched,
+    /// Repetitions a further block should hold of its case (Kalibera and Jones, on the pairs'
+    /// log-ratios: a pair's two trials against the block's launches).
+    pub reps: usize,
+}
+
+/// What a block costs, from what the run measured so far (seconds).
+#[derive(Debug, Clone, Default)]
+pub struct Costs {
+    /// Each environment's mean start (launch to hello).
+    pub start: BTreeMap<usize, f64>,
+    /// Each environment × case's trial and warm-up.
+    pub trial: BTreeMap<(usize, usize), f64>,
+    pub warmup: BTreeMap<(usize, usize), f64>,
+    pub warmups: u32,
+}
+
+impl Costs {
+    fn trial(&self, e: usize, c: usize) -> f64 {
+        self.trial.get(&(e, c)).map_or(0.0, |s| s + TRIAL_OVERHEAD_S)
+    }
+    fn warmup(&self, e: usize, c: usize) -> f64 {
+        self.warmup.get(&(e, c)).map_or_else(|| self.trial(e, c), |s| s + TRIAL_OVERHEAD_S)
+    }
+    /// A block of `base` and `members` holding `cases` (case, repetitions; each member runs the
+    /// cases in `needs`): every launch, its warm-ups and trials.
+    pub fn block(
+        &self,
+        base: usize,
+        members: &[usize],
+        cases: &[(usize, usize)],
+        needs: &dyn Fn(usize, usize) -> bool,
+    ) -> f64 {
+        let w = f64::from(self.warmups);
+        let mut secs = self.start.get(&base).copied().unwrap_or(0.0);
+        for &e in members {
+            secs += self.start.get(&e).copied().unwrap_or(0.0);
+        }
+        for &(c, reps) in cases {
+            let taking: Vec<usize> =
+                std::iter::once(base).chain(members.iter().copied().filter(|&e| needs(e, c))).collect();
+            for e in taking {
+                secs += w * self.warmup(e, c) + reps as f64 * self.trial(e, c);
+            }
+        }
+        secs
+    }
+}
+
+/// The paired cells of environments `envs` and what blocks cost, from the values stored so far.
+pub fn paired_cells(
+    exp: &Experiment,
+    store: &Store,
+    run_id: i64,
+    envs: &[usize],
+    gone: &BTreeSet<usize>,
+) -> Result<(Vec<PairedCell>, Costs)> {
+    let Some(p) = exp.precision else { return Ok((Vec::new(), Costs::default())) };
+    let target = p.percent / 100.0;
+    // (env, case, metric) → ((block, rep), value), in the order they ran.
+    let mut values: BTreeMap<(usize, usize, String), Vec<(crate::report::paired::Slot, f64)>> =
+        BTreeMap::new();
+    for (e, c, _, metric, value, block, rep) in store.measured_values(run_id)? {
+        values.entry((e, c, metric)).or_default().push(((block, rep), value));
+    }
+    let health = store.case_health(run_id)?;
+    let failing = |e: usize, c: usize| health.get(&(e, c)).is_some_and(|&(failed, last)| failed >= 2 && last);
+    let mut costs = Costs {
+        trial: store.trial_costs(run_id, false)?,
+        warmup: store.trial_costs(run_id, true)?,
+        warmups: exp.warmup,
+        ..Default::default()
+    };
+    let mut starts: BTreeMap<usize, (f64, f64)> = BTreeMap::new();
+    for (e, ms) in store.start_times(run_id)? {
+        let s = starts.entry(e).or_default();
+        *s = (s.0 + ms / 1e3, s.1 + 1.0);
+    }
+    costs.start = starts.into_iter().map(|(e, (sum, n))| (e, sum / n)).collect();
+    let design = crate::report::paired::Design { paired_order: true, pilot_blocks: Some(exp.launches) };
+    let get = |e: usize, c: usize, m: &str| values.get(&(e, c, m.to_string())).cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    for &e in envs {
+        let Some(b) = baseline_of(exp, e).filter(|&b| b != e) else { continue };
+        if gone.contains(&e) || gone.contains(&b) {
+            continue;
+        }
+        let own_clock = crate::env::find(&exp.envs[e].kind).is_some_and(|k| k.own_clock());
+        for c in (0..exp.cases.len()).filter(|&c| watched(exp, c) && !failing(e, c) && !failing(b, c)) {
+            let Some(w) = virtperf_workload::find(&exp.cases[c].kind) else { continue };
+            for m in w.metrics().iter().take(w.headline_metrics()).map(|m| m.name) {
+                let host = format!("{m}{}", virtperf_workload::HOST_SUFFIX);
+                let metric = if own_clock && !get(e, c, &host).is_empty() { host } else { m.to_string() };
+                let base_values = get(b, c, &metric);
+                if !base_values.is_empty() && base_values.iter().all(|x| x.1 == 0.0) {
+                    continue;
+                }
+                let pairs = crate::report::paired::pairs(&get(e, c, &metric), &base_values);
+                let stated = crate::report::paired::stated(&pairs, &design);
+                let pilot = crate::report::paired::pilot_spread(&pairs, exp.launches);
+                let blocks = stated.map_or(0, |r| r.blocks);
+                let needed = match pilot {
+                    Some((sd, df)) => virtperf_stats::paired::units_needed_stein(
+                        sd,
+                        df,
+                        target,
+                        0.95,
+                        sequential::MIN_UNITS as usize,
+                        sequential::MAX_BLOCKS,
+                    ),
+                    None => sequential::MIN_UNITS as usize,
+                };
+                let rhw = stated.filter(|r| r.blocks >= 2).map_or(f64::INFINITY, |r| r.relative_half_width());
+                // A ratio with no pairs to stand on (its trials fail, its values are not
+                // positive) has no target to approach.
+                if stated.is_none() && blocks == 0 && !pairs.is_empty() {
+                    continue;
+                }
+                let watched = sequential::Watched {
+                    env: e,
+                    blocks,
+                    sd_log: pilot.map(|x| x.0),
+                    rhw,
+                    target,
+                    needed,
+                    met: blocks >= needed && pilot.is_some(),
+                };
+                let groups = virtperf_stats::sim::log_groups(&pairs);
+                let pair_cost = costs.trial(e, c) + costs.trial(b, c);
+                let launch_cost =
+                    costs.start.get(&e).copied().unwrap_or(0.0) + costs.start.get(&b).copied().unwrap_or(0.0);
+                let reps =
+                    sequential::reps_per_launch(&groups, pair_cost, launch_cost, exp.reps.max(1) as usize);
+                out.push(PairedCell { env: e, base: b, case: c, metric, watched, reps });
+            }
+        }
+    }
+    Ok((out, costs))
+}
+
+/// The next paired block for `cells` with `budget_left` seconds, and the ratios set aside (out of
+/// the budget's reach): [`sequential::plan_block`] by value per second, each environment's cost a
+/// block of it and its baseline holding its unmet cases. None when nothing is left to do.
+pub fn next_block(
+    cells: &[PairedCell],
+    costs: &Costs,
+    budget_left: f64,
+) -> (Option<Unit>, Vec<sequential::SetAside>) {
+    let unmet: Vec<&PairedCell> = cells.iter().filter(|c| !c.watched.met).collect();
+    let Some(base) = unmet.first().map(|c| c.base) else { return (None, Vec::new()) };
+    // One baseline per block: the cells of the first unmet ratio's (a campaign's hosts plan apart).
+    let unmet: Vec<&PairedCell> = unmet.into_iter().filter(|c| c.base == base).collect();
+    let needs = |e: usize, c: usize| unmet.iter().any(|x| x.env == e && x.case == c);
+    let cases_of = |members: &[usize]| -> Vec<(usize, usize)> {
+        let mut m: BTreeMap<usize, usize> = BTreeMap::new();
+        for x in unmet.iter().filter(|x| members.contains(&x.env)) {
+            let n = m.entry(x.case).or_default();
+            *n = (*n).max(x.reps);
+        }
+        m.into_iter().collect()
+    };
+    let unit_cost = |members: &[usize]| costs.block(base, members, &cases_of(members), &needs);
+    let watched: Vec<sequential::Watched> = unmet.iter().map(|c| c.watched.clone()).collect();
+    let plan = sequential::plan_block(&watched, &unit_cost, budget_left, 0.95);
+    if plan.members.is_empty() {
+        return (None, plan.set_aside);
+    }
+    let cases = cases_of(&plan.members);
+    let needs: Vec<(usize, usize)> =
+        unmet.iter().filter(|x| plan.members.contains(&x.env)).map(|x| (x.env, x.case)).collect();
+    (Some(Unit::Block { base, members: plan.members, cases, needs }), plan.set_aside)
+}
+
 /// What precision mode runs next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Unit {
+    /// A paired launch block: the baseline and `members` launched afresh, warm-ups then rounds of
+    /// case groups — each case with its repetitions, run by the baseline and the members that
+    /// need it (`needs`: (environment, case)).
+    Block { base: usize, members: Vec<usize>, cases: Vec<(usize, usize)>, needs: Vec<(usize, usize)> },
     /// A new launch of environment `env` with its warm-ups and, of each case, the repetitions
     /// given beside it (at least the experiment's `reps`).
     Launch { env: usize, cases: Vec<(usize, usize)> },
@@ -180,8 +374,12 @@ pub fn trials(
     unit: &Unit,
     seed: u64,
 ) -> Result<Vec<PlannedTrial>> {
+    if let Unit::Block { base, members, cases, needs } = unit {
+        return block_trials(exp, store, run_id, *base, members, cases, needs, seed);
+    }
     let env = match unit {
         Unit::Launch { env, .. } | Unit::Rep { env, .. } => *env,
+        Unit::Block { base, .. } => *base,
     };
     let (last_block, last_rep) = store.plan_tail(run_id, env)?;
     let next_rep = |c: usize| last_rep.get(&c).map_or(0, |r| r + 1);
@@ -197,6 +395,7 @@ pub fn trials(
     };
     Ok(match unit {
         Unit::Rep { case, .. } => vec![trial(*case, next_rep(*case), false, last_block)],
+        Unit::Block { .. } => Vec::new(),
         Unit::Launch { cases, .. } => {
             let block = last_block + 1;
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(exp.seed ^ seed.rotate_left(17));
@@ -221,6 +420,55 @@ pub fn trials(
     })
 }
 
+/// The trials of a paired block: a block number after every one so far, its warm-ups then its
+/// rounds, each round the cases with repetitions left in random order and each case a group of
+/// the baseline and the members that need it, in random order; repetition numbers continue each
+/// case's, the same for every environment of a round (what pairs their trials).
+#[allow(clippy::too_many_arguments)]
+fn block_trials(
+    exp: &Experiment,
+    store: &Store,
+    run_id: i64,
+    base: usize,
+    members: &[usize],
+    cases: &[(usize, usize)],
+    needs: &[(usize, usize)],
+    seed: u64,
+) -> Result<Vec<PlannedTrial>> {
+    let (last_block, last_rep) = store.plan_end(run_id)?;
+    let block = last_block + 1;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(exp.seed ^ seed.rotate_left(23));
+    let group = |c: usize| -> Vec<usize> {
+        std::iter::once(base).chain(members.iter().copied().filter(|&e| needs.contains(&(e, c)))).collect()
+    };
+    let mut out = Vec::new();
+    let most = cases.iter().map(|c| c.1).max().unwrap_or(0);
+    for (n, warmup) in [(exp.warmup as usize, true), (most, false)] {
+        for r in 0..n {
+            let mut round: Vec<usize> = cases.iter().filter(|c| warmup || c.1 > r).map(|c| c.0).collect();
+            round.shuffle(&mut rng);
+            for c in round {
+                let mut g = group(c);
+                g.shuffle(&mut rng);
+                let rep = last_rep.get(&c).map_or(0, |x| x + 1) + r as i64;
+                for e in g {
+                    out.push(PlannedTrial {
+                        id: 0,
+                        seq: 0,
+                        env_idx: e,
+                        case_idx: c,
+                        rep,
+                        warmup,
+                        peer_idx: None,
+                        block,
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,15 +477,23 @@ mod tests {
     use virtperf_proto::Sample;
     use virtperf_workload::Raw;
 
+    /// Today's unpaired design (order = random): launches of one side at a time.
     fn exp(launches: i64) -> Experiment {
+        exp_in(launches, "random")
+    }
+
+    fn exp_in(launches: i64, order: &str) -> Experiment {
         let mut raw = RawExperiment::default();
         raw.envs.push(read_flag("--env", "native").unwrap());
         raw.envs.push(read_flag("--env", "container").unwrap());
         raw.workloads.push(read_flag("--workload", "syscall").unwrap());
         raw.workloads.push(read_flag("--workload", "memcpy").unwrap());
-        for (k, v) in
-            [("launches", Raw::Int(launches)), ("reps", Raw::Int(4)), ("precision", Raw::Str("5%".into()))]
-        {
+        for (k, v) in [
+            ("launches", Raw::Int(launches)),
+            ("reps", Raw::Int(4)),
+            ("precision", Raw::Str("5%".into())),
+            ("order", Raw::Str(order.into())),
+        ] {
             raw.settings.insert(k.into(), RawSetting { value: v, origin: Origin::Default });
         }
         validate(&raw, &Origin::Default).unwrap()
@@ -360,5 +616,49 @@ mod tests {
         assert_eq!(next_unit(&e, &cells), Some(Unit::Rep { env: 0, case: 0 }));
         let t = trials(&e, &s, run, &Unit::Rep { env: 0, case: 0 }, 1).unwrap();
         assert_eq!((t.len(), t[0].rep, t[0].block, t[0].warmup), (1, 4, 0, false));
+    }
+
+    /// A paired run: its pairs are the same block and repetition; a ratio whose pilot (the
+    /// plan's four blocks) is noisy needs more blocks (Stein's second stage), one that is quiet is
+    /// done; the next block holds the baseline and the environment that needs it, in case groups,
+    /// with repetition numbers continuing each case's.
+    #[test]
+    fn a_paired_block_holds_the_baseline_and_the_ratios_that_need_it() {
+        let mut e = exp_in(4, "paired");
+        e.reps = 1;
+        let dir = tempfile::tempdir().unwrap();
+        // syscall: container 3× native, its launches differ by ±15 % (a block's pair moves with
+        // them); memcpy: both quiet. The host's slowdowns (rep 2: ×1.6 for both) cancel.
+        let (s, run) = store_with(&e, dir.path(), &|env, case, rep| {
+            let host = if rep == 2 { 1.6 } else { 1.0 };
+            host * match (env, case) {
+                (0, 0) => 100.0,
+                (1, 0) => 300.0 * [1.0, 1.15, 0.85, 1.1][(rep % 4) as usize],
+                (_, _) => 10.0 * (env + 1) as f64 * (1.0 + ((rep * 7 + env as i64 * 3) % 5) as f64 * 1e-3),
+            }
+        });
+        let (cells, costs) = paired_cells(&e, &s, run, &[0, 1], &BTreeSet::new()).unwrap();
+        assert_eq!(cells.len(), 2, "{cells:?}");
+        let memcpy = cells.iter().find(|c| c.case == 1).unwrap();
+        let syscall = cells.iter().find(|c| c.case == 0).unwrap();
+        assert!(memcpy.watched.met && memcpy.watched.rhw < 0.01, "{memcpy:?}");
+        assert!(!syscall.watched.met && syscall.watched.needed > 4, "{syscall:?}");
+        let (unit, aside) = next_block(&cells, &costs, 1e6);
+        assert!(aside.is_empty());
+        let Some(Unit::Block { base, members, cases, needs }) = unit.clone() else { panic!("{unit:?}") };
+        assert_eq!((base, members.clone(), needs.clone()), (0, vec![1], vec![(1, 0)]));
+        assert_eq!(cases.iter().map(|c| c.0).collect::<Vec<_>>(), [0]);
+        let t = trials(&e, &s, run, &unit.unwrap(), 1).unwrap();
+        assert!(t.iter().all(|x| x.block == 4 && x.case_idx == 0), "a block after the plan's four: {t:?}");
+        let measured: Vec<&PlannedTrial> = t.iter().filter(|x| !x.warmup).collect();
+        // Each round: both environments, back to back, with one repetition number.
+        for g in measured.chunks(2) {
+            assert_eq!(g[0].rep, g[1].rep);
+            assert_ne!(g[0].env_idx, g[1].env_idx);
+        }
+        assert!(measured.iter().all(|x| x.rep >= 4), "repetitions continue the plan's: {measured:?}");
+        // A budget that cannot pay for what the ratio still needs sets it aside, with what it needs.
+        let (unit, aside) = next_block(&cells, &costs, 0.0);
+        assert!(unit.is_none() && aside.len() == 1 && aside[0].more_blocks >= 1, "{aside:?}");
     }
 }

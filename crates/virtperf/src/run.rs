@@ -123,6 +123,10 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "host_facts": facts,
         "sizing": exp.sizings,
         "launches": exp.launches,
+        "warmup": exp.warmup,
+        "reps": exp.reps,
+        // How the trials run (paired: case groups) and so which estimate the report states.
+        "order": exp.order.as_str(),
         "precision": exp.precision,
         "runtimes": runtimes,
         "hosts": hosts,
@@ -295,11 +299,20 @@ pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitSta
         // A precision run whose budget ended with cells short of their target goes on, with a
         // budget of its own.
         let envs: Vec<usize> = (0..exp.envs.len()).collect();
-        let short: Vec<String> = crate::precision::cells(&exp, &store, run_id, &envs, &Default::default())?
-            .iter()
-            .filter(|c| !c.standing.met())
-            .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
-            .collect();
+        let short: Vec<String> = if crate::precision::paired(&exp) {
+            crate::precision::paired_cells(&exp, &store, run_id, &envs, &Default::default())?
+                .0
+                .iter()
+                .filter(|c| !c.watched.met)
+                .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
+                .collect()
+        } else {
+            crate::precision::cells(&exp, &store, run_id, &envs, &Default::default())?
+                .iter()
+                .filter(|c| !c.standing.met())
+                .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
+                .collect()
+        };
         if short.is_empty() {
             eprintln!(
                 "run {run_id} is already complete; nothing to resume{}",
@@ -1113,8 +1126,24 @@ impl<'a> Session<'a> {
         let exp = w.exp;
         let gone: std::collections::BTreeSet<usize> =
             (0..self.slots.len()).filter(|&i| self.slots[i].gave_up.is_some()).collect();
-        let cells = crate::precision::cells(exp, w.store, w.run_id, &share.envs, &gone)?;
-        let Some(unit) = crate::precision::next_unit(exp, &cells) else { return Ok(None) };
+        let unit = if crate::precision::paired(exp) {
+            // Paired: a block of the baseline and the environments whose ratios need one most per
+            // second of what is left of the budget.
+            let (cells, costs) = crate::precision::paired_cells(exp, w.store, w.run_id, &share.envs, &gone)?;
+            let left = exp.precision.map_or(0.0, |p| {
+                (w.started + Duration::from_millis(p.budget_ms))
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64()
+            });
+            match crate::precision::next_block(&cells, &costs, left).0 {
+                Some(u) => u,
+                None => return Ok(None),
+            }
+        } else {
+            let cells = crate::precision::cells(exp, w.store, w.run_id, &share.envs, &gone)?;
+            let Some(unit) = crate::precision::next_unit(exp, &cells) else { return Ok(None) };
+            unit
+        };
         let more = crate::precision::trials(exp, w.store, w.run_id, &unit, added)?;
         let more = w.store.extend_plan(w.run_id, &more)?;
         if let Ok(mut p) = w.progress.lock() {

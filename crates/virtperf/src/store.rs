@@ -186,6 +186,20 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
+/// Now, to the millisecond: when a trial ended (what places it in time against the others').
+pub fn now_rfc3339_millis() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time (seconds or finer); None when it is not one.
+pub fn epoch_ms(t: &str) -> Option<f64> {
+    humantime::parse_rfc3339_weak(t)
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs_f64() * 1e3)
+}
+
 #[derive(Debug, Clone)]
 pub struct PlannedTrial {
     pub id: i64,
@@ -275,14 +289,15 @@ stored_status! {
 }
 
 /// A value of a completed repetition: (environment, case, launch, metric, value).
-pub type MeasuredValue = (usize, usize, Option<i64>, String, f64);
+/// A measured value: (environment, case, launch id, metric, value, block, rep).
+pub type MeasuredValue = (usize, usize, Option<i64>, String, f64, u32, i64);
 
 /// Host CPU samples of a trial: (role, ms since the trial started, cumulative CPU ns).
 pub type CpuSeries = Vec<(String, f64, i64)>;
 
 /// Everything stored of one run, read once ([`Store::load`]): the report and every output are
 /// built from it, none reads the database again.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunRows {
     pub run_id: i64,
     pub info: RunInfo,
@@ -356,7 +371,7 @@ pub struct InstanceRecord {
     pub console: Option<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunInfo {
     pub id: i64,
     pub name: String,
@@ -367,7 +382,7 @@ pub struct RunInfo {
     pub manifest: serde_json::Value,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EnvRow {
     pub idx: usize,
     pub name: String,
@@ -425,7 +440,7 @@ impl PlannedTrial {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CaseRow {
     pub idx: usize,
     pub workload: String,
@@ -434,7 +449,7 @@ pub struct CaseRow {
     pub params: serde_json::Value,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TrialRow {
     pub id: i64,
     pub seq: i64,
@@ -457,6 +472,8 @@ pub struct TrialRow {
     pub launch_id: Option<i64>,
     /// A calibrated workload: the operations of this trial.
     pub work: Option<i64>,
+    /// When it ended, ms since the epoch (to the millisecond since trials were stamped so).
+    pub finished_ms: Option<f64>,
     /// The trial's own samples (aggregates, when several instances ran).
     pub samples: Vec<Sample>,
     /// Each instance's samples (several instances only).
@@ -613,11 +630,20 @@ impl Store {
     /// several instances): (environment, case, launch, metric, value), for precision mode.
     pub fn measured_values(&self, run: i64) -> Result<Vec<MeasuredValue>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT t.env_idx, t.case_idx, t.launch_id, s.metric, s.value FROM samples s JOIN trials t ON t.id = s.trial_id
-             WHERE t.run_id = ?1 AND t.status = 'ok' AND t.warmup = 0 AND t.peer_idx IS NULL AND s.instance IS NULL",
+            "SELECT t.env_idx, t.case_idx, t.launch_id, s.metric, s.value, t.block, t.rep FROM samples s JOIN trials t ON t.id = s.trial_id
+             WHERE t.run_id = ?1 AND t.status = 'ok' AND t.warmup = 0 AND t.peer_idx IS NULL AND s.instance IS NULL
+             ORDER BY t.seq",
         )?;
         let rows = st.query_map([run], |r| {
-            Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)? as usize, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                r.get::<_, i64>(0)? as usize,
+                r.get::<_, i64>(1)? as usize,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get::<_, i64>(5)?.max(0) as u32,
+                r.get(6)?,
+            ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -689,6 +715,20 @@ impl Store {
             .query_map(params![run, env_idx as i64], |r| {
                 Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)?))
             })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((block.unwrap_or(0).max(0) as u32, reps))
+    }
+
+    /// The last block of the run's plan (every environment's), and per case the last repetition
+    /// number any environment has (precision mode's paired blocks continue both).
+    pub fn plan_end(&self, run: i64) -> Result<(u32, std::collections::BTreeMap<usize, i64>)> {
+        let block: Option<i64> =
+            self.conn.query_row("SELECT max(block) FROM trials WHERE run_id = ?1", [run], |r| r.get(0))?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT case_idx, max(rep) FROM trials WHERE run_id = ?1 GROUP BY case_idx")?;
+        let reps = st
+            .query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get::<_, i64>(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok((block.unwrap_or(0).max(0) as u32, reps))
     }
@@ -943,7 +983,7 @@ impl Store {
         let mut st = self.conn.prepare(
             "SELECT id, seq, env_idx, case_idx, rep, warmup, status, reason, host_ns, guest_ns, host_cpu_ns, guest_cpu_ns,
                     tester_cpu_ns, peer_idx, rtt_ns, rtt_jitter_ns, block, launch_id, work,
-                    CASE WHEN json_valid(extra) THEN json_extract(extra, '$.clock_instances') END
+                    CASE WHEN json_valid(extra) THEN json_extract(extra, '$.clock_instances') END, finished_at
              FROM trials WHERE run_id = ?1 ORDER BY seq",
         )?;
         let mut trials: Vec<TrialRow> = st
@@ -968,6 +1008,7 @@ impl Store {
                     block: r.get::<_, i64>(16)?.max(0) as u32,
                     launch_id: r.get(17)?,
                     work: r.get(18)?,
+                    finished_ms: r.get::<_, Option<String>>(20)?.as_deref().and_then(epoch_ms),
                     samples: Vec::new(),
                     instance_samples: Vec::new(),
                     // Written by virtperf itself; anything else there reads as none.
@@ -1058,7 +1099,7 @@ fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> 
             trial_id,
             o.status,
             o.reason,
-            now_rfc3339(),
+            now_rfc3339_millis(),
             n(o.host_ns),
             n(o.guest_ns),
             n(o.host_cpu_ns),

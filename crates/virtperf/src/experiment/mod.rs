@@ -71,15 +71,20 @@ fn err(origin: &Origin, key: Option<&str>, message: impl Into<String>) -> InputE
 /// report says so).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
+    /// Case groups: each round runs one case after another, every environment's trial of that
+    /// case back to back in random order, so an environment's trial and its baseline's are a pair
+    /// that shared whatever the host did in those seconds (the default).
+    Paired,
     Random,
     Interleaved,
     Sequential,
 }
 
 impl Order {
-    pub const NAMES: &'static [&'static str] = &["random", "interleaved", "sequential"];
+    pub const NAMES: &'static [&'static str] = &["paired", "random", "interleaved", "sequential"];
     pub fn parse(s: &str) -> Option<Order> {
         match s {
+            "paired" => Some(Order::Paired),
             "random" => Some(Order::Random),
             "interleaved" => Some(Order::Interleaved),
             "sequential" => Some(Order::Sequential),
@@ -88,6 +93,7 @@ impl Order {
     }
     pub fn as_str(self) -> &'static str {
         match self {
+            Order::Paired => "paired",
             Order::Random => "random",
             Order::Interleaved => "interleaved",
             Order::Sequential => "sequential",
@@ -795,7 +801,12 @@ iterations = [10, 20]
         );
         expect_err("[[env]]\nkind = \"native\"\n", 1, Some("workload"), "no workload");
         expect_err("[[env]]\nname = \"x\"\n[[workload]]\nkind = \"cpu\"\n", 1, Some("kind"), "needs `kind");
-        expect_err(&format!("order = \"backwards\"\n{base}"), 1, Some("order"), "random, interleaved");
+        expect_err(
+            &format!("order = \"backwards\"\n{base}"),
+            1,
+            Some("order"),
+            "paired, random, interleaved",
+        );
         expect_err(&format!("timeout = \"soon\"\n{base}"), 1, Some("timeout"), "duration");
         expect_err(
             "[[env]]\nkind = \"container\"\ncpus = [1, 2]\n[[workload]]\nkind = \"cpu\"\n",

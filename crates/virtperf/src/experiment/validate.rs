@@ -689,9 +689,9 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
     let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
     let freeze_idle = get("freeze_idle").map(|s| setting_bool(s, "freeze_idle")).transpose()?.unwrap_or(true);
     let order = match get("order") {
-        None => Order::Random,
+        None => Order::Paired,
         Some(s) => match &s.value {
-            Raw::Str(v) if Order::parse(v).is_some() => Order::parse(v).unwrap_or(Order::Random),
+            Raw::Str(v) if Order::parse(v).is_some() => Order::parse(v).unwrap_or(Order::Paired),
             v => {
                 return Err(err(
                     &s.origin,

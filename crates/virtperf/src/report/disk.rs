@@ -97,11 +97,7 @@ pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<D
                                     mean: x.mean,
                                     ci95: x.ci95,
                                     n: x.n,
-                                    overhead: x.overhead.as_ref().map(|o| Overhead {
-                                        ratio: o.ratio,
-                                        ci95: o.ci95,
-                                        no_ci: o.no_ci,
-                                    }),
+                                    overhead: x.overhead.clone(),
                                 })
                             })
                             .collect()
@@ -222,7 +218,7 @@ mod tests {
             no_ci: None,
             outliers: 0,
             non_finite: 0,
-            overhead: ratio.map(|r| Overhead { ratio: r, ci95: Some([r - 0.1, r + 0.1]), no_ci: None }),
+            overhead: ratio.map(|r| Overhead::unpaired(r, Some([r - 0.1, r + 0.1]), None)),
             clock: None,
             other_clock: None,
             clock_disagrees: false,

@@ -171,8 +171,7 @@ mod tests {
 
     fn row(env: &str, mean: f64, ratio: Option<f64>) -> ResultRow {
         let mut r = crate::report::test_row(env, mean, 0.1, "lower");
-        r.overhead =
-            ratio.map(|ratio| Overhead { ratio, ci95: Some([ratio * 0.9, ratio * 1.1]), no_ci: None });
+        r.overhead = ratio.map(|ratio| Overhead::unpaired(ratio, Some([ratio * 0.9, ratio * 1.1]), None));
         r
     }
 

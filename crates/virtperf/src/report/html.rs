@@ -80,7 +80,7 @@ pub fn cost_rows(r: &Report) -> Vec<CostRow> {
         .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
         .filter_map(|x| {
             let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
-            let (c, ci) = cost(o.ratio, o.ci95, x.better);
+            let (c, ci) = cost(o.ratio, o.ci, x.better);
             let what = if several(x) {
                 format!("{} · {}", case_short(&x.workload), x.metric)
             } else {
@@ -1288,11 +1288,7 @@ mod tests {
             workload: kind.into(),
             kind: kind.into(),
             metric: metric.into(),
-            overhead: Some(crate::report::Overhead {
-                ratio,
-                ci95: Some([ratio * 0.9, ratio * 1.1]),
-                no_ci: None,
-            }),
+            overhead: Some(crate::report::Overhead::unpaired(ratio, Some([ratio * 0.9, ratio * 1.1]), None)),
             ..crate::report::test_row(env, 1.0, 0.1, "lower")
         };
         r.results = vec![

@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 
 pub mod disk;
+pub mod disturbances;
 pub mod figures;
 pub mod hosts;
 pub mod html;
+pub mod paired;
 pub mod rfc2544;
 mod summary;
 mod svg;
@@ -53,13 +55,46 @@ pub fn clock_tolerance_ns(overhead_ns: f64, jitter_ns: f64, guest_ns: f64) -> f6
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Overhead {
-    /// environment mean / native mean
+    /// The environment's cost against its baseline's: the geometric mean of paired trials'
+    /// ratios (`estimate` = paired), or the ratio of the two sides' means (unpaired).
     pub ratio: f64,
-    /// Fieller 95 % interval; null when there is none (`no_ci` says why)
+    /// Its 95 % interval (paired: Student's t over launch blocks, Stein's for a precision run;
+    /// unpaired: Fieller's); null when there is none (`no_ci` says why).
     pub ci95: Option<[f64; 2]>,
     /// Why `ci95` is null: unbounded, one sample on a side, no variation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_ci: Option<&'static str>,
+    /// Which estimate this is: `paired` or `unpaired`.
+    pub estimate: &'static str,
+    /// The interval the report states, at `ci_level`: `ci95` but for an unpaired precision run,
+    /// whose stopping rule needs 99 % intervals to cover at 95 %.
+    pub ci: Option<[f64; 2]>,
+    pub ci_level: f64,
+    /// Paired: how many pairs, over how many launch blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<usize>,
+}
+
+impl Overhead {
+    /// An unpaired ratio with its 95 % interval, stated as is.
+    pub fn unpaired(ratio: f64, ci95: Option<[f64; 2]>, no_ci: Option<&'static str>) -> Overhead {
+        Overhead {
+            ratio,
+            ci95,
+            no_ci,
+            estimate: "unpaired",
+            ci: ci95,
+            ci_level: 0.95,
+            pairs: None,
+            blocks: None,
+        }
+    }
+    /// The stated interval's half-width relative to the ratio, where there is one.
+    pub fn relative_half_width(&self) -> Option<f64> {
+        self.ci.map(|[lo, hi]| (hi - lo) / 2.0 / self.ratio.abs()).filter(|h| h.is_finite())
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -211,18 +246,42 @@ impl Side {
     }
 }
 
-/// The ratio `a / b` with Fieller's interval at `level`, each side at its own level of repetition.
+/// The ratio `a / b` with Fieller's interval at 95 % and at the stated `level`, each side at its
+/// own level of repetition.
 fn side_ratio(a: &Side, b: &Side, level: f64) -> Option<Overhead> {
     if b.est.mean == 0.0 {
         return None;
     }
     if let Some(why) = a.no_ci().or(b.no_ci()) {
-        return Some(Overhead { ratio: a.est.mean / b.est.mean, ci95: None, no_ci: Some(why) });
+        return Some(Overhead {
+            ci_level: level,
+            ..Overhead::unpaired(a.est.mean / b.est.mean, None, Some(why))
+        });
     }
-    virtperf_stats::ratio_ci_at(&a.est, &b.est, level).map(|r| Overhead {
+    let at = |l: f64| virtperf_stats::ratio_ci_at(&a.est, &b.est, l);
+    let r95 = at(0.95)?;
+    let stated = at(level)?;
+    Some(Overhead {
+        ci: stated.ci95.map(|(l, h)| [l, h]),
+        ci_level: level,
+        no_ci: stated.no_ci.or(r95.no_ci),
+        ..Overhead::unpaired(r95.ratio, r95.ci95.map(|(l, h)| [l, h]), r95.no_ci)
+    })
+}
+
+/// The paired ratio of `pairs` as the report states it (Stein's interval for a precision run).
+fn paired_overhead(pairs: &[virtperf_stats::paired::Pair], design: &paired::Design) -> Option<Overhead> {
+    let r = paired::stated(pairs, design)?;
+    let ci = r.ci.map(|(l, h)| [l, h]);
+    Some(Overhead {
         ratio: r.ratio,
-        ci95: r.ci95.map(|(l, h)| [l, h]),
+        ci95: ci,
         no_ci: r.no_ci,
+        estimate: "paired",
+        ci,
+        ci_level: 0.95,
+        pairs: Some(r.pairs),
+        blocks: Some(r.blocks),
     })
 }
 
@@ -476,6 +535,10 @@ pub struct Report {
     /// A campaign across hosts: each workload's figures side by side by host.
     pub by_host: Vec<hosts::HostTable>,
     pub overhead_method: &'static str,
+    /// The estimate its ratios state (`paired` where the trials ran in case groups).
+    pub estimate: paired::Estimate,
+    /// Moments the whole host slowed down (clearly slow trials of several environments at once).
+    pub disturbances: Vec<disturbances::Disturbance>,
     pub results: Vec<ResultRow>,
     pub environments: Vec<EnvSummary>,
     pub clock_checks: Vec<ClockCheck>,
@@ -514,8 +577,12 @@ pub struct Report {
 pub struct PrecisionReport {
     /// Target half-width of each ratio's interval, % of the ratio.
     pub target_percent: f64,
-    /// The level its intervals are computed at (what keeps 95 % coverage under the rule).
+    /// The level its intervals are stated at: 95 % for a paired run (Stein's two-stage), 99 % for
+    /// an unpaired one (what keeps 95 % coverage under its stopping rule).
     pub level: f64,
+    /// How further launches were decided: `two-stage` (paired: each ratio's blocks sized once
+    /// from the plan's minimum, the pilot) or `stop when met` (unpaired).
+    pub rule: &'static str,
     pub budget_ms: u64,
     pub met: usize,
     pub cells: Vec<PrecisionCell>,
@@ -532,11 +599,22 @@ pub struct PrecisionCell {
     pub met: bool,
     pub launches: usize,
     pub n: usize,
+    /// Short of its target: how many more launch blocks its pilot's spread says it needs, and
+    /// about how long they would take (its launches, its baseline's, their trials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Needs>,
     /// A side (the environment, or its baseline) whose launches' first trial differs clearly from
     /// their later ones: its launch means mix trials after other workloads with trials back to
     /// back (`virtperf_stats::sequential::first_vs_rest`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_trial_differs: Option<FirstTrialDiffers>,
+}
+
+/// What a ratio short of its target would need.
+#[derive(Debug, Clone, Serialize)]
+pub struct Needs {
+    pub more_blocks: usize,
+    pub seconds: f64,
 }
 
 /// Where a launch's first trial of a case is unlike its later ones.
@@ -572,10 +650,36 @@ fn precision_report(
     rows: &RunRows,
     tally: &Tally,
     baseline_of: &[Option<usize>],
+    how: &Stating,
 ) -> Option<PrecisionReport> {
     let cases = &rows.cases;
     let p = &manifest["precision"];
     let target = p["percent"].as_f64()?;
+    let paired_rule = how.design.paired_order;
+    // What a launch of an environment costs (its start), and a trial of a case there (s).
+    let start_s = |e: usize| {
+        let s: Vec<f64> = rows.starts.iter().filter(|x| x.0 == e).map(|x| x.1 / 1e3).collect();
+        if s.is_empty() {
+            0.0
+        } else {
+            s.iter().sum::<f64>() / s.len() as f64
+        }
+    };
+    let trial_s = |e: usize, c: usize| {
+        let t: Vec<f64> = rows
+            .trials
+            .iter()
+            .filter(|t| t.env_idx == e && t.case_idx == c && t.peer_idx.is_none() && !t.warmup)
+            .filter_map(|t| t.host_ns)
+            .map(|n| n as f64 / 1e9)
+            .collect();
+        if t.is_empty() {
+            0.0
+        } else {
+            t.iter().sum::<f64>() / t.len() as f64
+        }
+    };
+    let warmup = manifest["warmup"].as_u64().unwrap_or(1) as f64;
     let mut cells = Vec::new();
     for x in results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
         let Some(o) = &x.overhead else { continue };
@@ -584,10 +688,11 @@ fn precision_report(
         if !w.metrics().iter().take(w.headline_metrics()).any(|m| m.name == x.metric) {
             continue;
         }
-        let hw = o.ci95.map(|[lo, hi]| (hi - lo) / 2.0 / o.ratio.abs() * 100.0).filter(|h| h.is_finite());
+        let hw = o.relative_half_width().map(|h| h * 100.0);
         let c = cases.iter().position(|k| k.label == x.workload);
         let e = rows.envs.iter().position(|v| v.name == x.environment);
-        let sides = e.into_iter().chain(e.and_then(|e| baseline_of.get(e).copied().flatten()));
+        let base = e.and_then(|e| baseline_of.get(e).copied().flatten());
+        let sides = e.into_iter().chain(base);
         let first_trial_differs = c.and_then(|c| {
             sides.into_iter().find_map(|side| {
                 let key = (c, x.metric.clone(), (side, None));
@@ -597,20 +702,52 @@ fn precision_report(
                     .map(|effect| FirstTrialDiffers { environment: rows.envs[side].name.clone(), effect })
             })
         });
+        let met = hw.is_some_and(|h| h <= target);
+        // Short of the target: what its pilot's spread says it needs (Stein's second stage).
+        let needs = match (met, paired_rule, e, base, c, o.blocks) {
+            (false, true, Some(e), Some(b), Some(c), Some(blocks)) => {
+                let metric = if x.clock == Some("host") {
+                    format!("{}{}", x.metric, virtperf_workload::HOST_SUFFIX)
+                } else {
+                    x.metric.clone()
+                };
+                let pairs = tally.pairs(c, &metric, e, b);
+                // From the spread its interval rests on now (the pilot's or the run's, the larger).
+                paired::stated(&pairs, &how.design).filter(|r| r.blocks >= 2).map(|r| (r.sd_log, r.df)).map(
+                    |(sd, df)| {
+                        let needed = virtperf_stats::paired::units_needed_stein(
+                            sd,
+                            df,
+                            target / 100.0,
+                            0.95,
+                            virtperf_stats::sequential::MIN_UNITS as usize,
+                            virtperf_stats::sequential::MAX_BLOCKS,
+                        );
+                        let more = needed.saturating_sub(blocks).max(1);
+                        let per_block =
+                            start_s(e) + start_s(b) + (warmup + 1.0) * (trial_s(e, c) + trial_s(b, c));
+                        Needs { more_blocks: more, seconds: more as f64 * per_block }
+                    },
+                )
+            }
+            _ => None,
+        };
         cells.push(PrecisionCell {
             environment: x.environment.clone(),
             workload: x.workload.clone(),
             metric: x.metric.clone(),
             half_width_percent: hw,
-            met: hw.is_some_and(|h| h <= target),
+            met,
             launches: x.launches,
             n: x.n,
+            needs,
             first_trial_differs,
         });
     }
     Some(PrecisionReport {
         target_percent: target,
-        level: virtperf_stats::sequential::LEVEL,
+        level: if paired_rule { 0.95 } else { virtperf_stats::sequential::LEVEL },
+        rule: if paired_rule { "two-stage" } else { "stop when met" },
         budget_ms: p["budget_ms"].as_u64().unwrap_or_default(),
         met: cells.iter().filter(|c| c.met).count(),
         cells,
@@ -711,15 +848,29 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// The report of a run, from its rows read once ([`Store::load`]).
+/// The report of a run, from its rows read once ([`Store::load`]), with the estimate its design
+/// calls for (paired where the trials ran in case groups).
 pub fn build(rows: &RunRows) -> Result<Report> {
+    build_with(rows, None)
+}
+
+/// [`build`] stating `estimate` (None: the run's design's).
+pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<Report> {
     let RunRows { run_id, info, envs, cases, trials, .. } = rows;
     let bases = Baselines::of(envs);
-    // Precision mode states its intervals at the level that keeps 95 % coverage under its rule.
-    let level = if info.manifest["precision"].is_object() { virtperf_stats::sequential::LEVEL } else { 0.95 };
+    let design = paired::Design::of(&info.experiment, &info.manifest);
+    let estimate = estimate.unwrap_or(design.default_estimate());
+    // An unpaired precision run states its intervals at the level that keeps 95 % coverage under
+    // its stopping rule (99 %); a paired one sizes its blocks once (Stein) and states 95 %.
+    let level = if info.manifest["precision"].is_object() && !design.paired_order {
+        virtperf_stats::sequential::LEVEL
+    } else {
+        0.95
+    };
     let tally = Tally::of(trials);
     let (clock_checks, disagrees) = clock_checks(&tally, envs, cases);
-    let mut results = result_rows(rows, &tally, &bases, &disagrees, level);
+    let how = Stating { level, estimate, design };
+    let mut results = result_rows(rows, &tally, &bases, &disagrees, &how);
     // Each instance's rows, after the environments' own.
     for ((c, m, e, k), v) in &tally.inst_values {
         let Some(s) = Summary::of(v) else { continue };
@@ -758,9 +909,10 @@ pub fn build(rows: &RunRows) -> Result<Report> {
         by_host: hosts::build(&results, envs),
         baselines: bases.names,
         natural_baseline: bases.natural,
-        overhead_method:
-            "ratio of means (environment / native), Fieller 95% interval, Welch-Satterthwaite df",
-        precision: precision_report(&info.manifest, &results, rows, &tally, &bases.of),
+        overhead_method: estimate.method(),
+        estimate,
+        disturbances: disturbances::find(rows),
+        precision: precision_report(&info.manifest, &results, rows, &tally, &bases.of, &how),
         results,
         environments: env_summaries(rows, &bases.of),
         clock_checks,
@@ -868,6 +1020,8 @@ struct Tally {
     values: Values,
     /// The launch of each of those values, in the same order.
     launch_of: LaunchIds,
+    /// The block and repetition of each of those values, in the same order (what pairs them).
+    slots: Slots,
     clocks: BTreeMap<(usize, usize), Spans>,
     /// (case, environment) → the most instances whose clocks one trial checked.
     clock_instances: BTreeMap<(usize, usize), usize>,
@@ -917,6 +1071,10 @@ impl Tally {
                     .entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx)))
                     .or_default()
                     .push(t.launch_id);
+                y.slots
+                    .entry((t.case_idx, m.clone(), (t.env_idx, t.peer_idx)))
+                    .or_default()
+                    .push((t.block, t.rep));
                 y.values.entry((t.case_idx, m, (t.env_idx, t.peer_idx))).or_default().push(x);
             }
             // Only armed trials: their host span covers exactly the guest's timed region. Several
@@ -935,6 +1093,27 @@ impl Tally {
             }
         }
         y
+    }
+}
+
+/// How a report states its ratios: the estimate, the run's design, the level of unpaired intervals.
+pub struct Stating {
+    pub level: f64,
+    pub estimate: paired::Estimate,
+    pub design: paired::Design,
+}
+
+impl Tally {
+    /// The pairs of environment `e`'s values of `metric` in `case` with its baseline `b`'s.
+    fn pairs(&self, case: usize, metric: &str, e: usize, b: usize) -> Vec<virtperf_stats::paired::Pair> {
+        let side = |x: usize| -> Vec<(paired::Slot, f64)> {
+            let key = (case, metric.to_string(), (x, None));
+            match (self.slots.get(&key), self.values.get(&key)) {
+                (Some(k), Some(v)) => k.iter().copied().zip(v.iter().copied()).collect(),
+                _ => Vec::new(),
+            }
+        };
+        paired::pairs(&side(e), &side(b))
     }
 }
 
@@ -990,9 +1169,10 @@ fn result_rows(
     tally: &Tally,
     bases: &Baselines,
     disagrees: &std::collections::BTreeSet<(usize, usize)>,
-    level: f64,
+    how: &Stating,
 ) -> Vec<ResultRow> {
     let (envs, cases) = (&rows.envs, &rows.cases);
+    let level = how.level;
     let mut results = Vec::new();
     for case in cases {
         let Some(ms) = tally.metrics.get(&case.idx) else { continue };
@@ -1045,7 +1225,15 @@ fn result_rows(
                 // not a performance (the load reached) is never compared.
                 let comparable = better_of(m) != Better::Neither;
                 let overhead = match (&base, Some(env.idx) != base_idx && peer.is_none() && comparable) {
-                    (Some(b), true) => side_ratio(&s, b, level),
+                    (Some(b), true) => {
+                        let paired = (how.estimate == paired::Estimate::Paired)
+                            .then(|| {
+                                let b = base_idx?;
+                                paired_overhead(&tally.pairs(case.idx, shown, ei, b), &how.design)
+                            })
+                            .flatten();
+                        paired.or_else(|| side_ratio(&s, b, level))
+                    }
                     _ => None,
                 };
                 let work = rows.calibrations.get(&(ei, case.idx)).filter(|_| peer.is_none()).map(|c| Work {
@@ -1150,6 +1338,8 @@ fn rfc2544_rows(rows: &RunRows) -> Vec<rfc2544::Row> {
 type LaunchIds = BTreeMap<(usize, String, (usize, Option<usize>)), Vec<Option<i64>>>;
 /// (case, metric, (environment, peer)) → the trials' values.
 type Values = BTreeMap<(usize, String, (usize, Option<usize>)), Vec<f64>>;
+/// (case, metric, (environment, peer)) → each value's block and repetition.
+type Slots = BTreeMap<(usize, String, (usize, Option<usize>)), Vec<paired::Slot>>;
 /// (case, metric, environment, instance) → each instance's values.
 type InstValues = BTreeMap<(usize, String, usize, u32), Vec<f64>>;
 
@@ -1202,9 +1392,11 @@ fn instance_tables(
                     per_instance: if e.instances == 1 { vec![a.mean] } else { per_instance },
                     aggregate: a.mean,
                     aggregate_ci95: a.ci95.map(|(l, h)| [l, h]),
-                    vs_one: one.as_ref().filter(|_| e.instances > 1).and_then(|o| ratio_ci(&a, o)).map(|r| {
-                        Overhead { ratio: r.ratio, ci95: r.ci95.map(|(l, h)| [l, h]), no_ci: r.no_ci }
-                    }),
+                    vs_one: one
+                        .as_ref()
+                        .filter(|_| e.instances > 1)
+                        .and_then(|o| ratio_ci(&a, o))
+                        .map(|r| Overhead::unpaired(r.ratio, r.ci95.map(|(l, h)| [l, h]), r.no_ci)),
                     // Fairness of the flows (the same on either clock: computed once, on the base figure).
                     jain: mean_of(format!("{}_jain", headline.name)),
                     share_min_pct: mean_of(format!("{}_share_min", headline.name)),
@@ -1486,7 +1678,7 @@ pub fn mean_text(mean: f64, ci95: Option<[f64; 2]>, n: usize) -> String {
 /// The verdict on a ratio: `worse` or `better` when its CI excludes 1 (by the metric's
 /// direction), `~same` when it holds 1, none without a CI.
 fn verdict(o: &Overhead, better: &str) -> Option<&'static str> {
-    match o.ci95 {
+    match o.ci {
         Some([l, h]) if l > 1.0 || h < 1.0 => {
             let bigger = l > 1.0;
             let worse = (bigger && better == "lower") || (!bigger && better == "higher");
@@ -1499,7 +1691,7 @@ fn verdict(o: &Overhead, better: &str) -> Option<&'static str> {
 
 fn overhead_text(o: &Overhead, better: &str) -> String {
     let verdict = verdict(o, better).map(|v| format!(" {v}")).unwrap_or_default();
-    match (o.ci95, o.no_ci) {
+    match (o.ci, o.no_ci) {
         (Some([l, h]), _) => format!("×{:.3} [{:.3}, {:.3}]{verdict}", o.ratio, l, h),
         (None, Some(why)) if why == virtperf_stats::NO_CI_UNBOUNDED => format!("×{:.3} [unbounded]", o.ratio),
         (None, Some(why)) if why == virtperf_stats::NO_CI_ONE_SAMPLE => {
@@ -1602,6 +1794,7 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
         out += &format!("{e} / {w} / {m}: {n} sample(s) not finite (NaN or ∞), left out of its figures\n");
     }
     out += &tool_agreement(r);
+    out += &disturbance_note(r);
     if let Some(b) = &r.natural_baseline {
         out += &format!(
             "no native environment: each instance count is compared with N = 1 of its group, and each group's first with `{b}`, the run's first environment\n"
@@ -1632,6 +1825,25 @@ fn render_notes(r: &Report, any_dual: bool) -> String {
             "this run was interrupted: `virtperf run --resume {}` finishes the missing trials\n",
             r.run_id
         );
+    }
+    out
+}
+
+/// The host's own slowdowns, and what became of them in the ratios.
+pub fn disturbance_note(r: &Report) -> String {
+    if r.disturbances.is_empty() {
+        return String::new();
+    }
+    let fate = match r.estimate {
+        paired::Estimate::Paired => "paired ratios cancel them where both trials of a pair were inside",
+        paired::Estimate::Unpaired => "unpaired ratios book them as a side's variance",
+    };
+    let mut out = format!("the host slowed down as a whole {} time(s) ({fate}):\n", r.disturbances.len());
+    for d in r.disturbances.iter().take(5) {
+        out += &format!("  {}\n", disturbances::line(d));
+    }
+    if r.disturbances.len() > 5 {
+        out += &format!("  and {} more (--json: `disturbances`)\n", r.disturbances.len() - 5);
     }
     out
 }
@@ -1844,22 +2056,47 @@ fn render_levels(r: &Report) -> String {
                     .half_width_percent
                     .map(|h| format!("±{h:.1} %"))
                     .unwrap_or_else(|| "no interval".into());
-                format!("{} / {} {} {hw}", c.environment, c.workload, c.metric)
+                let needs = c.needs.as_ref().map_or(String::new(), |n| {
+                    format!(" (~{} more launches, ~{})", n.more_blocks, human_secs(n.seconds))
+                });
+                format!("{} / {} {} {hw}{needs}", c.environment, c.workload, c.metric)
             })
             .collect();
+        let how = if p.rule == "two-stage" {
+            "paired launch blocks sized from the first ones (Stein's two-stage), 95 % intervals".to_string()
+        } else {
+            format!(
+                "intervals at the {} % level, which keeps their coverage at 95 % under the stopping rule",
+                p.level * 100.0
+            )
+        };
         out += &format!(
-            "precision target ±{} % (intervals at the {} % level, which keeps their coverage at 95 % under the stopping rule): {} of {} ratios met it{}\n",
+            "precision target ±{} % ({how}): {} of {} ratios met it{}\n",
             p.target_percent,
-            p.level * 100.0,
             p.met,
             p.cells.len(),
-            if short.is_empty() { String::new() } else { format!("; not met within the budget: {}", short.join(", ")) }
+            if short.is_empty() {
+                String::new()
+            } else {
+                format!("; not met within the budget: {}", short.join(", "))
+            }
         );
         for n in order_notes(p) {
             out += &format!("  {n}\n");
         }
     }
     out
+}
+
+/// Seconds as a person says them: "40 s", "6 min".
+pub fn human_secs(s: f64) -> String {
+    if s < 90.0 {
+        format!("{:.0} s", s.max(1.0))
+    } else if s < 5400.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
 }
 
 /// Ratios whose launch means mix a launch's first trial with later ones unlike it, in words (the
@@ -1937,6 +2174,8 @@ pub fn summary_test_report() -> Report {
         natural_baseline: None,
         by_host: Vec::new(),
         overhead_method: "fieller",
+        estimate: paired::Estimate::Unpaired,
+        disturbances: Vec::new(),
         results: Vec::new(),
         environments: vec![env("native"), env("container"), env("qemu-virtio-with-a-long-name")],
         clock_checks: Vec::new(),
@@ -1972,12 +2211,14 @@ mod tests {
             met: false,
             launches: 16,
             n: 252,
+            needs: None,
             first_trial_differs: d,
         };
         let effect = virtperf_stats::sequential::FirstVsRest { percent: 126.0, t: 10.2, launches: 12 };
         let p = PrecisionReport {
             target_percent: 5.0,
             level: 0.99,
+            rule: "stop when met",
             budget_ms: 270_000,
             met: 0,
             cells: vec![
@@ -2044,12 +2285,12 @@ mod tests {
 
     #[test]
     fn overhead_verdicts_respect_direction() {
-        let o = |r, l, h| Overhead { ratio: r, ci95: Some([l, h]), no_ci: None };
+        let o = |r, l, h| Overhead::unpaired(r, Some([l, h]), None);
         assert!(overhead_text(&o(1.2, 1.1, 1.3), "lower").ends_with("worse"));
         assert!(overhead_text(&o(1.2, 1.1, 1.3), "higher").ends_with("better"));
         assert!(overhead_text(&o(0.8, 0.7, 0.9), "higher").ends_with("worse"));
         assert!(overhead_text(&o(1.0, 0.9, 1.1), "lower").ends_with("~same"));
-        let none = |why| Overhead { ratio: 2.0, ci95: None, no_ci: Some(why) };
+        let none = |why| Overhead::unpaired(2.0, None, Some(why));
         assert!(overhead_text(&none(virtperf_stats::NO_CI_UNBOUNDED), "lower").contains("unbounded"));
         assert_eq!(overhead_text(&none(virtperf_stats::NO_CI_ONE_SAMPLE), "lower"), "×2.000 (n=1, no CI)");
         assert_eq!(mean_text(427896.0, None, 1), "427896 (n=1)");

@@ -285,7 +285,7 @@ mod tests {
             no_ci: None,
             outliers: 0,
             non_finite: 0,
-            overhead: ratio.map(|r| Overhead { ratio: r, ci95: Some([r - 0.05, r + 0.05]), no_ci: None }),
+            overhead: ratio.map(|r| Overhead::unpaired(r, Some([r - 0.05, r + 0.05]), None)),
             clock: None,
             other_clock: None,
             clock_disagrees: false,

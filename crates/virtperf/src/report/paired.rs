@@ -1,0 +1,145 @@
+//! The paired estimate of a run's ratios: which trials pair, and the estimate a run states.
+//!
+//! With `order = "paired"` (the default) each round runs case groups: every environment's trial of
+//! one case back to back. An environment's trial and its baseline's of the same case, launch block
+//! and round (`rep`) are a pair; the ratio is their geometric mean over blocks
+//! (`virtperf_stats::paired`). A precision run sizes its further blocks from the plan's minimum
+//! (the pilot: the first `launches` blocks) and states Stein's interval
+//! (`virtperf_stats::paired::paired_ratio_stein`). A run in another order (and one stored before
+//! pairs existed) states the unpaired estimate, the ratio of means with Fieller's interval; both
+//! are one flag away (`report --estimate paired|unpaired`).
+
+use serde::Serialize;
+use virtperf_stats::paired::{paired_ratio, paired_ratio_stein, Pair, PairedRatio};
+
+/// Where a value sits in the plan: its launch block and its repetition number.
+pub type Slot = (u32, i64);
+
+/// Which estimate a report states for its ratios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Estimate {
+    /// The geometric mean of paired trials' ratios, over launch blocks.
+    Paired,
+    /// The ratio of the two sides' means with Fieller's interval.
+    Unpaired,
+}
+
+impl Estimate {
+    /// How the report says it, in a line.
+    pub fn method(self) -> &'static str {
+        match self {
+            Estimate::Paired => {
+                "paired: each environment's trial and its baseline's ran back to back (a case group); the ratio is the geometric mean of their ratios over launch blocks, Student's t over the blocks"
+            }
+            Estimate::Unpaired => "unpaired: ratio of means (environment / baseline), Fieller's interval, Welch-Satterthwaite df",
+        }
+    }
+}
+
+/// What a run's stored experiment and manifest say about its ratios: the order its trials ran in
+/// (paired or not) and, for a precision run, the blocks of its pilot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Design {
+    /// The trials ran in case groups.
+    pub paired_order: bool,
+    /// Precision mode's pilot: the plan's minimum blocks (None: not a precision run).
+    pub pilot_blocks: Option<u32>,
+}
+
+impl Design {
+    /// From the run's stored experiment text and manifest.
+    pub fn of(experiment: &str, manifest: &serde_json::Value) -> Design {
+        let paired_order = manifest["order"].as_str().map_or_else(
+            || {
+                experiment
+                    .lines()
+                    .any(|l| l.split('#').next().unwrap_or("").replace(' ', "") == "order=\"paired\"")
+            },
+            |o| o == "paired",
+        );
+        let pilot_blocks = manifest["precision"]
+            .is_object()
+            .then(|| manifest["launches"].as_u64().unwrap_or(1).max(1) as u32);
+        Design { paired_order, pilot_blocks }
+    }
+    /// The estimate a report states unless asked for the other: paired where the trials ran in
+    /// case groups.
+    pub fn default_estimate(&self) -> Estimate {
+        if self.paired_order {
+            Estimate::Paired
+        } else {
+            Estimate::Unpaired
+        }
+    }
+}
+
+/// The pairs of an environment's values and its baseline's: the same block and repetition.
+pub fn pairs(env: &[(Slot, f64)], base: &[(Slot, f64)]) -> Vec<Pair> {
+    env.iter()
+        .filter_map(|(k, x)| {
+            base.iter().find(|(b, _)| b == k).map(|(_, y)| Pair { block: i64::from(k.0), env: *x, base: *y })
+        })
+        .collect()
+}
+
+/// The pilot's spread and degrees of freedom (the first `pilot_blocks` blocks), where it has two
+/// blocks or more.
+pub fn pilot_spread(pairs: &[Pair], pilot_blocks: u32) -> Option<(f64, f64)> {
+    let pilot: Vec<Pair> = pairs.iter().copied().filter(|p| p.block < i64::from(pilot_blocks)).collect();
+    paired_ratio(&pilot, 0.95).filter(|r| r.blocks >= 2).map(|r| (r.sd_log, r.df))
+}
+
+/// The paired ratio a report states for `pairs` at 95 %: Stein's interval for a precision run
+/// (its blocks were sized from the pilot), the plain one otherwise.
+pub fn stated(pairs: &[Pair], design: &Design) -> Option<PairedRatio> {
+    let pilot = design.pilot_blocks.and_then(|b| pilot_spread(pairs, b));
+    paired_ratio_stein(pairs, 0.95, pilot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_pair_by_block_and_repetition() {
+        let env = [((0, 0), 2.0), ((0, 1), 2.2), ((1, 2), 3.0), ((2, 3), 9.0)];
+        let base = [((0, 1), 1.1), ((0, 0), 1.0), ((1, 2), 1.5)];
+        let p = pairs(&env, &base);
+        assert_eq!(p.len(), 3, "the unmatched one is left out: {p:?}");
+        assert!(p.iter().all(|x| (x.env / x.base - 2.0).abs() < 1e-12), "{p:?}");
+        assert_eq!(p.iter().map(|x| x.block).collect::<Vec<_>>(), [0, 0, 1]);
+    }
+
+    #[test]
+    fn the_design_is_read_from_the_run() {
+        let m = serde_json::json!({"order": "paired", "precision": {"percent": 5.0}, "launches": 4});
+        assert_eq!(Design::of("", &m), Design { paired_order: true, pilot_blocks: Some(4) });
+        assert_eq!(Design::of("", &m).default_estimate(), Estimate::Paired);
+        // Older runs: the stored experiment says its order.
+        let d = Design::of("name = \"x\"\norder = \"random\"\n", &serde_json::json!({}));
+        assert_eq!((d.paired_order, d.pilot_blocks, d.default_estimate()), (false, None, Estimate::Unpaired));
+        assert!(Design::of("order = \"paired\"   # case groups\n", &serde_json::json!({})).paired_order);
+    }
+
+    #[test]
+    fn a_precision_run_states_steins_interval() {
+        // Four pilot blocks of a quiet ratio, then four noisier ones: the interval keeps the
+        // run's own spread (the larger); with a noisy pilot, the pilot's.
+        let mk = |sds: &[f64]| -> Vec<Pair> {
+            sds.iter()
+                .enumerate()
+                .map(|(i, d)| Pair { block: i as i64, env: 2.0 * d.exp(), base: 1.0 })
+                .collect()
+        };
+        let quiet_pilot = mk(&[0.01, -0.01, 0.0, 0.005, 0.1, -0.1, 0.08, -0.09]);
+        let d = Design { paired_order: true, pilot_blocks: Some(4) };
+        let s = stated(&quiet_pilot, &d).unwrap();
+        let plain = paired_ratio(&quiet_pilot, 0.95).unwrap();
+        assert_eq!(s.ci, plain.ci, "the run's own spread is the larger");
+        let noisy_pilot = mk(&[0.1, -0.1, 0.08, -0.09, 0.01, -0.01, 0.0, 0.005]);
+        let s = stated(&noisy_pilot, &d).unwrap();
+        assert!(s.relative_half_width() > paired_ratio(&noisy_pilot, 0.95).unwrap().relative_half_width());
+        assert_eq!(s.df, 3.0, "the pilot's degrees of freedom");
+    }
+}
