@@ -228,8 +228,9 @@ impl Rule {
     }
 }
 
-/// Most blocks precision mode plans for one ratio (beyond: out of reach, set aside).
-pub const MAX_BLOCKS: usize = 200;
+/// The most blocks a ratio's need is counted to (what it needs is said in full up to there; its
+/// cost against the budget left decides whether it is set aside).
+pub const MAX_BLOCKS: usize = 1_000_000;
 
 /// A paired ratio as the block planner sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -194,6 +194,10 @@ struct RunArgs {
     /// [default: true, or the file's `freeze_idle`]
     #[arg(long, value_name = "BOOL")]
     freeze_idle: Option<String>,
+    /// Calibrated counts: equal (every environment the slowest one's 0.2 s count: equal work)
+    /// or each (every environment its own) [default: equal, or the file's `counts`]
+    #[arg(long)]
+    counts: Option<String>,
     /// Warm-up trials per environment × workload, stored but not counted [default: 1]
     #[arg(long)]
     warmup: Option<String>,
@@ -387,13 +391,14 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
             (raw, Origin::Flag { flag: "virtperf run", value: "(flags)".into() })
         }
     };
-    let overrides: [(&'static str, &'static str, &Option<String>, bool); 10] = [
+    let overrides: [(&'static str, &'static str, &Option<String>, bool); 11] = [
         ("--reps", "reps", &a.reps, true),
         ("--warmup", "warmup", &a.warmup, true),
         ("--launches", "launches", &a.launches, true),
         ("--precision", "precision", &a.precision, false),
         ("--budget", "budget", &a.budget, false),
         ("--freeze-idle", "freeze_idle", &a.freeze_idle, false),
+        ("--counts", "counts", &a.counts, false),
         ("--seed", "seed", &a.seed, true),
         ("--order", "order", &a.order, false),
         ("--timeout", "timeout", &a.timeout, false),

@@ -1175,6 +1175,9 @@ impl<'a> Session<'a> {
         } else {
             w.machines.hold([self.ctx.share.machine()])
         };
+        if peer.is_none() {
+            self.equal_counts(t.case_idx);
+        }
         let paused = self.pause_idle(e, peer);
         let outcome = self.outcome(t, tester, ledger);
         for (fid, p, pid) in &paused.frozen {
@@ -1204,6 +1207,54 @@ impl<'a> Session<'a> {
             p.tick(&format!("{pair} / {}", case.label));
         }
         Ok(true)
+    }
+
+    /// Equal counts (`counts = "equal"`): before the first trial of a calibrated case, every
+    /// environment of this share that is up calibrates it (the others paused, as for a trial),
+    /// and all of them run the smallest count — the slowest environment's 0.2 s — so that a
+    /// ratio compares the same work (gVisor's cost per system call grows with the count: 11.3,
+    /// 12.7, 15.4 µs at 100, 1 000 and 10 000 calls measured). Each keeps its own count beside it
+    /// (`own`). An environment calibrated later (up only later) takes the count already decided.
+    fn equal_counts(&mut self, c: usize) {
+        let exp = self.ctx.w.exp;
+        if !exp.equal_counts || calibrated_param(&exp.cases[c]).is_none() {
+            return;
+        }
+        let envs: Vec<usize> =
+            self.ctx.share.envs.iter().copied().filter(|&e| self.slots[e].ready()).collect();
+        let missing: Vec<usize> =
+            envs.iter().copied().filter(|e| !self.calibrations.contains_key(&(*e, c))).collect();
+        if missing.is_empty() {
+            return;
+        }
+        let decided = self.calibrations.iter().filter(|((_, x), _)| *x == c).map(|(_, cal)| cal.count).min();
+        let mut found = Vec::new();
+        for e in missing {
+            let paused = self.pause_idle(e, None);
+            let spec = self.ctx.specs[c].clone();
+            let r = self.ctx.calibrate_env(&mut self.slots[e], e, c, &spec);
+            for (fid, p, pid) in &paused.frozen {
+                if let Err(why) = env::pause(fid, p.as_ref(), *pid, false) {
+                    eprintln!("virtperf: cannot resume {fid}: {why}");
+                }
+            }
+            match r {
+                Ok(cal) => found.push((e, cal)),
+                // That environment calibrates on its own at its first trial (and fails it there
+                // with the reason, if it still cannot).
+                Err(_) => continue,
+            }
+        }
+        let common = decided.or_else(|| found.iter().map(|(_, x)| x.count).min());
+        for (e, mut cal) in found {
+            if let Some(n) = common.filter(|n| *n != cal.count) {
+                cal.own = Some(cal.count);
+                cal.count = n;
+            }
+            if self.ctx.store_calibration(e, c, &cal).is_ok() {
+                self.calibrations.insert((e, c), cal);
+            }
+        }
     }
 
     /// Pauses every instance of the environments not in the trial (`freeze_idle`): by the cgroup
@@ -1431,40 +1482,70 @@ impl Ctx<'_> {
         c: usize,
         spec: &mut WorkloadSpec,
     ) -> std::result::Result<Option<u64>, Fail> {
-        let (w, case) = (self.w, &self.w.exp.cases[c]);
+        let case = &self.w.exp.cases[c];
         let Some(param) = calibrated_param(case) else { return Ok(None) };
-        if let std::collections::btree_map::Entry::Vacant(todo) = calibrations.entry((e, c)) {
-            let Some(inst) = slot.instances[0].as_mut() else {
-                return Err(Fail::Failed {
-                    reason: "no instance to calibrate on".into(),
-                    dut_broken: vec![0],
-                    tester_broken: false,
-                });
-            };
-            let target = Duration::from_millis(
-                case.params.get("target_time").and_then(serde_json::Value::as_u64).unwrap_or(200),
-            );
-            let cap = calibration_cap(w.exp, e, case, param);
-            let found = trial::calibrate(
-                &mut Dut { inst, addr: None },
-                spec,
-                param,
-                target,
-                (cap.0, &cap.1),
-                self.timeout,
-                &CANCEL,
-            )?;
-            w.store.record_calibration(w.run_id, e, c, &found).map_err(|err| Fail::Failed {
-                reason: format!("cannot store the calibration: {err:#}"),
-                dut_broken: Vec::new(),
-                tester_broken: false,
-            })?;
-            todo.insert(found);
+        if !calibrations.contains_key(&(e, c)) {
+            let found = self.calibrate_env(slot, e, c, spec)?;
+            self.store_calibration(e, c, &found)?;
+            calibrations.insert((e, c), found);
         }
         Ok(calibrations.get(&(e, c)).map(|cal| {
             spec.params.insert(param.to_string(), serde_json::json!(cal.count));
             cal.count
         }))
+    }
+
+    /// Calibrates case `c`'s count in environment `e` (its first instance) to the case's target
+    /// time, within what its memory holds.
+    fn calibrate_env(
+        &self,
+        slot: &mut Slot,
+        e: usize,
+        c: usize,
+        spec: &WorkloadSpec,
+    ) -> std::result::Result<crate::store::Calibration, Fail> {
+        let (w, case) = (self.w, &self.w.exp.cases[c]);
+        let Some(param) = calibrated_param(case) else {
+            return Err(Fail::Failed {
+                reason: "not a calibrated case".into(),
+                dut_broken: Vec::new(),
+                tester_broken: false,
+            });
+        };
+        let Some(inst) = slot.instances[0].as_mut() else {
+            return Err(Fail::Failed {
+                reason: "no instance to calibrate on".into(),
+                dut_broken: vec![0],
+                tester_broken: false,
+            });
+        };
+        let target = Duration::from_millis(
+            case.params.get("target_time").and_then(serde_json::Value::as_u64).unwrap_or(200),
+        );
+        let cap = calibration_cap(w.exp, e, case, param);
+        trial::calibrate(
+            &mut Dut { inst, addr: None },
+            spec,
+            param,
+            target,
+            (cap.0, &cap.1),
+            self.timeout,
+            &CANCEL,
+        )
+    }
+
+    fn store_calibration(
+        &self,
+        e: usize,
+        c: usize,
+        cal: &crate::store::Calibration,
+    ) -> std::result::Result<(), Fail> {
+        let w = self.w;
+        w.store.record_calibration(w.run_id, e, c, cal).map_err(|err| Fail::Failed {
+            reason: format!("cannot store the calibration: {err:#}"),
+            dut_broken: Vec::new(),
+            tester_broken: false,
+        })
     }
 }
 

@@ -1087,6 +1087,10 @@ pub struct Calibration {
     /// Why the count stopped short of the target (a memory cap, the parameter's maximum).
     #[serde(default)]
     pub capped: Option<String>,
+    /// With equal counts (`counts = "equal"`): this environment's own 0.2 s count, where the
+    /// count it runs (`count`, the slowest environment's) is another.
+    #[serde(default)]
+    pub own: Option<u64>,
 }
 
 fn write_trial(tx: &Transaction, trial_id: i64, o: &TrialOutcome) -> Result<()> {

@@ -475,6 +475,7 @@ fn calibrate_on(
                 target_ns,
                 probes,
                 capped,
+                own: None,
             });
         }
         // At most ×10 a step: the cost of an operation may change with the count (a gVisor

@@ -14,6 +14,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "seed",
     "timeout",
     "freeze_idle",
+    "counts",
     "lab",
     "env",
     "workload",

@@ -192,6 +192,10 @@ pub struct Experiment {
     pub timeout_ms: u64,
     /// Pause (cgroup freezer) the environments not taking part in a trial while it runs.
     pub freeze_idle: bool,
+    /// Calibrated per-operation workloads run the same count in every environment (`counts =
+    /// "equal"`, the default: the smallest of their 0.2 s counts, the slowest environment's), so
+    /// a ratio compares equal work; `"each"`: every environment its own count.
+    pub equal_counts: bool,
     pub envs: Vec<EnvDef>,
     pub workloads: Vec<WorkloadDef>,
     pub cases: Vec<Case>,
@@ -364,6 +368,9 @@ impl Experiment {
         );
         if self.launches != 1 {
             s += &format!("launches = {}\n", self.launches);
+        }
+        if !self.equal_counts {
+            s += "counts = \"each\"\n";
         }
         if let Some(p) = &self.precision {
             s += &format!("precision = \"{}%\"\nbudget = \"{}ms\"\n", p.percent, p.budget_ms);

@@ -314,6 +314,7 @@ pub fn validate_on(
         warmup_given,
         seed,
         freeze_idle,
+        equal_counts,
         order,
         timeout_ms,
         launches,
@@ -381,6 +382,7 @@ pub fn validate_on(
         seed,
         timeout_ms,
         freeze_idle,
+        equal_counts,
         envs,
         workloads,
         cases,
@@ -605,6 +607,7 @@ struct Settings {
     warmup_given: Option<i64>,
     seed: u64,
     freeze_idle: bool,
+    equal_counts: bool,
     order: Order,
     timeout_ms: u64,
     launches: u32,
@@ -688,6 +691,17 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
     let warmup_given = get("warmup").map(|s| setting_int(s, "warmup", 0, 1_000_000)).transpose()?;
     let seed = get("seed").map(|s| setting_int(s, "seed", 0, i64::MAX)).transpose()?.unwrap_or(1) as u64;
     let freeze_idle = get("freeze_idle").map(|s| setting_bool(s, "freeze_idle")).transpose()?.unwrap_or(true);
+    let equal_counts = match get("counts") {
+        None => true,
+        Some(RawSetting { value: Raw::Str(v), .. }) if v == "equal" || v == "each" => v == "equal",
+        Some(s) => {
+            return Err(err(
+                &s.origin,
+                Some("counts"),
+                format!("got `{}`, expected \"equal\" (every environment the same count: equal work) or \"each\" (each its own 0.2 s count)", s.value),
+            ))
+        }
+    };
     let order = match get("order") {
         None => Order::Paired,
         Some(s) => match &s.value {
@@ -734,6 +748,7 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
         warmup_given,
         seed,
         freeze_idle,
+        equal_counts,
         order,
         timeout_ms,
         launches,

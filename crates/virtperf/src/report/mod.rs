@@ -180,6 +180,10 @@ pub struct Work {
     pub param: String,
     pub count: u64,
     pub target_ms: f64,
+    /// With equal counts: this environment's own count at the target time, where it ran
+    /// another (the slowest environment's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own: Option<u64>,
 }
 
 /// A side of a comparison: the values of one environment × case × metric, grouped by the launch
@@ -1240,6 +1244,7 @@ fn result_rows(
                     param: c.param.clone(),
                     count: c.count,
                     target_ms: c.target_ns as f64 / 1e6,
+                    own: c.own,
                 });
                 results.push(ResultRow {
                     peer: peer.map(|p| envs[p].name.clone()),
@@ -2032,19 +2037,35 @@ fn render_levels(r: &Report) -> String {
             top.join(", ")
         );
     }
-    // Calibrated counts, one line per workload.
-    let mut cal: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    // Calibrated counts, one line per workload: equal work where every environment ran one count.
+    let mut cal: BTreeMap<(&str, &str), Vec<(String, u64, Option<u64>)>> = BTreeMap::new();
     for x in rows.iter().chain(r.results.iter().filter(|x| x.n == 1).collect::<Vec<_>>().iter()) {
         if let Some(w) = &x.work {
             let v = cal.entry((x.workload.as_str(), w.param.as_str())).or_default();
-            let item = format!("{} {}", x.environment, w.count);
-            if !v.contains(&item) {
-                v.push(item);
+            if !v.iter().any(|i| i.0 == x.environment) {
+                v.push((x.environment.clone(), w.count, w.own));
             }
         }
     }
     for ((w, param), v) in &cal {
-        out += &format!("calibrated per environment to its target_time: {w} {param} = {}\n", v.join(", "));
+        let counts: std::collections::BTreeSet<u64> = v.iter().map(|i| i.1).collect();
+        if counts.len() == 1 && v.len() > 1 {
+            let n = v[0].1;
+            let slowest = v.iter().find(|i| i.2.is_none()).map(|i| i.0.as_str()).unwrap_or("?");
+            let own: Vec<String> =
+                v.iter().filter_map(|i| i.2.map(|o| format!("{} {}", i.0, fmt_count(o)))).collect();
+            out += &format!(
+                "equal work: {w} ran {param} = {} everywhere ({slowest}'s count at its target time; each one's own: {})\n",
+                fmt_count(n),
+                own.join(", ")
+            );
+        } else {
+            let each: Vec<String> = v.iter().map(|i| format!("{} {}", i.0, fmt_count(i.1))).collect();
+            out += &format!(
+                "calibrated per environment to its target_time: {w} {param} = {}\n",
+                each.join(", ")
+            );
+        }
     }
     if let Some(p) = &r.precision {
         let short: Vec<String> = p
@@ -2084,6 +2105,19 @@ fn render_levels(r: &Report) -> String {
         for n in order_notes(p) {
             out += &format!("  {n}\n");
         }
+    }
+    out
+}
+
+/// A count with thin spaces between thousands: 12 986.
+pub fn fmt_count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
     }
     out
 }

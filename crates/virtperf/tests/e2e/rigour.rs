@@ -25,7 +25,7 @@ pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome 
         &fx,
         "run --env native --env container --workload syscall:target_time=100ms \
          --workload intmix:target_time=100ms --workload \
-         cpu:iterations=1000000,name=fixed --reps 5 --json",
+         cpu:iterations=1000000,name=fixed --reps 5 --counts each --json",
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let c = db_conn(&fx.db);
@@ -90,6 +90,38 @@ pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome 
     assert!(row["mean"].as_f64().unwrap() < 100_000.0, "ns per call, not per trial: {row}");
     assert!(row_or_fail(&doc, "native", "cpu_rate")["work"].is_null());
     fx.assert_no_leftovers();
+
+    // Equal counts (the default): a container held to 30 % of a CPU is the slow one; both run its
+    // count, native keeps its own beside it, and the report says the work was equal.
+    let eq = Fixture::new();
+    let (out, doc) = run_json(
+        &eq,
+        "run --env native --env container:cpus=0.3,name=slow --workload intmix:target_time=100ms \
+         --reps 3 --warmup 1 --json",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (native, slow) =
+        (row_or_fail(&doc, "native", "intmix_rate"), row_or_fail(&doc, "slow", "intmix_rate"));
+    let n = native["work"]["count"].as_u64().unwrap();
+    assert_eq!(slow["work"]["count"].as_u64(), Some(n), "one count for both: {native} {slow}");
+    let own = native["work"]["own"].as_u64().expect("native's own count beside it");
+    assert!(own > 2 * n && slow["work"]["own"].is_null(), "native's own {own}, the common {n}");
+    let works: Vec<Option<i64>> = db_conn(&eq.db)
+        .prepare("SELECT work FROM trials WHERE warmup = 0")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(works.iter().all(|w| *w == Some(n as i64)), "every measured trial ran {n}: {works:?}");
+    let text = String::from_utf8_lossy(&eq.vp("report --full").stdout).to_string();
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("equal work: intmix") && flat.contains("slow's count at its target time"),
+        "{text}"
+    );
+    println!("    equal counts: both ran {n} (native's own {own})");
+    eq.assert_no_leftovers();
     Outcome::Pass
 }
 
@@ -177,80 +209,86 @@ pub(crate) fn launches_run_blocks_on_fresh_launches_and_intervals_cover_them() -
     Outcome::Pass
 }
 
-/// Precision mode: a loose target is met at the minimum and the run ends; an impossible one runs
-/// until the budget, withdraws what it proposed and did not start, says which ratios fell short,
-/// and `--resume` measures on; a budget shorter than the minimum leaves the run resumable.
+/// Precision mode, paired (the default order): a loose target is met at the plan's minimum (the
+/// pilot: 4 launch blocks) and the run ends there; a reachable one gets further blocks, each
+/// holding the baseline and the environment beside it in case groups, until the ratio has the
+/// blocks its pilot's spread asked for (Stein) — the budget spent on it and nothing else; an
+/// impossible one is set aside at once, said with what it would need, and its budget is not
+/// spent; a budget shorter than the minimum leaves the run resumable.
 pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    let run = |fx: &Fixture, precision: &str, budget: &str, launches: &str, reps: &str| {
+    let run = |fx: &Fixture, precision: &str, budget: &str, reps: &str| {
         let t0 = Instant::now();
         let (out, doc) = run_json(
             fx,
             &format!(
-                "run --env native --env container --workload cpu:target_time=20ms --reps {reps} --warmup 0 \
-                 --launches {launches} --precision {precision} --budget {budget} --json"
+                "run --env native --env container --workload cpu:target_time=20ms --reps {reps} --warmup 1 \
+                 --launches 4 --precision {precision} --budget {budget} --json"
             ),
         );
+        assert!(out.status.success() || reps != "1", "{}", String::from_utf8_lossy(&out.stderr));
         (out, doc, t0.elapsed().as_secs_f64())
     };
-    // A loose target: met within a few launches (the minimum is 4 launches of 1 rep a side; with 3
-    // degrees of freedom and the rule's 99 % level a 20 ms trial's noise may need one or two more),
-    // and the run ends there, long before its budget.
+    // The blocks of a run: how many there are, and each one's environments.
+    let blocks = |db: &Path| -> Vec<Vec<i64>> {
+        let c = db_conn(db);
+        let mut st =
+            c.prepare("SELECT block, env_idx FROM trials WHERE warmup = 0 ORDER BY block, seq").unwrap();
+        let rows: Vec<(i64, i64)> =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+        let n = rows.iter().map(|r| r.0).max().map_or(0, |m| m + 1);
+        (0..n).map(|b| rows.iter().filter(|r| r.0 == b).map(|r| r.1).collect()).collect()
+    };
+    // A loose target: met at the minimum; the run ends there.
     let loose = Fixture::new();
-    let (out, doc, secs) = run(&loose, "90%", "60s", "4", "1");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("budget"), "ended by the rule, not the budget");
+    let (out, doc, secs) = run(&loose, "90%", "60s", "1");
     let p = &doc["precision"];
-    assert_eq!((p["met"].as_u64(), p["cells"].as_array().map(Vec::len)), (Some(1), Some(1)), "{p:#}");
-    let ok = count_trials(&loose.db, "ok");
-    assert!((8..=40).contains(&ok) && secs < 30.0, "{ok} trials in {secs:.1} s");
-    // An impossible target: the budget ends it.
-    let tight = Fixture::new();
-    let (out, doc, secs) = run(&tight, "0.001%", "12s", "4", "1");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("the budget (12s) ended the run"), "{err}");
-    // The budget counts from the start: a launch block (a container launch and two 20 ms trials)
-    // in flight may finish after it, nothing more.
-    assert!(secs < 12.0 + 8.0, "ran {secs:.1} s for a 12 s budget");
-    let ok = count_trials(&tight.db, "ok");
-    assert!(ok > 40, "precision mode added launches within its budget: {ok} trials");
-    assert_eq!(count_trials(&tight.db, "pending"), 0, "proposals that did not start are withdrawn");
-    let p = &doc["precision"];
-    assert_eq!(p["met"].as_u64(), Some(0), "{p:#}");
-    let cell = &p["cells"][0];
-    assert!(cell["half_width_percent"].as_f64().is_some_and(|h| h > 0.001), "{cell}");
-    // More launches went to one side of the ratio or the other: the rule gives the next launch to
-    // the side whose variance the interval needs most, the baseline's as well as the container's.
-    let launches = |e: &str| row_or_fail(&doc, e, "cpu_rate")["launches"].as_u64().unwrap_or(0);
-    assert!(
-        launches("native").max(launches("container")) > 4,
-        "no launch added: native {}, container {} ({cell})",
-        launches("native"),
-        launches("container")
+    assert_eq!((p["met"].as_u64(), p["rule"].as_str()), (Some(1), Some("two-stage")), "{p:#}");
+    assert_eq!(blocks(&loose.db).len(), 4, "no block beyond the minimum");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("budget") && secs < 30.0);
+    // A reachable target: more blocks, every one paired (both environments, back to back), and
+    // the ratio ends with the blocks its pilot asked for — or met.
+    let reach = Fixture::new();
+    let (_, doc, _) = run(&reach, "1%", "40s", "1");
+    let b = blocks(&reach.db);
+    assert!(b.len() > 4, "blocks were added: {}", b.len());
+    for (i, env_of) in b.iter().enumerate() {
+        assert!(env_of.contains(&0) && env_of.contains(&1), "block {i} holds both sides: {env_of:?}");
+    }
+    let row = row_or_fail(&doc, "container", "cpu_rate");
+    let o = &row["overhead"];
+    assert_eq!((o["estimate"].as_str(), o["ci_level"].as_f64()), (Some("paired"), Some(0.95)), "{o}");
+    assert_eq!(o["blocks"].as_u64(), Some(b.len() as u64), "{o}");
+    let cell = &doc["precision"]["cells"][0];
+    println!(
+        "    1 %: {} blocks, ±{:.2} %, met {}, needs {}",
+        b.len(),
+        cell["half_width_percent"].as_f64().unwrap_or(f64::NAN),
+        cell["met"],
+        cell["needs"]
     );
-    let text = tight.vp("report");
-    let text = String::from_utf8_lossy(&text.stdout);
+    // An impossible target: set aside at once (its blocks would take longer than the budget),
+    // said with what it would need; the budget is not spent on it.
+    let tight = Fixture::new();
+    let (_, doc, secs) = run(&tight, "0.001%", "30s", "1");
+    assert_eq!(blocks(&tight.db).len(), 4, "nothing added for a ratio out of reach");
+    assert!(secs < 25.0, "the budget was not spent on it: {secs:.1} s");
+    let cell = &doc["precision"]["cells"][0];
+    assert!(cell["met"] == false && cell["needs"]["more_blocks"].as_u64().is_some_and(|n| n > 100), "{cell}");
+    let text = String::from_utf8_lossy(&tight.vp("report").stdout).to_string();
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains("precision target ±0.001 %") && flat.contains("0 of 1 ratios met it"), "{text}");
-    assert!(
-        flat.contains("not met within the budget: container / cpu:target_time=20ms cpu_rate ±"),
-        "{text}"
-    );
-    // Resumed: the same rule, a budget of its own.
-    let out = tight.ok("run --resume 1");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("short of their precision target"));
-    assert!(count_trials(&tight.db, "ok") > ok, "resuming measured on");
+    assert!(flat.contains("more launches, ~"), "what it would need: {text}");
     // A budget shorter than the minimum: what is left stays pending, the run is resumable.
     let short = Fixture::new();
-    let (out, _, _) = run(&short, "5%", "1s", "4", "40");
+    let (out, _, _) = run(&short, "5%", "1s", "40");
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("of the minimum left"));
-    let pending = count_trials(&short.db, "pending");
-    assert!(pending > 0 && run_status(&short.db) == "interrupted", "{pending} pending");
-    for fx in [&loose, &tight, &short] {
+    let pending = trials_with(&short.db, "pending");
+    assert!(!pending.is_empty() && run_status(&short.db) == "interrupted", "{} pending", pending.len());
+    for fx in [&loose, &reach, &tight, &short] {
         fx.assert_no_leftovers();
     }
     Outcome::Pass
