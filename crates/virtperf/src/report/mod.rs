@@ -2038,7 +2038,8 @@ fn render_levels(r: &Report) -> String {
         );
     }
     // Calibrated counts, one line per workload: equal work where every environment ran one count.
-    let mut cal: BTreeMap<(&str, &str), Vec<(String, u64, Option<u64>)>> = BTreeMap::new();
+    type Counted = Vec<(String, u64, Option<u64>)>;
+    let mut cal: BTreeMap<(&str, &str), Counted> = BTreeMap::new();
     for x in rows.iter().chain(r.results.iter().filter(|x| x.n == 1).collect::<Vec<_>>().iter()) {
         if let Some(w) = &x.work {
             let v = cal.entry((x.workload.as_str(), w.param.as_str())).or_default();
@@ -2114,7 +2115,7 @@ pub fn fmt_count(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(c);
