@@ -1,123 +1,101 @@
 #!/usr/bin/env bash
-# The default experiment's cells both ways, side by side in one run (issue: rigorous in reasonable
-# time):
-#   A. the fixed design users ran so far: reps = 10 on one launch of each environment (95 % Fieller
-#      intervals that cover that launch only);
-#   B. examples/default.toml as it ships: precision mode on launches (4 launches of one repetition,
-#      more launches where a ratio is short of ±5 %, within its budget; intervals from the spread
-#      of launch means,
-#      stated at the level that keeps 95 % coverage under the stopping rule).
-#   C. precision mode with half of A's wall time: B's experiment with its budget set to what is left
-#      of 0.5 × A's measured wall time once the launch in flight at the budget's end and the
-#      teardown are allowed for (15 s) — the issue's question asked directly: at half the time,
-#      how tight?
-# All run the same environments and workloads with the same calibrated operation counts per trial.
-# Printed: wall time of each (target: B <= 0.5 × A), and per ratio (environment × workload ×
-# headline metric) the half-width of its interval in % of the ratio, A beside B and C; and the
-# floor no design reaches at half of A's time with the same trials (docs/methodology.md, "The
-# issue's target, and why no design meets it"): half the trials at most, so even with no launch
-# effect, launches that cost nothing and no stopping rule (5 launches of 1 a side, 95 %), a
-# half-width of at least t(0.975, 8) / t(0.975, 18) × √2 = 1.55 × A's.
+# The default experiment's ratios under today's design and the paired one, side by side in one run,
+# each with the same 4½-minute budget (issue: the first answer, precise):
+#   A. the design before: order = "random" (a round of every environment × case shuffled whole,
+#      so one case's trials in two environments may run seconds apart), counts = "each" (each
+#      environment its own 0.2 s count), unpaired ratios (ratio of means, Fieller), precision mode
+#      adding a launch of the furthest cell's noisier side and stopping at a 99 % interval;
+#   B. examples/default.toml as it ships: order = "paired" (case groups), equal counts, the
+#      geometric mean of paired ratios over launch blocks, precision mode planning blocks of the
+#      baseline and the environments that need them by value per second (Stein's two-stage, 95 %).
+# Printed: wall times; per ratio (environment × workload × headline metric) the half-width each
+# states (A at its 99 %, B at 95 %); how many are within ±5 % and ±2 % (target: B ≥ 3 × A and ≥ 15
+# of 45 within ±5 %); the median half-widths; B's data read unpaired (report --estimate unpaired);
+# the host-wide slowdowns each run saw; then the coverage table of the simulation (stats::sim).
 #
 # Usage: bench/precision.sh     (needs root and the default's environments; skips what the host cannot run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/virtperf}
 EXP=${EXP:-examples/default.toml}
+RUNS=${RUNS:-1000}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 now() { date +%s.%N; }
 
-# A: the same experiment, precision mode off, 10 repetitions on one launch.
-python3 - "$EXP" > "$tmp/fixed.toml" <<'PY'
-import re, sys
-out = []
-top = True  # the top-level settings, before the first [[env]] or [[workload]] table
+# A: today's design on the same experiment.
+python3 - "$EXP" > "$tmp/today.toml" <<'PY'
+import sys
+out, top = [], True
 for line in open(sys.argv[1]):
     top = top and not line.startswith("[")
     key = line.split("=")[0].strip()
-    if top and key in ("precision", "budget", "launches", "reps", "warmup"):
+    if top and key in ("order", "counts"):
         continue
     if top and key == "name":
-        out.append('name = "default, fixed: reps = 10 on one launch"\nreps = 10\nwarmup = 1\nlaunches = 1\n')
+        out.append('name = "default, before: random order, each its own count, unpaired"\norder = "random"\ncounts = "each"\n')
         continue
     out.append(line)
 sys.stdout.write("".join(out))
 PY
 
-echo "== A. fixed: reps = 10, one launch ($EXP without precision)"
+echo "== A. before: random order, each its own count, unpaired ratios"
 t0=$(now)
-"$BIN" run "$tmp/fixed.toml" --json --db "$tmp/a.db" > "$tmp/a.json" 2> "$tmp/a.err" || { tail -20 "$tmp/a.err"; exit 1; }
+"$BIN" run "$tmp/today.toml" --json --db "$tmp/a.db" > "$tmp/a.json" 2> "$tmp/a.err" || { tail -20 "$tmp/a.err"; exit 1; }
 t1=$(now)
-echo "== B. precision mode: $EXP as it ships"
+echo "== B. paired: $EXP as it ships"
 "$BIN" run "$EXP" --json --db "$tmp/b.db" > "$tmp/b.json" 2> "$tmp/b.err" || { tail -20 "$tmp/b.err"; exit 1; }
 t2=$(now)
-half=$(python3 -c "print(max(10, int(0.5 * ($t1 - $t0)) - 15))")
-sed -E "s/^budget = \"[^\"]*\"/budget = \"${half}s\"/" "$EXP" > "$tmp/half.toml"
-grep -q "^budget = \"${half}s\"" "$tmp/half.toml" || { echo "no top-level budget in $EXP to set"; exit 1; }
-echo "== C. precision mode with half of A's time: budget ${half}s"
-# The budget may end it before its minimum (exit 130, the rest pending): its report stands.
-rc=0
-"$BIN" run "$tmp/half.toml" --json --db "$tmp/c.db" > "$tmp/c.json" 2> "$tmp/c.err" || rc=$?
-[ "$rc" = 0 ] || [ "$rc" = 130 ] || { tail -20 "$tmp/c.err"; exit 1; }
-t3=$(now)
-grep -E "skipped environment|budget" "$tmp/a.err" "$tmp/b.err" "$tmp/c.err" || true
+"$BIN" report --db "$tmp/b.db" --json --estimate unpaired > "$tmp/bu.json"
+grep -E "skipped environment" "$tmp/a.err" "$tmp/b.err" || true
 
-python3 - "$t0" "$t1" "$t2" "$t3" "$tmp/a.json" "$tmp/b.json" "$tmp/c.json" <<'PY'
-import json, sys
-t0, t1, t2, t3 = map(float, sys.argv[1:5])
-a, b, c = (json.load(open(f)) for f in sys.argv[5:8])
+python3 - "$t0" "$t1" "$t2" "$tmp/a.json" "$tmp/b.json" "$tmp/bu.json" <<'PY'
+import json, statistics, sys
+t0, t1, t2 = map(float, sys.argv[1:4])
+a, b, bu = (json.load(open(f)) for f in sys.argv[4:7])
 
-def headlines(doc):
-    """(environment, workload, metric) -> (half-width % of the ratio, n, launches), headline metrics."""
+def stated(doc):
+    """(environment, workload kind, metric) -> (half-width % as stated, its level, the ratio)."""
     watched = {(c["environment"], c["workload"], c["metric"]) for c in (doc.get("precision") or {}).get("cells", [])}
     out = {}
     for r in doc["results"]:
         o = r.get("overhead")
-        if r.get("peer") or r.get("instance") is not None or not o:
-            continue
         key = (r["environment"], r["workload"], r["metric"])
-        hw = None
-        if o.get("ci95"):
-            hw = (o["ci95"][1] - o["ci95"][0]) / 2 / abs(o["ratio"]) * 100
-        out[key] = (hw, r["n"], r["launches"], o["ratio"])
-    return out, watched
+        if r.get("peer") or r.get("instance") is not None or not o or key not in watched:
+            continue
+        ci = o.get("ci") or o.get("ci95")
+        hw = (ci[1] - ci[0]) / 2 / abs(o["ratio"]) * 100 if ci else None
+        out[(r["environment"], r["kind"], r["metric"])] = (hw, o.get("ci_level", 0.95), o["ratio"])
+    return out
 
-ha, _ = headlines(a)
-hb, watched = headlines(b)
-hc, _ = headlines(c)
-wa, wb, wc = t1 - t0, t2 - t1, t3 - t2
-def trials(d):
-    return d['trials']['ok'] + d['trials']['warmup']
-print(f"   wall time A (reps = 10, one launch)     : {wa:7.1f} s   trials {trials(a)}")
-print(f"   wall time B (precision, as it ships)    : {wb:7.1f} s   trials {trials(b)}   B / A {wb / wa:5.2f}  (target <= 0.5)")
-print(f"   wall time C (precision, half A's time)  : {wc:7.1f} s   trials {trials(c)}   C / A {wc / wa:5.2f}")
-print()
-# The floor at half of A's time: 5 launches of 1 a side at 95 % against A's 10 a side (Welch df ~18).
-FLOOR = 2.306 / 2.101 * 2 ** 0.5
-print(f"   {'environment / workload / metric':<46} {'A ±%':>6} {'n':>3} {'B ±%':>6} {'n':>3} {'L':>2} {'C ±%':>6} {'n':>3} {'L':>2} {'floor':>6}")
-total = 0
-tight_b = tight_c = five_a = five_b = five_c = 0
+sa, sb, sbu = stated(a), stated(b), stated(bu)
+keys = sorted(set(sa) | set(sb))
 def f(x):
-    return f"{x:6.2f}" if x is not None else "     —"
-for key in sorted(watched):
-    if key not in ha or key not in hb:
-        continue
-    (x, na, _, _), (y, nb, lb, _) = ha[key], hb[key]
-    z, nc, lc, _ = hc.get(key, (None, 0, 0, None))
-    total += 1
-    tight_b += x is not None and y is not None and y <= x
-    tight_c += x is not None and z is not None and z <= x
-    five_a += x is not None and x <= 5
-    five_b += y is not None and y <= 5
-    five_c += z is not None and z <= 5
-    floor = f(x * FLOOR) if x is not None else f(None)
-    print(f"   {' / '.join(key)[:46]:<46} {f(x)} {na:>3} {f(y)} {nb:>3} {lb:>2} {f(z)} {nc:>3} {lc:>2} {floor}")
+    return f"{x:7.2f}" if x is not None else "      —"
+print(f"   wall time A (before) : {t1 - t0:6.1f} s   trials {a['trials']['ok'] + a['trials']['warmup']}")
+print(f"   wall time B (paired) : {t2 - t1:6.1f} s   trials {b['trials']['ok'] + b['trials']['warmup']}")
 print()
-print(f"   ratios within ±5 %: A {five_a} of {total} (intervals of one launch), B {five_b}, C {five_c} of {total} (intervals over launches)")
-print(f"   as tight as A's or tighter: B {tight_b} of {total}, C {tight_c} of {total}")
-print(f"   floor at half of A's time, same trials: {FLOOR:.2f} × A's half-width (no launch effect, free launches, no stopping rule)")
-for name, d in (("B", b), ("C", c)):
-    p = d.get("precision") or {}
-    print(f"   precision mode {name}: {p.get('met', 0)} of {len(p.get('cells', []))} ratios met ±{p.get('target_percent')} %")
+print(f"   {'environment / workload / metric':<44} {'A ratio':>8} {'A ±%':>7} {'B ratio':>8} {'B ±%':>7} {'B unp.':>7}")
+for k in keys:
+    x, y, z = sa.get(k, (None, 0, None)), sb.get(k, (None, 0, None)), sbu.get(k, (None, 0, None))
+    ra = f"{x[2]:8.3g}" if x[2] else "       —"
+    rb = f"{y[2]:8.3g}" if y[2] else "       —"
+    print(f"   {' / '.join(k)[:44]:<44} {ra} {f(x[0])} {rb} {f(y[0])} {f(z[0])}")
+def count(s, lim):
+    return sum(1 for v in s.values() if v[0] is not None and v[0] <= lim)
+def med(s):
+    v = [x[0] for x in s.values() if x[0] is not None]
+    return statistics.median(v) if v else float("nan")
+n = len(keys)
+la = sorted({x[1] for x in sa.values()}); lb = sorted({x[1] for x in sb.values()})
+print()
+print(f"   within ±5 %: A {count(sa, 5)} of {n} (stated at {la}), B {count(sb, 5)} of {n} (stated at {lb}); target B >= 3 × A and >= 15")
+print(f"   within ±2 %: A {count(sa, 2)}, B {count(sb, 2)}")
+print(f"   median half-width: A ±{med(sa):.1f} %, B ±{med(sb):.1f} %, B's data read unpaired ±{med(sbu):.1f} %")
+for name, d in (("A", a), ("B", b)):
+    dist = d.get("disturbances", [])
+    print(f"   {name}: the host slowed down as a whole {len(dist)} time(s)" + (f"; e.g. at {dist[0]['at']} for {dist[0]['seconds']:.1f} s over {dist[0]['environments']} environments" if dist else ""))
 PY
+echo
+echo "== coverage of the stated intervals under simulated real-run noise (crates/stats/src/sim.rs, $RUNS runs a cell)"
+cargo run -q --release --locked -p virtperf-stats --example coverage "$RUNS"

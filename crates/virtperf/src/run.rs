@@ -1484,10 +1484,10 @@ impl Ctx<'_> {
     ) -> std::result::Result<Option<u64>, Fail> {
         let case = &self.w.exp.cases[c];
         let Some(param) = calibrated_param(case) else { return Ok(None) };
-        if !calibrations.contains_key(&(e, c)) {
+        if let std::collections::btree_map::Entry::Vacant(todo) = calibrations.entry((e, c)) {
             let found = self.calibrate_env(slot, e, c, spec)?;
             self.store_calibration(e, c, &found)?;
-            calibrations.insert((e, c), found);
+            todo.insert(found);
         }
         Ok(calibrations.get(&(e, c)).map(|cal| {
             spec.params.insert(param.to_string(), serde_json::json!(cal.count));
