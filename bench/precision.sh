@@ -14,13 +14,14 @@
 # the host-wide slowdowns each run saw; then the coverage table of the simulation (stats::sim).
 #
 # Usage: bench/precision.sh     (needs root and the default's environments; skips what the host cannot run)
+#        KEEP=DIR bench/precision.sh keeps both runs' databases and reports in DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/virtperf}
 EXP=${EXP:-examples/default.toml}
 RUNS=${RUNS:-1000}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp=${KEEP:-$(mktemp -d)}
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
 now() { date +%s.%N; }
 
 # A: today's design on the same experiment.

@@ -267,6 +267,12 @@ pub fn paired_cells(
                 if stated.is_none() && blocks == 0 && !pairs.is_empty() {
                     continue;
                 }
+                let groups = virtperf_stats::sim::log_groups(&pairs);
+                let pair_cost = costs.trial(e, c) + costs.trial(b, c);
+                let launch_cost =
+                    costs.start.get(&e).copied().unwrap_or(0.0) + costs.start.get(&b).copied().unwrap_or(0.0);
+                let reps =
+                    sequential::reps_per_launch(&groups, pair_cost, launch_cost, exp.reps.max(1) as usize);
                 let watched = sequential::Watched {
                     env: e,
                     blocks,
@@ -275,13 +281,10 @@ pub fn paired_cells(
                     target,
                     needed,
                     met: blocks >= needed && pilot.is_some(),
+                    // This ratio alone: its environment's and its baseline's launches, their
+                    // warm-ups and repetitions of its case.
+                    block_secs: costs.block(b, &[e], &[(c, reps)], &|x, y| x == e && y == c),
                 };
-                let groups = virtperf_stats::sim::log_groups(&pairs);
-                let pair_cost = costs.trial(e, c) + costs.trial(b, c);
-                let launch_cost =
-                    costs.start.get(&e).copied().unwrap_or(0.0) + costs.start.get(&b).copied().unwrap_or(0.0);
-                let reps =
-                    sequential::reps_per_launch(&groups, pair_cost, launch_cost, exp.reps.max(1) as usize);
                 out.push(PairedCell { env: e, base: b, case: c, metric, watched, reps });
             }
         }
@@ -301,6 +304,16 @@ pub fn next_block(
     let Some(base) = unmet.first().map(|c| c.base) else { return (None, Vec::new()) };
     // One baseline per block: the cells of the first unmet ratio's (a campaign's hosts plan apart).
     let unmet: Vec<&PairedCell> = unmet.into_iter().filter(|c| c.base == base).collect();
+    // First what the budget can hold, ratio by ratio (each its own block's cost); the block is
+    // then planned among those kept, and runs their cases only.
+    let watched: Vec<sequential::Watched> = unmet.iter().map(|c| c.watched.clone()).collect();
+    let aside = sequential::set_aside(&watched, &|_| f64::INFINITY, budget_left);
+    let unmet: Vec<&PairedCell> = unmet
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !aside.iter().any(|a| a.index == *i))
+        .map(|(_, c)| c)
+        .collect();
     let needs = |e: usize, c: usize| unmet.iter().any(|x| x.env == e && x.case == c);
     let cases_of = |members: &[usize]| -> Vec<(usize, usize)> {
         let mut m: BTreeMap<usize, usize> = BTreeMap::new();
@@ -313,13 +326,14 @@ pub fn next_block(
     let unit_cost = |members: &[usize]| costs.block(base, members, &cases_of(members), &needs);
     let watched: Vec<sequential::Watched> = unmet.iter().map(|c| c.watched.clone()).collect();
     let plan = sequential::plan_block(&watched, &unit_cost, budget_left, 0.95);
+    // (Those kept fit the budget together, so the plan sets none of them aside.)
     if plan.members.is_empty() {
-        return (None, plan.set_aside);
+        return (None, aside);
     }
     let cases = cases_of(&plan.members);
     let needs: Vec<(usize, usize)> =
         unmet.iter().filter(|x| plan.members.contains(&x.env)).map(|x| (x.env, x.case)).collect();
-    (Some(Unit::Block { base, members: plan.members, cases, needs }), plan.set_aside)
+    (Some(Unit::Block { base, members: plan.members, cases, needs }), aside)
 }
 
 /// What precision mode runs next.
