@@ -990,6 +990,35 @@ mod host_tests {
     }
 
     #[test]
+    fn a_guest_gets_a_scratch_disk_when_a_workload_writes_files_and_says_so() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "qemu").unwrap());
+        raw.envs.push(read_flag("--env", "uml").unwrap());
+        raw.workloads.push(read_flag("--workload", "fio").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        assert_eq!(e.envs[0].params["disk"], "virtio-blk");
+        assert_eq!(e.envs[1].params["disk"], "ubd");
+        let said: Vec<String> = e.sizings.iter().filter(|s| s.key == "disk").map(Sizing::line).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].contains("writes files") && said[0].contains("disk = \"none\" goes without"),
+            "{said:?}"
+        );
+        // Written as none: the clear error stays, naming the key.
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "qemu:disk=none").unwrap());
+        raw.workloads.push(read_flag("--workload", "fio").unwrap());
+        let err = validate(&raw, &Origin::Default).unwrap_err();
+        assert!(err.to_string().contains("disk"), "{err}");
+        // No workload writes files: no disk.
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "qemu").unwrap());
+        raw.workloads.push(read_flag("--workload", "memcpy").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        assert_eq!(e.envs[0].params["disk"], "none");
+    }
+
+    #[test]
     fn disks_run_on_a_host_in_its_own_scratch() {
         let text = format!("[[host]]\nname = \"b\"\nssh = \"a@b\"\n\n[[env]]\nkind = \"native\"\nhost = \"b\"\n\n[[env]]\nkind = \"qemu\"\ndisk = \"virtio-blk\"\nhost = \"b\"\n\n[[workload]]\nkind = \"disk\"\n{W}");
         let e = parse(&text).unwrap();

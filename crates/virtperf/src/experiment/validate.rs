@@ -49,6 +49,49 @@ fn guest_programs(envs: &mut [EnvDef], cases: &[Case]) {
     }
 }
 
+/// Guests whose `disk` was not written get a scratch disk when a workload of the experiment
+/// writes files (`disk`, `fio`, a file system's client…): virtio-blk for QEMU, virtio for libvirt,
+/// ubd for UML.
+/// Said as a sizing line (the dry run, the manifest, the report); `disk = "none"` written keeps
+/// the guest without one, and then the check of disks says what to do.
+fn scratch_by_default(envs: &mut [EnvDef], cases: &[Case]) -> Vec<super::Sizing> {
+    let Some(writer) = cases.iter().find(|c| {
+        !c.params.contains_key("dir") && virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch())
+    }) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in envs.iter_mut() {
+        let model = match e.kind.as_str() {
+            "qemu" => "virtio-blk",
+            "libvirt" => "virtio",
+            "uml" => "ubd",
+            _ => continue,
+        };
+        if e.raw.iter().any(|(k, _)| k == "disk")
+            || e.params.get("disk").and_then(Value::as_str) != Some("none")
+        {
+            continue;
+        }
+        e.params.insert("disk".into(), Value::from(model));
+        let bytes = e.params.get("disk_size").and_then(Value::as_u64).unwrap_or(0);
+        out.push(super::Sizing {
+            case: e.name.clone(),
+            key: "disk".into(),
+            rule: format!(
+                "a scratch disk by default, as workload `{}` writes files; disk = \"none\" goes without",
+                writer.label
+            ),
+            derived: Value::from(model),
+            used: Value::from(model),
+            bytes_derived: bytes,
+            bytes_used: bytes,
+            limit: None,
+        });
+    }
+    out
+}
+
 /// A delay in µs: `0`, `100us`, `1.5ms`, `1s`.
 pub fn parse_delay_us(r: &Raw) -> Option<u64> {
     match r {
@@ -341,7 +384,9 @@ pub fn validate_on(
     let mut envs = environments(raw, &hosts)?;
     let (workloads, mut cases) = workloads(raw)?;
     guest_programs(&mut envs, &cases);
-    let sizings = size_from_host(&envs, &mut cases, facts);
+    let disks = scratch_by_default(&mut envs, &cases);
+    let mut sizings = size_from_host(&envs, &mut cases, facts);
+    sizings.extend(disks);
     let (lab, lab_raw) = lab_spec(raw)?;
     // A procedure (RFC 2544) is many trials already: its kind may ask for fewer repetitions.
     let procedure_reps: Option<(u32, u32)> = raw

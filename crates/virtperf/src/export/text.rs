@@ -22,6 +22,6 @@ impl Exporter for Table {
         "full table"
     }
     fn serialize(&self, run: &RunData) -> Result<Vec<Part>> {
-        Ok(Part::whole(crate::report::render_table(run.report)))
+        Ok(Part::whole(crate::report::render_full(run.report, crate::report::terminal_width())))
     }
 }

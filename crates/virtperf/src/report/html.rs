@@ -339,6 +339,9 @@ td,th{border:1px solid var(--line);padding:.25em .5em;text-align:left;vertical-a
 th{background:var(--head)}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{overflow-wrap:anywhere}
 .better{color:var(--good)}.worse{color:var(--bad)}.same{color:var(--muted)}
+.caveats{border-left:4px solid var(--bad);background:var(--band);padding:.4em 1em;margin:.8em 0}.caveats ul{margin:.3em 0;padding-left:1.2em}
+table.matrix td.v{white-space:nowrap;text-align:center;overflow-wrap:normal}table.matrix th{white-space:nowrap}
+table.matrix td.worse{background:color-mix(in srgb,var(--bad) 16%,var(--bg));color:var(--fg)}table.matrix td.better{background:color-mix(in srgb,var(--good) 16%,var(--bg));color:var(--fg)}table.matrix td.same{background:var(--band);color:var(--fg)}table.matrix td.unclear{color:var(--muted)}table.matrix td.base{font-variant-numeric:tabular-nums}
 .warn{color:var(--bad)}.muted{color:var(--muted);font-size:.9em}
 nav a{margin-right:1em;display:inline-block}
 svg .bg{fill:var(--bg)}svg .band{fill:var(--band)}svg text.t{fill:var(--fg)}svg .grid{stroke:var(--grid)}svg .ax{stroke:var(--ax)}svg .ref{stroke:var(--fg)}svg .hollow{fill:var(--bg)}svg .mark{stroke:var(--fg)}
@@ -359,6 +362,7 @@ pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
         r.environments.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
     let color = |env: &str| colors.get(env).copied().unwrap_or(0);
     let mut body = header(r);
+    body += &super::answer::render_html(r);
     let costs = cost_rows(r);
     body += &answer(r, &costs, &mut figs, &color);
     body += &family_sections(&costs, &mut figs, &color);
@@ -424,6 +428,7 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
     let others: Vec<String> =
         r.environments.iter().map(|e| e.name.clone()).filter(|e| !r.is_baseline(e)).collect();
     let fam = family_costs(rows, &others);
+    let t = super::answer::target(r);
     if let Some(b) = &r.natural_baseline {
         let _ = writeln!(
             out,
@@ -447,7 +452,7 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
             .iter()
             .map(|f| {
                 let n = if f.n > 1 { format!(" ({} workloads, geometric mean)", f.n) } else { String::new() };
-                format!("{} {}{n}", f.family.name(), cost_phrase(f.cost, f.ci))
+                format!("{} {}{n}", f.family.name(), super::answer::verdict(f.cost, f.ci, t).line())
             })
             .collect();
         s += &esc(&parts.join("; "));
@@ -461,9 +466,9 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
                     s,
                     " Worst: {} {}. Best: {} {}.",
                     esc(&w.what),
-                    esc(&cost_phrase(w.cost, w.ci)),
+                    esc(&super::answer::verdict(w.cost, w.ci, t).line()),
                     esc(&b.what),
-                    esc(&cost_phrase(b.cost, b.ci))
+                    esc(&super::answer::verdict(b.cost, b.ci, t).line())
                 );
             }
         }

@@ -4,9 +4,11 @@
 
 use std::collections::BTreeMap;
 
+pub mod answer;
 pub mod disk;
 pub mod disturbances;
 pub mod figures;
+mod fixtures;
 pub mod hosts;
 pub mod html;
 pub mod paired;
@@ -15,7 +17,7 @@ mod summary;
 mod svg;
 pub mod timer;
 
-pub use summary::{render_summary, wrap, WIDTH as SUMMARY_WIDTH};
+pub use summary::{render_full, render_summary, terminal_width, wrap, WIDTH as SUMMARY_WIDTH};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
@@ -1517,10 +1519,6 @@ fn render_instances(r: &Report) -> String {
     out
 }
 
-fn keys_empty(t: &Table) -> bool {
-    t.row_iter().next().is_none()
-}
-
 /// All-pairs results as matrices (the practicum's table): rows send, columns receive; one matrix
 /// per workload case and metric.
 fn render_matrices(r: &Report, envs: &[&str]) -> String {
@@ -1704,84 +1702,6 @@ fn overhead_text(o: &Overhead, better: &str) -> String {
         }
         (None, _) => format!("×{:.3} (no CI)", o.ratio),
     }
-}
-
-/// The terminal table: rows = workload / metric, columns = environments.
-pub fn render_table(r: &Report) -> String {
-    let mut envs: Vec<&str> = Vec::new();
-    for e in &r.environments {
-        envs.push(&e.name);
-    }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    let mut header = vec![Cell::new("workload / metric")];
-    header.extend(
-        envs.iter()
-            .map(|e| Cell::new(if r.is_baseline(e) { format!("{e} (baseline)") } else { e.to_string() })),
-    );
-    t.set_header(header);
-    let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
-    let mut dual: std::collections::BTreeSet<(&str, &str)> = Default::default();
-    for row in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
-        let k = (row.workload.as_str(), row.metric.as_str(), row.unit.as_str(), row.better);
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-        if row.clock.is_some() {
-            dual.insert((k.0, k.1));
-        }
-    }
-    let mut last_w = "";
-    for (w, m, unit, better) in keys {
-        let arrow = arrow(better);
-        if w != last_w {
-            let mut head = vec![Cell::new(w)];
-            head.extend(envs.iter().map(|_| Cell::new("")));
-            t.add_row(head);
-        }
-        last_w = w;
-        let two_clocks = if dual.contains(&(w, m)) { " ⏱" } else { "" };
-        let mut cells = vec![Cell::new(format!("  {m} ({unit}) {arrow}{two_clocks}"))];
-        for e in &envs {
-            let text = match r.results.iter().find(|x| {
-                x.workload == w
-                    && x.metric == m
-                    && x.environment == *e
-                    && x.peer.is_none()
-                    && x.instance.is_none()
-            }) {
-                None => "—".to_string(),
-                Some(x) => {
-                    let mut s = mean_text(x.mean, x.ci95, x.n);
-                    if x.outliers > 0 {
-                        s += &format!("  ({} outl.)", x.outliers);
-                    }
-                    if let Some(o) = &x.overhead {
-                        s += &format!("\n{}", overhead_text(o, better));
-                    }
-                    if x.clock_disagrees {
-                        s += "\n⚠ clocks disagree";
-                    }
-                    s
-                }
-            };
-            cells.push(Cell::new(text));
-        }
-        t.add_row(cells);
-    }
-    let mut out = run_line(r);
-    if !keys_empty(&t) {
-        out += &t.to_string();
-    }
-    out += &render_matrices(r, &envs);
-    out += &hosts::render(&r.by_host);
-    out += &render_instances(r);
-    out += &disk::render(&r.disk);
-    out += &rfc2544::render(&r.rfc2544);
-    out += &timer::render(&r.timers);
-    out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline [Fieller 95% CI]; ↑/↓ = higher/lower is better\n";
-    out += &render_notes(r, !dual.is_empty());
-    out
 }
 
 /// What every rendering of a report ends with: ceilings, start times, clocks, receivers that

@@ -1,6 +1,6 @@
-//! The terminal's fast path: one line per workload / metric — the baseline's figure, then each
-//! other environment's ratio to it with its 95 % CI and the verdict — readable at 100 columns.
-//! `--full` prints every figure with its interval (`render_table`), the HTML page the figures.
+//! The terminal's reports: the summary (the answer first, `answer.rs`, within 100 columns) and
+//! `--full` (every figure per environment with the baseline's beside it, and every note, at the
+//! terminal's width); the HTML page has the figures.
 
 use comfy_table::{presets::UTF8_HORIZONTAL_ONLY, Cell, ContentArrangement, Table};
 
@@ -105,13 +105,19 @@ pub fn disk_rows(r: &Report) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The compact report: the summary table, the seed-style tables that are summaries themselves
-/// (all pairs, instances, RFC 2544), a pointer to the disk matrices, and the notes.
+/// The compact report, answer first (`answer::render`: caveats, a line per environment, the
+/// headline matrix), then the seed-style tables that are summaries themselves (all pairs,
+/// instances, RFC 2544, timers), one line per disk matrix, and where the rest is. A run without
+/// ratios (one environment) shows each figure instead. Every line within `WIDTH`.
 pub fn render_summary(r: &Report) -> String {
     let mut out = super::run_line(r);
-    let mut rows = summary_rows(r);
+    let answer = super::answer::render(r, WIDTH as usize);
+    let has_matrix = answer.contains("\nPer workload: ");
+    out += &answer;
+    let mut rows = if has_matrix { Vec::new() } else { summary_rows(r) };
     rows.extend(disk_rows(r));
     if !rows.is_empty() {
+        out += "\n";
         out += &if fits(r, &rows) { one_table(r, rows) } else { per_environment(r, &rows) };
     }
     out += &super::hosts::render(&r.by_host);
@@ -120,34 +126,168 @@ pub fn render_summary(r: &Report) -> String {
     out += &super::render_instances(r);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);
-    if !r.disk.is_empty() {
-        out += &format!(
-            "disk: {} file size × record size matrices (one per phase): `virtperf report {} --full`, or --html\n",
-            r.disk.len(),
-            r.run_id
-        );
+    let dual = r.results.iter().any(|x| x.clock.is_some());
+    let notes = super::render_notes(r, dual).lines().count();
+    out += &format!(
+        "\nOwn values, every metric, {notes} notes: virtperf report {} --full · the page: --html\n",
+        r.run_id
+    );
+    fit_lines(&out)
+}
+
+/// Everything (`report --full`): per environment, every metric with the baseline's value, the
+/// environment's own and the ratio with its interval and verdict; the seed tables; the notes —
+/// each line within `width` (the terminal's, 100 when not a terminal).
+pub fn render_full(r: &Report, width: usize) -> String {
+    let mut out = super::run_line(r);
+    let rows = full_rows(r);
+    if !rows.is_empty() {
+        out += &per_environment_full(r, &rows, width);
     }
-    out += "×ratio = env / baseline [Fieller 95% CI]; ↑/↓ higher/lower is better; all figures: --full\n";
+    let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
+    out += &super::render_matrices(r, &envs);
+    out += &super::hosts::render(&r.by_host);
+    out += &super::render_instances(r);
+    out += &super::disk::render(&r.disk);
+    out += &super::rfc2544::render(&r.rfc2544);
+    out += &super::timer::render(&r.timers);
+    out += "\nmean ± 95% CI half-width (Student t); ×ratio vs baseline with its interval and level; ↑/↓ = higher/lower is better\n";
     let dual = r.results.iter().any(|x| x.clock.is_some());
     for line in super::render_notes(r, dual).lines() {
-        out += &wrap(line, WIDTH as usize);
+        out += &wrap(line, width);
     }
-    fit_lines(&out)
+    fit_lines_to(&out, width)
+}
+
+/// Every metric of every workload (environment-level rows): per environment, its own value and,
+/// beside a baseline, its ratio with the interval and the verdict in words.
+fn full_rows(r: &Report) -> Vec<(String, Vec<String>)> {
+    let t = super::answer::target(r);
+    let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
+    let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
+    for x in r.results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
+        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str(), x.better);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .map(|(w, m, unit, better)| {
+            let cells = envs
+                .iter()
+                .map(|e| {
+                    let Some(x) = r.results.iter().find(|x| {
+                        x.workload == w
+                            && x.metric == m
+                            && x.environment == *e
+                            && x.peer.is_none()
+                            && x.instance.is_none()
+                    }) else {
+                        return "—".to_string();
+                    };
+                    let mut s = mean_text(x.mean, x.ci95, x.n);
+                    if is_count(unit) {
+                        // A count (retransmits, drops, lost frames) is said as it is, with its
+                        // total: a ratio of 2 to 0 events says nothing.
+                        s +=
+                            &format!("\n{} in all over {} trials", (x.mean * x.n as f64).round() as i64, x.n);
+                        return s;
+                    }
+                    if let Some(o) = &x.overhead {
+                        let numbers = match o.ci {
+                            Some([l, h]) if l > 0.0 && h.is_finite() => format!(
+                                "×{} [{}, {}] {:.0}%",
+                                fmt_num(o.ratio),
+                                fmt_num(l),
+                                fmt_num(h),
+                                o.ci_level * 100.0
+                            ),
+                            _ => format!("×{}", fmt_num(o.ratio)),
+                        };
+                        s += &format!("\n{numbers}");
+                        if let Some(v) = super::answer::row_verdict(x, t) {
+                            s += &format!("\n{}", v.line());
+                        }
+                    }
+                    s
+                })
+                .collect();
+            (format!("{w}\n  {m} ({unit}) {}", arrow(better)), cells)
+        })
+        .collect()
+}
+
+/// Whether a metric in `unit` counts events (segments retransmitted, datagrams or frames dropped,
+/// periods missed): said as figures with their totals, never as ratios.
+pub fn is_count(unit: &str) -> bool {
+    ["segments", "datagrams", "frames", "packets", "periods", "wake-ups", "events"].contains(&unit)
+}
+
+/// One block per environment at `width`: the baseline's figure beside the environment's.
+fn per_environment_full(r: &Report, rows: &[(String, Vec<String>)], width: usize) -> String {
+    let names: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
+    let first = names.iter().position(|e| r.is_baseline(e));
+    let mut out = String::new();
+    let others: Vec<usize> = (0..names.len()).filter(|&i| !r.is_baseline(names[i])).collect();
+    let alone: Vec<usize> = if others.is_empty() { (0..names.len()).collect() } else { others };
+    for i in alone {
+        let env = names[i];
+        let base = r.environments[i]
+            .baseline
+            .as_ref()
+            .and_then(|b| names.iter().position(|n| n == b))
+            .or(first)
+            .filter(|&b| b != i);
+        let mut head = vec![format!("{env}: workload / metric")];
+        if let Some(b) = base {
+            head.push(format!("{} (baseline)", names[b]));
+        }
+        head.push(env.to_string());
+        let mut t = Table::new();
+        t.load_preset(UTF8_HORIZONTAL_ONLY)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(u16::try_from(width).unwrap_or(WIDTH));
+        t.set_header(head.into_iter().map(Cell::new));
+        for (label, cells) in rows {
+            let mut row = vec![Cell::new(label)];
+            if let Some(b) = base {
+                row.push(Cell::new(cells.get(b).cloned().unwrap_or_default()));
+            }
+            row.push(Cell::new(cells.get(i).cloned().unwrap_or_default()));
+            t.add_row(row);
+        }
+        out += &t.to_string();
+        out += "\n";
+    }
+    out
+}
+
+/// The terminal's width, or 100 when not a terminal.
+pub fn terminal_width() -> usize {
+    if cfg!(test) {
+        return WIDTH as usize;
+    }
+    console::Term::stdout().size_checked().map_or(WIDTH as usize, |(_, cols)| usize::from(cols).max(60))
 }
 
 /// Every line of `text` within `WIDTH`: a longer one (a seed table's title, an RFC 2544 row) is
 /// broken at spaces, its continuation indented under it.
 pub fn fit_lines(text: &str) -> String {
+    fit_lines_to(text, WIDTH as usize)
+}
+
+/// Every line of `text` within `width` columns (see [`fit_lines`]).
+pub fn fit_lines_to(text: &str, width: usize) -> String {
     let mut out = String::new();
     for line in text.lines() {
-        if line.chars().count() <= WIDTH as usize {
+        if line.chars().count() <= width {
             out += line;
             out.push('\n');
             continue;
         }
         let indent = line.len() - line.trim_start().len();
         let pad = &line[..indent];
-        for l in wrap(line.trim_start(), WIDTH as usize - indent).lines() {
+        for l in wrap(line.trim_start(), width.saturating_sub(indent).max(20)).lines() {
             out += pad;
             out += l;
             out.push('\n');
@@ -340,6 +480,42 @@ mod tests {
         }
         assert!(text.contains("tcp_retransmits (ms)"), "the metric is not broken: {text}");
         assert!(text.matches("×1.500 [1.450, 1.550] worse").count() == 5, "every ratio whole: {text}");
+    }
+
+    /// The summary a person meets first, whole: a layout change shows in review as a changed
+    /// snapshot (`src/report/snapshots/`). The default campaign fits 100 columns and 60 lines,
+    /// leads with its caveats, and prints no interval reaching below zero.
+    #[test]
+    fn the_default_campaigns_summary_is_answer_first_and_fits_one_screen() {
+        for (name, r) in [
+            ("summary_default_6x8", crate::report::fixtures::default_run()),
+            ("summary_precision", crate::report::fixtures::precision_run()),
+            ("summary_rfc2544", crate::report::fixtures::rfc2544_run()),
+        ] {
+            let text = render_summary(&r);
+            let lines: Vec<&str> = text.lines().collect();
+            assert!(lines.len() <= 60, "{name}: {} lines:\n{text}", lines.len());
+            for l in &lines {
+                assert!(l.chars().count() <= WIDTH as usize, "{name}: {} columns: {l}", l.chars().count());
+            }
+            insta::assert_snapshot!(name, text);
+        }
+        let text = render_summary(&crate::report::fixtures::default_run());
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s:?} in:\n{text}"));
+        assert!(at("no KVM here") < at("What each environment costs"), "caveats first:\n{text}");
+        assert!(at("gvisor  ") < at("Per workload: "));
+        assert!(text.contains("111× slower"), "gVisor's system calls in words:\n{text}");
+        assert!(!text.contains("[-"), "no interval below zero:\n{text}");
+        assert!(
+            !text.contains("host_cpu_time") && !text.contains("tcp_retransmits"),
+            "secondary metrics are in --full:\n{text}"
+        );
+        // --full has them, each environment's own value, within the width asked.
+        let full = render_full(&crate::report::fixtures::default_run(), 100);
+        assert!(full.contains("host_cpu_time") && full.contains("tcp_retransmits"), "{full}");
+        assert!(full.lines().all(|l| l.chars().count() <= 100), "{full}");
+        let narrow = render_full(&crate::report::fixtures::default_run(), 80);
+        assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
     }
 
     #[test]

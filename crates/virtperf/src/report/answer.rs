@@ -1,0 +1,709 @@
+//! The answer at a glance: what the terminal prints first and the page puts at its top.
+//!
+//! A ratio becomes words a person uses — "163× slower ±30 %", "≈ same ±3 %", "inconclusive ±60 %"
+//! — by one rule ([`verdict`]): "≈ same" only when the whole interval lies within the run's target
+//! (±5 % unless precision mode set another), "inconclusive" when it holds 1 but reaches beyond the
+//! target, "N× slower / faster" (or "N % slower" below 1.5×) when it excludes 1, the direction from
+//! the metric (a rate that halves is 2× slower). An interval that is missing, unbounded or reaches
+//! below zero is never printed as numbers. Counts (drops, retransmits, losses) are not ratios and
+//! are not in the answer; they are in `--full` with their totals.
+//!
+//! The summary ([`render`]) leads with the caveats that change how to read the numbers (an
+//! emulated CPU, the host itself, how many ratios reached the target, host-wide slowdowns,
+//! receivers that set a figure), then one line per environment by family, then one matrix of
+//! every headline metric × environment; every other figure is in `--full` and the page.
+
+use std::collections::BTreeMap;
+
+use virtperf_workload::Family;
+
+use super::html::{cost, cost_rows, family_costs, is_headline};
+use super::{fmt_num, Report, ResultRow};
+
+/// What an interval says about a cost (environment against its baseline, > 1 = slower).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// The whole interval within ±target of 1.
+    Same { half: f64 },
+    /// The interval holds 1 but reaches beyond the target.
+    Inconclusive { half: f64 },
+    /// The interval lies above 1: `factor` times the baseline's cost (the interval: `from`–`to`
+    /// times).
+    Slower { factor: f64, half: f64, from: f64, to: f64 },
+    /// Below 1: the baseline's cost is `factor` times this one (`from`–`to` times).
+    Faster { factor: f64, half: f64, from: f64, to: f64 },
+    /// No usable interval: why, in words.
+    NoInterval { why: &'static str },
+}
+
+/// The words for an unbounded interval, or one reaching below zero.
+pub const BASELINE_VARIES: &str = "the baseline varies too much";
+
+/// The verdict on a cost (`> 1` slower) and its interval, against a target half-width
+/// (`target`, a fraction: 0.05 for ±5 %). `half` is the interval's half-width relative to the
+/// cost, in %.
+pub fn verdict(cost: f64, ci: Option<[f64; 2]>, target: f64) -> Verdict {
+    let Some([lo, hi]) = ci else {
+        return Verdict::NoInterval { why: "no interval" };
+    };
+    if !(cost.is_finite() && cost > 0.0 && lo.is_finite() && hi.is_finite()) || lo <= 0.0 || hi < lo {
+        return Verdict::NoInterval { why: BASELINE_VARIES };
+    }
+    let half = (hi - lo) / 2.0 / cost * 100.0;
+    if lo >= 1.0 - target && hi <= 1.0 + target {
+        Verdict::Same { half }
+    } else if lo <= 1.0 && hi >= 1.0 {
+        Verdict::Inconclusive { half }
+    } else if cost > 1.0 {
+        Verdict::Slower { factor: cost, half, from: lo, to: hi }
+    } else {
+        Verdict::Faster { factor: 1.0 / cost, half, from: 1.0 / hi, to: 1.0 / lo }
+    }
+}
+
+/// The verdict on one result row's ratio, or None where it has none (the baseline, a metric
+/// with no direction).
+pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
+    let o = x.overhead.as_ref()?;
+    if x.better == "neither" {
+        return None;
+    }
+    if o.ci.is_none() && o.no_ci == Some(virtperf_stats::NO_CI_UNBOUNDED) {
+        return Some(Verdict::NoInterval { why: BASELINE_VARIES });
+    }
+    if !(o.ratio.is_finite() && o.ratio > 0.0) {
+        return Some(Verdict::NoInterval { why: BASELINE_VARIES });
+    }
+    let (c, ci) = cost(o.ratio, o.ci, x.better);
+    let ci = if x.better == "higher" && o.ci.is_some_and(|[l, _]| l <= 0.0) { Some([-1.0, 0.0]) } else { ci };
+    Some(verdict(c, ci, target))
+}
+
+/// A factor with 2–3 significant digits: 163, 16, 6.2, 1.8.
+pub fn fmt_factor(f: f64) -> String {
+    if f >= 9.95 {
+        format!("{f:.0}")
+    } else {
+        format!("{f:.1}")
+    }
+}
+
+/// A half-width in %: 2 significant digits (±3.5 %, ±27 %, ±375 %).
+pub fn fmt_half(h: f64) -> String {
+    // A no-break space keeps the number and its sign together when a line wraps.
+    if h >= 9.95 {
+        format!("±{h:.0}\u{a0}%")
+    } else {
+        format!("±{h:.1}\u{a0}%")
+    }
+}
+
+/// How wide a factor's interval is: ±% while that reads true (up to ±50 %), else its range in
+/// times ("2.7–110×": a lopsided interval on the log scale is not "±360 %").
+fn width(half: f64, from: f64, to: f64) -> String {
+    if half <= 50.0 {
+        fmt_half(half)
+    } else {
+        format!("{}–{}×", fmt_factor(from), fmt_factor(to))
+    }
+}
+
+impl Verdict {
+    /// The verdict's words and its width, apart: ("163× slower", "±30 %").
+    pub fn words(&self) -> (String, String) {
+        let how = |f: f64, way: &str| {
+            if f >= 1.5 {
+                format!("{}× {way}", fmt_factor(f))
+            } else {
+                // Below 1.5×, a person says it in per cent of the baseline's time or rate.
+                let p = if way == "slower" { (f - 1.0) * 100.0 } else { (1.0 - 1.0 / f) * 100.0 };
+                if p < 9.95 {
+                    format!("{p:.1}\u{a0}% {way}")
+                } else {
+                    format!("{p:.0}\u{a0}% {way}")
+                }
+            }
+        };
+        match *self {
+            Verdict::Same { half } => ("≈ same".into(), fmt_half(half)),
+            Verdict::Inconclusive { half } => ("inconclusive".into(), fmt_half(half)),
+            Verdict::Slower { factor, half, from, to } => (how(factor, "slower"), width(half, from, to)),
+            Verdict::Faster { factor, half, from, to } => (how(factor, "faster"), width(half, from, to)),
+            Verdict::NoInterval { why } if why == BASELINE_VARIES => {
+                ("inconclusive".into(), "baseline varies".into())
+            }
+            Verdict::NoInterval { .. } => ("no interval".into(), "one sample".into()),
+        }
+    }
+    /// On one line: "163× slower ±30 %", "inconclusive: the baseline varies too much".
+    pub fn line(&self) -> String {
+        match self {
+            Verdict::NoInterval { why } if *why == BASELINE_VARIES => format!("inconclusive: {why}"),
+            Verdict::NoInterval { .. } => "no interval (one sample a side)".into(),
+            _ => {
+                let (a, b) = self.words();
+                format!("{a} {b}")
+            }
+        }
+    }
+    /// How the page colours it: `worse`, `better`, `same`, `unclear`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Verdict::Slower { .. } => "worse",
+            Verdict::Faster { .. } => "better",
+            Verdict::Same { .. } => "same",
+            _ => "unclear",
+        }
+    }
+}
+
+/// The run's target half-width as a fraction: precision mode's, else ±5 %.
+pub fn target(r: &Report) -> f64 {
+    r.precision.as_ref().map_or(0.05, |p| p.target_percent / 100.0)
+}
+
+/// Environments whose guest CPU was emulated (QEMU or libvirt under TCG), with why, from the
+/// runtimes the manifest recorded.
+pub fn emulated(r: &Report) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in &r.environments {
+        let Some(rt) = r.manifest["runtimes"][&e.name].as_str() else { continue };
+        let tcg = rt.contains("accel tcg") || rt.contains("domain_type qemu") || rt.contains("(TCG");
+        if tcg {
+            let why = rt.split_once("(TCG: ").map(|(_, rest)| balanced(rest)).unwrap_or_default();
+            out.push((e.name.clone(), why));
+        }
+    }
+    out
+}
+
+/// A budget as a person says it: "4 min 30 s", "90 s", "2 h".
+fn budget_words(ms: u64) -> String {
+    let s = ms / 1000;
+    match (s / 60, s % 60) {
+        (0, s) => format!("{s} s"),
+        (m, 0) if m % 60 == 0 => format!("{} h", m / 60),
+        (m, 0) => format!("{m} min"),
+        (m, s) => format!("{m} min {s} s"),
+    }
+}
+
+/// The text up to the parenthesis that closes one already open: "a (b) c) d" → "a (b) c".
+fn balanced(rest: &str) -> String {
+    let mut depth = 0usize;
+    for (i, ch) in rest.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' if depth == 0 => return rest[..i].to_string(),
+            ')' => depth -= 1,
+            _ => {}
+        }
+    }
+    rest.to_string()
+}
+
+/// The headline ratios of the report: (environment, workload, metric) → row, environment-level
+/// rows only, disk matrices left out (summarised apart).
+fn headline_rows(r: &Report) -> Vec<&ResultRow> {
+    r.results
+        .iter()
+        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
+        .filter(|x| {
+            !r.disk
+                .iter()
+                .any(|d| x.workload.starts_with(&format!("{} [", d.workload)) || x.workload == d.workload)
+        })
+        .collect()
+}
+
+/// How many of the headline ratios are within the target, of how many.
+pub fn within_target(r: &Report) -> (usize, usize) {
+    let t = target(r);
+    let v: Vec<Verdict> = headline_rows(r).iter().filter_map(|x| row_verdict(x, t)).collect();
+    let within = v
+        .iter()
+        .filter(|v| match v {
+            Verdict::Same { half } | Verdict::Inconclusive { half } => *half <= t * 100.0,
+            Verdict::Slower { half, .. } | Verdict::Faster { half, .. } => *half <= t * 100.0,
+            Verdict::NoInterval { .. } => false,
+        })
+        .count();
+    (within, v.len())
+}
+
+/// What changes how the numbers read, before them: each a sentence.
+pub fn caveats(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    let emu = emulated(r);
+    if !emu.is_empty() {
+        let names: Vec<&str> = emu.iter().map(|(n, _)| n.as_str()).collect();
+        let why = emu.iter().map(|(_, w)| w.as_str()).find(|w| !w.is_empty());
+        out.push(format!(
+            "{}: no KVM here{}: the guest CPU is emulated (TCG), so {} compute and memory ratios measure emulation, not virtualization",
+            names.join(", "),
+            why.map(|w| format!(" ({w})")).unwrap_or_default(),
+            if names.len() > 1 { "their" } else { "its" }
+        ));
+    }
+    let m = &r.manifest;
+    if let Some(cpus) = m["host_cpus"].as_u64() {
+        let model = m["host_cpu_model"].as_str().unwrap_or("CPU");
+        let mem = m["host_memory_kib"]
+            .as_u64()
+            .map(|k| format!(", {:.0} GiB", k as f64 / 1048576.0))
+            .unwrap_or_default();
+        let vm = if m["kvm_pvm"].as_bool() == Some(true) {
+            "; KVM here is PVM (no hardware virtualization: the host is likely a virtual machine itself)"
+        } else {
+            ""
+        };
+        out.push(format!("host: {model}, {cpus} CPUs{mem}{vm}"));
+    }
+    let (within, n) = within_target(r);
+    let t = target(r) * 100.0;
+    if n > 0 {
+        let how = match &r.precision {
+            Some(p) => format!(
+                " after precision mode's budget of {}{}",
+                budget_words(p.budget_ms),
+                if p.met < p.cells.len() {
+                    " (the rest need more than it held: --full says how much)"
+                } else {
+                    ""
+                }
+            ),
+            None => String::new(),
+        };
+        out.push(format!(
+            "precision: {within} of {n} ratios are within ±{t:.0} %{how}; \"inconclusive\": the interval holds no difference but is wider than that"
+        ));
+    }
+    if let Some(one) = r.environments.iter().find(|e| e.launches == 1 && !r.is_baseline(&e.name)) {
+        let _ = one;
+        out.push(
+            "intervals cover one launch of each environment: another launch may differ more than they say"
+                .into(),
+        );
+    }
+    if !r.disturbances.is_empty() {
+        let d = &r.disturbances[0];
+        out.push(format!(
+            "the host slowed down as a whole {} (first at {} for {:.1} s over {} environments){}",
+            match r.disturbances.len() {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            },
+            d.at.split('T')
+                .nth(1)
+                .unwrap_or(&d.at)
+                .split('.')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches('Z'),
+            d.seconds,
+            d.environments,
+            if r.estimate == super::paired::Estimate::Paired { ": paired ratios cancel it" } else { "" }
+        ));
+    }
+    let limited: Vec<String> = r
+        .results
+        .iter()
+        .filter(|x| x.instance.is_none() && x.metric.ends_with("rx_socket_drops") && x.mean > 0.0)
+        .map(|x| format!("{} / {}", x.environment, x.workload))
+        .collect();
+    if !limited.is_empty() {
+        out.push(format!(
+            "receiver-limited: {} (the receiving socket dropped datagrams: the receiver, not the path, set the figure)",
+            limited.join(", ")
+        ));
+    }
+    for l in r.loads.iter().filter(|l| !l.reached) {
+        out.push(format!(
+            "background load not reached for {} / {}: {:.0} % of the {:.0} % target",
+            l.environment, l.workload, l.achieved_mean, l.target_percent
+        ));
+    }
+    for f in r.failures.iter().take(3) {
+        out.push(format!(
+            "{} trial(s) of {} / {} did not complete: {}",
+            f.count, f.environment, f.workload, f.reason
+        ));
+    }
+    if r.failures.len() > 3 {
+        out.push(format!("and {} more groups of failed trials (--full lists them)", r.failures.len() - 3));
+    }
+    if !r.failures.is_empty() {
+        out.push(format!(
+            "once their cause is fixed, `virtperf run --resume {} --retry-failed` runs them again",
+            r.run_id
+        ));
+    }
+    if r.status == super::RunStatus::Interrupted {
+        out.push(format!(
+            "this run was interrupted: `virtperf run --resume {}` finishes the missing trials",
+            r.run_id
+        ));
+    }
+    out
+}
+
+/// One line per environment: its cost by family, in words, largest first.
+pub fn environment_lines(r: &Report) -> Vec<(String, String)> {
+    let t = target(r);
+    let rows = cost_rows(r);
+    let envs: Vec<String> =
+        r.environments.iter().filter(|e| !r.is_baseline(&e.name)).map(|e| e.name.clone()).collect();
+    let fam = family_costs(&rows, &envs);
+    let emu: Vec<String> = emulated(r).into_iter().map(|(n, _)| n).collect();
+    let mut out = Vec::new();
+    for e in &envs {
+        let mut said: Vec<(f64, String)> = Vec::new();
+        let mut same: Vec<&str> = Vec::new();
+        let mut unclear: Vec<String> = Vec::new();
+        for f in fam.iter().filter(|f| f.environment == *e && f.family != Family::Other) {
+            let name = family_name(f.family);
+            match verdict(f.cost, f.ci, t) {
+                Verdict::Same { .. } => same.push(name),
+                v @ (Verdict::Slower { .. } | Verdict::Faster { .. }) => {
+                    said.push((f.cost, format!("{name} {}", v.line())))
+                }
+                v @ Verdict::Inconclusive { .. } => unclear.push(format!("{name} {}", v.line())),
+                Verdict::NoInterval { .. } => unclear.push(format!("{name} inconclusive")),
+            }
+        }
+        said.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut parts: Vec<String> = said.into_iter().map(|x| x.1).collect();
+        if !same.is_empty() {
+            parts.push(format!("{} within ±{:.0} %", and_list(&same), t * 100.0));
+        }
+        parts.extend(unclear);
+        if parts.is_empty() {
+            continue;
+        }
+        let mut line = parts.join("; ");
+        if emu.contains(e) {
+            line += " (CPU emulated)";
+        }
+        out.push((e.clone(), line));
+    }
+    out
+}
+
+fn family_name(f: Family) -> &'static str {
+    match f {
+        Family::System => "system calls",
+        other => other.name(),
+    }
+}
+
+fn and_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [a] => a.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// A value with 3 significant digits: times in the unit that reads best ("16.4 µs" for 16 439
+/// ns), other large values with an SI prefix ("453M iter/s").
+pub fn fmt_value(x: f64, unit: &str) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    const TIME: [(&str, f64); 4] = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)];
+    let sig3 = |v: f64| {
+        let a = v.abs();
+        let digits = if a == 0.0 { 0 } else { (2 - a.log10().floor() as i32).clamp(0, 4) as usize };
+        format!("{v:.digits$}")
+    };
+    if let Some(i) = TIME.iter().position(|(u, _)| *u == unit || (unit == "us" && *u == "µs")) {
+        let secs = x * TIME[i].1;
+        let (u, scale) = TIME.iter().rev().find(|(_, s)| secs.abs() >= *s).copied().unwrap_or(TIME[0]);
+        return format!("{} {u}", sig3(secs / scale));
+    }
+    let (v, prefix) = match x.abs() {
+        a if a >= 1e9 => (x / 1e9, "G"),
+        a if a >= 1e6 => (x / 1e6, "M"),
+        a if a >= 1e4 => (x / 1e3, "k"),
+        _ => (x, ""),
+    };
+    if prefix.is_empty() {
+        format!("{} {unit}", sig3(v))
+    } else {
+        format!("{}{prefix} {unit}", sig3(v))
+    }
+}
+
+/// The matrix's rows: each headline metric, with its baseline's value and each environment's
+/// verdict. Columns: the baseline, then each other environment in the report's order.
+struct Matrix {
+    head: Vec<String>,
+    /// Each row's workload and metric as the results name them.
+    keys: Vec<(String, String)>,
+    rows: Vec<[String; 2]>,
+    cells: Vec<Vec<[String; 2]>>,
+}
+
+fn matrix(r: &Report) -> Option<Matrix> {
+    let t = target(r);
+    let rows = headline_rows(r);
+    if rows.iter().all(|x| x.overhead.is_none()) {
+        return None;
+    }
+    let base = r.environments.iter().position(|e| r.is_baseline(&e.name));
+    let mut cols: Vec<usize> = base.into_iter().collect();
+    cols.extend((0..r.environments.len()).filter(|&i| Some(i) != base));
+    let mut keys: Vec<(&str, &str, &str, &str)> = Vec::new();
+    for x in &rows {
+        let k = (x.workload.as_str(), x.metric.as_str(), x.unit.as_str(), x.better);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut m = Matrix { head: Vec::new(), keys: Vec::new(), rows: Vec::new(), cells: Vec::new() };
+    m.head = cols
+        .iter()
+        .map(|&i| {
+            let n = &r.environments[i].name;
+            if Some(i) == base {
+                format!("{n} (base)")
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    let by: BTreeMap<(&str, &str, &str), &ResultRow> =
+        rows.iter().map(|x| ((x.environment.as_str(), x.workload.as_str(), x.metric.as_str()), *x)).collect();
+    for (w, metric, unit, better) in keys {
+        // The metric without its workload's name ("tcp_rr_latency" under "tcp_rr": "latency").
+        let short = metric.strip_prefix(w).and_then(|m| m.strip_prefix('_')).unwrap_or(metric);
+        m.rows.push([w.to_string(), format!("{short} {}", super::arrow(better))]);
+        m.keys.push((w.to_string(), metric.to_string()));
+        let cells = cols
+            .iter()
+            .map(|&i| {
+                let e = r.environments[i].name.as_str();
+                match by.get(&(e, w, metric)) {
+                    None => ["—".to_string(), String::new()],
+                    Some(x) if Some(i) == base || x.overhead.is_none() => {
+                        let half = x
+                            .ci95
+                            .map(|[l, h]| (h - l) / 2.0 / x.mean.abs() * 100.0)
+                            .filter(|h| h.is_finite());
+                        [fmt_value(x.mean, unit), half.map(fmt_half).unwrap_or_default()]
+                    }
+                    Some(x) => match row_verdict(x, t) {
+                        Some(v) => {
+                            let (a, b) = v.words();
+                            [a, b]
+                        }
+                        None => [
+                            format!("×{}", fmt_num(x.overhead.as_ref().map_or(f64::NAN, |o| o.ratio))),
+                            String::new(),
+                        ],
+                    },
+                }
+            })
+            .collect();
+        m.cells.push(cells);
+    }
+    Some(m)
+}
+
+/// The matrix as text within `width`: the label column, then as many environment columns as fit;
+/// the rest in a further table under it (each with the label column again).
+fn render_matrix(m: &Matrix, width: usize) -> String {
+    let w = |s: &str| s.chars().count();
+    let label = m.rows.iter().flat_map(|r| r.iter().map(|s| w(s))).max().unwrap_or(0).max(8);
+    let col: Vec<usize> = (0..m.head.len())
+        .map(|i| {
+            m.cells.iter().flat_map(|c| c[i].iter().map(|s| w(s))).chain([w(&m.head[i])]).max().unwrap_or(0)
+        })
+        .collect();
+    let gap = 2;
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut used = label;
+    for (i, &c) in col.iter().enumerate() {
+        if groups.is_empty() || used + gap + c > width {
+            groups.push(Vec::new());
+            used = label;
+        }
+        used += gap + c;
+        if let Some(g) = groups.last_mut() {
+            g.push(i);
+        }
+    }
+    let pad = |s: &str, n: usize| format!("{s}{}", " ".repeat(n.saturating_sub(w(s))));
+    let mut out = String::new();
+    for g in groups {
+        let total = label + g.iter().map(|&i| gap + col[i]).sum::<usize>();
+        let mut line = pad("", label);
+        for &i in &g {
+            line += &" ".repeat(gap);
+            line += &pad(&m.head[i], col[i]);
+        }
+        out += line.trim_end();
+        out.push('\n');
+        out += &"─".repeat(total);
+        out.push('\n');
+        for (row, cells) in m.rows.iter().zip(&m.cells) {
+            for k in 0..2 {
+                let mut line = pad(&row[k], label);
+                for &i in &g {
+                    line += &" ".repeat(gap);
+                    line += &pad(&cells[i][k], col[i]);
+                }
+                out += line.trim_end();
+                out.push('\n');
+            }
+        }
+        out += &"─".repeat(total);
+        out.push('\n');
+    }
+    out
+}
+
+/// The answer: caveats, a line per environment, the matrix.
+pub fn render(r: &Report, width: usize) -> String {
+    let mut out = String::new();
+    let cav = caveats(r);
+    if !cav.is_empty() {
+        out += "Before the numbers:\n";
+        for c in cav {
+            out += &super::wrap(&format!("! {c}"), width);
+        }
+    }
+    let base = r.baseline.as_deref().or(r.natural_baseline.as_deref()).unwrap_or("the baseline");
+    let lines = environment_lines(r);
+    if !lines.is_empty() {
+        out += &format!(
+            "\nWhat each environment costs against {base} ({}, 95 %, geometric means by family):\n",
+            match r.estimate {
+                super::paired::Estimate::Paired => "paired",
+                super::paired::Estimate::Unpaired => "unpaired",
+            }
+        );
+        let name = lines.iter().map(|(e, _)| e.chars().count()).max().unwrap_or(0);
+        for (e, l) in &lines {
+            // The environment's name in a column of its own, its line wrapped beside it.
+            for (i, part) in super::wrap(l, width.saturating_sub(name + 2).max(30)).lines().enumerate() {
+                let head = if i == 0 { e.as_str() } else { "" };
+                out += &format!("{head:<name$}  {}\n", part.trim_start());
+            }
+        }
+    }
+    if let Some(m) = matrix(r) {
+        out += &format!(
+            "\nPer workload: {base}'s value ±95 %, each environment against it (≈ same: within ±{:.0} %)\n",
+            target(r) * 100.0
+        );
+        out += &render_matrix(&m, width);
+    }
+    out
+}
+
+/// The top of the page: the caveats, then the environment × workload table, each cell the
+/// verdict in words coloured by what it means (slower, faster, the same; grey for inconclusive)
+/// with the baseline's value in its column.
+pub fn render_html(r: &Report) -> String {
+    use super::svg::esc;
+    let mut out = String::new();
+    let cav = caveats(r);
+    if !cav.is_empty() {
+        out += "<div class=\"caveats\"><b>Before the numbers</b><ul>\n";
+        for c in cav {
+            out += &format!("<li>{}</li>\n", esc(&c));
+        }
+        out += "</ul></div>\n";
+    }
+    let Some(m) = matrix(r) else { return out };
+    let base = r.baseline.as_deref().or(r.natural_baseline.as_deref()).unwrap_or("the baseline");
+    out += &format!(
+        "<p class=\"muted\">Each workload's headline metric: {}'s value ±95 %, then each environment against it ({} estimate, 95 % intervals; ≈ same: the whole interval within ±{:.0} %; inconclusive: it holds no difference but is wider).</p>\n<div class=\"tw\"><table class=\"matrix\"><tr><th>workload · metric</th>",
+        esc(base),
+        match r.estimate {
+            super::paired::Estimate::Paired => "paired",
+            super::paired::Estimate::Unpaired => "unpaired",
+        },
+        target(r) * 100.0
+    );
+    for h in &m.head {
+        out += &format!("<th>{}</th>", esc(h));
+    }
+    out += "</tr>\n";
+    let t = target(r);
+    let rows = headline_rows(r);
+    for ((row, cells), (w, metric)) in m.rows.iter().zip(&m.cells).zip(&m.keys) {
+        out += &format!("<tr><th>{}<br><span class=\"muted\">{}</span></th>", esc(&row[0]), esc(&row[1]));
+        for (i, c) in cells.iter().enumerate() {
+            let env = m.head[i].trim_end_matches(" (base)");
+            let class = rows
+                .iter()
+                .find(|x| x.environment == env && x.workload == *w && x.metric == *metric)
+                .and_then(|x| row_verdict(x, t))
+                .map_or("base", |v| v.class());
+            out += &format!("<td class=\"v {class}\">{}<br><small>{}</small></td>", esc(&c[0]), esc(&c[1]));
+        }
+        out += "</tr>\n";
+    }
+    out += "</table></div>\n";
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_words_follow_the_interval_and_the_target() {
+        let v = |c: f64, l: f64, h: f64| verdict(c, Some([l, h]), 0.05).line().replace('\u{a0}', " ");
+        assert_eq!(v(163.0, 114.0, 212.0), "163× slower ±30 %");
+        assert_eq!(v(1.01, 0.98, 1.03), "≈ same ±2.5 %");
+        assert_eq!(v(1.02, 0.79, 1.32), "inconclusive ±26 %");
+        // "≈" only when the whole interval is within the target.
+        assert_eq!(v(1.0, 0.94, 1.06), "inconclusive ±6.0 %");
+        assert_eq!(v(1.23, 1.1, 1.36), "23 % slower ±11 %");
+        assert_eq!(v(0.5, 0.45, 0.55), "2.0× faster ±10 %");
+        assert_eq!(v(0.9, 0.86, 0.94), "10 % faster ±4.4 %");
+        assert_eq!(v(6.16, 5.4, 6.9), "6.2× slower ±12 %");
+        // A lopsided interval reads as its range.
+        assert_eq!(v(18.0, 2.7, 110.0), "18× slower 2.7–110×");
+        // Never numbers for an interval below zero or unbounded.
+        assert_eq!(
+            verdict(53.8, Some([-29.1, 138.9]), 0.05).line(),
+            "inconclusive: the baseline varies too much"
+        );
+        assert_eq!(
+            verdict(1.2, Some([0.9, f64::INFINITY]), 0.05).line(),
+            "inconclusive: the baseline varies too much"
+        );
+        assert_eq!(verdict(1.2, None, 0.05).line(), "no interval (one sample a side)");
+    }
+
+    #[test]
+    fn a_rate_that_falls_is_slower() {
+        let mut x = crate::report::test_row("gvisor", 1.0, 0.1, "higher");
+        x.overhead = Some(crate::report::Overhead::unpaired(0.156, Some([0.14, 0.17]), None));
+        let v = row_verdict(&x, 0.05).unwrap();
+        assert!(matches!(v, Verdict::Slower { factor, .. } if (factor - 6.41).abs() < 0.01), "{v:?}");
+        assert_eq!(v.words().0, "6.4× slower");
+        // A rate's interval reaching below zero: no numbers.
+        x.overhead = Some(crate::report::Overhead::unpaired(3.05, Some([-2.57, 8.76]), None));
+        assert_eq!(row_verdict(&x, 0.05).unwrap().line(), "inconclusive: the baseline varies too much");
+        assert_eq!(budget_words(270_000), "4 min 30 s");
+        assert_eq!(budget_words(7_200_000), "2 h");
+    }
+
+    #[test]
+    fn values_read_with_three_digits() {
+        assert_eq!(fmt_value(86.26, "ns"), "86.3 ns");
+        assert_eq!(fmt_value(453_000_000.0, "iter/s"), "453M iter/s");
+        assert_eq!(fmt_value(25_200.0, "trans/s"), "25.2k trans/s");
+        assert_eq!(fmt_value(16_439.0, "ns"), "16.4 µs");
+        assert_eq!(fmt_value(2_500_000.0, "ns"), "2.50 ms");
+        assert_eq!(fmt_value(999.0, "ns"), "999 ns");
+        assert_eq!(fmt_value(0.01716, "s"), "17.2 ms");
+        assert_eq!(fmt_value(17.16, "ms"), "17.2 ms");
+        assert_eq!(fmt_value(2.5, "Gbit/s"), "2.50 Gbit/s");
+    }
+}
