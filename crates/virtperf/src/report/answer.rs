@@ -259,6 +259,9 @@ pub fn caveats(r: &Report) -> Vec<String> {
         };
         out.push(format!("host: {model}, {cpus} CPUs{mem}{vm}"));
     }
+    for l in super::hosts_note(&r.manifest).lines() {
+        out.push(l.to_string());
+    }
     let (within, n) = within_target(r);
     let t = target(r) * 100.0;
     if n > 0 {

@@ -1841,7 +1841,7 @@ fn start_note(r: &Report) -> String {
 
 /// Other hosts: their clocks against this one's, measured at the preflight (never applied to a
 /// duration: each is measured on the clock of the machine that runs it).
-fn hosts_note(manifest: &serde_json::Value) -> String {
+pub(crate) fn hosts_note(manifest: &serde_json::Value) -> String {
     let Some(hosts) = manifest["hosts"].as_object().filter(|h| !h.is_empty()) else { return String::new() };
     {
         let lines: Vec<String> = hosts

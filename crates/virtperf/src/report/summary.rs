@@ -126,6 +126,7 @@ pub fn render_summary(r: &Report) -> String {
     out += &super::render_instances(r);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);
+    out += &super::tool_agreement(r);
     let dual = r.results.iter().any(|x| x.clock.is_some());
     let notes = super::render_notes(r, dual).lines().count();
     out += &format!(

@@ -262,7 +262,13 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
     let again = fx.report();
     assert_eq!(again["results"], run["results"]);
     let t = fx.text("report");
-    assert!(t.contains("native (baseline)") && t.contains("cpu_rate (Mops/s)") && t.contains("×"), "{t}");
+    let verdict = ["≈ same", "slower", "faster", "inconclusive"].iter().any(|v| t.contains(v));
+    assert!(t.contains("native (base)") && t.contains("Mops/s") && verdict, "the answer in words: {t}");
+    let full = fx.text("report --full");
+    assert!(
+        full.contains("native (baseline)") && full.contains("cpu_rate (Mops/s)") && full.contains("×"),
+        "{full}"
+    );
     // export: every sample, warm-ups included.
     let csv = fx.text("export --format csv");
     assert!(csv.starts_with("run_id,trial_id,seq,environment,workload,params,rep,warmup,status"));
@@ -309,7 +315,10 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
     assert!(r["overhead"]["ci95"].is_null() && r["overhead"]["no_ci"].is_string(), "{r}");
     let t = vp(&["report", "--db", db1.to_str().unwrap()], &[]);
     let t = String::from_utf8_lossy(&t.stdout);
-    assert!(t.contains("(n=1)") && !t.contains("± 0 ") && t.contains("no CI"), "{t}");
+    assert!(t.contains("no interval") && !t.contains("± 0 "), "{t}");
+    let t = vp(&["report", "--full", "--db", db1.to_str().unwrap()], &[]);
+    let t = String::from_utf8_lossy(&t.stdout);
+    assert!(t.contains("(n=1)") && !t.contains("± 0 ") && t.contains("no interval"), "{t}");
     fx.assert_no_leftovers();
     Outcome::Pass
 }

@@ -202,7 +202,7 @@ pub(crate) fn launches_run_blocks_on_fresh_launches_and_intervals_cover_them() -
         let shares = v["launch_share"].as_f64().unwrap() + v["trial_share"].as_f64().unwrap();
         assert!((shares - 1.0).abs() < 1e-9, "{v}");
     }
-    let text = fx.text("report");
+    let text = fx.text("report --full");
     assert!(text.contains("intervals cover up to 3 launches"), "{text}");
     assert!(!text.contains("intervals cover one launch"), "{text}");
     fx.assert_no_leftovers();
