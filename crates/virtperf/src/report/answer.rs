@@ -79,6 +79,16 @@ pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
     Some(verdict(c, ci, target))
 }
 
+/// A ratio as numbers, with no verdict: "×3.19 [1.97, 5.15]" (its interval only where it is
+/// above zero and bounded).
+pub fn ratio_numbers(o: &super::Overhead) -> String {
+    let f = |x: f64| if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.3}") };
+    match o.ci {
+        Some([l, h]) if l > 0.0 && h.is_finite() => format!("×{} [{}, {}]", f(o.ratio), f(l), f(h)),
+        _ => format!("×{}", f(o.ratio)),
+    }
+}
+
 /// A factor with 2–3 significant digits: 163, 16, 6.2, 1.8.
 pub fn fmt_factor(f: f64) -> String {
     if f >= 9.95 {

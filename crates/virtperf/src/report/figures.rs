@@ -402,8 +402,12 @@ pub fn hbars(id: &str, title: &str, unit: &str, bars: &[Bar]) -> DrawResult<Figu
     let (right, top, row) = (W - 18.0, 10.0, 26.0);
     let bottom = top + row * bars.len() as f64;
     let mut c = Canvas::new(bottom + 46.0);
-    let vals = bars.iter().flat_map(|b| [Some(b.value), b.ci.map(|c| c[1])].into_iter().flatten());
-    let x = Axis::over(vals, false, true, left, right);
+    let vals = || bars.iter().flat_map(|b| [Some(b.value), b.ci.map(|c| c[1])].into_iter().flatten());
+    // Values over decades (a TCG guest's CPU per Gbit beside a container's) on a log axis, where
+    // a short bar still shows; a whisker never reaches below the axis.
+    let log = Axis::wants_log(bars.iter().map(|b| b.value));
+    let x = Axis::over(vals(), log, !log, left, right);
+    let floor = if log { x.lo } else { 0.0 };
     for (i, b) in bars.iter().enumerate() {
         let label = svg::fit(&b.label, left - 10.0, TEXT);
         c.text(
@@ -419,15 +423,26 @@ pub fn hbars(id: &str, title: &str, unit: &str, bars: &[Bar]) -> DrawResult<Figu
     for (i, b) in bars.iter().enumerate() {
         let y0 = top + row * i as f64;
         c.rect(
-            x.px(0.0),
+            x.px(floor),
             y0 + 5.0,
-            x.px(b.value) - x.px(0.0),
+            x.px(b.value) - x.px(floor),
             row - 10.0,
             svg::color(b.color),
             Some(&format!("{}: {} {unit}", b.label, super::fmt_num(b.value))),
         );
+        let mut end = x.px(b.value);
         if let Some([l, h]) = b.ci {
+            let (l, h) = (l.max(floor), h.min(x.hi));
             c.stroke(x.px(l), y0 + row / 2.0, x.px(h), y0 + row / 2.0, "#222222", 2.0);
+            end = end.max(x.px(h));
+        }
+        // The value at the bar's end (inside the plot when the bar reaches its right edge).
+        let label = super::answer::fmt_value(b.value, "");
+        let label = label.trim();
+        if end + 6.0 + svg::text_width(label, SMALL) <= right {
+            c.text(end + 4.0, y0 + row / 2.0 + 4.0, label, Anchor::Start, SMALL, None);
+        } else {
+            c.text(x.px(floor) + 4.0, y0 + row / 2.0 + 4.0, label, Anchor::Start, SMALL, None);
         }
     }
     figure(id, title, c, &(unit, bars))

@@ -16,7 +16,7 @@ use anyhow::Result;
 use virtperf_workload::Family;
 
 use super::figures::{self, Bar, Dot, DotRow, Figure, Line, Stack, Strip};
-use super::{fmt_num, mean_text, overhead_text, trial_values, Report, ResultRow};
+use super::{fmt_num, mean_text, trial_values, Report, ResultRow};
 use crate::store::{RunRows, TrialStatus};
 
 /// The page and its figures (for `--svg DIR` and `--png DIR`).
@@ -329,13 +329,13 @@ body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;m
 h1{font-size:1.5em;margin:.2em 0}h2{border-bottom:2px solid var(--accent);padding-bottom:.15em;margin-top:1.8em}h3{margin:1.3em 0 .4em}
 a{color:var(--accent)}
 .lead{font-size:1.05em;max-width:72em}.lead li{margin:.35em 0}
-.figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:18px 24px;align-items:start}
+.figs{display:grid;grid-template-columns:1fr;gap:18px 24px;align-items:start}
 figure.fig{margin:0;break-inside:avoid;min-width:0}
-figure.fig svg{width:100%;max-width:760px;height:auto;display:block}
+figure.fig svg{width:100%;height:auto;display:block}
 figcaption{font-size:.9em;color:var(--muted);margin-top:.2em}
 .tw{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
-td,th{border:1px solid var(--line);padding:.25em .5em;text-align:left;vertical-align:top}td{overflow-wrap:anywhere}
+td,th{border:1px solid var(--line);padding:.25em .5em;text-align:left;vertical-align:top}td{overflow-wrap:break-word}
 th{background:var(--head)}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{overflow-wrap:anywhere}
 .better{color:var(--good)}.worse{color:var(--bad)}.same{color:var(--muted)}
@@ -725,14 +725,19 @@ fn network(rows: &RunRows, r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> 
     if bars.is_empty() {
         return Ok(String::new());
     }
-    let mut inner = figs.add(figures::hbars(
+    let inner = figs.add(figures::hbars(
         "cpu-per-gbit",
         "CPU per Gbit moved: host CPU seconds per Gbit, with the 95 % interval",
         "CPU s / Gbit",
         &bars,
     ));
-    inner += &cpu_series(rows, figs)?;
-    Ok(format!("<h2 id=\"network\">Network: CPU cost</h2>\n{}", grid(&inner)))
+    let series = cpu_series(rows, figs)?;
+    let mut out = format!("<h2 id=\"network\">Network: CPU cost</h2>\n{}", grid(&inner));
+    if !series.is_empty() {
+        out += "<h3>Where the CPU went during one trial</h3>\n<p class=\"muted\">An example, not a statistic: for each environment its first measured network trial, the host's CPU over that trial per role (the environment's processes, the tester, the lab), as % of one CPU. The figures above are over every trial.</p>\n";
+        out += &grid(&series);
+    }
+    Ok(out)
 }
 
 /// RFC 2544 (seed 003): throughput against frame size per environment and direction with the
@@ -1035,6 +1040,26 @@ fn failures(r: &Report) -> String {
     out
 }
 
+/// A JSON object as a person reads it: `memory = 512 MiB, nic = virtio, …` (nested objects in
+/// braces, sizes in bytes left as numbers); anything else as its JSON text.
+fn key_values(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) if m.is_empty() => "—".into(),
+        serde_json::Value::Object(m) => m
+            .iter()
+            .filter(|(_, x)| !x.is_null())
+            .map(|(k, x)| match x {
+                serde_json::Value::String(s) => format!("{k} = {s}"),
+                serde_json::Value::Object(_) => format!("{k}: {{{}}}", key_values(x)),
+                other => format!("{k} = {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 fn host(r: &Report) -> String {
     let m = &r.manifest;
     let mut host = String::from("<h2 id=\"host\">Host and environments</h2>\n<div class=\"tw\"><table>");
@@ -1057,7 +1082,7 @@ fn host(r: &Report) -> String {
         }
     }
     if let Some(lab) = m.get("lab").filter(|l| !l.is_null()) {
-        let _ = write!(host, "<tr><th>lab</th><td><code>{}</code></td></tr>", esc(&lab.to_string()));
+        let _ = write!(host, "<tr><th>lab</th><td>{}</td></tr>", esc(&key_values(lab)));
     }
     for line in super::sizing_lines(m) {
         let _ = write!(host, "<tr><th>sized from the host</th><td>{}</td></tr>", esc(&line));
@@ -1071,10 +1096,10 @@ fn host(r: &Report) -> String {
         let start = e.start_ms.as_ref().map(|s| mean_text(s.mean, s.ci95, s.n)).unwrap_or_else(|| "—".into());
         let _ = write!(
             host,
-            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             esc(&e.name),
             esc(&e.kind),
-            esc(&e.params.to_string()),
+            esc(&key_values(&e.params)),
             esc(rt),
             e.launches,
             esc(&start)
@@ -1114,12 +1139,20 @@ fn workload_table(r: &Report, case: &str) -> String {
                     if x.outliers > 0 {
                         let _ = write!(cell, " <span class=\"muted\">({} outl.)</span>", x.outliers);
                     }
-                    if let Some(o) = &x.overhead {
-                        let text = overhead_text(o, better);
-                        let class = match super::verdict(o, better) {
-                            Some("worse") => "worse",
-                            Some("better") => "better",
-                            _ => "same",
+                    if super::summary_is_count(unit) {
+                        let _ = write!(
+                            cell,
+                            "<br><span class=\"muted\">{} in all</span>",
+                            (x.mean * x.n as f64).round() as i64
+                        );
+                    } else if let Some(o) = &x.overhead {
+                        // CPU time spent beside the workload (the tester's, the guest's, the
+                        // host's) measures work done, not a cost to rank: less may be less work.
+                        let neutral = metric.ends_with("cpu_time") || metric.ends_with("cpu_util");
+                        let t = super::answer::target(r);
+                        let (text, class) = match super::answer::row_verdict(x, t) {
+                            Some(v) if !neutral => (v.line(), v.class()),
+                            _ => (super::answer::ratio_numbers(o), "same"),
                         };
                         let _ = write!(cell, "<br><span class=\"{class}\">{}</span>", esc(&text));
                     }

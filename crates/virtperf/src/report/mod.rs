@@ -17,7 +17,9 @@ mod summary;
 mod svg;
 pub mod timer;
 
-pub use summary::{render_full, render_summary, terminal_width, wrap, WIDTH as SUMMARY_WIDTH};
+pub use summary::{
+    is_count as summary_is_count, render_full, render_summary, terminal_width, wrap, WIDTH as SUMMARY_WIDTH,
+};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
@@ -1593,7 +1595,7 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
                 guest.push(&e.name)
             }
         }
-        out += "⏱ timed on two clocks; the headline is the host's (go → result, less an empty run's)";
+        out += "timed on two clocks; the headline is the host's (go → result, less an empty run's)";
         if !host.is_empty() {
             out += &format!(" for {} (a clock of their own)", host.join(", "));
         }

@@ -11,8 +11,9 @@
 
 use std::fmt::Write as _;
 
-/// Every figure's width in px: two fit side by side on a 1280 px screen.
-pub const W: f64 = 540.0;
+/// Every figure's width in px: the page's column (1180 px less its padding), so a figure is drawn at
+/// the width it is shown, its text at its size (it was 540, shown at 578 px in a 1180 px column).
+pub const W: f64 = 1080.0;
 /// Text sizes, px (in the SVG's own units; the page never scales a figure below 1:1).
 pub const TEXT: f64 = 14.0;
 pub const SMALL: f64 = 13.0;
