@@ -272,6 +272,10 @@ pub fn caveats(r: &Report) -> Vec<String> {
     for l in super::hosts_note(&r.manifest).lines() {
         out.push(l.to_string());
     }
+    // A shaped link: what each figure is to be held against.
+    for l in super::ceiling_notes(r).lines() {
+        out.push(l.to_string());
+    }
     let (within, n) = within_target(r);
     let t = target(r) * 100.0;
     if n > 0 {

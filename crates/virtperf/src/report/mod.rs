@@ -1797,7 +1797,7 @@ fn switch_note(lab: &serde_json::Value) -> String {
 }
 
 /// Each shaped link's ceiling beside what every environment measured.
-fn ceiling_notes(r: &Report) -> String {
+pub(crate) fn ceiling_notes(r: &Report) -> String {
     let mut out = String::new();
     for c in &r.ceilings {
         let measured: Vec<String> = r

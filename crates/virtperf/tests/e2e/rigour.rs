@@ -277,7 +277,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     assert!(secs < 25.0, "the budget was not spent on it: {secs:.1} s");
     let cell = &doc["precision"]["cells"][0];
     assert!(cell["met"] == false && cell["needs"]["more_blocks"].as_u64().is_some_and(|n| n > 100), "{cell}");
-    let text = String::from_utf8_lossy(&tight.vp("report").stdout).to_string();
+    let text = String::from_utf8_lossy(&tight.vp("report --full").stdout).to_string();
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains("precision target ±0.001 %") && flat.contains("0 of 1 ratios met it"), "{text}");
     assert!(flat.contains("more launches, ~"), "what it would need: {text}");
@@ -324,7 +324,7 @@ pub(crate) fn several_instances_get_a_clock_check_each() -> Outcome {
     // The guest span of each point is one instance's own run (8 MiB × 5 takes milliseconds).
     let g = two["guest_ms_mean"].as_f64().unwrap();
     assert!(g > 0.1 && g < 1000.0, "{two}");
-    let text = String::from_utf8_lossy(&fx.vp("report").stdout).to_string();
+    let text = String::from_utf8_lossy(&fx.vp("report --full").stdout).to_string();
     assert!(
         text.contains("clock check (host − guest per armed trial, median)") && text.contains("two "),
         "{text}"
