@@ -41,6 +41,8 @@ pub struct Dot {
     pub hollow: bool,
     /// What a pointer over the dot says.
     pub tip: String,
+    /// A value written beside it ("116×"): the answer's figure says its numbers.
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -123,7 +125,9 @@ pub fn dots(
     }
     let left = label_area(rows.iter().map(|r| r.label.clone()));
     let (right, top) = (W - 18.0, 10.0);
-    let heights: Vec<f64> = rows.iter().map(|r| 12.0 + 12.0 * r.dots.len().max(1) as f64).collect();
+    // Labelled dots get rows a text's height apart, so labels of neighbours never overlap.
+    let step = if rows.iter().flat_map(|r| &r.dots).any(|d| d.label.is_some()) { 17.0 } else { 12.0 };
+    let heights: Vec<f64> = rows.iter().map(|r| step + step * r.dots.len().max(1) as f64).collect();
     let plot_h: f64 = heights.iter().sum();
     let bottom = top + plot_h;
     let legend_h = if entries.len() > 1 { legend_height(entries) + 6.0 } else { 0.0 };
@@ -150,16 +154,27 @@ pub fn dots(
     let mut y0 = top;
     for (r, h) in rows.iter().zip(&heights) {
         for (k, d) in r.dots.iter().enumerate() {
-            let py = y0 + 12.0 + 12.0 * k as f64;
+            let py = y0 + step + step * k as f64;
             let col = svg::color(d.color);
+            let (mut from, mut to) = (x.px(d.value), x.px(d.value));
             if let Some([l, hi]) = d.ci {
                 let (l, hi) = (l.max(x.lo), hi.min(x.hi));
                 if l.is_finite() && hi.is_finite() && hi >= l {
                     c.stroke(x.px(l), py, x.px(hi), py, col, 2.0);
+                    (from, to) = (x.px(l), x.px(hi));
                 }
             }
             if d.value.is_finite() && d.value > 0.0 {
                 c.dot(x.px(d.value), py, 4.5, col, d.hollow, &d.tip);
+                if let Some(text) = &d.label {
+                    // Right of the whisker, or left of it where the plot ends first.
+                    let w = svg::text_width(text, SMALL);
+                    if to + 8.0 + w <= right {
+                        c.text(to.max(x.px(d.value) + 5.0) + 6.0, py + 4.5, text, Anchor::Start, SMALL, None);
+                    } else {
+                        c.text(from.min(x.px(d.value) - 5.0) - 6.0, py + 4.5, text, Anchor::End, SMALL, None);
+                    }
+                }
             }
         }
         y0 += h;
@@ -520,7 +535,7 @@ mod tests {
     use super::*;
 
     fn dot(v: f64) -> Dot {
-        Dot { color: 0, value: v, ci: Some([v * 0.9, v * 1.1]), hollow: false, tip: "t".into() }
+        Dot { color: 0, value: v, ci: Some([v * 0.9, v * 1.1]), hollow: false, tip: "t".into(), label: None }
     }
 
     #[test]

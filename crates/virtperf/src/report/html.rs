@@ -510,6 +510,11 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
                         ci: f.ci,
                         hollow: false,
                         tip: format!("{}: {}", f.environment, cost_phrase(f.cost, f.ci)),
+                        label: Some(if f.cost >= 9.95 {
+                            format!("×{:.0}", f.cost)
+                        } else {
+                            format!("×{:.2}", f.cost)
+                        }),
                     })
                     .collect(),
             })
@@ -629,6 +634,7 @@ fn family_sections(rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) -> us
                         ci: x.ci,
                         hollow: false,
                         tip: format!("{} · {}: {}", x.environment, x.what, cost_phrase(x.cost, x.ci)),
+                        label: None,
                     })
                     .collect(),
             })
