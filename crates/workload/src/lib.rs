@@ -12,6 +12,7 @@ pub mod disk;
 pub mod frames;
 pub mod load;
 pub mod micro;
+pub mod mlrsearch;
 pub mod net;
 pub mod params;
 pub mod pfs;
