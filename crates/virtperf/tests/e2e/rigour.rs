@@ -105,7 +105,10 @@ pub(crate) fn calibration_fits_each_environment_to_its_target_time() -> Outcome 
     let n = native["work"]["count"].as_u64().unwrap();
     assert_eq!(slow["work"]["count"].as_u64(), Some(n), "one count for both: {native} {slow}");
     let own = native["work"]["own"].as_u64().expect("native's own count beside it");
-    assert!(own > 2 * n && slow["work"]["own"].is_null(), "native's own {own}, the common {n}");
+    // Held to 30 % of a CPU the container runs ~3× slower over a long trial, but a calibration
+    // probe shorter than the quota (30 ms of each 100 ms period) runs at full speed: its count
+    // came out at 0.63 × native's in one CI run. Native's own must be the larger, by a clear margin.
+    assert!(own * 4 > n * 5 && slow["work"]["own"].is_null(), "native's own {own}, the common {n}");
     let works: Vec<Option<i64>> = db_conn(&eq.db)
         .prepare("SELECT work FROM trials WHERE warmup = 0")
         .unwrap()
@@ -249,11 +252,29 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     assert_eq!(blocks(&loose.db).len(), 4, "no block beyond the minimum");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("budget") && secs < 30.0);
     // A reachable target: more blocks, every one paired (both environments, back to back), and
-    // the ratio ends with the blocks its pilot asked for — or met.
-    let reach = Fixture::new();
-    let (_, doc, _) = run(&reach, "1%", "40s", "1");
-    let b = blocks(&reach.db);
-    assert!(b.len() > 4, "blocks were added: {}", b.len());
+    // the ratio ends with the blocks its pilot asked for — or met. Reachable is the host's to
+    // say: a fixed ±1 % asked 65 blocks of a quiet pilot and ~650 of a noisy one (then rightly
+    // set aside, a CI run). A third of the last run's half-width at the minimum asks about 9× the
+    // pilot's blocks of the same spread (≈ 36 of ~0.1 s); a 4-block pilot's spread varies by
+    // 3× and more between runs, so a pilot quiet enough to meet it at once is checked as such
+    // (met at the minimum, nothing added) and the target tightened again, three times at most.
+    let mut h = p["cells"][0]["half_width_percent"].as_f64().expect("the loose run's half-width");
+    let mut found = None;
+    for _ in 0..3 {
+        let target = format!("{:.2}%", (h / 3.0).max(0.2));
+        let fx = Fixture::new();
+        let (_, doc, _) = run(&fx, &target, "60s", "1");
+        let b = blocks(&fx.db);
+        let cell = doc["precision"]["cells"][0].clone();
+        if b.len() > 4 {
+            found = Some((fx, doc, b, target, h));
+            break;
+        }
+        assert!(cell["met"] == true, "nothing added, so its pilot met {target}: {cell}");
+        h = cell["half_width_percent"].as_f64().unwrap_or(h);
+        fx.assert_no_leftovers();
+    }
+    let (reach, doc, b, target, h4) = found.expect("blocks were added at one of three targets");
     for (i, env_of) in b.iter().enumerate() {
         assert!(env_of.contains(&0) && env_of.contains(&1), "block {i} holds both sides: {env_of:?}");
     }
@@ -263,7 +284,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     assert_eq!(o["blocks"].as_u64(), Some(b.len() as u64), "{o}");
     let cell = &doc["precision"]["cells"][0];
     println!(
-        "    1 %: {} blocks, ±{:.2} %, met {}, needs {}",
+        "    {target} (a third of the pilot's ±{h4:.2} %): {} blocks, ±{:.2} %, met {}, needs {}",
         b.len(),
         cell["half_width_percent"].as_f64().unwrap_or(f64::NAN),
         cell["met"],
