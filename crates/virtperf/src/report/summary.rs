@@ -244,23 +244,24 @@ fn per_environment_full(r: &Report, rows: &[(String, Vec<String>)], width: usize
             head.push(format!("{} (baseline)", names[b]));
         }
         head.push(env.to_string());
-        let mut t = Table::new();
-        t.load_preset(UTF8_HORIZONTAL_ONLY)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(u16::try_from(width).unwrap_or(WIDTH));
-        t.set_header(head.into_iter().map(Cell::new));
-        for (label, cells) in rows {
-            let mut row = vec![Cell::new(label)];
-            if let Some(b) = base {
-                row.push(Cell::new(cells.get(b).cloned().unwrap_or_default()));
-            }
-            row.push(Cell::new(cells.get(i).cloned().unwrap_or_default()));
-            t.add_row(row);
-        }
-        out += &t.to_string();
-        out += "\n";
+        let mut t = table(head);
+        t.set_width(u16::try_from(width).unwrap_or(WIDTH));
+        out += &block(t, rows, base, i);
     }
     out
+}
+
+/// One environment's block: each row's label, its baseline's cell (where it has one) and its own.
+fn block(mut t: Table, rows: &[(String, Vec<String>)], base: Option<usize>, i: usize) -> String {
+    for (label, cells) in rows {
+        let mut row = vec![Cell::new(label)];
+        if let Some(b) = base {
+            row.push(Cell::new(cells.get(b).cloned().unwrap_or_default()));
+        }
+        row.push(Cell::new(cells.get(i).cloned().unwrap_or_default()));
+        t.add_row(row);
+    }
+    t.to_string() + "\n"
 }
 
 /// The terminal's width, or 100 when not a terminal.
@@ -361,17 +362,7 @@ fn per_environment(r: &Report, rows: &[(String, Vec<String>)]) -> String {
             head.push(header(r, names[b]));
         }
         head.push("×ratio [95% CI] verdict".into());
-        let mut t = table(head);
-        for (label, cells) in rows {
-            let mut row = vec![Cell::new(label)];
-            if let Some(b) = base {
-                row.push(Cell::new(cells.get(b).cloned().unwrap_or_default()));
-            }
-            row.push(Cell::new(cells.get(i).cloned().unwrap_or_default()));
-            t.add_row(row);
-        }
-        out += &t.to_string();
-        out += "\n";
+        out += &block(table(head), rows, base, i);
     }
     out
 }
