@@ -14,6 +14,7 @@
 //! - [`sim`]: a simulated precision run under the noise real runs have (bursts of the whole host,
 //!   contaminated trials, a shared baseline, a budget), to check what the report states.
 
+pub mod changepoint;
 pub mod paired;
 pub mod sequential;
 pub mod sim;
