@@ -106,6 +106,9 @@ pub struct Detail {
     pub generator_limited_probe: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
+    /// RFC 9971's search (test `mlrsearch`), beside §26.1's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlrsearch: Option<Mlr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +143,65 @@ pub struct Throughput {
     pub pdr_mbps: f64,
     /// CPU during the confirming trial at the NDR.
     pub ndr_cpu: Option<NdrCpu>,
+}
+
+/// RFC 9971 MLRsearch: every goal's bounds and conditional throughput, and what the search cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Mlr {
+    pub goals: Vec<MlrGoal>,
+    /// The search's range: the line's maximum and a thousandth of it.
+    pub max_load_fps: f64,
+    pub min_load_fps: f64,
+    pub trials: u64,
+    /// Trial time summed, ms (what the goals' duration sums were spent on).
+    pub trial_time_ms: u64,
+    /// The search's wall time, waits between trials included, ms.
+    pub wall_ms: f64,
+    /// It stopped at `mlr_max_trials` before every goal reached its width.
+    pub capped: bool,
+}
+
+/// One goal (RFC 9971 §4.1) and what the search found for it (§4.7).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MlrGoal {
+    /// `NDR` (loss ratio 0) or `PDR`.
+    pub name: String,
+    pub loss_ratio: f64,
+    pub initial_ms: u64,
+    pub final_ms: u64,
+    pub duration_sum_ms: u64,
+    pub exceed_ratio: f64,
+    pub width: f64,
+    /// The relevant lower bound, fps: the highest load its trials classified as a lower bound.
+    pub lower_fps: Option<f64>,
+    /// The relevant upper bound; none where the DUT passed the highest load searched.
+    pub upper_fps: Option<f64>,
+    /// The conditional throughput: the lower bound × (1 − its loss ratio at the exceed ratio's
+    /// quantile of its trials).
+    pub conditional_fps: Option<f64>,
+    /// The bounds came within the goal's width.
+    pub converged: bool,
+    /// The relevant upper bound lost mostly frames the generator never sent: the figure is the
+    /// generator's limit — the tester's in directions in and reflect (the DUT's is at least
+    /// that), the DUT's own sending limit in direction out (see [`Throughput::gen_limited`]).
+    pub gen_limited: bool,
+}
+
+impl MlrGoal {
+    /// The goal's parameters in words, as the report names what it states.
+    pub fn describe(&self) -> String {
+        format!(
+            "loss ratio {} %, trials {}–{} s, duration sum {} s, exceed ratio {}, width {} %",
+            self.loss_ratio * 100.0,
+            self.initial_ms as f64 / 1e3,
+            self.final_ms as f64 / 1e3,
+            self.duration_sum_ms as f64 / 1e3,
+            self.exceed_ratio,
+            self.width * 100.0
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -444,8 +506,13 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Detail
     detail.generator_limited_probe = probe.gen_limited;
 
     let mut t = Trial { st, log, out: Vec::new(), detail, line_max, top, res, probe };
-    let ndr = if st.runs("throughput") || st.runs("latency") { throughput(&mut t)? } else { 0.0 };
-    latency(&mut t, ndr)?;
+    let ndr = if st.runs("throughput") || (st.runs("latency") && !st.runs("mlrsearch")) {
+        throughput(&mut t)?
+    } else {
+        0.0
+    };
+    let mlr_ndr = if st.runs("mlrsearch") { mlrsearch(&mut t)? } else { None };
+    latency(&mut t, ndr, mlr_ndr)?;
     if st.runs("frame_loss") {
         frame_loss(&mut t)?;
     }
@@ -570,19 +637,99 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
     Ok(ndr)
 }
 
+/// RFC 9971 MLRsearch from the line's maximum down: every goal of `st.mlr_goals` from trials
+/// they share, each a step of the generator judged like §26.1's (one the generator fell short on,
+/// or whose loss the tester's receiver dropped, is tried once more). A trial's loss counts the
+/// frames of the intended load that did not arrive, sent or not (as CSIT counts them): a load the
+/// generator cannot offer is never a lower bound, so the search needs no probe of the generator —
+/// §26.1's `top` is one step's reach, and it varied 99 k–376 k fps between repetitions here. A goal
+/// whose relevant upper bound lost mostly frames never sent is the generator's limit. Returns the
+/// NDR goal's relevant lower bound (the rate latency runs at without §26.1).
+fn mlrsearch<E>(t: &mut Trial<E>) -> Result<Option<f64>, E> {
+    use virtperf_workload::mlrsearch;
+    let (st, line_max) = (t.st, t.line_max);
+    let Trial { log, out, detail, .. } = t;
+    let min_load = (line_max / 1000.0).max(10.0).min(line_max);
+    let t0 = std::time::Instant::now();
+    let goals = st.mlr_goals;
+    // Per trial: (load, share of the intended frames lost, share never sent).
+    let mut seen: Vec<(f64, f64, f64)> = Vec::new();
+    let (results, trials) =
+        mlrsearch::search(&goals, line_max, min_load, st.mlr_max_trials as usize, &mut |load, ms| {
+            let tolerance = goals.iter().map(|g| g.loss_ratio).fold(0.0, f64::min) * 100.0;
+            let m = log.judged("mlr", StepSpec::timed("mlrsearch", load, ms), tolerance)?;
+            // What the generator fell short of the rate by (below 99 % of it: `gen_limited`)
+            // counts; a frame or two of rounding does not.
+            let asked = if m.gen_limited { load * ms as f64 / 1e3 } else { 0.0 };
+            let intended = asked.max(m.sent as f64).max(1.0);
+            let lost = (intended - m.received as f64).max(0.0) / intended;
+            let unsent = (intended - m.sent as f64).max(0.0) / intended;
+            seen.push((load, lost, unsent));
+            Ok(lost)
+        })?;
+    // The generator's limit: at the relevant upper bound, at least half of what its high-loss
+    // trials lost was never sent.
+    let gen_bound = |g: &mlrsearch::Goal, upper: Option<f64>| {
+        let Some(u) = upper else { return false };
+        let high: Vec<&(f64, f64, f64)> = seen.iter().filter(|x| x.0 == u && x.1 > g.loss_ratio).collect();
+        let (lost, unsent) = high.iter().fold((0.0, 0.0), |a, x| (a.0 + x.1, a.1 + x.2));
+        !high.is_empty() && 2.0 * unsent >= lost
+    };
+    let l = st.frame_size as f64;
+    let goals: Vec<MlrGoal> = results
+        .iter()
+        .map(|r| MlrGoal {
+            name: r.goal.name.into(),
+            loss_ratio: r.goal.loss_ratio,
+            initial_ms: r.goal.initial_ms,
+            final_ms: r.goal.final_ms,
+            duration_sum_ms: r.goal.duration_sum_ms,
+            exceed_ratio: r.goal.exceed_ratio,
+            width: r.goal.width,
+            lower_fps: r.lower,
+            upper_fps: r.upper,
+            conditional_fps: r.conditional_throughput,
+            converged: r.converged,
+            gen_limited: r.lower.is_some() && gen_bound(&r.goal, r.upper),
+        })
+        .collect();
+    for g in &goals {
+        if let Some(c) = g.conditional_fps {
+            let name = g.name.to_lowercase();
+            out.push(s(&format!("rfc2544_mlr_{name}_fps"), c, "fps"));
+            out.push(s(&format!("rfc2544_mlr_{name}_mbps"), c * l * 8.0 / 1e6, "Mbit/s"));
+        }
+    }
+    let ndr_lower = goals.first().and_then(|g| g.lower_fps);
+    detail.mlrsearch = Some(Mlr {
+        capped: trials.len() as u64 >= st.mlr_max_trials && goals.iter().any(|g| !g.converged),
+        goals,
+        max_load_fps: line_max,
+        min_load_fps: min_load,
+        trials: trials.len() as u64,
+        trial_time_ms: trials.iter().map(|x| x.duration_ms).sum(),
+        wall_ms: t0.elapsed().as_secs_f64() * 1e3,
+    });
+    Ok(ndr_lower)
+}
+
 /// Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial, at
 /// a rate that passed one — never at a throughput that was not determined.
-fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
+fn latency<E>(t: &mut Trial<E>, ndr: f64, mlr_ndr: Option<f64>) -> Result<(), E> {
     let st = t.st;
     let Trial { log, out, detail, .. } = t;
-    let undetermined = st.runs("latency") && !detail.throughput.as_ref().is_some_and(|t| t.ndr_confirmed);
+    // At §26.1's NDR where the throughput test ran, else at MLRsearch's NDR lower bound.
+    let rate = match &detail.throughput {
+        Some(t) => t.ndr_confirmed.then_some(ndr),
+        None => mlr_ndr,
+    };
+    let undetermined = st.runs("latency") && rate.is_none();
     if undetermined {
         detail.latency = Some(Latency::Skipped {
             skipped: "the throughput (NDR) was not determined: no rate passed a full-length trial".into(),
         });
     }
-    if st.runs("latency") && !undetermined {
-        let rate = ndr;
+    if let (true, Some(rate)) = (st.runs("latency"), rate) {
         let m = log.step("latency", StepSpec::timed("latency", rate, st.trial_ms))?;
         let lat = &m.latency;
         let n = lat["count"].as_u64().unwrap_or(0);
@@ -600,7 +747,7 @@ fn latency<E>(t: &mut Trial<E>, ndr: f64) -> Result<(), E> {
         }
         detail.latency = Some(Latency::Measured {
             rate_fps: rate,
-            at_ndr: ndr > 0.0,
+            at_ndr: rate > 0.0,
             tagged_frames: n,
             enough: n >= MIN_TAGGED,
             loss_pct: m.loss_pct(),
@@ -1249,6 +1396,74 @@ mod tests {
         assert_eq!(d["latency"]["rate_fps"], d["throughput"]["ndr_fps"]);
         assert_eq!(get(&out, "rfc2544_latency_p99_us"), 50.0);
         assert_eq!(d["latency"]["enough"], true);
+    }
+
+    /// RFC 9971's search on the same generator, on a DUT that loses a burst of 200 frames in one
+    /// step of four whatever the rate: each goal's conditional throughput lands within its width
+    /// of the capacity (the burst is 0.04 % of a second at 500 k fps: below the PDR goal's loss
+    /// ratio, a high-loss trial for the NDR goal that the exceed ratio absorbs), its parameters
+    /// are stored, and without §26.1's test latency runs at MLRsearch's NDR.
+    #[test]
+    fn mlrsearch_finds_the_capacity_through_bursts_and_says_its_goals() {
+        let st = settings(&[("tests", json!("mlrsearch,latency"))]);
+        let cap = 500_000.0;
+        let mut inner = model(cap, 1e9);
+        let mut n = 0;
+        let mut noisy = |sp: &StepSpec| {
+            n += 1;
+            let mut m = inner(sp)?;
+            if n % 4 == 0 {
+                m.received = m.received.saturating_sub(200);
+            }
+            Ok::<_, String>(m)
+        };
+        let (out, d) = run(&st, &mut noisy).unwrap();
+        let mlr = d.mlrsearch.clone().expect("mlrsearch detail");
+        assert!(d.throughput.is_none(), "§26.1's search did not run");
+        let (ndr, pdr) = (&mlr.goals[0], &mlr.goals[1]);
+        assert_eq!((ndr.name.as_str(), pdr.name.as_str()), ("NDR", "PDR"));
+        assert_eq!((ndr.loss_ratio, pdr.loss_ratio, ndr.exceed_ratio), (0.0, 0.005, 0.5));
+        assert_eq!((ndr.final_ms, ndr.duration_sum_ms, ndr.width), (1000, 5000, 0.02));
+        assert!(
+            ndr.describe().contains("duration sum 5 s, exceed ratio 0.5, width 2 %"),
+            "{}",
+            ndr.describe()
+        );
+        let got = get(&out, "rfc2544_mlr_ndr_fps");
+        assert!(ndr.converged && (got - cap).abs() / cap <= ndr.width, "NDR {got} against {cap}: {mlr:?}");
+        assert!(got <= cap * 1.0001, "below the capacity: {got}");
+        let got_pdr = get(&out, "rfc2544_mlr_pdr_fps");
+        assert!(pdr.converged && (got_pdr - cap).abs() / cap <= pdr.width, "PDR {got_pdr}");
+        assert_eq!(ndr.upper_fps.is_some(), !ndr.gen_limited);
+        assert!(mlr.trials > 5 && mlr.trial_time_ms >= mlr.trials * 1000 && mlr.wall_ms >= 0.0);
+        assert_eq!(mlr.trials as usize, d.steps.iter().filter(|x| x.phase == "mlr").count());
+        assert!(d.steps.iter().filter(|x| x.test == "mlrsearch").all(|x| x.duration_ms == 1000));
+        match d.latency {
+            Some(Latency::Measured { rate_fps, .. }) => assert_eq!(Some(rate_fps), ndr.lower_fps),
+            other => panic!("latency at MLRsearch's NDR: {other:?}"),
+        }
+        // The parameters given are the goals'.
+        let st = settings(&[
+            ("tests", json!("mlrsearch")),
+            ("mlr_exceed_ratio", json!(0.2)),
+            ("mlr_duration_sum", json!(9000)),
+            ("mlr_initial_duration", json!(250)),
+            ("mlr_pdr_loss", json!(1.0)),
+            ("mlr_width", json!(5.0)),
+        ]);
+        let (_, d) = run(&st, &mut model(cap, 1e9)).unwrap();
+        let g = &d.mlrsearch.unwrap().goals;
+        assert_eq!((g[0].exceed_ratio, g[0].duration_sum_ms, g[0].initial_ms), (0.2, 9000, 250));
+        assert_eq!((g[1].loss_ratio, g[1].width), (0.01, 0.05));
+        assert!(d.steps.iter().any(|x| x.duration_ms == 250), "first trials at a load are short");
+        // A generator that tops out at 300 k before a DUT that loses nothing: the frames it never
+        // sent count as lost, so the figure is its limit (within the 99 % it is judged by and the
+        // width), marked as the generator's — never a load it could not offer.
+        let st = settings(&[("tests", json!("mlrsearch"))]);
+        let (_, d) = run(&st, &mut model(1e9, 300_000.0)).unwrap();
+        let g = &d.mlrsearch.unwrap().goals[0];
+        let c = g.conditional_fps.unwrap_or(0.0);
+        assert!(g.gen_limited && (c - 300_000.0).abs() / 300_000.0 <= 0.011 + g.width, "{g:?}");
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct Goal {
     pub name: &'static str,
     /// Goal loss ratio: a trial losing more than this fraction of its frames is high-loss.
     pub loss_ratio: f64,
+    /// Goal initial trial duration, ms: the first trial at a load is this long. A short trial
+    /// that loses more than the goal's loss ratio proves loss; one that does not proves nothing,
+    /// so a load is a lower bound only from full-length trials.
+    pub initial_ms: u64,
     /// Goal final trial duration, ms: trials this long count as full-length.
     pub final_ms: u64,
     /// Goal duration sum, ms: trial time a load needs for a decision in the worst case.
@@ -51,12 +55,20 @@ pub struct Goal {
     pub width: f64,
 }
 
+impl Goal {
+    /// The same goal under another name.
+    pub const fn named(self, name: &'static str) -> Goal {
+        Goal { name, ..self }
+    }
+}
+
 /// CSIT's NDR goal: loss ratio 0, trials of 1 s, a duration sum of 21 s, exceed ratio 0.5, width
 /// 0.5 %. A load is decided after 11 s of trials at most: a burst lost in one second of five
 /// turns a lower bound into an upper one with a probability of about 0.1 % (with a 7 s sum, 3 %).
 pub const NDR: Goal = Goal {
     name: "NDR",
     loss_ratio: 0.0,
+    initial_ms: 1000,
     final_ms: 1000,
     duration_sum_ms: 21_000,
     exceed_ratio: 0.5,
@@ -207,8 +219,9 @@ fn next_load(goal: &Goal, loads: &Loads, max_load: f64, min_load: f64) -> Option
 }
 
 /// Runs the search for `goals` between `min_load` and `max_load` (fps), at most `max_trials`
-/// trials, each of the first unfinished goal's final duration; `measure(load, ms)` runs a trial and
-/// returns its loss ratio. Returns each goal's result and every trial, in order.
+/// trials; the first unfinished goal picks the load, a load's first trial lasts that goal's initial
+/// duration and every later one its final duration; `measure(load, ms)` runs a trial and returns
+/// its loss ratio. Returns each goal's result and every trial, in order.
 pub fn search<E>(
     goals: &[Goal],
     max_load: f64,
@@ -224,8 +237,9 @@ pub fn search<E>(
         else {
             break;
         };
-        let loss_ratio = measure(load, goal.final_ms)?.clamp(0.0, 1.0);
-        let t = Trial { load, duration_ms: goal.final_ms, loss_ratio };
+        let ms = if loads.at(load).is_empty() { goal.initial_ms.min(goal.final_ms) } else { goal.final_ms };
+        let loss_ratio = measure(load, ms)?.clamp(0.0, 1.0);
+        let t = Trial { load, duration_ms: ms, loss_ratio };
         loads.add(t);
         all.push(t);
     }

@@ -2,10 +2,13 @@
 //! the orchestrator (`virtperf/src/rfc2544.rs`, the searches of RFC 2544 §26) runs it as steps of
 //! the [`crate::frames`] generator between the tester and the environment; an agent never runs it.
 
+use crate::mlrsearch::{Goal, NDR, PDR};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::{Better, MetricSpec, Output, RunCtx, Workload};
 
-pub const TESTS: &[&str] = &["throughput", "latency", "frame_loss", "back_to_back"];
+/// The tests, in the order they run: RFC 2544 §26.1–26.4, with RFC 9971's search beside the
+/// throughput test (`mlrsearch`: the conditional throughput that repeats on a noisy host).
+pub const TESTS: &[&str] = &["throughput", "mlrsearch", "latency", "frame_loss", "back_to_back"];
 /// RFC 2544 §9.1: the frame sizes for Ethernet.
 pub const FRAME_SIZES: &[&str] = &["64", "128", "256", "512", "1024", "1280", "1518"];
 /// The largest standard Ethernet frame; above it only with `jumbo = true`.
@@ -21,8 +24,8 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "tests",
         kind: ParamKind::Text,
-        default: Some("throughput,latency,frame_loss,back_to_back"),
-        help: "which of throughput, latency, frame_loss, back_to_back (a list; latency and frame_loss use the throughput result)",
+        default: Some("throughput,mlrsearch,latency,frame_loss,back_to_back"),
+        help: "which of throughput, mlrsearch, latency, frame_loss, back_to_back (a list; latency runs at the throughput's NDR, or MLRsearch's when throughput is left out)",
     },
     ParamSpec {
         name: "frame_size",
@@ -71,6 +74,33 @@ const PARAMS: &[ParamSpec] = &[
     dur("learning", "learning frames, then this wait, before each trial (default 500ms; quick 20ms)"),
     dur("settle", "wait between trials (default 2s; quick 50ms)"),
     dur("drain", "after a trial, how long frames in flight still count (RFC: 2s; quick 100ms)"),
+    dur("mlr_trial_duration", "MLRsearch (RFC 9971) goal final trial duration (default 1s, as FD.io CSIT)"),
+    dur("mlr_initial_duration", "MLRsearch goal initial trial duration: the first trial at a load (default: mlr_trial_duration)"),
+    dur("mlr_duration_sum", "MLRsearch goal duration sum: trial time that decides a load (default 21s, as CSIT; quick 5s)"),
+    ParamSpec {
+        name: "mlr_exceed_ratio",
+        kind: ParamKind::Float { min: 0.0, max: 0.99 },
+        default: Some("0.5"),
+        help: "MLRsearch goal exceed ratio: the share of a load's trial time that may lose more than the goal's loss ratio and the load still pass",
+    },
+    ParamSpec {
+        name: "mlr_width",
+        kind: ParamKind::Float { min: 0.01, max: 50.0 },
+        default: None,
+        help: "MLRsearch goal width, % of the upper bound: the search ends when its bounds are this close (default 0.5; quick 2)",
+    },
+    ParamSpec {
+        name: "mlr_pdr_loss",
+        kind: ParamKind::Float { min: 0.0, max: 100.0 },
+        default: Some("0.5"),
+        help: "MLRsearch PDR goal loss ratio, % (the NDR goal's is 0; CSIT 0.5)",
+    },
+    ParamSpec {
+        name: "mlr_max_trials",
+        kind: ParamKind::Int { min: 1, max: 100_000 },
+        default: None,
+        help: "MLRsearch stops after this many trials, saying which goals it did not finish (default 400; quick 120)",
+    },
     ParamSpec {
         name: "b2b_trials",
         kind: ParamKind::Int { min: 1, max: 1000 },
@@ -97,6 +127,10 @@ pub struct Settings {
     pub drain_ms: u64,
     pub b2b_trials: u64,
     pub b2b_ms: u64,
+    /// RFC 9971's goals: NDR (loss ratio 0) and PDR (`mlr_pdr_loss`), sharing the durations,
+    /// exceed ratio and width given.
+    pub mlr_goals: [Goal; 2],
+    pub mlr_max_trials: u64,
 }
 
 impl Settings {
@@ -123,6 +157,21 @@ impl Settings {
             drain_ms: p.ms_or("drain", q(100, 2000)),
             b2b_trials: p.opt_u64("b2b_trials").unwrap_or(q(2, 50)),
             b2b_ms: p.ms_or("b2b_duration", q(100, 2000)),
+            mlr_goals: {
+                let final_ms = p.ms_or("mlr_trial_duration", NDR.final_ms);
+                let ndr = Goal {
+                    initial_ms: p.ms_or("mlr_initial_duration", final_ms).min(final_ms),
+                    final_ms,
+                    duration_sum_ms: p.ms_or("mlr_duration_sum", q(5000, NDR.duration_sum_ms)),
+                    exceed_ratio: p.f64("mlr_exceed_ratio").map_err(e("mlr_exceed_ratio"))?,
+                    width: p.opt_f64("mlr_width").unwrap_or(if quick { 2.0 } else { NDR.width * 100.0 })
+                        / 100.0,
+                    ..NDR
+                };
+                let pdr_loss = p.f64("mlr_pdr_loss").map_err(e("mlr_pdr_loss"))? / 100.0;
+                [ndr, Goal { loss_ratio: pdr_loss, ..ndr }.named(PDR.name)]
+            },
+            mlr_max_trials: p.opt_u64("mlr_max_trials").unwrap_or(q(120, 400)),
         })
     }
     pub fn runs(&self, test: &str) -> bool {
@@ -227,6 +276,20 @@ pub const METRICS: &[MetricSpec] = &[
     m("rfc2544_ndr_line_pct", "%", Better::Higher, "NDR as % of the theoretical maximum at line_rate"),
     m("rfc2544_pdr_fps", "fps", Better::Higher, "highest rate with loss within loss_tolerance (PDR)"),
     m("rfc2544_pdr_mbps", "Mbit/s", Better::Higher, "PDR in bits of the frames (L2)"),
+    m(
+        "rfc2544_mlr_ndr_fps",
+        "fps",
+        Better::Higher,
+        "RFC 9971 MLRsearch conditional throughput of the NDR goal (loss ratio 0, exceed ratio mlr_exceed_ratio): repeats where the strict NDR does not",
+    ),
+    m("rfc2544_mlr_ndr_mbps", "Mbit/s", Better::Higher, "MLRsearch NDR conditional throughput in bits of the frames (L2)"),
+    m(
+        "rfc2544_mlr_pdr_fps",
+        "fps",
+        Better::Higher,
+        "RFC 9971 MLRsearch conditional throughput of the PDR goal (loss ratio mlr_pdr_loss)",
+    ),
+    m("rfc2544_mlr_pdr_mbps", "Mbit/s", Better::Higher, "MLRsearch PDR conditional throughput in bits of the frames (L2)"),
     m(
         "rfc2544_gen_limited",
         "bool",

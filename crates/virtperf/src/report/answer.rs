@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use virtperf_workload::Family;
 
-use super::html::{cost, cost_rows, family_costs, is_headline};
+use super::costs::{cost, cost_rows, family_costs, is_headline};
 use super::{fmt_num, Report, ResultRow};
 
 /// What an interval says about a cost (environment against its baseline, > 1 = slower).
@@ -178,13 +178,17 @@ pub fn emulated(r: &Report) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for e in &r.environments {
         let Some(rt) = r.manifest["runtimes"][&e.name].as_str() else { continue };
-        let tcg = rt.contains("accel tcg") || rt.contains("domain_type qemu") || rt.contains("(TCG");
-        if tcg {
+        if runtime_emulated(rt) {
             let why = rt.split_once("(TCG: ").map(|(_, rest)| balanced(rest)).unwrap_or_default();
             out.push((e.name.clone(), why));
         }
     }
     out
+}
+
+/// A runtime line of the manifest says the guest CPU is emulated (QEMU or libvirt under TCG).
+pub fn runtime_emulated(rt: &str) -> bool {
+    rt.contains("accel tcg") || rt.contains("domain_type qemu") || rt.contains("(TCG")
 }
 
 /// A budget as a person says it: "4 min 30 s", "90 s", "2 h".

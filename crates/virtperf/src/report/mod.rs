@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 pub mod answer;
+pub mod costs;
 pub mod disk;
 pub mod disturbances;
 pub mod figures;
@@ -943,7 +944,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
             .collect(),
         ceilings: ceilings(&info.manifest, cases),
         timers: timer::build(rows),
-        rfc2544: rfc2544_rows(rows),
+        rfc2544: rfc2544_rows(rows, &info.manifest),
         manifest: info.manifest.clone(),
     })
 }
@@ -1329,14 +1330,19 @@ fn load_rows(rows: &RunRows, results: &[ResultRow]) -> Vec<LoadReached> {
     loads
 }
 
-/// One RFC 2544 row per measured trial, by environment, direction and frame size.
-fn rfc2544_rows(rows: &RunRows) -> Vec<rfc2544::Row> {
+/// One RFC 2544 row per measured trial, by environment, direction and frame size; each says its
+/// environment's kind and whether the manifest recorded its CPU as emulated.
+fn rfc2544_rows(rows: &RunRows, manifest: &serde_json::Value) -> Vec<rfc2544::Row> {
     let mut out: Vec<(usize, rfc2544::Row)> = rows
         .trials
         .iter()
         .filter(|t| t.status == TrialStatus::Ok && !t.warmup && rows.cases[t.case_idx].kind == "rfc2544")
         .filter_map(|t| {
-            Some((t.env_idx, rfc2544::Row::from_detail(&rows.envs[t.env_idx].name, rows.detail(t.id)?)?))
+            let env = &rows.envs[t.env_idx];
+            let mut row = rfc2544::Row::from_detail(&env.name, rows.detail(t.id)?)?;
+            row.kind = env.kind.clone();
+            row.emulated_cpu = manifest["runtimes"][&env.name].as_str().is_some_and(answer::runtime_emulated);
+            Some((t.env_idx, row))
         })
         .collect();
     out.sort_by(|a, b| (a.0, &a.1.direction, a.1.frame_size).cmp(&(b.0, &b.1.direction, b.1.frame_size)));

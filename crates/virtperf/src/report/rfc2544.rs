@@ -8,9 +8,13 @@ use crate::rfc2544::{BackToBack, Detail, Latency};
 use virtperf_workload::frames::LossAt;
 
 /// One procedure's answers, for the report (one row per measured trial).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Row {
     pub environment: String,
+    /// The environment's kind (`native`, `qemu`, …) and whether its CPU was emulated (TCG): set
+    /// by the report from the run's environments and manifest.
+    pub kind: String,
+    pub emulated_cpu: bool,
     pub direction: String,
     pub frame_size: u64,
     pub quick: bool,
@@ -42,6 +46,19 @@ pub struct Row {
     /// where the shortest lossy bursts lost their frames.
     pub b2b_notes: Vec<String>,
     pub steps: usize,
+    /// RFC 9971 MLRsearch (test `mlrsearch`): the NDR and PDR goals' conditional throughputs.
+    pub mlr_ndr_fps: Option<f64>,
+    pub mlr_pdr_fps: Option<f64>,
+    /// Every goal's bounds came within its width (false: it stopped at `mlr_max_trials`).
+    pub mlr_converged: bool,
+    /// The NDR (PDR) goal's figure is the generator's limit: its upper bound lost mostly frames
+    /// never sent.
+    pub mlr_gen_limited: bool,
+    pub mlr_pdr_gen_limited: bool,
+    /// Each goal's name and parameters in words: what the figures state.
+    pub mlr_goals: Vec<String>,
+    pub mlr_trials: u64,
+    pub mlr_wall_ms: f64,
 }
 
 impl Row {
@@ -67,8 +84,20 @@ impl Row {
         }
         let t = d.throughput.unwrap_or_default();
         let ndr_cpu = t.ndr_cpu.unwrap_or_default();
+        let mlr = d.mlrsearch.unwrap_or_default();
+        let goal = |name: &str| mlr.goals.iter().find(|g| g.name == name);
         Some(Row {
             environment: environment.to_string(),
+            kind: String::new(),
+            emulated_cpu: false,
+            mlr_ndr_fps: goal("NDR").and_then(|g| g.conditional_fps),
+            mlr_pdr_fps: goal("PDR").and_then(|g| g.conditional_fps),
+            mlr_converged: !mlr.goals.is_empty() && mlr.goals.iter().all(|g| g.converged),
+            mlr_gen_limited: goal("NDR").is_some_and(|g| g.gen_limited),
+            mlr_pdr_gen_limited: goal("PDR").is_some_and(|g| g.gen_limited),
+            mlr_goals: mlr.goals.iter().map(|g| format!("{} — {}", g.name, g.describe())).collect(),
+            mlr_trials: mlr.trials,
+            mlr_wall_ms: mlr.wall_ms,
             direction: if d.direction.is_empty() { "?".into() } else { d.direction },
             frame_size: d.frame_size,
             quick: d.quick,
@@ -242,18 +271,30 @@ fn consistency(rows: &[Row]) -> String {
             .filter(|x| (x.environment.as_str(), x.direction.as_str(), x.frame_size) == k)
             .filter_map(|x| x.ndr_fps)
             .collect();
-        if let Some(sum) = virtperf_stats::Summary::of(&ndrs).filter(|s| s.n > 1) {
-            out += &format!(
-                "{} · {} · {} B: NDR over {} repetitions {} fps, from {} to {} (CV {:.1} %)\n",
-                k.0,
-                k.1,
-                k.2,
-                sum.n,
-                super::mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
-                super::fmt_num(sum.min),
-                super::fmt_num(sum.max),
-                sum.cv * 100.0
-            );
+        let mlrs: Vec<f64> = rows
+            .iter()
+            .filter(|x| (x.environment.as_str(), x.direction.as_str(), x.frame_size) == k)
+            .filter_map(|x| x.mlr_ndr_fps)
+            .collect();
+        let spread = |v: &[f64], what: &str| {
+            virtperf_stats::Summary::of(v).filter(|s| s.n > 1).map(|sum| {
+                format!(
+                    "{what} over {} repetitions {} fps, from {} to {} (CV {:.1} %)",
+                    sum.n,
+                    super::mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
+                    super::fmt_num(sum.min),
+                    super::fmt_num(sum.max),
+                    sum.cv * 100.0
+                )
+            })
+        };
+        let parts: Vec<String> =
+            [spread(&ndrs, "NDR"), spread(&mlrs, "MLRsearch's NDR (conditional throughput)")]
+                .into_iter()
+                .flatten()
+                .collect();
+        if !parts.is_empty() {
+            out += &format!("{} · {} · {} B: {}\n", k.0, k.1, k.2, parts.join("; "));
         }
     }
     out
@@ -349,6 +390,7 @@ pub fn render(rows: &[Row]) -> String {
     }
     out += &t.to_string();
     out += "\n≥ the tester's limit, not the DUT's (directions in and reflect: the DUT lost nothing at the highest rate the tester's generator sent; out: the tester's receiver dropped what the next rate lost); † the DUT's own sending limit (direction out: the generator runs inside it, and it lost nothing at the highest rate it sent); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
+    out += &render_mlr(rows, &sizes, &keys);
 
     let mut d = comfy_table::Table::new();
     d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
@@ -414,6 +456,183 @@ pub fn render(rows: &[Row]) -> String {
              trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
              frame); RFC 2544 §26.2 defines latency one way through the DUT, so a round trip holds both \
              directions and the echo; published from 20 tagged frames\n";
+    out
+}
+
+/// One cell of the MLRsearch table: a figure per repetition → the figure (one), or the mean with
+/// its interval and CV (several); ≥ where the DUT passed the highest load searched, ~ where the
+/// search stopped before its width.
+fn mlr_cell(reps: &[&Row], of: fn(&Row) -> Option<f64>, limited: fn(&Row) -> bool) -> String {
+    let v: Vec<f64> = reps.iter().filter_map(|r| of(r)).collect();
+    let mark = match reps.first() {
+        Some(r) if reps.iter().any(|r| limited(r)) => {
+            if r.direction == "out" {
+                "†"
+            } else {
+                "≥"
+            }
+        }
+        _ => "",
+    };
+    let rough = if reps.iter().any(|r| !r.mlr_converged) { "~" } else { "" };
+    let missing = reps.len() - v.len();
+    let nd = if missing > 0 { format!(", {missing} n/d") } else { String::new() };
+    match virtperf_stats::Summary::of(&v) {
+        None if reps.is_empty() => String::new(),
+        None => "n/d".into(),
+        Some(s) if s.n == 1 && reps.len() == 1 => format!("{mark}{}{rough}", super::fmt_num(s.mean)),
+        Some(s) if s.ci95.is_none() => {
+            format!("{mark}{}{rough} (n={}{nd}, all equal)", super::fmt_num(s.mean), s.n)
+        }
+        Some(s) => format!(
+            "{mark}{}{rough} (n={}{nd}, CV {:.1} %)",
+            super::mean_text(s.mean, s.ci95.map(|(l, h)| [l, h]), s.n),
+            s.n,
+            s.cv * 100.0
+        ),
+    }
+}
+
+/// RFC 9971's table (where `mlrsearch` ran): per environment · direction, each goal's
+/// conditional throughput by frame size, the goals' parameters, and how environments compare.
+fn render_mlr(rows: &[Row], sizes: &[u64], keys: &[(String, String)]) -> String {
+    let Some(first) = rows.iter().find(|r| !r.mlr_goals.is_empty()) else { return String::new() };
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(super::SUMMARY_WIDTH);
+    let mut head = vec!["MLRsearch (RFC 9971) conditional throughput, frames/s".to_string()];
+    head.extend(sizes.iter().map(|s| format!("{s} B")));
+    t.set_header(head);
+    type Of = fn(&Row) -> Option<f64>;
+    type Limited = fn(&Row) -> bool;
+    let goals: [(&str, Of, Limited); 2] = [
+        ("NDR", |r| r.mlr_ndr_fps, |r| r.mlr_gen_limited),
+        ("PDR", |r| r.mlr_pdr_fps, |r| r.mlr_pdr_gen_limited),
+    ];
+    for (env, dir) in keys {
+        for (goal, of, limited) in goals {
+            let mut cells = vec![format!("{env} · {dir} · {goal}")];
+            for s in sizes {
+                let reps: Vec<&Row> = rows
+                    .iter()
+                    .filter(|r| &r.environment == env && &r.direction == dir && r.frame_size == *s)
+                    .filter(|r| !r.mlr_goals.is_empty())
+                    .collect();
+                cells.push(mlr_cell(&reps, of, limited));
+            }
+            t.add_row(cells);
+        }
+    }
+    let mut out = format!("\n{t}\n");
+    out += &format!(
+        "each goal's conditional throughput: its relevant lower bound × (1 − the loss ratio at its exceed ratio's quantile of that load's trials), a figure that repeats where §26.1's single-trial NDR does not (docs/rfc2544.md); goals: {}; ≥ the tester's generator ran out first (its relevant upper bound lost mostly frames never sent: the DUT's figure is at least that); † the DUT's own sending limit (direction out); ~ stopped at mlr_max_trials before its width\n",
+        first.mlr_goals.join("; ")
+    );
+    for line in compare(rows) {
+        out += &line;
+        out += "\n";
+    }
+    out
+}
+
+/// How the environments' MLRsearch NDRs compare, per direction, each pair over the frame sizes
+/// both measured: the geometric mean of the ratios of their means with a 95 % interval (Welch on
+/// the logarithms, repetitions as the samples), and whether one beats the other. Seed 003's
+/// question: does virtio beat e1000, in each direction, and by how much.
+pub fn compare(rows: &[Row]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<&str> = rows.iter().map(|r| r.direction.as_str()).collect();
+    dirs.dedup();
+    dirs.sort_unstable();
+    dirs.dedup();
+    for dir in dirs {
+        let mut envs: Vec<&str> = Vec::new();
+        for r in rows.iter().filter(|r| r.direction == dir && r.mlr_ndr_fps.is_some()) {
+            if !envs.contains(&r.environment.as_str()) {
+                envs.push(&r.environment);
+            }
+        }
+        let logs = |env: &str, size: u64| -> Vec<f64> {
+            rows.iter()
+                .filter(|r| r.environment == env && r.direction == dir && r.frame_size == size)
+                .filter_map(|r| r.mlr_ndr_fps.filter(|v| *v > 0.0).map(f64::ln))
+                .collect()
+        };
+        for (i, a) in envs.iter().enumerate() {
+            for b in &envs[i + 1..] {
+                let mut sizes: Vec<u64> = rows.iter().map(|r| r.frame_size).collect();
+                sizes.sort_unstable();
+                sizes.dedup();
+                // Per size: the difference of the mean logarithms, its variance and each side's
+                // share with its degrees of freedom.
+                let mut per: Vec<(u64, f64, f64, f64, f64, f64)> = Vec::new();
+                for s in sizes {
+                    let (la, lb) = (logs(a, s), logs(b, s));
+                    let (Some(sa), Some(sb)) =
+                        (virtperf_stats::Summary::of(&la), virtperf_stats::Summary::of(&lb))
+                    else {
+                        continue;
+                    };
+                    let va = sa.stdev.powi(2) / sa.n as f64;
+                    let vb = sb.stdev.powi(2) / sb.n as f64;
+                    per.push((s, sa.mean - sb.mean, va, (sa.n - 1) as f64, vb, (sb.n - 1) as f64));
+                }
+                if per.is_empty() {
+                    continue;
+                }
+                let k = per.len() as f64;
+                let d = per.iter().map(|p| p.1).sum::<f64>() / k;
+                let v = per.iter().map(|p| p.2 + p.4).sum::<f64>() / (k * k);
+                let den: f64 = per
+                    .iter()
+                    .map(|p| {
+                        let part =
+                            |var: f64, df: f64| if df > 0.0 { (var / (k * k)).powi(2) / df } else { 0.0 };
+                        part(p.2, p.3) + part(p.4, p.5)
+                    })
+                    .sum();
+                let one_rep = per.iter().all(|p| p.3 == 0.0 && p.5 == 0.0);
+                let (hi_env, lo_env, d) = if d >= 0.0 { (*a, *b, d) } else { (*b, *a, -d) };
+                let sizes_text: Vec<String> = per.iter().map(|p| p.0.to_string()).collect();
+                let over = format!("{} B", sizes_text.join(", "));
+                let emulated: Vec<&str> = [*a, *b]
+                    .into_iter()
+                    .filter(|e| rows.iter().any(|r| r.environment == *e && r.emulated_cpu))
+                    .collect();
+                let caveat = if emulated.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " — CPU emulated (TCG) in {}: the ratio holds the emulated CPU's cost with the device's",
+                        emulated.join(" and ")
+                    )
+                };
+                let line = if one_rep || v <= 0.0 || den <= 0.0 {
+                    format!(
+                        "MLRsearch NDR, direction {dir}: {hi_env} forwarded {:.2}× {lo_env}'s (geometric mean over {over}; one repetition: no interval, more reps give one){caveat}",
+                        d.exp()
+                    )
+                } else {
+                    let df = v * v / den;
+                    let h = virtperf_stats::t_quantile(0.95, df) * v.sqrt();
+                    let (lo, hi) = ((d - h).exp(), (d + h).exp());
+                    if lo > 1.0 {
+                        format!(
+                            "MLRsearch NDR, direction {dir}: {hi_env} beats {lo_env}, {:.2}× its conditional throughput [{lo:.2}, {hi:.2}] (95 %, geometric mean over {over}){caveat}",
+                            d.exp()
+                        )
+                    } else {
+                        format!(
+                            "MLRsearch NDR, direction {dir}: {hi_env} and {lo_env} do not differ measurably, ×{:.2} [{lo:.2}, {hi:.2}] (95 %, geometric mean over {over}){caveat}",
+                            d.exp()
+                        )
+                    }
+                };
+                out.push(line);
+            }
+        }
+    }
     out
 }
 
@@ -503,6 +722,7 @@ mod tests {
             tester_drops: 0,
             tester_bound: false,
             steps: 10,
+            ..Default::default()
         };
         let good = vec![(100, 200_000.0, 5.0), (90, 180_000.0, 1.0), (80, 160_000.0, 0.0)];
         let text =
@@ -521,6 +741,77 @@ mod tests {
             vec![(100, 200_000.0, 5.0), (90, 180_000.0, 0.0), (80, 160_000.0, 0.0)],
         )]);
         assert!(text.contains("lost nothing at 180000 fps") && text.contains("1.8× the NDR"), "{text}");
+    }
+
+    /// MLRsearch's figures get a table of their own (mean, interval and CV over repetitions, the
+    /// goals' parameters), the repeatability line sets its CV beside the strict NDR's, and the
+    /// environments compare per direction: a clear gap is "beats" with its interval, an emulated
+    /// CPU is said, and one repetition gives no interval.
+    #[test]
+    fn mlrsearch_figures_repeat_and_environments_compare() {
+        let row = |env: &str, dir: &str, size: u64, ndr: f64, mlr: f64| Row {
+            environment: env.into(),
+            kind: if env == "host" { "native" } else { "qemu" }.into(),
+            emulated_cpu: env != "host",
+            direction: dir.into(),
+            frame_size: size,
+            line_max_fps: 1_488_095.0,
+            ndr_fps: Some(ndr),
+            ndr_confirmed: true,
+            mlr_ndr_fps: Some(mlr),
+            mlr_pdr_fps: Some(mlr * 1.02),
+            mlr_converged: true,
+            mlr_goals: vec!["NDR — loss ratio 0 %, duration sum 5 s".into(), "PDR — loss ratio 0.5 %".into()],
+            mlr_trials: 20,
+            ..Default::default()
+        };
+        let mut rows = Vec::new();
+        for (i, strict) in [32_000.0, 120_000.0, 72_000.0].iter().enumerate() {
+            let j = i as f64;
+            rows.push(row("host", "in", 64, *strict, 150_000.0 + 2_000.0 * j));
+            rows.push(row("virtio", "in", 64, 20_000.0, 40_000.0 + 500.0 * j));
+            rows.push(row("e1000", "in", 64, 10_000.0, 20_000.0 + 400.0 * j));
+            rows.push(row("virtio", "in", 1518, 20_000.0, 30_000.0 + 300.0 * j));
+            rows.push(row("e1000", "in", 1518, 10_000.0, 29_000.0 + 900.0 * j));
+        }
+        let text = render(&rows);
+        assert!(text.contains("MLRsearch (RFC 9971)"), "{text}");
+        assert!(text.contains("host · in · NDR") && text.contains("host · in · PDR"), "{text}");
+        assert!(text.contains("NDR — loss ratio 0 %, duration sum 5 s; PDR — loss ratio 0.5 %"), "{text}");
+        let rep = text.lines().find(|l| l.starts_with("host · in · 64 B: NDR over 3")).expect(&text);
+        assert!(
+            rep.contains("(CV 59.0 %)")
+                && rep.contains("MLRsearch's NDR (conditional throughput) over 3 repetitions"),
+            "{rep}"
+        );
+        assert!(rep.ends_with("(CV 1.3 %)"), "{rep}");
+        let cmp = compare(&rows);
+        let line = |a: &str, b: &str| {
+            cmp.iter()
+                .find(|l| l.contains(a) && l.contains(b))
+                .cloned()
+                .unwrap_or_else(|| panic!("{a} {b}: {cmp:?}"))
+        };
+        // virtio: ×2 at 64 B and ×1.03 at 1518 B; a geometric mean of about 1.44, clear of 1.
+        let ve = line("virtio", "e1000");
+        assert!(ve.contains("virtio beats e1000, 1.4") && ve.contains("over 64, 1518 B"), "{ve}");
+        assert!(ve.contains("CPU emulated (TCG) in virtio and e1000"), "{ve}");
+        // The host only measured 64 B: compared there alone.
+        assert!(line("host beats virtio", "over 64 B").contains("3.7"), "{cmp:?}");
+        // Equal figures do not differ; one repetition has no interval.
+        let same: Vec<Row> = [("a", 100.0), ("a", 104.0), ("b", 101.0), ("b", 103.0)]
+            .iter()
+            .map(|(e, v)| Row { emulated_cpu: false, ..row(e, "out", 64, 1.0, *v) })
+            .collect();
+        let c = compare(&same);
+        assert!(
+            c[0].contains("a and b do not differ measurably")
+                || c[0].contains("b and a do not differ measurably"),
+            "{c:?}"
+        );
+        assert!(!c[0].contains("emulated"), "{c:?}");
+        let c = compare(&[row("a", "out", 64, 1.0, 200.0), row("b", "out", 64, 1.0, 100.0)]);
+        assert!(c[0].contains("a forwarded 2.00× b's") && c[0].contains("no interval"), "{c:?}");
     }
 
     /// A trial's detail comes from the agent, which runs inside an untrusted guest: reading any

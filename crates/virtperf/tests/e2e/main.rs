@@ -65,6 +65,7 @@ fn main() {
         faults::kill9_during_an_image_build_is_swept,
         faults::kill9_during_a_kernel_download_leaves_no_truncated_package,
         network::rfc2544_quick_in_out_reflect_native_and_container,
+        network::mlrsearch_finds_conditional_throughput_native_and_container,
         containers::background_load_lands_within_3_points,
         containers::measurements_use_their_own_windows_and_clocks,
         network::instances_share_the_link_and_are_measured_each,

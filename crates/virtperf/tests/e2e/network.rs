@@ -95,7 +95,9 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
     if with_container {
         args.extend(["--env", "container"]);
     }
-    let w = "rfc2544:quick=true,frame_size=[64,1518],direction=[in,out,reflect]";
+    // §26's four tests here; MLRsearch has a test of its own (below).
+    let w = "rfc2544:quick=true,frame_size=[64,1518],direction=[in,out,reflect],\
+             tests=[throughput,latency,frame_loss,back_to_back]";
     args.extend(["--workload", w, "--json"]);
     let before = root_netns_snapshot();
     let out = fx.vp_args(&args);
@@ -163,6 +165,62 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
     // The text report has the section and says the profile was quick.
     let text = fx.text("report");
     assert!(text.contains("RFC 2544 — QUICK profile") && text.contains("theoretical maximum"), "{text}");
+    Outcome::Pass
+}
+
+/// RFC 9971's search on real traffic (native, and a container where it runs; 64 B, direction
+/// in, short trials and a 10 % width to keep it short): each goal's conditional throughput is stored with its
+/// parameters, lies within the line's maximum, the PDR's at least the NDR's within their width;
+/// every trial is a step, and latency runs at MLRsearch's NDR when §26.1's test is left out.
+pub(crate) fn mlrsearch_finds_conditional_throughput_native_and_container() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let mut line = String::from("run --env native");
+    match need_root_and_env("container") {
+        None => line += " --env container",
+        Some(why) => dropped("the container side", &why),
+    }
+    // 250 ms trials, a 500 ms sum and a 10 % width: a load decided in one or two short trials, a
+    // search of a few loads.
+    line += " --workload rfc2544:quick=true,frame_size=64,direction=in,tests=[mlrsearch,latency],\
+             mlr_trial_duration=250ms,mlr_duration_sum=500ms,mlr_width=10";
+    let doc = fx.json(&line);
+    let rows = doc["rfc2544"].as_array().expect("an rfc2544 section");
+    assert!(!rows.is_empty());
+    for r in rows {
+        let what = format!("{}: {r}", r["environment"]);
+        let (ndr, pdr) = (r["mlr_ndr_fps"].as_f64(), r["mlr_pdr_fps"].as_f64());
+        let (Some(ndr), Some(pdr)) = (ndr, pdr) else { panic!("{what}: no conditional throughput") };
+        let line = r["line_max_fps"].as_f64().unwrap();
+        assert!(ndr > 0.0 && ndr <= line * 1.000_001 && pdr >= ndr * 0.9, "{what}");
+        assert!(r["ndr_fps"].is_null(), "{what}: §26.1's search did not run");
+        assert!(
+            r["mlr_goals"][0]
+                .as_str()
+                .unwrap()
+                .contains("trials 0.25–0.25 s, duration sum 0.5 s, exceed ratio 0.5, width 10 %"),
+            "{what}"
+        );
+        assert!(r["latency"]["count"].as_u64().unwrap_or(0) >= 20, "{what}: latency at MLRsearch's NDR");
+        println!(
+            "    {} in 64 B: MLRsearch NDR {ndr:.0} fps, PDR {pdr:.0} fps, {} trials in {:.1} s",
+            r["environment"],
+            r["mlr_trials"],
+            r["mlr_wall_ms"].as_f64().unwrap_or(0.0) / 1e3
+        );
+    }
+    for t in fx.export()["trials"].as_array().unwrap() {
+        let d = &t["extra"]["rfc2544"];
+        let m = &d["mlrsearch"];
+        let mlr_steps = d["steps"].as_array().unwrap().iter().filter(|s| s["phase"] == "mlr").count();
+        assert_eq!(m["trials"].as_u64(), Some(mlr_steps as u64), "{m}");
+        assert_eq!(m["goals"][1]["loss_ratio"], 0.005, "{m}");
+        assert_eq!(d["latency"]["rate_fps"], m["goals"][0]["lower_fps"], "{d}");
+    }
+    let text = fx.text("report");
+    assert!(text.contains("MLRsearch (RFC 9971)"), "{text}");
     Outcome::Pass
 }
 

@@ -114,8 +114,8 @@ pub(crate) fn html_report_renders_offline_in_a_headless_browser() -> Outcome {
             "rfc2544",
             words(
                 "--env native --env container --workload \
-                 rfc2544:quick=true,frame_size=[64,1518],direction=out"),
-            &["fig-rfc2544-throughput", "fig-rfc2544-latency"],
+                 rfc2544:quick=true,frame_size=[64,1518],direction=out,mlr_trial_duration=250ms,mlr_duration_sum=500ms,mlr_width=10"),
+            &["fig-rfc2544-throughput", "fig-rfc2544-mlrsearch", "fig-rfc2544-latency"],
         ),
         (
             "disk",

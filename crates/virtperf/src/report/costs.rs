@@ -1,0 +1,215 @@
+//! What an environment costs, read from the report's ratios: each headline ratio as a cost (above
+//! 1 is slower whichever way the metric points), per workload family as a geometric mean with its
+//! interval, and in words. The answer (terminal) and the page (html) both read it.
+
+use std::collections::BTreeMap;
+
+use virtperf_workload::Family;
+
+use super::{Report, ResultRow};
+
+/// A value with its interval.
+type Interval = (f64, Option<[f64; 2]>);
+
+/// A ratio as a cost: times the baseline's time, or the baseline's rate over this one's — above 1
+/// is slower whichever way the metric points. The interval follows (inverted for a rate).
+pub fn cost(ratio: f64, ci: Option<[f64; 2]>, better: &str) -> (f64, Option<[f64; 2]>) {
+    if better == "higher" {
+        (1.0 / ratio, ci.filter(|[l, _]| *l > 0.0).map(|[l, h]| [1.0 / h, 1.0 / l]))
+    } else {
+        (ratio, ci)
+    }
+}
+
+/// Whether `metric` (a declared name, or one with a `_out`/`_in`/`_host` suffix) is one of the
+/// headline metrics of workload `kind`: what the answer and the family figures show.
+pub fn is_headline(kind: &str, metric: &str) -> bool {
+    let Some(w) = virtperf_workload::find(kind) else { return false };
+    w.metrics()
+        .iter()
+        .take(w.headline_metrics())
+        .any(|m| metric == m.name || metric.strip_prefix(m.name).is_some_and(|rest| rest.starts_with('_')))
+}
+
+fn family_of(kind: &str) -> Family {
+    virtperf_workload::find(kind).map_or(Family::Other, |w| w.family())
+}
+
+/// One headline ratio of an environment, as a cost.
+#[derive(Debug, Clone)]
+pub struct CostRow {
+    pub environment: String,
+    pub family: Family,
+    /// `workload · metric` (the metric only when the workload has several headlines).
+    pub what: String,
+    pub cost: f64,
+    pub ci: Option<[f64; 2]>,
+}
+
+/// Every environment-level headline ratio (no peers, instances, CPU times), in report order.
+pub fn cost_rows(r: &Report) -> Vec<CostRow> {
+    let several = |x: &ResultRow| {
+        r.results.iter().filter(|y| y.workload == x.workload && is_headline(&y.kind, &y.metric)).count()
+            > r.results.iter().filter(|y| y.workload == x.workload && y.metric == x.metric).count()
+    };
+    r.results
+        .iter()
+        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
+        .filter_map(|x| {
+            let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
+            let (c, ci) = cost(o.ratio, o.ci, x.better);
+            let what = if several(x) {
+                format!("{} · {}", case_short(&x.workload), x.metric)
+            } else {
+                case_short(&x.workload)
+            };
+            Some(CostRow {
+                environment: x.environment.clone(),
+                family: family_of(&x.kind),
+                what,
+                cost: c,
+                ci,
+            })
+        })
+        .collect()
+}
+
+/// The geometric mean of costs and its interval: each cost's interval as a half-width in log
+/// space, combined as independent (root of the sum of squares over k). None when any lacks one.
+pub fn geomean(items: &[Interval]) -> Interval {
+    let k = items.len().max(1) as f64;
+    let centre = items.iter().map(|(c, _)| c.ln()).sum::<f64>() / k;
+    let halves: Option<Vec<f64>> = items
+        .iter()
+        .map(|(_, ci)| ci.filter(|[l, h]| *l > 0.0 && h > l).map(|[l, h]| (h.ln() - l.ln()) / 2.0))
+        .collect();
+    let ci = halves.map(|h| {
+        let hw = h.iter().map(|x| x * x).sum::<f64>().sqrt() / k;
+        [(centre - hw).exp(), (centre + hw).exp()]
+    });
+    (centre.exp(), ci)
+}
+
+/// An environment's cost on one family: the geometric mean over its workloads, the extremes.
+#[derive(Debug, Clone)]
+pub struct FamilyCost {
+    pub environment: String,
+    pub family: Family,
+    pub cost: f64,
+    pub ci: Option<[f64; 2]>,
+    pub n: usize,
+}
+
+/// Per environment (report order) and family (the enum's order).
+pub fn family_costs(rows: &[CostRow], envs: &[String]) -> Vec<FamilyCost> {
+    let mut out = Vec::new();
+    for e in envs {
+        let mut by: BTreeMap<Family, Vec<Interval>> = BTreeMap::new();
+        for x in rows.iter().filter(|x| x.environment == *e) {
+            by.entry(x.family).or_default().push((x.cost, x.ci));
+        }
+        for (family, items) in by {
+            let (cost, ci) = geomean(&items);
+            out.push(FamilyCost { environment: e.clone(), family, cost, ci, n: items.len() });
+        }
+    }
+    out
+}
+
+/// "2.10× slower [1.90, 2.33]", "1.25× faster [1.10, 1.43]", or "no measurable difference (×1.02
+/// [0.99, 1.05])": the interval decides, the number reads the way a person says it.
+pub fn cost_phrase(cost: f64, ci: Option<[f64; 2]>) -> String {
+    let r = |x: f64| if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.2}") };
+    match ci {
+        Some([l, h]) if l <= 1.0 && h >= 1.0 => {
+            format!("no measurable difference (×{} [{}, {}])", r(cost), r(l), r(h))
+        }
+        Some([l, h]) if l > 1.0 => format!("{}× slower [{}, {}]", r(cost), r(l), r(h)),
+        Some([l, h]) => format!("{}× faster [{}, {}]", r(1.0 / cost), r(1.0 / h), r(1.0 / l)),
+        None if cost >= 1.0 => format!("{}× slower (no interval)", r(cost)),
+        None => format!("{}× faster (no interval)", r(1.0 / cost)),
+    }
+}
+
+/// `disk [file_size=16MiB,record_size=64KiB]` → `disk 16MiB,64KiB`: a swept case by its values.
+pub fn case_short(w: &str) -> String {
+    match w.split_once(" [") {
+        Some((name, rest)) => {
+            let vals: Vec<String> = rest
+                .trim_end_matches(']')
+                .split(',')
+                .map(|kv| match kv.split_once('=') {
+                    // Sizes and directions read for themselves (16MiB, out); other keys keep their name.
+                    Some((k, v)) if ["file_size", "record_size", "frame_size", "direction"].contains(&k) => {
+                        v.to_string()
+                    }
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{name} {}", vals.join(","))
+        }
+        None => w.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cost_reads_the_same_way_for_times_and_rates() {
+        // A time twice as long, and a rate half as high: both cost ×2.
+        assert_eq!(cost(2.0, Some([1.5, 2.5]), "lower"), (2.0, Some([1.5, 2.5])));
+        let (c, ci) = cost(0.5, Some([0.4, 0.625]), "higher");
+        assert!((c - 2.0).abs() < 1e-12);
+        let [l, h] = ci.unwrap();
+        assert!((l - 1.6).abs() < 1e-12 && (h - 2.5).abs() < 1e-12);
+        assert_eq!(cost_phrase(2.0, Some([1.5, 2.5])), "2.00× slower [1.50, 2.50]");
+        assert_eq!(cost_phrase(0.8, Some([0.7, 0.9])), "1.25× faster [1.11, 1.43]");
+        assert!(cost_phrase(1.02, Some([0.99, 1.05])).starts_with("no measurable difference"));
+    }
+
+    #[test]
+    fn geomean_combines_log_half_widths() {
+        let (g, ci) = geomean(&[(2.0, Some([1.0, 4.0])), (8.0, Some([4.0, 16.0]))]);
+        assert!((g - 4.0).abs() < 1e-9);
+        // Each half-width is ln 2 in log space: combined sqrt(2)·ln 2 / 2.
+        let hw = 2f64.sqrt() * 2f64.ln() / 2.0;
+        let [l, h] = ci.unwrap();
+        assert!((l - 4.0 * (-hw).exp()).abs() < 1e-9 && (h - 4.0 * hw.exp()).abs() < 1e-9);
+        assert_eq!(geomean(&[(2.0, None), (3.0, Some([2.0, 4.0]))]).1, None);
+    }
+
+    #[test]
+    fn headlines_match_declared_names_and_their_suffixed_forms() {
+        assert!(is_headline("memcpy", "memcpy_time"));
+        assert!(is_headline("tcp_stream", "tcp_goodput_in"));
+        assert!(!is_headline("tcp_stream", "tcp_retransmits"));
+        assert!(!is_headline("no-such-workload", "x"));
+    }
+
+    #[test]
+    fn costs_group_by_family_per_environment() {
+        let mut r = crate::report::summary_test_report();
+        let row = |env: &str, kind: &str, metric: &str, ratio: f64| ResultRow {
+            workload: kind.into(),
+            kind: kind.into(),
+            metric: metric.into(),
+            overhead: Some(crate::report::Overhead::unpaired(ratio, Some([ratio * 0.9, ratio * 1.1]), None)),
+            ..crate::report::test_row(env, 1.0, 0.1, "lower")
+        };
+        r.results = vec![
+            row("container", "pde", "pde_time", 1.0),
+            row("container", "syscall", "syscall_time", 9.0),
+            row("container", "memcpy", "memcpy_time", 2.0),
+            row("container", "memcpy", "host_cpu_time", 9.0),
+        ];
+        let rows = cost_rows(&r);
+        assert_eq!(rows.len(), 3, "the non-headline metric is left out: {rows:?}");
+        let f = family_costs(&rows, &["container".into()]);
+        assert_eq!(f.len(), 3, "{f:?}");
+        let sys = f.iter().find(|x| x.family == Family::System).unwrap();
+        assert!((sys.cost - 9.0).abs() < 1e-9 && sys.n == 1);
+        assert_eq!(f.iter().find(|x| x.family == Family::Memory).unwrap().n, 1);
+    }
+}
