@@ -498,7 +498,7 @@ fn matrix(r: &Report) -> Option<Matrix> {
     for (w, metric, unit, better) in keys {
         // The metric without its workload's name ("tcp_rr_latency" under "tcp_rr": "latency").
         let short = metric.strip_prefix(w).and_then(|m| m.strip_prefix('_')).unwrap_or(metric);
-        m.rows.push([w.to_string(), format!("{short} {}", super::arrow(better))]);
+        m.rows.push([shorten(w, ROW_LABEL_MAX), format!("{short} {}", super::arrow(better))]);
         m.keys.push((w.to_string(), metric.to_string()));
         let cells = cols
             .iter()
@@ -533,6 +533,24 @@ fn matrix(r: &Report) -> Option<Matrix> {
 
 /// The matrix as text within `width`: the label column, then as many environment columns as fit;
 /// the rest in a further table under it (each with the label column again).
+/// The widest workload label of the matrix: a workload given many parameters would push every
+/// column past the terminal.
+const ROW_LABEL_MAX: usize = 40;
+
+/// `label` within `max` characters: its swept case (` [frame_size=64]`) kept, the workload's own
+/// parameters cut with an ellipsis (the full label is in `--full` and on the page).
+fn shorten(label: &str, max: usize) -> String {
+    if label.chars().count() <= max {
+        return label.to_string();
+    }
+    let (head, case) = match label.rfind(" [") {
+        Some(i) => (&label[..i], &label[i..]),
+        None => (label, ""),
+    };
+    let keep = max.saturating_sub(case.chars().count() + 1).max(8);
+    format!("{}…{case}", head.chars().take(keep).collect::<String>())
+}
+
 fn render_matrix(m: &Matrix, width: usize) -> String {
     let w = |s: &str| s.chars().count();
     let label = m.rows.iter().flat_map(|r| r.iter().map(|s| w(s))).max().unwrap_or(0).max(8);
@@ -674,6 +692,14 @@ pub fn render_html(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_workload_label_is_cut_and_keeps_its_case() {
+        let l = "rfc2544:quick=true,frame_size=[64,1518],direction=out,mlr_width=10 [frame_size=64]";
+        let s = shorten(l, ROW_LABEL_MAX);
+        assert!(s.chars().count() <= ROW_LABEL_MAX && s.ends_with("… [frame_size=64]"), "{s}");
+        assert_eq!(shorten("memcpy", ROW_LABEL_MAX), "memcpy");
+    }
 
     #[test]
     fn verdict_words_follow_the_interval_and_the_target() {

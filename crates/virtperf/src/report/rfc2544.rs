@@ -349,15 +349,20 @@ pub fn render(rows: &[Row]) -> String {
             if reps.len() > 1 {
                 let cell = match virtperf_stats::Summary::of(&ndrs) {
                     Some(sum) => format!(
-                        "{}{} (n={}{})",
+                        "{}{} (n={}{}{})",
                         if reps.iter().any(|r| r.tester_limited()) { "≥" } else { "" },
-                        super::mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
+                        // Without an interval (one figure, or all equal) the count says why.
+                        match sum.ci95 {
+                            Some((l, h)) => super::mean_text(sum.mean, Some([l, h]), sum.n),
+                            None => super::fmt_num(sum.mean),
+                        },
                         sum.n,
                         if ndrs.len() < reps.len() {
                             format!(", {} n/d", reps.len() - ndrs.len())
                         } else {
                             String::new()
-                        }
+                        },
+                        if sum.ci95.is_none() && sum.n > 1 { ", all equal" } else { "" }
                     ),
                     None => "n/d".into(),
                 };

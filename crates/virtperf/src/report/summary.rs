@@ -254,7 +254,7 @@ fn per_environment_full(r: &Report, rows: &[(String, Vec<String>)], width: usize
 /// One environment's block: each row's label, its baseline's cell (where it has one) and its own.
 fn block(mut t: Table, rows: &[(String, Vec<String>)], base: Option<usize>, i: usize) -> String {
     for (label, cells) in rows {
-        let mut row = vec![Cell::new(label)];
+        let mut row = vec![Cell::new(fold_label(label, LABEL_MAX))];
         if let Some(b) = base {
             row.push(Cell::new(cells.get(b).cloned().unwrap_or_default()));
         }
@@ -262,6 +262,30 @@ fn block(mut t: Table, rows: &[(String, Vec<String>)], base: Option<usize>, i: u
         t.add_row(row);
     }
     t.to_string() + "\n"
+}
+
+/// The longest line of a row's label: a workload given many parameters
+/// (`rfc2544:quick=true,frame_size=[64,1518],…`) is one word to the table, which would widen it
+/// past the terminal.
+const LABEL_MAX: usize = 44;
+
+/// `label` broken after its commas into lines of at most `max` characters (a part longer than that
+/// stays whole).
+fn fold_label(label: &str, max: usize) -> String {
+    if label.chars().count() <= max {
+        return label.to_string();
+    }
+    let mut lines: Vec<String> = vec![String::new()];
+    for part in label.split_inclusive(',') {
+        let last = lines.last_mut().map_or(0, |l| l.chars().count());
+        if last > 0 && last + part.chars().count() > max {
+            lines.push(String::new());
+        }
+        if let Some(l) = lines.last_mut() {
+            l.push_str(part);
+        }
+    }
+    lines.join("\n")
 }
 
 /// The terminal's width, or 100 when not a terminal.
@@ -340,7 +364,7 @@ fn one_table(r: &Report, rows: Vec<(String, Vec<String>)>) -> String {
     head.extend(r.environments.iter().map(|e| header(r, &e.name)));
     let mut t = table(head);
     for (label, cells) in rows {
-        let mut row = vec![Cell::new(label)];
+        let mut row = vec![Cell::new(fold_label(&label, LABEL_MAX))];
         row.extend(cells.into_iter().map(Cell::new));
         t.add_row(row);
     }
@@ -393,6 +417,15 @@ pub fn wrap(line: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_label_breaks_after_its_commas() {
+        let l = "rfc2544:quick=true,frame_size=[64,1518],direction=out,mlr_trial_duration=250ms,mlr_width=10";
+        let f = fold_label(l, LABEL_MAX);
+        assert!(f.lines().all(|x| x.chars().count() <= LABEL_MAX), "{f}");
+        assert_eq!(f.replace('\n', ""), l);
+        assert_eq!(fold_label("memcpy", LABEL_MAX), "memcpy");
+    }
     use crate::report::{Overhead, ResultRow};
 
     fn row(env: &str, metric: &str, mean: f64, ratio: Option<f64>) -> ResultRow {

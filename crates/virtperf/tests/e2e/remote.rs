@@ -309,12 +309,19 @@ pub(crate) fn remote_host_runs_native_and_container() -> Outcome {
         assert!(cpu > 0.0, "{e}: host CPU accounted");
         figures.push(format!("{e}: memcpy {:.2} ms, host CPU {cpu:.2} ms", mean(e, "memcpy_time")));
     }
-    // The same machine underneath: the relayed figures are the local ones, give or take noise —
-    // 4 repetitions of a ~6 ms copy (a 0.3 ms one of 2 repetitions needed 0.33–3×); measured
-    // ×0.89, ×1.14, ×1.17 in three runs.
-    let ratio = mean("native@b", "memcpy_time") / mean("here", "memcpy_time");
-    assert!((0.67..1.5).contains(&ratio), "native@b / here memcpy: {ratio:.2}");
-    println!("    {}; native@b/here ×{ratio:.2}", figures.join("; "));
+    // The same machine underneath: the relayed figures are the local ones, give or take noise.
+    // Compared on each side's fastest copy (4 repetitions of ~6 ms): the one that had a CPU to
+    // itself — means moved apart ×0.60 with one CPU hog beside the suite (measured ×0.89, ×1.14,
+    // ×1.17 on a quiet host), minima do not: a relay that changed the figure (its unit, its clock)
+    // still fails.
+    let min = |e: &str| row_or_fail(&doc, e, "memcpy_time")["min"].as_f64().unwrap_or(0.0);
+    let ratio = min("native@b") / min("here");
+    assert!((0.67..1.5).contains(&ratio), "native@b / here memcpy, fastest copies: {ratio:.2}");
+    println!(
+        "    {}; native@b/here ×{ratio:.2} fastest, ×{:.2} means",
+        figures.join("; "),
+        mean("native@b", "memcpy_time") / mean("here", "memcpy_time")
+    );
     // The host's facts are stored with its environments.
     let store = vp(&["report", "--json", "--db", db.to_str().unwrap()], &[]);
     let rep: serde_json::Value = serde_json::from_slice(&store.stdout).unwrap_or_default();
