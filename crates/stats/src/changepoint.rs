@@ -17,6 +17,7 @@
 
 use serde::Serialize;
 
+use crate::sim::Rng;
 use crate::{ratio_ci, Summary};
 
 /// How the search is run.
@@ -59,7 +60,7 @@ pub fn e_divisive(xs: &[f64], o: &Options) -> Vec<ChangePoint> {
     let min = o.min_size.max(2);
     let mut cuts: Vec<usize> = Vec::new();
     let mut p_of: Vec<(usize, f64)> = Vec::new();
-    let mut rng = SplitMix(o.seed);
+    let mut rng = Rng(o.seed);
     let mut work = xs.to_vec();
     while let Some((cut, q)) = best_cut(xs, &bounds(&cuts, xs.len()), min) {
         // The same statistic on the data permuted within today's segments.
@@ -68,7 +69,7 @@ pub fn e_divisive(xs: &[f64], o: &Options) -> Vec<ChangePoint> {
         for _ in 0..o.permutations {
             work.copy_from_slice(xs);
             for w in b.windows(2) {
-                rng.shuffle(&mut work[w[0]..w[1]]);
+                shuffle(&mut rng, &mut work[w[0]..w[1]]);
             }
             if best_cut(&work, &b, min).is_some_and(|(_, qp)| qp >= q) {
                 exceed += 1;
@@ -167,30 +168,11 @@ fn best_in(seg: &[f64], min: usize) -> Option<(usize, f64)> {
     best
 }
 
-/// SplitMix64: the same permutations on every machine.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Fisher–Yates.
-    fn shuffle(&mut self, v: &mut [f64]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-    /// A standard normal draw (Box–Muller).
-    #[cfg(test)]
-    fn normal(&mut self) -> f64 {
-        let u = |s: &mut Self| ((s.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        let (a, b) = (u(self), u(self));
-        (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
+/// Fisher–Yates, from the crate's seeded generator.
+fn shuffle(rng: &mut Rng, v: &mut [f64]) {
+    for i in (1..v.len()).rev() {
+        let j = ((rng.uniform() * (i + 1) as f64) as usize).min(i);
+        v.swap(i, j);
     }
 }
 
@@ -200,8 +182,8 @@ mod tests {
 
     /// A series of `n` runs of an overhead ratio around 1 with a CV of `cv`, shaped by `f(i)`.
     fn series(n: usize, cv: f64, seed: u64, f: impl Fn(usize) -> f64) -> Vec<f64> {
-        let mut r = SplitMix(seed);
-        (0..n).map(|i| f(i) * (1.0 + cv * r.normal())).collect()
+        let mut r = Rng(seed);
+        (0..n).map(|i| f(i) * (1.0 + cv * r.normal(0.0, 1.0))).collect()
     }
 
     #[test]
