@@ -103,6 +103,19 @@ pub fn e_divisive(xs: &[f64], o: &Options) -> Vec<ChangePoint> {
 }
 
 /// [0, the cuts…, n].
+/// The shortest series in which a change can be significant at `o.alpha`: a permutation test's
+/// smallest p-value is the share of orderings as extreme as the most extreme one — a perfect step
+/// cut in halves, `2 / C(n, n/2)` (0.1 for 6 runs, 0.057 for 7, 0.029 for 8) — and each side needs
+/// `o.min_size` runs.
+pub fn shortest_series(o: &Options) -> usize {
+    let choose_half = |n: usize| (0..n / 2).fold(1.0f64, |c, i| c * (n - i) as f64 / (i + 1) as f64);
+    let mut n = 2 * o.min_size.max(2);
+    while 2.0 / choose_half(n) > o.alpha && n < 1000 {
+        n += 1;
+    }
+    n
+}
+
 fn bounds(cuts: &[usize], n: usize) -> Vec<usize> {
     let mut b = Vec::with_capacity(cuts.len() + 2);
     b.push(0);
@@ -247,6 +260,24 @@ mod tests {
             pct(drift),
             pct(two)
         );
+    }
+
+    #[test]
+    fn a_perfect_step_needs_eight_runs_at_five_percent() {
+        let o = Options::default();
+        assert_eq!(shortest_series(&o), 8);
+        assert_eq!(shortest_series(&Options { alpha: 0.1, ..o }), 6);
+        assert_eq!(shortest_series(&Options { alpha: 0.01, ..o }), 10);
+        // What it says holds (with enough permutations that p's own error is small near α): the
+        // cleanest step of 6 runs is not significant (p = 0.1), of 8 it is (p = 0.029).
+        let o = Options { permutations: 999, ..o };
+        let step = |n: usize| {
+            (0..n).map(|i| if i < n / 2 { 1.0 } else { 2.0 } + i as f64 * 1e-3).collect::<Vec<_>>()
+        };
+        assert!(e_divisive(&step(6), &o).is_empty());
+        let found = e_divisive(&step(8), &o);
+        assert_eq!(found.len(), 1);
+        assert!((found[0].p_value - 2.0 / 70.0).abs() < 0.015, "{}", found[0].p_value);
     }
 
     #[test]

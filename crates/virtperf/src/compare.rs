@@ -9,6 +9,12 @@
 //! baseline's own rows are judged on their means and reported as "the baseline moved", with the
 //! median factor, instead of as regressions of every environment. `--raw` judges every row on its
 //! means.
+//!
+//! Every verdict — here, in `history` and in `ab` — comes from [`verdict`]: a change is a
+//! *regression* only when its 95 % interval excludes no change **and** its size reaches the smallest
+//! change the user cares about (`--fail-on`/`--threshold`, Firecracker's rule after their A/B alarm
+//! cried wolf on noise); *no change* when the interval rules out a change that large (an
+//! equivalence test); *inconclusive* when the data allow one but do not show it.
 
 use std::path::{Path, PathBuf};
 
@@ -69,9 +75,9 @@ pub struct Change {
     pub overhead_change_ci95: Option<[f64; 2]>,
     /// `overhead` or `mean`: what the verdict rests on.
     pub judged_on: &'static str,
-    /// `regression`, `improvement` (both beyond noise and the threshold), `~same`, `changed`
-    /// (beyond noise, within the threshold, or a metric with no better direction), or
-    /// `baseline moved` (the baseline's own row changed beyond noise and the threshold).
+    /// [`verdict`]'s: `regression`, `improvement`, `no change`, `inconclusive`, `changed` (a
+    /// metric with no better direction), or `baseline moved` (the baseline's own row changed beyond
+    /// noise and the threshold while environments are judged on their overhead).
     pub verdict: &'static str,
 }
 
@@ -83,6 +89,8 @@ pub struct Comparison {
     pub changes: Vec<Change>,
     pub regressions: usize,
     pub improvements: usize,
+    /// Rows whose interval neither shows a change of the threshold's size nor rules one out.
+    pub inconclusive: usize,
     /// The baseline's rows that changed beyond noise and the threshold, and their median B/A.
     pub baseline_moved: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,7 +116,9 @@ fn summary_of(r: &ResultRow) -> Summary {
     }
 }
 
-fn key(r: &ResultRow) -> (String, String, String, Option<String>, Option<u32>) {
+/// What matches a row across runs: environment, workload (with its parameters), metric, peer,
+/// instance.
+pub fn key(r: &ResultRow) -> Key {
     (r.environment.clone(), r.workload.clone(), r.metric.clone(), r.peer.clone(), r.instance)
 }
 
@@ -152,19 +162,9 @@ pub fn compare(
         } else {
             (ratio, ci95, "mean")
         };
-        let beyond_noise = ci.is_some_and(|[l, h]| l > 1.0 || h < 1.0);
-        let big = (r - 1.0).abs() * 100.0 >= threshold_pct;
-        let worse = match ra.better {
-            "higher" => r < 1.0,
-            "lower" => r > 1.0,
-            _ => false,
-        };
-        let verdict = match (beyond_noise, big, ra.better) {
-            (false, _, _) => "~same",
-            (true, true, _) if is_baseline && !raw => "baseline moved",
-            (true, true, "higher" | "lower") if worse => "regression",
-            (true, true, "higher" | "lower") => "improvement",
-            _ => "changed",
+        let verdict = match verdict(r, ci, ra.better, threshold_pct) {
+            REGRESSION | IMPROVEMENT | CHANGED if is_baseline && !raw => "baseline moved",
+            v => v,
         };
         changes.push(Change {
             environment: ra.environment.clone(),
@@ -194,8 +194,193 @@ pub fn compare(
         a: a_name.into(),
         b: b_name.into(),
         threshold_pct,
-        regressions: changes.iter().filter(|c| c.verdict == "regression").count(),
-        improvements: changes.iter().filter(|c| c.verdict == "improvement").count(),
+        regressions: changes.iter().filter(|c| c.verdict == REGRESSION).count(),
+        improvements: changes.iter().filter(|c| c.verdict == IMPROVEMENT).count(),
+        inconclusive: changes.iter().filter(|c| c.verdict == INCONCLUSIVE).count(),
+        baseline_moved: moved.len(),
+        baseline_median_change: (!moved.is_empty()).then(|| virtperf_stats::median(&moved)),
+        raw,
+        changes,
+        only_in_a,
+        only_in_b,
+    }
+}
+
+pub const REGRESSION: &str = "regression";
+pub const IMPROVEMENT: &str = "improvement";
+pub const NO_CHANGE: &str = "no change";
+pub const INCONCLUSIVE: &str = "inconclusive";
+/// Beyond noise and the threshold on a metric with no better direction.
+pub const CHANGED: &str = "changed";
+
+/// What a change `ratio` (new / old) with its 95 % interval `ci` is, for a metric whose `better`
+/// direction is `higher`, `lower` or neither, when changes under `threshold_pct` % do not matter:
+/// - `regression` / `improvement` (`changed` without a direction): the interval excludes 1 and the
+///   ratio is at least `threshold_pct` % from it;
+/// - `no change`: otherwise, when the whole interval lies within ±`threshold_pct` % (any change is
+///   smaller than what matters — a real but small one included);
+/// - `inconclusive`: otherwise (a change that matters is neither shown nor ruled out), and
+///   whenever there is no interval.
+pub fn verdict(ratio: f64, ci: Option<[f64; 2]>, better: &str, threshold_pct: f64) -> &'static str {
+    let Some([l, h]) = ci.filter(|[l, h]| l.is_finite() && h.is_finite() && ratio.is_finite()) else {
+        return INCONCLUSIVE;
+    };
+    let t = threshold_pct / 100.0;
+    let beyond_noise = l > 1.0 || h < 1.0;
+    let big = (ratio - 1.0).abs() >= t;
+    if beyond_noise && big {
+        return match (better, ratio > 1.0) {
+            ("lower", true) | ("higher", false) => REGRESSION,
+            ("lower", false) | ("higher", true) => IMPROVEMENT,
+            _ => CHANGED,
+        };
+    }
+    if l >= 1.0 - t && h <= 1.0 + t {
+        NO_CHANGE
+    } else {
+        INCONCLUSIVE
+    }
+}
+
+/// The exit status a verdict-giving command ends with when asked to fail (`--fail-on`):
+/// 4 with a regression, else 5 with an inconclusive metric, else 0.
+pub fn exit_status(regressions: usize, inconclusive: usize, fail: bool) -> crate::exit::ExitStatus {
+    use crate::exit::ExitStatus;
+    match (fail, regressions, inconclusive) {
+        (false, _, _) => ExitStatus::Success,
+        (true, r, _) if r > 0 => ExitStatus::Regression,
+        (true, _, i) if i > 0 => ExitStatus::Inconclusive,
+        _ => ExitStatus::Success,
+    }
+}
+
+/// B / A of two sets of per-run figures: the ratio of their geometric means with Welch's 95 %
+/// interval on the logs (each run one observation: the run-to-run variation is in the interval).
+/// None without a positive figure on each side; no interval with fewer than 2 runs a side.
+pub fn welch_log_ratio(a: &[f64], b: &[f64]) -> Option<(f64, Option<[f64; 2]>)> {
+    if a.is_empty() || b.is_empty() || a.iter().chain(b).any(|v| !(v.is_finite() && *v > 0.0)) {
+        return None;
+    }
+    let moments = |xs: &[f64]| {
+        let n = xs.len() as f64;
+        let m = xs.iter().map(|x| x.ln()).sum::<f64>() / n;
+        let v = if xs.len() > 1 {
+            xs.iter().map(|x| (x.ln() - m).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            f64::NAN
+        };
+        (m, v / n)
+    };
+    let ((ma, va), (mb, vb)) = (moments(a), moments(b));
+    let ratio = (mb - ma).exp();
+    if a.len() < 2 || b.len() < 2 {
+        return Some((ratio, None));
+    }
+    let df = virtperf_stats::welch_df(va, a.len(), vb, b.len());
+    let half = virtperf_stats::t_quantile(0.95, df) * (va + vb).sqrt();
+    let ci = half.is_finite().then(|| [ratio * (-half).exp(), ratio * half.exp()]);
+    Some((ratio, ci))
+}
+
+pub type Key = (String, String, String, Option<String>, Option<u32>);
+
+/// Every run's row of each key, in the order keys first appear, with whether it is a baseline's.
+fn rows_by_key(reps: &[Report]) -> Vec<(Key, Vec<&ResultRow>, bool)> {
+    let mut m: Vec<(Key, Vec<&ResultRow>, bool)> = Vec::new();
+    for rep in reps {
+        for r in &rep.results {
+            let k = key(r);
+            match m.iter_mut().find(|(mk, _, _)| *mk == k) {
+                Some((_, rows, _)) => rows.push(r),
+                None => m.push((k, vec![r], rep.is_baseline(&r.environment))),
+            }
+        }
+    }
+    m
+}
+
+/// Matches the rows of several runs of A against several of B (`ab`'s interleaved runs): each
+/// metric's figure per run, B/A of their geometric means with Welch's interval over runs
+/// ([`welch_log_ratio`]), judged as [`compare`] judges one run against one.
+pub fn compare_runs(
+    a: &[Report],
+    a_name: &str,
+    b: &[Report],
+    b_name: &str,
+    threshold_pct: f64,
+    raw: bool,
+) -> Comparison {
+    let (ma, mb) = (rows_by_key(a), rows_by_key(b));
+    let geo = |xs: &[f64]| (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp();
+    let mut changes = Vec::new();
+    let mut only_in_a = Vec::new();
+    for (k, ra, is_baseline) in &ma {
+        let Some((_, rb, _)) = mb.iter().find(|(kb, _, _)| kb == k) else {
+            if let Some(r) = ra.first() {
+                only_in_a.push(label(r));
+            }
+            continue;
+        };
+        let Some(first) = ra.first() else { continue };
+        let means = |rows: &[&ResultRow]| rows.iter().map(|r| r.mean).collect::<Vec<f64>>();
+        let (am, bm) = (means(ra), means(rb));
+        let on_means = welch_log_ratio(&am, &bm);
+        let overheads = |rows: &[&ResultRow]| -> Option<Vec<f64>> {
+            rows.iter().map(|r| r.overhead.as_ref().map(|o| o.ratio)).collect()
+        };
+        let on_overheads = match (overheads(ra), overheads(rb)) {
+            (Some(x), Some(y)) if !is_baseline => welch_log_ratio(&x, &y),
+            _ => None,
+        };
+        let (ratio, ci95) = on_means.unwrap_or((f64::NAN, None));
+        let on_overhead = !raw && on_overheads.is_some();
+        let (r, ci, judged_on) = match on_overheads {
+            Some((o, oci)) if on_overhead => (o, oci, "overhead"),
+            _ => (ratio, ci95, "mean"),
+        };
+        let verdict = match verdict(r, ci, first.better, threshold_pct) {
+            REGRESSION | IMPROVEMENT | CHANGED if *is_baseline && !raw => "baseline moved",
+            v => v,
+        };
+        let positive = |xs: &[f64]| xs.iter().all(|x| *x > 0.0);
+        changes.push(Change {
+            environment: first.environment.clone(),
+            workload: first.workload.clone(),
+            metric: first.metric.clone(),
+            unit: first.unit.clone(),
+            better: first.better,
+            peer: first.peer.clone(),
+            instance: first.instance,
+            a_mean: if positive(&am) { geo(&am) } else { am.iter().sum::<f64>() / am.len() as f64 },
+            b_mean: if positive(&bm) { geo(&bm) } else { bm.iter().sum::<f64>() / bm.len() as f64 },
+            a_n: ra.len(),
+            b_n: rb.len(),
+            ratio,
+            ci95,
+            no_ci: ci95.is_none().then_some(if ra.len() < 2 || rb.len() < 2 {
+                "fewer than 2 runs on a side"
+            } else {
+                "a figure of 0 or below"
+            }),
+            overhead_change: on_overheads.map(|(o, _)| o),
+            overhead_change_ci95: on_overheads.and_then(|(_, c)| c),
+            judged_on,
+            verdict,
+        });
+    }
+    let only_in_b = mb
+        .iter()
+        .filter(|(k, _, _)| !ma.iter().any(|(ka, _, _)| ka == k))
+        .filter_map(|(_, rows, _)| rows.first().map(|r| label(r)))
+        .collect();
+    let moved: Vec<f64> = changes.iter().filter(|c| c.verdict == "baseline moved").map(|c| c.ratio).collect();
+    Comparison {
+        a: a_name.into(),
+        b: b_name.into(),
+        threshold_pct,
+        regressions: changes.iter().filter(|c| c.verdict == REGRESSION).count(),
+        improvements: changes.iter().filter(|c| c.verdict == IMPROVEMENT).count(),
+        inconclusive: changes.iter().filter(|c| c.verdict == INCONCLUSIVE).count(),
         baseline_moved: moved.len(),
         baseline_median_change: (!moved.is_empty()).then(|| virtperf_stats::median(&moved)),
         raw,
@@ -224,6 +409,59 @@ fn overhead_change(ra: &ResultRow, rb: &ResultRow) -> (Option<f64>, Option<[f64;
         _ => None,
     };
     (Some(change), ci)
+}
+
+/// How a verdict shows in JUnit: a regression fails, inconclusive is skipped, the rest pass.
+pub fn junit_kind(verdict: &str) -> crate::export::junit::Kind {
+    use crate::export::junit::Kind;
+    match verdict {
+        REGRESSION => Kind::Fail,
+        INCONCLUSIVE => Kind::Skip,
+        _ => Kind::Pass,
+    }
+}
+
+/// Each matched row's verdict for JUnit.
+pub fn junit_cases(c: &Comparison) -> Vec<crate::export::junit::Case> {
+    c.changes
+        .iter()
+        .map(|ch| {
+            let mut name = ch.metric.clone();
+            if let Some(p) = &ch.peer {
+                name += &format!(" → {p}");
+            }
+            if let Some(i) = ch.instance {
+                name += &format!(" #{i}");
+            }
+            let (r, ci) = match (ch.judged_on, ch.overhead_change) {
+                ("overhead", Some(r)) => (r, ch.overhead_change_ci95),
+                _ => (ch.ratio, ch.ci95),
+            };
+            crate::export::junit::Case {
+                group: format!("{} / {}", ch.environment, ch.workload),
+                name,
+                verdict: ch.verdict,
+                kind: junit_kind(ch.verdict),
+                detail: format!(
+                    "{} B/A {} (95 % CI), {} → {} {}; a change matters from {} %",
+                    ch.judged_on,
+                    ratio_text(r, ci),
+                    fmt_num(ch.a_mean),
+                    fmt_num(ch.b_mean),
+                    ch.unit,
+                    fmt_num(c.threshold_pct)
+                ),
+            }
+        })
+        .collect()
+}
+
+/// "×1.120 [1.050, 1.190]", or "×1.120 (no interval)".
+pub fn ratio_text(r: f64, ci: Option<[f64; 2]>) -> String {
+    match ci {
+        Some([l, h]) => format!("×{r:.3} [{l:.3}, {h:.3}]"),
+        None => format!("×{r:.3} (no interval)"),
+    }
 }
 
 pub fn render(c: &Comparison) -> String {
@@ -269,19 +507,27 @@ pub fn render(c: &Comparison) -> String {
         ]);
     }
     let mut out = format!("A = {}\nB = {}\n{t}\n◀ = what the verdict rests on\n", c.a, c.b);
-    out += &format!(
-        "{} regression(s), {} improvement(s) beyond noise (the ratio's 95 % CI excludes 1) and beyond {} %; {} matched, {} only in A, {} only in B\n",
-        c.regressions,
-        c.improvements,
-        fmt_num(c.threshold_pct),
-        c.changes.len(),
-        c.only_in_a.len(),
-        c.only_in_b.len()
+    out += &crate::report::wrap(
+        &format!(
+            "{} regression(s), {} improvement(s) beyond noise (the ratio's 95 % CI excludes 1) and beyond {} %; {} inconclusive (a change of {} % neither shown nor ruled out); {} matched, {} only in A, {} only in B",
+            c.regressions,
+            c.improvements,
+            c.threshold_pct,
+            c.inconclusive,
+            c.threshold_pct,
+            c.changes.len(),
+            c.only_in_a.len(),
+            c.only_in_b.len()
+        ),
+        100,
     );
     if let Some(m) = c.baseline_median_change {
-        out += &format!(
-            "the baseline itself moved ({} of its rows, median ×{m:.3}): the host changed between the runs; the other environments are judged on their overhead relative to it (--raw judges every mean)\n",
-            c.baseline_moved
+        out += &crate::report::wrap(
+            &format!(
+                "the baseline itself moved ({} of its rows, median ×{m:.3}): the host changed between the runs; the other environments are judged on their overhead relative to it (--raw judges every mean)",
+                c.baseline_moved
+            ),
+            100,
         );
     }
     out
@@ -317,15 +563,17 @@ mod tests {
         assert_eq!(c.changes.len(), 2);
         assert_eq!(c.changes[0].verdict, "regression");
         assert!((c.changes[0].ratio - 2.0).abs() < 1e-9);
-        assert_eq!(c.changes[1].verdict, "~same");
+        assert_eq!(c.changes[1].verdict, "no change", "{:?}", c.changes[1].ci95);
         assert_eq!((c.regressions, c.only_in_a.len(), c.only_in_b.len()), (1, 1, 1));
         // Faster on a lower-is-better metric: an improvement; a small real change: `changed`.
         let b2 = rep(vec![row("c", 5.0, 0.1, "lower"), row("n", 10.3, 0.01, "lower")]);
         let a2 = rep(vec![row("c", 10.0, 0.2, "lower"), row("n", 10.0, 0.01, "lower")]);
         let c2 = compare(&a2, "a", &b2, "b", 5.0, true);
         assert_eq!(c2.changes[0].verdict, "improvement");
-        assert_eq!(c2.changes[1].verdict, "changed");
+        // 3 % slower, surely (×1.03 [1.029, 1.031]), but under the 5 % that matters: no change.
+        assert_eq!(c2.changes[1].verdict, "no change");
         assert!(render(&c2).contains("0 regression(s), 1 improvement(s)"));
+        assert!(render(&c2).lines().all(|l| l.chars().count() <= 100), "{}", render(&c2));
     }
 
     #[test]
@@ -350,6 +598,68 @@ mod tests {
         assert_eq!(c2.changes[1].verdict, "regression");
         // --raw: both rows are regressions of their means.
         assert_eq!(compare(&a, "a", &b, "b", 5.0, true).regressions, 2);
+    }
+
+    #[test]
+    fn verdicts_need_significance_and_size_and_say_when_the_data_cannot_tell() {
+        // Beyond noise and beyond 5 %: the direction decides.
+        assert_eq!(verdict(1.10, Some([1.06, 1.14]), "lower", 5.0), REGRESSION);
+        assert_eq!(verdict(1.10, Some([1.06, 1.14]), "higher", 5.0), IMPROVEMENT);
+        assert_eq!(verdict(0.90, Some([0.86, 0.94]), "higher", 5.0), REGRESSION);
+        assert_eq!(verdict(1.10, Some([1.06, 1.14]), "none", 5.0), CHANGED);
+        // Large but not beyond noise: a 10 % change is not ruled out either.
+        assert_eq!(verdict(1.10, Some([0.95, 1.27]), "lower", 5.0), INCONCLUSIVE);
+        // Beyond noise but small, and the interval rules out 5 %: no change.
+        assert_eq!(verdict(1.02, Some([1.01, 1.03]), "lower", 5.0), NO_CHANGE);
+        // Beyond noise, small, yet 7 % not ruled out: inconclusive.
+        assert_eq!(verdict(1.04, Some([1.01, 1.07]), "lower", 5.0), INCONCLUSIVE);
+        // A tight interval around 1: no change; the same interval against a 1 % threshold: unclear.
+        assert_eq!(verdict(1.0, Some([0.98, 1.02]), "lower", 5.0), NO_CHANGE);
+        assert_eq!(verdict(1.0, Some([0.98, 1.02]), "lower", 1.0), INCONCLUSIVE);
+        // The point estimate at the threshold counts; no interval is never a verdict.
+        assert_eq!(verdict(1.05, Some([1.01, 1.09]), "lower", 5.0), REGRESSION);
+        assert_eq!(verdict(3.0, None, "lower", 5.0), INCONCLUSIVE);
+        assert_eq!(verdict(f64::NAN, Some([0.9, 1.1]), "lower", 5.0), INCONCLUSIVE);
+        use crate::exit::ExitStatus;
+        assert_eq!(exit_status(1, 3, true), ExitStatus::Regression);
+        assert_eq!(exit_status(0, 3, true), ExitStatus::Inconclusive);
+        assert_eq!(exit_status(0, 0, true), ExitStatus::Success);
+        assert_eq!(exit_status(2, 3, false), ExitStatus::Success);
+    }
+
+    #[test]
+    fn runs_against_runs_carry_the_run_to_run_spread() {
+        let with = |mut r: ResultRow, ratio: f64| {
+            r.overhead =
+                Some(crate::report::Overhead::unpaired(ratio, Some([ratio * 0.99, ratio * 1.01]), None));
+            r
+        };
+        let run = |base: f64, ratio: f64| {
+            let mut r = rep(vec![
+                row("native", base, 0.2, "lower"),
+                with(row("c", base * ratio, 0.2, "lower"), ratio),
+            ]);
+            r.baselines = vec!["native".into()];
+            r
+        };
+        // The host drifts ±10 % run to run; the container's overhead is 2.0 ± 1 % in A, 2.4 in B.
+        let a = vec![run(10.0, 2.0), run(11.0, 2.02), run(9.5, 1.98), run(10.4, 2.0)];
+        let b = vec![run(10.6, 2.4), run(9.2, 2.41), run(11.1, 2.39), run(10.0, 2.4)];
+        let c = compare_runs(&a, "A", &b, "B", 5.0, false);
+        let ch = c.changes.iter().find(|c| c.environment == "c").unwrap();
+        assert_eq!((ch.judged_on, ch.verdict, ch.a_n, ch.b_n), ("overhead", REGRESSION, 4, 4));
+        let [l, h] = ch.overhead_change_ci95.unwrap();
+        assert!(l > 1.17 && h < 1.23 && (ch.overhead_change.unwrap() - 1.2).abs() < 0.01, "{ch:?}");
+        // Native's means moved within its run-to-run spread: no regression of the baseline.
+        let n = c.changes.iter().find(|c| c.environment == "native").unwrap();
+        assert_ne!(n.verdict, REGRESSION);
+        assert_eq!(c.regressions, 1);
+        // The same runs on both sides: no change; one run a side: no interval, inconclusive.
+        let same = compare_runs(&a, "A", &a, "A", 5.0, false);
+        assert_eq!(same.changes.iter().find(|c| c.environment == "c").unwrap().verdict, NO_CHANGE);
+        let one = compare_runs(&a[..1], "A", &b[..1], "B", 5.0, false);
+        assert_eq!(one.inconclusive, 2, "{:#?}", one.changes);
+        assert_eq!(welch_log_ratio(&[1.0, 2.0], &[0.0]), None);
     }
 
     #[test]

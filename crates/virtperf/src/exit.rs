@@ -11,6 +11,12 @@ pub enum ExitStatus {
     BadInput = 2,
     /// An environment of the experiment cannot run on this host. Nothing was created.
     Unavailable = 3,
+    /// `compare`, `history`, `ab` with `--fail-on`: a metric regressed beyond noise and the
+    /// threshold.
+    Regression = 4,
+    /// `compare`, `history`, `ab` with `--fail-on`: no regression, but a metric whose interval
+    /// neither shows nor rules out a change of the threshold's size.
+    Inconclusive = 5,
     /// Ctrl-C or SIGTERM: completed trials are saved; `run --resume` finishes the rest.
     Interrupted = 130,
 }

@@ -3,6 +3,7 @@
 //! One binary: `run`, `report`, `export`, `doctor`, and `agent` (the same binary runs inside every
 //! environment, so host and guest share one protocol and one set of workloads).
 
+mod ab;
 mod agent;
 mod compare;
 mod doctor;
@@ -10,6 +11,7 @@ mod env;
 mod exit;
 mod experiment;
 mod export;
+mod history;
 mod host;
 mod image;
 mod lab;
@@ -36,7 +38,9 @@ use virtperf_workload::Raw;
 
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 1 failure (or every trial failed); 2 bad input (nothing created);
-3 an environment cannot run here (see `virtperf doctor`); 130 interrupted (resume with `run --resume RUN`).";
+3 an environment cannot run here (see `virtperf doctor`); 4 a regression (compare, history, ab with
+--fail-on); 5 no regression but an inconclusive metric (the same); 130 interrupted (resume with
+`run --resume RUN`).";
 
 #[derive(Parser)]
 #[command(name = "virtperf", version, about = "A virtualization performance testbed: what does this isolation layer cost?", after_help = AFTER_HELP)]
@@ -56,9 +60,21 @@ enum Cmd {
     Report(ReportArgs),
     /// Compare two runs (of one database or two): each metric's change with its CI, regressions flagged
     #[command(
-        after_help = "A run is RUN (in --db), DB (its latest run) or DB:RUN.\nExamples:\n  virtperf compare 1 2\n  virtperf compare old.db new.db --threshold 10\n  virtperf compare lab.db:3 virtperf.db:1 --json --fail-on-regression"
+        after_help = "A run is RUN (in --db), DB (its latest run) or DB:RUN.\nExamples:\n  virtperf compare 1 2\n  virtperf compare old.db new.db --threshold 10\n  virtperf compare lab.db:3 virtperf.db:1 --json --fail-on 5% --junit verdicts.xml\n\nExit status with --fail-on: 4 a regression, 5 no regression but an inconclusive metric, 0 neither."
     )]
     Compare(CompareArgs),
+    /// Every stored run of one experiment as a series per metric: change points, and a verdict on
+    /// the latest run that CI can act on
+    #[command(
+        after_help = "A source is a database (every run in it), DB:RUN or a run id of --db; default: every run of --db.\nRuns are taken oldest first, those of the latest run's experiment name (or --name).\nExamples:\n  virtperf history\n  virtperf history nightly/*.db --fail-on 5% --junit history.xml\n  virtperf history --name default --last 20 --html history.html\n\nExit status with --fail-on: 4 the latest run regressed, 5 no regression but an inconclusive metric, 0 neither."
+    )]
+    History(HistoryArgs),
+    /// Run two experiments interleaved run by run (A B B A …) on this host and compare them runs
+    /// against runs: is B's change real or noise?
+    #[command(
+        after_help = "Each run is a whole `virtperf run` into DIR/a.db or DIR/b.db (its output in DIR/NN-A.log); the same --dir resumes.\nExamples:\n  virtperf ab before.toml after.toml --runs 4\n  virtperf ab a.toml b.toml --runs 6 --run-args '--reps 5' --fail-on 3% --junit ab.xml\n\nExit status with --fail-on: 4 B regressed, 5 no regression but an inconclusive metric, 0 neither."
+    )]
+    Ab(AbArgs),
     /// Write every raw sample of a run (default: the latest) as CSV or JSON
     #[command(
         after_help = "Examples:\n  virtperf export --format csv > samples.csv\n  virtperf export 3 --format json -o run3.json"
@@ -237,6 +253,9 @@ struct RunArgs {
     /// Also write the report as one self-contained HTML page
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Also write every metric in Bencher Metric Format (JSON that Bencher and dashboards read)
+    #[arg(long, value_name = "FILE")]
+    bencher: Option<PathBuf>,
     /// Validate the experiment and print its plan; create nothing
     #[arg(long)]
     dry_run: bool,
@@ -280,6 +299,9 @@ struct ReportArgs {
     /// Write every figure as a PNG file into this directory (made if missing; embedded font)
     #[arg(long, value_name = "DIR")]
     png: Option<PathBuf>,
+    /// Write every metric in Bencher Metric Format (JSON that Bencher and dashboards read)
+    #[arg(long, value_name = "FILE")]
+    bencher: Option<PathBuf>,
     /// The ratios' estimate: paired (trials that ran side by side; the default where the run's
     /// order is paired) or unpaired (ratio of means, Fieller's interval), to compare
     #[arg(long, value_enum)]
@@ -317,12 +339,105 @@ struct CompareArgs {
     /// One JSON document on stdout
     #[arg(long)]
     json: bool,
-    /// Exit with status 1 when a regression is found (for CI)
-    #[arg(long)]
+    /// For CI: the smallest change that matters (e.g. 5%, replacing --threshold); exit 4 when a
+    /// metric regressed by that much beyond noise, 5 when none did but some could have
+    /// (inconclusive), 0 otherwise
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    fail_on: Option<f64>,
+    /// --fail-on with --threshold's value
+    #[arg(long, conflicts_with = "fail_on")]
     fail_on_regression: bool,
+    /// Also write each metric's verdict as JUnit XML (a regression fails, inconclusive is skipped)
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
     /// Judge every row on its means, not environments on their overhead relative to the baseline
     #[arg(long)]
     raw: bool,
+}
+
+#[derive(Args)]
+struct HistoryArgs {
+    /// Databases (every run in each), DB:RUN, or run ids of --db [default: every run of --db]
+    sources: Vec<String>,
+    /// The database of bare run ids, and the default source
+    #[arg(long, default_value = "virtperf.db")]
+    db: PathBuf,
+    /// Only runs of this experiment name [default: the latest run's]
+    #[arg(long)]
+    name: Option<String>,
+    /// Only the latest N runs
+    #[arg(long, value_name = "N")]
+    last: Option<usize>,
+    /// Smallest change, in %, that counts as a regression or improvement (beyond noise too)
+    #[arg(long, default_value_t = 5.0)]
+    threshold: f64,
+    /// For CI: --threshold's value, and exit 4 when the latest run regressed, 5 when it may have
+    /// (inconclusive)
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    fail_on: Option<f64>,
+    /// Significance level of the change points
+    #[arg(long, default_value_t = 0.05)]
+    alpha: f64,
+    /// Fewest runs either side of a change point
+    #[arg(long, default_value_t = 3)]
+    min_runs: usize,
+    /// Every series, not only those with a change or a latest run that is not unchanged
+    #[arg(long)]
+    all: bool,
+    /// Follow every mean, not environments' overhead relative to the baseline
+    #[arg(long)]
+    raw: bool,
+    /// One JSON document on stdout
+    #[arg(long)]
+    json: bool,
+    /// Also write the history as a self-contained HTML page with a figure per metric
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write the latest run's verdicts as JUnit XML
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct AbArgs {
+    /// Experiment A (TOML): the reference
+    a: PathBuf,
+    /// Experiment B (TOML): the change
+    b: PathBuf,
+    /// Runs of each side, interleaved A B B A A B …
+    #[arg(long, default_value_t = 4)]
+    runs: usize,
+    /// Where the runs go (DIR/a.db, DIR/b.db, a log per run); an existing one is resumed
+    /// [default: ab-YYYYMMDD-HHMMSS]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Flags for every `virtperf run`, as one string (e.g. '--reps 5 --warmup 1')
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    run_args: Option<String>,
+    /// Smallest change, in %, that counts as a regression or improvement (beyond noise too)
+    #[arg(long, default_value_t = 5.0)]
+    threshold: f64,
+    /// For CI: --threshold's value, and exit 4 when B regressed, 5 when it may have
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    fail_on: Option<f64>,
+    /// Judge every row on its means, not environments on their overhead relative to the baseline
+    #[arg(long)]
+    raw: bool,
+    /// One JSON document on stdout
+    #[arg(long)]
+    json: bool,
+    /// Also write each metric's verdict as JUnit XML
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+}
+
+/// `--fail-on 5%`: a percentage ≥ 0, with or without its sign.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v = s.trim().trim_end_matches('%').trim();
+    match v.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err(format!("`{s}` is not a percentage ≥ 0 (e.g. 5% or 2.5)")),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -426,10 +541,11 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
 
 fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let outputs = match export::choose(a.json, a.full, a.html.as_deref(), None, None, false) {
-        Ok(t) => t,
-        Err(e) => return Err(bad_input(e)),
-    };
+    let outputs =
+        match export::choose(a.json, a.full, a.html.as_deref(), None, None, a.bencher.as_deref(), false) {
+            Ok(t) => t,
+            Err(e) => return Err(bad_input(e)),
+        };
     let opts = run::RunOpts {
         db: a.db.clone(),
         progress: !a.json,
@@ -564,11 +680,18 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Err(bad_input(e)),
     };
-    let outputs =
-        match export::choose(a.json, a.full, a.html.as_deref(), a.svg.as_deref(), a.png.as_deref(), true) {
-            Ok(t) => t,
-            Err(e) => return Err(bad_input(e)),
-        };
+    let outputs = match export::choose(
+        a.json,
+        a.full,
+        a.html.as_deref(),
+        a.svg.as_deref(),
+        a.png.as_deref(),
+        a.bencher.as_deref(),
+        true,
+    ) {
+        Ok(t) => t,
+        Err(e) => return Err(bad_input(e)),
+    };
     let rows = store.load(id)?;
     let rep = report::build_with(&rows, a.estimate.map(EstimateArg::estimate))?;
     export::write(&outputs, &export::RunData::new(&rows, &rep))?;
@@ -579,6 +702,11 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
         return Err(bad_input(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
     }
+    if let Some(j) = &a.junit {
+        export::check_writable(j).map_err(|e| bad_input(format!("--junit: {e}")))?;
+    }
+    let fail = a.fail_on.is_some() || a.fail_on_regression;
+    let threshold = a.fail_on.unwrap_or(a.threshold);
     let mut reports = Vec::new();
     for s in [&a.a, &a.b] {
         let r = match compare::parse_ref(s, &a.db) {
@@ -597,7 +725,7 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
         reports.push((format!("run {id} \"{}\" of {} ({})", rep.name, r.db.display(), rep.started_at), rep));
     }
     let ((an, ar), (bn, br)) = (&reports[0], &reports[1]);
-    let c = compare::compare(ar, an, br, bn, a.threshold, a.raw);
+    let c = compare::compare(ar, an, br, bn, threshold, a.raw);
     if c.changes.is_empty() {
         return Err(bad_input(format!(
             "nothing to compare: no environment / workload / metric of {an} is in {bn} (A has {}; B has {})",
@@ -610,7 +738,198 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
     } else {
         out(&compare::render(&c))?;
     }
-    Ok(if a.fail_on_regression && c.regressions > 0 { ExitStatus::Failure } else { ExitStatus::Success })
+    if let Some(j) = &a.junit {
+        let xml =
+            export::junit::render("virtperf compare", &format!("{an} → {bn}"), &compare::junit_cases(&c))?;
+        write_file(j, xml.as_bytes(), "JUnit verdicts")?;
+    }
+    Ok(compare::exit_status(c.regressions, c.inconclusive, fail))
+}
+
+fn cmd_history(a: HistoryArgs) -> anyhow::Result<ExitStatus> {
+    if !(a.threshold.is_finite() && a.threshold >= 0.0) {
+        return Err(bad_input(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
+    }
+    if !(a.alpha > 0.0 && a.alpha < 1.0) {
+        return Err(bad_input(format!("--alpha {}: a level between 0 and 1 (e.g. 0.05)", a.alpha)));
+    }
+    if a.min_runs < 2 {
+        return Err(bad_input(format!("--min-runs {}: at least 2 runs a side", a.min_runs)));
+    }
+    if a.last == Some(0) {
+        return Err(bad_input("--last 0: at least one run"));
+    }
+    for (flag, f) in [("--html", &a.html), ("--junit", &a.junit)] {
+        if let Some(f) = f {
+            export::check_writable(f).map_err(|e| bad_input(format!("{flag}: {e}")))?;
+        }
+    }
+    let sources = if a.sources.is_empty() { vec![a.db.display().to_string()] } else { a.sources.clone() };
+    // Every run the sources name, once: (db, id, info), oldest first.
+    let mut found: Vec<(PathBuf, store::RunInfo)> = Vec::new();
+    for s in &sources {
+        let r = compare::parse_ref(s, &a.db).map_err(bad_input)?;
+        let store = store::Store::open_existing(&r.db).map_err(|e| bad_input(format!("{s}: {e:#}")))?;
+        let infos = match r.run {
+            Some(id) => vec![store.run(id).map_err(|e| bad_input(format!("{s}: {e:#}")))?],
+            None => store.runs()?,
+        };
+        for info in infos {
+            if !found.iter().any(|(db, i)| *db == r.db && i.id == info.id) {
+                found.push((r.db.clone(), info));
+            }
+        }
+    }
+    found.sort_by(|(_, x), (_, y)| {
+        let t = |i: &store::RunInfo| store::epoch_ms(&i.started_at).unwrap_or(f64::NAN);
+        t(x).total_cmp(&t(y))
+    });
+    let Some(name) = a.name.clone().or_else(|| found.last().map(|(_, i)| i.name.clone())) else {
+        return Err(bad_input(format!("{}: no run to follow", sources.join(", "))));
+    };
+    let mut skipped = Vec::new();
+    let mut keep: Vec<(PathBuf, store::RunInfo)> = Vec::new();
+    for (db, info) in found {
+        let label = format!("{}:{}", db.display(), info.id);
+        if info.name != name {
+            continue;
+        }
+        if info.status != store::RunStatus::Completed {
+            skipped.push(format!("{label} ({})", info.status));
+            continue;
+        }
+        keep.push((db, info));
+    }
+    if keep.is_empty() {
+        return Err(bad_input(format!("no completed run named \"{name}\" in {}", sources.join(", "))));
+    }
+    if let Some(n) = a.last {
+        let cut = keep.len().saturating_sub(n);
+        keep.drain(..cut);
+    }
+    let mut runs = Vec::new();
+    for (db, info) in keep {
+        let store = store::Store::open_existing(&db)?;
+        let rep = report::build(&store.load(info.id)?)?;
+        let point = history::RunPoint {
+            db: db.display().to_string(),
+            run: info.id,
+            name: info.name.clone(),
+            started_at: info.started_at.clone(),
+        };
+        runs.push((point, rep));
+    }
+    let opts = history::Options {
+        threshold_pct: a.fail_on.unwrap_or(a.threshold),
+        alpha: a.alpha,
+        min_runs: a.min_runs,
+        raw: a.raw,
+    };
+    let h = history::build(&name, runs, skipped, &opts);
+    if a.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&h)?))?;
+    } else {
+        out(&history::render(&h, a.all))?;
+    }
+    if let Some(f) = &a.html {
+        write_file(f, history::page(&h).as_bytes(), "HTML history")?;
+    }
+    if let Some(j) = &a.junit {
+        let suite = format!("history of {name}: the latest run");
+        let xml = export::junit::render("virtperf history", &suite, &history::junit_cases(&h))?;
+        write_file(j, xml.as_bytes(), "JUnit verdicts")?;
+    }
+    Ok(compare::exit_status(h.regressions, h.inconclusive, a.fail_on.is_some()))
+}
+
+fn cmd_ab(a: AbArgs) -> anyhow::Result<ExitStatus> {
+    if !(a.threshold.is_finite() && a.threshold >= 0.0) {
+        return Err(bad_input(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
+    }
+    if a.runs < 2 {
+        return Err(bad_input(format!(
+            "--runs {}: at least 2 runs a side (an interval over runs needs two)",
+            a.runs
+        )));
+    }
+    if let Some(j) = &a.junit {
+        export::check_writable(j).map_err(|e| bad_input(format!("--junit: {e}")))?;
+    }
+    let run_args = match &a.run_args {
+        Some(s) => {
+            shlex::split(s).ok_or_else(|| bad_input(format!("--run-args `{s}`: unbalanced quotes")))?
+        }
+        None => Vec::new(),
+    };
+    if let Some(bad) =
+        run_args.iter().find(|f| matches!(f.as_str(), "--db" | "--resume" | "--dry-run" | "--json"))
+    {
+        return Err(bad_input(format!("--run-args: {bad} is ab's to set, not a run flag to pass")));
+    }
+    let dir = a.dir.clone().unwrap_or_else(|| {
+        let now = store::now_rfc3339().replace(['-', ':'], "");
+        PathBuf::from(format!("ab-{}", now.get(..15).unwrap_or(&now).replace('T', "-")))
+    });
+    let opts = ab::Opts { a: a.a.clone(), b: a.b.clone(), runs: a.runs, dir, run_args };
+    let child = |e: anyhow::Error| -> anyhow::Result<ExitStatus> {
+        match e.downcast_ref::<ab::ChildFailed>().and_then(|c| c.code) {
+            Some(2) => Err(bad_input(e)),
+            Some(3) => {
+                eprintln!("virtperf: {e:#}");
+                Ok(ExitStatus::Unavailable)
+            }
+            Some(130) => {
+                eprintln!("virtperf: {e:#}\n(`virtperf ab` with the same --dir resumes)");
+                Ok(ExitStatus::Interrupted)
+            }
+            _ => Err(e),
+        }
+    };
+    if let Err(e) = ab::validate(&opts) {
+        return child(e);
+    }
+    if let Err(e) = ab::run_all(&opts) {
+        return child(e);
+    }
+    let (ra, rb) = (ab::reports(&opts.db(ab::Side::A))?, ab::reports(&opts.db(ab::Side::B))?);
+    let name = |s: ab::Side, n: usize| {
+        format!("{} ({n} run(s) in {})", opts.file(s).display(), opts.db(s).display())
+    };
+    let threshold = a.fail_on.unwrap_or(a.threshold);
+    let c = compare::compare_runs(
+        &ra,
+        &name(ab::Side::A, ra.len()),
+        &rb,
+        &name(ab::Side::B, rb.len()),
+        threshold,
+        a.raw,
+    );
+    if c.changes.is_empty() {
+        return Err(bad_input(format!(
+            "nothing to compare: A and B share no environment / workload / metric (A has {}; B has {})",
+            c.only_in_a.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            c.only_in_b.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if a.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&c)?))?;
+    } else {
+        out("Interleaved A B B A …; each figure is a run's, B/A the ratio of geometric means over runs with Welch's 95 % interval.\n")?;
+        out(&compare::render(&c))?;
+    }
+    if let Some(j) = &a.junit {
+        let xml = export::junit::render("virtperf ab", "A → B", &compare::junit_cases(&c))?;
+        write_file(j, xml.as_bytes(), "JUnit verdicts")?;
+    }
+    Ok(compare::exit_status(c.regressions, c.inconclusive, a.fail_on.is_some()))
+}
+
+/// Writes a whole file atomically and says so on stderr.
+fn write_file(path: &std::path::Path, bytes: &[u8], what: &str) -> anyhow::Result<()> {
+    host::write_atomic(path, bytes)
+        .map_err(|e| anyhow::anyhow!("cannot write the {what} {}: {e}", path.display()))?;
+    eprintln!("virtperf: {what} → {}", path.display());
+    Ok(())
 }
 
 fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
@@ -768,6 +1087,8 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cmd_run(*a),
         Cmd::Report(a) => cmd_report(a),
         Cmd::Compare(a) => cmd_compare(a),
+        Cmd::History(a) => cmd_history(a),
+        Cmd::Ab(a) => cmd_ab(a),
         Cmd::Export(a) => cmd_export(a),
         Cmd::Doctor(a) => cmd_doctor(a),
         Cmd::Image(ImageCmd::Build(a)) => cmd_image_build(a),

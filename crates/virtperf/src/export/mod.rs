@@ -6,9 +6,11 @@
 //! To add a format: a file here with its exporter, a variant of [`Format`] and its line in
 //! [`Format::exporter`]; then a flag that asks for it (main.rs).
 
+pub mod bencher;
 mod csv;
 mod html;
 mod json;
+pub mod junit;
 mod png;
 mod samples;
 mod text;
@@ -82,6 +84,8 @@ pub enum Format {
     Svg,
     /// Every figure as a PNG file (`--png DIR`), drawn with an embedded font.
     Png,
+    /// Each metric in Bencher Metric Format (`--bencher FILE`).
+    Bencher,
 }
 
 impl Format {
@@ -95,6 +99,7 @@ impl Format {
             Format::Html => Box::new(html::HtmlPage),
             Format::Svg => Box::new(html::SvgFigures),
             Format::Png => Box::new(png::PngFigures),
+            Format::Bencher => Box::new(bencher::BencherJson),
         }
     }
 }
@@ -145,6 +150,7 @@ pub fn choose(
     html: Option<&Path>,
     svg: Option<&Path>,
     png: Option<&Path>,
+    bencher: Option<&Path>,
     files_only_when_asked: bool,
 ) -> Result<Vec<Target>, String> {
     let mut targets = Vec::new();
@@ -152,13 +158,16 @@ pub fn choose(
         targets.push(Target::new(Format::Json, Dest::Stdout));
     } else if full {
         targets.push(Target::new(Format::Table, Dest::Stdout));
-    } else if !(files_only_when_asked && (html.is_some() || svg.is_some() || png.is_some())) {
+    } else if !(files_only_when_asked
+        && (html.is_some() || svg.is_some() || png.is_some() || bencher.is_some()))
+    {
         targets.push(Target::new(Format::Summary, Dest::Stdout));
     }
     for (flag, format, dest) in [
         ("--html", Format::Html, html.map(|p| Dest::File(p.to_path_buf()))),
         ("--svg", Format::Svg, svg.map(|d| Dest::Dir(d.to_path_buf()))),
         ("--png", Format::Png, png.map(|d| Dest::Dir(d.to_path_buf()))),
+        ("--bencher", Format::Bencher, bencher.map(|p| Dest::File(p.to_path_buf()))),
     ] {
         if let Some(dest) = dest {
             let t = Target::new(format, dest);
@@ -375,22 +384,39 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let html = dir.path().join("r.html");
         let formats = |t: Vec<Target>| t.into_iter().map(|t| t.format).collect::<Vec<_>>();
-        assert_eq!(formats(choose(false, false, None, None, None, true).unwrap()), [Format::Summary]);
-        assert_eq!(formats(choose(true, true, None, None, None, true).unwrap()), [Format::Json]);
-        assert_eq!(formats(choose(false, true, None, None, None, true).unwrap()), [Format::Table]);
+        assert_eq!(formats(choose(false, false, None, None, None, None, true).unwrap()), [Format::Summary]);
+        assert_eq!(formats(choose(true, true, None, None, None, None, true).unwrap()), [Format::Json]);
+        assert_eq!(formats(choose(false, true, None, None, None, None, true).unwrap()), [Format::Table]);
         // `report --html`: only the file; `run --html`: the summary too.
-        assert_eq!(formats(choose(false, false, Some(&html), None, None, true).unwrap()), [Format::Html]);
         assert_eq!(
-            formats(choose(false, false, Some(&html), None, None, false).unwrap()),
+            formats(choose(false, false, Some(&html), None, None, None, true).unwrap()),
+            [Format::Html]
+        );
+        assert_eq!(
+            formats(choose(false, false, Some(&html), None, None, None, false).unwrap()),
             [Format::Summary, Format::Html]
         );
-        let e = choose(false, false, None, Some(&html.join("x/y")), None, true).unwrap_err();
+        let e = choose(false, false, None, Some(&html.join("x/y")), None, None, true).unwrap_err();
         assert!(e.starts_with("--svg: "), "{e}");
-        let e = choose(false, false, None, None, Some(&html.join("x/y")), true).unwrap_err();
+        let e = choose(false, false, None, None, Some(&html.join("x/y")), None, true).unwrap_err();
         assert!(e.starts_with("--png: "), "{e}");
-        assert_eq!(formats(choose(false, false, None, None, Some(dir.path()), true).unwrap()), [Format::Png]);
-        let e = choose(false, false, Some(dir.path()), None, None, true).unwrap_err();
+        assert_eq!(
+            formats(choose(false, false, None, None, Some(dir.path()), None, true).unwrap()),
+            [Format::Png]
+        );
+        let e = choose(false, false, Some(dir.path()), None, None, None, true).unwrap_err();
         assert!(e.starts_with("--html: ") && e.contains("is a directory"), "{e}");
+        let bmf = dir.path().join("bmf.json");
+        assert_eq!(
+            formats(choose(false, false, None, None, None, Some(&bmf), true).unwrap()),
+            [Format::Bencher]
+        );
+        assert_eq!(
+            formats(choose(false, false, None, None, None, Some(&bmf), false).unwrap()),
+            [Format::Summary, Format::Bencher]
+        );
+        let e = choose(false, false, None, None, None, Some(&html.join("x/y")), true).unwrap_err();
+        assert!(e.starts_with("--bencher"), "{e}");
     }
 
     #[test]

@@ -316,6 +316,100 @@ pub fn lines(
     figure(id, title, c, &(x_desc, y_desc, series))
 }
 
+/// One environment's figure run after run (`history`): (run number from 1, value, interval).
+#[derive(Debug, Clone)]
+pub struct RunLine {
+    pub name: String,
+    pub color: usize,
+    pub points: Vec<(usize, f64, Option<[f64; 2]>)>,
+}
+
+/// Series over runs: each run a dot with its interval as a whisker, the dots of one environment
+/// joined; each change point a dashed vertical line before its run, labelled with its size
+/// (`marks`: run number, label). Log y when the values span a decade.
+pub fn over_runs(
+    id: &str,
+    title: &str,
+    y_desc: &str,
+    runs: usize,
+    series: &[RunLine],
+    marks: &[(usize, String)],
+) -> DrawResult<Figure> {
+    if series.iter().all(|s| s.points.is_empty()) || runs == 0 {
+        return Err(format!("{title}: no points"));
+    }
+    let (left, right, top, plot_h) = (78.0, W - 18.0, 30.0, 230.0);
+    let bottom = top + plot_h;
+    let entries: Vec<(String, String, bool)> =
+        series.iter().map(|s| (s.name.clone(), svg::color(s.color).to_string(), false)).collect();
+    let rows = {
+        let mut probe = Canvas::new(1000.0);
+        svg::legend(&mut probe, 0.0, 10.0, &entries)
+    };
+    let mut c = Canvas::new(bottom + 46.0 + rows + 6.0);
+    let x = Axis { lo: 0.5, hi: runs as f64 + 0.5, log: false, a: left, b: right };
+    let ys = || {
+        series.iter().flat_map(|s| {
+            s.points
+                .iter()
+                .flat_map(|(_, v, ci)| [Some(*v), ci.map(|c| c[0]), ci.map(|c| c[1])].into_iter().flatten())
+        })
+    };
+    let y = Axis::over(ys(), Axis::wants_log(ys()), false, bottom, top);
+    // Run numbers: every run while they fit, else 1-2-5 steps.
+    let step = [1usize, 2, 5, 10, 20, 50, 100].into_iter().find(|k| (runs / k) <= 24).unwrap_or(200);
+    for r in (1..=runs).filter(|r| *r == 1 || r % step == 0) {
+        let px = x.px(r as f64);
+        c.line(px, top, px, bottom, "grid");
+        c.text(px, bottom + 14.0, &r.to_string(), Anchor::Middle, SMALL, None);
+    }
+    c.line(x.a, bottom, x.b, bottom, "ax");
+    c.text((x.a + x.b) / 2.0, bottom + 34.0, "run, oldest → latest", Anchor::Middle, TEXT, None);
+    y_axis(&mut c, &y, left, right, y_desc);
+    let mut free_from = f64::NEG_INFINITY;
+    for (run, label) in marks {
+        let px = x.px(*run as f64 - 0.5);
+        c.line(px, top, px, bottom, "ref");
+        let w = svg::text_width(label, SMALL);
+        if px - w / 2.0 >= free_from {
+            c.text(px.clamp(left + w / 2.0, right - w / 2.0), top - 10.0, label, Anchor::Middle, SMALL, None);
+            free_from = px + w / 2.0 + 6.0;
+        }
+    }
+    for s in series {
+        let col = svg::color(s.color);
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter(|(_, v, _)| v.is_finite() && (!y.log || *v > 0.0))
+            .map(|(r, v, _)| (x.px(*r as f64), y.px(*v)))
+            .collect();
+        c.polyline(&pts, col, false);
+        for (r, v, ci) in &s.points {
+            if !(v.is_finite() && (!y.log || *v > 0.0)) {
+                continue;
+            }
+            let px = x.px(*r as f64);
+            if let Some([l, h]) = ci.filter(|[l, h]| l.is_finite() && h.is_finite() && (!y.log || *l > 0.0)) {
+                c.stroke(px, y.px(l.max(y.lo)), px, y.px(h.min(y.hi)), col, 1.5);
+            }
+            let tip = match ci {
+                Some([l, h]) => format!(
+                    "{}, run {r}: {} [{}, {}]",
+                    s.name,
+                    super::fmt_num(*v),
+                    super::fmt_num(*l),
+                    super::fmt_num(*h)
+                ),
+                None => format!("{}, run {r}: {}", s.name, super::fmt_num(*v)),
+            };
+            c.dot(px, y.px(*v), 3.5, col, false, &tip);
+        }
+    }
+    svg::legend(&mut c, bottom + 42.0, 10.0, &entries);
+    figure(id, title, c, &(y_desc, runs, series, marks))
+}
+
 /// One bar per group, stacked from its parts (N instances: each instance's figure), the sum on
 /// top, an optional dashed ceiling; `sub` labels under each bar (Jain's index).
 #[derive(Debug, Clone)]

@@ -151,13 +151,17 @@ fn slug(s: &str) -> String {
 
 /// Collects figures; a figure that cannot be drawn becomes a visible note, not a failed report.
 /// Figures of one section go into one grid (two columns where they fit).
-struct Figs {
+#[derive(Default)]
+pub struct Figs {
     all: Vec<Figure>,
     used: BTreeMap<String, usize>,
 }
 
 impl Figs {
-    fn add(&mut self, made: Result<Figure, String>) -> String {
+    pub fn new() -> Figs {
+        Figs::default()
+    }
+    pub fn add(&mut self, made: Result<Figure, String>) -> String {
         match made {
             Ok(mut f) => {
                 let base = slug(&f.id);
@@ -179,7 +183,7 @@ impl Figs {
     }
 }
 
-fn grid(figs: &str) -> String {
+pub fn grid(figs: &str) -> String {
     if figs.is_empty() {
         String::new()
     } else {
@@ -223,7 +227,7 @@ const CHECK_SCRIPT: &str = r#"addEventListener('load',function(){var d=document,
 
 /// Builds the page of the run read into `rows`, whose report is `r`.
 pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
-    let mut figs = Figs { all: Vec::new(), used: BTreeMap::new() };
+    let mut figs = Figs::new();
     let colors: BTreeMap<String, usize> =
         r.environments.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
     let color = |env: &str| colors.get(env).copied().unwrap_or(0);
@@ -243,12 +247,17 @@ pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
     body += &failures(r);
     body += &host(r);
     body += "<p class=\"muted\">mean ± 95 % CI half-width; ×ratio to the baseline [Fieller CI at the level the notes state]; cost = times the baseline's time (or its rate over this one's), so above 1 is slower whichever way the metric points. Raw samples: <code>virtperf export</code>.</p>\n";
-    let html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"color-scheme\" content=\"light dark\">\n<title>virtperf run {} — {}</title>\n<style>{STYLE}</style>\n<script>{CHECK_SCRIPT}</script>\n</head><body>\n{body}</body></html>\n",
-        r.run_id,
-        esc(&r.name)
-    );
+    let html = page(&format!("virtperf run {} — {}", r.run_id, r.name), &body);
     Ok(Page { html, figures: figs.all })
+}
+
+/// A whole page around `body` with the report's style and the script the headless checks read
+/// (`history --html` uses it too); `title` is escaped here.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"color-scheme\" content=\"light dark\">\n<title>{}</title>\n<style>{STYLE}</style>\n<script>{CHECK_SCRIPT}</script>\n</head><body>\n{body}</body></html>\n",
+        esc(title)
+    )
 }
 
 fn header(r: &Report) -> String {

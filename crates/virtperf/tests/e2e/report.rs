@@ -300,8 +300,25 @@ pub(crate) fn compare_flags_a_slowed_environment_only() -> Outcome {
     assert!(!regressions.iter().any(|r| r == "native / cpu_rate"), "native did not change: {regressions:?}");
     let text = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap()], &fx.env());
     assert!(String::from_utf8_lossy(&text.stdout).contains("REGRESSION"));
+    // For CI: a regression exits 4, whether asked as --fail-on-regression or --fail-on P%.
     let fail = vp(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--fail-on-regression"], &fx.env());
-    assert_eq!(fail.status.code(), Some(1));
+    assert_eq!(fail.status.code(), Some(4));
+    let junit = fx.path("c.xml");
+    let fail = vp(
+        &[
+            "compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--fail-on",
+            "10%",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+        &fx.env(),
+    );
+    assert_eq!(fail.status.code(), Some(4), "{}", String::from_utf8_lossy(&fail.stdout));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<failure") && xml.contains("cpu_rate"), "{xml}");
     let same =
         vp(&["compare", &format!("{}:1", a.display()), &format!("{}:1", a.display()), "--json"], &fx.env());
     let same: serde_json::Value = serde_json::from_slice(&same.stdout).unwrap();
@@ -322,6 +339,186 @@ pub(crate) fn compare_flags_a_slowed_environment_only() -> Outcome {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
+
+/// `history` and `ab` on real runs: a native and a container computing; the container given half
+/// a CPU from the fifth of eight runs on. `history` finds the change at that run, judges the latest run
+/// against the level before it and exits 4 under `--fail-on`, with its JSON, JUnit, Bencher and a
+/// page a browser draws; `ab` interleaves A and B (A B B A), flags the same regression runs against
+/// runs, exits 4, and a second call with the same directory resumes with nothing left to run. Bad
+/// input exits 2 and creates nothing.
+pub(crate) fn history_and_ab_give_verdicts_ci_can_act_on() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let exp = |cpus: &str| {
+        format!(
+            "name = \"hist\"\nreps = 4\nwarmup = 1\n[[env]]\nkind = \"native\"\n[[env]]\nkind = \"container\"\nname = \"c\"\ncpus = {cpus}\n[[workload]]\nkind = \"cpu\"\niterations = 100000000\n"
+        )
+    };
+    let (a, b) = (fx.path("a.toml"), fx.path("b.toml"));
+    std::fs::write(&a, exp("2")).unwrap();
+    std::fs::write(&b, exp("0.5")).unwrap();
+    let db = fx.path("h.db");
+    let dbs = db.to_str().unwrap();
+    // Eight runs: the fewest in which a change point can be significant at 5 % (2 / C(8, 4)).
+    for file in [&a, &a, &a, &a, &b, &b, &b, &b] {
+        fx.ok_on("h.db", &format!("run {}", file.display()));
+    }
+    // The change: found at run 5, a regression of the container's rate overhead (×0.5).
+    let out = vp(&["history", dbs, "--json", "--all"], &fx.env());
+    assert_eq!(out.status.code(), Some(0), "no --fail-on: exit 0: {}", String::from_utf8_lossy(&out.stderr));
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(h["runs"].as_array().unwrap().len(), 8);
+    let series = h["series"].as_array().unwrap();
+    let c = series
+        .iter()
+        .find(|s| s["environment"] == "c" && s["metric"] == "cpu_rate")
+        .unwrap_or_else(|| panic!("no container cpu_rate series: {h:#}"));
+    assert_eq!(c["judged_on"], "overhead");
+    let changes = c["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "one change in the container's rate: {c:#}");
+    assert_eq!(changes[0]["run"], 4, "at the fifth run: {c:#}");
+    assert_eq!(changes[0]["verdict"], "regression", "{c:#}");
+    let ratio = changes[0]["ratio"].as_f64().unwrap();
+    // Half a CPU halves the rate; a shared host can move the full-CPU side a little.
+    assert!((0.35..0.7).contains(&ratio), "the change is ×{ratio}, about ×0.5 expected: {c:#}");
+    // The latest run at the fifth: regressed against the four before it, exit 4, JUnit fails it.
+    let junit = fx.path("h.xml");
+    let html = fx.path("h.html");
+    let src: Vec<String> = (1..=5).map(|i| format!("{dbs}:{i}")).collect();
+    let mut args: Vec<&str> = vec!["history"];
+    args.extend(src.iter().map(String::as_str));
+    args.extend(["--fail-on", "10%", "--junit", junit.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    let out = vp(&args, &fx.env());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "a regression in the latest run: exit 4\n{text}");
+    assert!(text.starts_with("History of \"hist\": 5 run(s)"), "{text}");
+    assert!(text.contains("REGRESSED on"), "the answer first: {text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let failed: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("failure"))
+        .filter_map(|n| n.parent())
+        .map(|t| format!("{} {}", t.attribute("classname").unwrap_or(""), t.attribute("name").unwrap_or("")))
+        .collect();
+    assert!(failed.iter().any(|f| f.starts_with("c / cpu") && f.ends_with("cpu_rate")), "{failed:?}\n{xml}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("fig-history-"), "a figure per metric");
+    match browser() {
+        None => dropped("the history page in a browser", "no headless browser"),
+        Some(_) => {
+            let (dom, stderr) = browse(&html, None);
+            assert!(console_errors(&stderr).is_empty(), "{stderr}");
+            let (total, ok) = body_attr(&dom, "data-figures").split_once('/').unwrap_or(("", "x"));
+            assert!(total.parse::<usize>().unwrap_or(0) > 0 && total == ok, "{ok} of {total} figures drawn");
+            let example = body_attr(&dom, "data-example");
+            assert_eq!(body_attr(&dom, "data-overflow"), "0", "past the right edge: {example}");
+            assert_eq!(body_attr(&dom, "data-overlaps"), "0", "texts over each other: {example}");
+        }
+    }
+    // Bencher's format of one run: every row a measure, overheads beside.
+    let bmf = fx.path("bmf.json");
+    fx.ok_on("h.db", &format!("report 5 --bencher {}", bmf.display()));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&bmf).unwrap()).unwrap();
+    let bench =
+        doc.as_object().unwrap().iter().find(|(k, _)| k.starts_with("c / cpu")).map(|(_, v)| v).unwrap();
+    assert!(bench["cpu_rate"]["value"].as_f64().unwrap() > 0.0, "{doc:#}");
+    let o = &bench["cpu_rate overhead"];
+    assert!(o["lower_value"].as_f64().unwrap() <= o["value"].as_f64().unwrap(), "{doc:#}");
+
+    // ab: A B B A, runs against runs.
+    let dir = fx.path("ab");
+    let ab_args = |json: bool| {
+        let mut v = vec![
+            "ab".to_string(),
+            a.display().to_string(),
+            b.display().to_string(),
+            "--runs".into(),
+            "2".into(),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--run-args".into(),
+            "--reps 3".into(),
+            "--fail-on".into(),
+            "10%".into(),
+        ];
+        if json {
+            v.push("--json".into());
+        }
+        v
+    };
+    let args = ab_args(true);
+    let out = vp(&args.iter().map(String::as_str).collect::<Vec<_>>(), &fx.env());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "B regressed: exit 4\n{err}");
+    // "ab: run 2/4: B (b.toml) … 2 s"
+    let order: String = err
+        .lines()
+        .filter(|l| l.starts_with("ab: run "))
+        .filter_map(|l| l.split(": ").nth(2).and_then(|x| x.chars().next()))
+        .collect();
+    assert_eq!(order, "ABBA", "{err}");
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = c["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["environment"] == "c" && x["metric"] == "cpu_rate")
+        .unwrap_or_else(|| panic!("{c:#}"));
+    assert_eq!(
+        (row["verdict"].as_str(), row["a_n"].as_u64(), row["b_n"].as_u64()),
+        (Some("regression"), Some(2), Some(2)),
+        "{row:#}"
+    );
+    for k in 1..=4 {
+        assert!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .any(|f| f.file_name().to_string_lossy().starts_with(&format!("0{k}-"))),
+            "a log per run"
+        );
+    }
+    // The same directory again: nothing left to run, the same verdict.
+    let args = ab_args(false);
+    let again = vp(&args.iter().map(String::as_str).collect::<Vec<_>>(), &fx.env());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(4), "{err}");
+    assert!(err.contains("holds 2 run(s) of A and 2 of B") && !err.contains("ab: run "), "{err}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("REGRESSION"));
+
+    // Bad input: exit 2, nothing made.
+    let none = fx.path("never");
+    for (args, what) in [
+        (vec!["ab", a.to_str().unwrap(), "/no/such.toml", "--dir", none.to_str().unwrap()], "such.toml"),
+        (
+            vec![
+                "ab",
+                a.to_str().unwrap(),
+                b.to_str().unwrap(),
+                "--runs",
+                "1",
+                "--dir",
+                none.to_str().unwrap(),
+            ],
+            "--runs 1",
+        ),
+        (vec!["history", "/no/such.db"], "neither"),
+        (vec!["history", dbs, "--name", "other"], "no completed run named"),
+        (vec!["history", dbs, "--fail-on", "five"], "percentage"),
+    ] {
+        let out = vp(&args, &fx.env());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+    assert!(!none.exists(), "a refused ab made its directory");
     fx.assert_no_leftovers();
     Outcome::Pass
 }
