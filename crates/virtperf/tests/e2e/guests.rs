@@ -613,3 +613,38 @@ pub(crate) fn qemu_killed_during_boot_is_swept() -> Outcome {
 fn qemu_named(mark: &str) -> Option<u32> {
     qemu_guests().into_iter().find(|(_, n)| n.starts_with(mark)).map(|(pid, _)| pid)
 }
+
+/// `qemu:binary=PATH` runs that QEMU (a build of one's own; two of them side by side with `ab`):
+/// here a wrapper that marks it ran and starts Debian's; the run records its path and version.
+/// A path that is not a file is bad input (exit 2), nothing created.
+pub(crate) fn qemu_binary_runs_the_build_it_names() -> Outcome {
+    if let Some(why) = need_qemu().or_else(|| doctor_unusable("qemu")) {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let wrapper = fx.path("my-qemu");
+    let marker = fx.path("my-qemu.ran");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\necho \"$$\" >> {}\nexec qemu-system-x86_64 \"$@\"\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let doc = fx.json(&format!(
+        "run --env native --env qemu:binary={},name=mine --workload intmix:iterations=1000000 --reps 1 --warmup 0",
+        wrapper.display()
+    ));
+    assert!(marker.exists(), "the wrapper never ran");
+    let runtime = doc["manifest"]["runtimes"]["mine"].as_str().unwrap_or_default();
+    assert!(runtime.contains("QEMU") && runtime.contains(wrapper.to_str().unwrap()), "recorded: {runtime:?}");
+    assert!(row_or_fail(&doc, "mine", "intmix_rate")["mean"].as_f64().is_some_and(|v| v > 0.0));
+    let out = fx.vp("run --env qemu:binary=/no/such/qemu --workload intmix --reps 1");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("binary"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}

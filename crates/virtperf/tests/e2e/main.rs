@@ -82,6 +82,7 @@ fn main() {
         network::link_delay_shows_in_round_trips_or_is_refused,
         guests::qemu_guests_carry_tcp_through_virtio_and_e1000,
         guests::qemu_microvm_guest_clock_agrees_with_the_host,
+        guests::qemu_binary_runs_the_build_it_names,
         guests::qemu_two_instances_stream_together,
         guests::qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on,
         guests::qemu_killed_during_boot_is_swept,

@@ -94,6 +94,12 @@ const PARAMS: &[ParamSpec] = &[
         help: "host CPUs for the vCPU threads, e.g. 1 or 0,1 (vCPU i on the i-th, round robin)",
     },
     ParamSpec {
+        name: "binary",
+        kind: ParamKind::Text,
+        default: Some(BINARY),
+        help: "the QEMU to run: a path or a name on PATH (two builds compared with `virtperf ab`)",
+    },
+    ParamSpec {
         name: "qemu_args",
         kind: ParamKind::Text,
         default: None,
@@ -139,6 +145,7 @@ struct QemuParams {
     cache: String,
     disk_size: u64,
     pin: Option<String>,
+    binary: String,
     qemu_args: Option<String>,
     kernel: Option<String>,
     initrd: Option<String>,
@@ -163,6 +170,7 @@ impl QemuParams {
             cache: text("cache").unwrap_or_default(),
             disk_size: num("disk_size"),
             pin: text("pin"),
+            binary: text("binary").unwrap_or_else(|| BINARY.to_string()),
             qemu_args: text("qemu_args"),
             kernel: text("kernel"),
             initrd: text("initrd"),
@@ -212,15 +220,21 @@ pub(crate) fn image_for(params: &BTreeMap<String, Value>) -> Result<Image, image
 }
 
 /// Whether this QEMU has `-sandbox` (built with seccomp): its `-help` lists the option then.
-fn sandbox_supported() -> bool {
-    static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *S.get_or_init(|| {
-        Command::new(BINARY)
-            .arg("-help")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
-            .unwrap_or(false)
-    })
+/// Asked once per binary.
+fn sandbox_supported(binary: &str) -> bool {
+    static S: Mutex<BTreeMap<String, bool>> = Mutex::new(BTreeMap::new());
+    if let Some(known) = S.lock().ok().and_then(|m| m.get(binary).copied()) {
+        return known;
+    }
+    let has = Command::new(binary)
+        .arg("-help")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
+        .unwrap_or(false);
+    if let Ok(mut m) = S.lock() {
+        m.insert(binary.to_string(), has);
+    }
+    has
 }
 
 /// Pins each vCPU thread (`CPU n/TCG`, `CPU n/KVM`, named with debug-threads) of QEMU `pid`
@@ -334,6 +348,9 @@ impl Environment for Qemu {
         if p.kernel.is_some() && p.kernel_package.is_some() {
             return Err(ParamError::new("kernel_package", "give kernel= or kernel_package=, not both"));
         }
+        if p.binary.contains('/') && !Path::new(&p.binary).is_file() {
+            return Err(ParamError::new("binary", format!("{} does not exist or is not a file", p.binary)));
+        }
         for (k, path) in [("kernel", &p.kernel), ("initrd", &p.initrd)] {
             if let Some(path) = path {
                 if !Path::new(path).is_file() {
@@ -352,13 +369,19 @@ impl Environment for Qemu {
         Ok(())
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
-        if crate::host::which(BINARY).is_none() {
+        let p = QemuParams::of(params);
+        if p.binary != BINARY && crate::host::which(&p.binary).is_none() {
+            return Availability::no(
+                format!("binary={} is not an executable file (nor a program on PATH)", p.binary),
+                "give the path of a qemu-system-x86_64 you built, or leave binary= out for Debian's",
+            );
+        }
+        if crate::host::which(&p.binary).is_none() {
             return Availability::no(
                 format!("{BINARY} is not installed"),
                 "apt-get install -y qemu-system-x86   (or: make deps)",
             );
         }
-        let p = QemuParams::of(params);
         if p.initrd.is_none() {
             if let Err(e) = image::find_busybox() {
                 return Availability::no(
@@ -387,7 +410,7 @@ impl Environment for Qemu {
                 )
             }
             Ok((_, why)) => {
-                Availability::yes(format!("{} found; {why}", runtime_version().unwrap_or_default()))
+                Availability::yes(format!("{} found; {why}", runtime_version(&p.binary).unwrap_or_default()))
             }
             Err((why, fix)) => Availability::no(why, fix),
         }
@@ -399,8 +422,11 @@ impl Environment for Qemu {
         image_for(params).map(|_| ()).map_err(|e| format!("the guest image: {e}"))
     }
     fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
-        let mut v = runtime_version()?;
         let p = QemuParams::of(params);
+        let mut v = runtime_version(&p.binary)?;
+        if p.binary != BINARY {
+            let _ = write!(v, " ({})", p.binary);
+        }
         if let Ok((accel, why)) = decide_accel(&p.accel, &KvmFacts::probe(), p.kernel.is_some()) {
             let _ = write!(v, "; accel {} ({why})", accel.as_str());
         }
@@ -492,10 +518,10 @@ impl Environment for Qemu {
                     .collect(),
             },
             disk,
-            sandbox: sandbox_supported(),
+            sandbox: sandbox_supported(&p.binary),
             extra: p.qemu_args.as_deref().and_then(shlex::split).unwrap_or_default(),
         };
-        let mut cmd = Command::new(BINARY);
+        let mut cmd = Command::new(&p.binary);
         cmd.args(command_line(&cfg)).current_dir(&dir);
         // The console log lives in the instance's directory while it runs (bounded: rotated).
         let log = Some(dir.join("console.log"));
@@ -516,8 +542,8 @@ impl Environment for Qemu {
     }
 }
 
-fn runtime_version() -> Option<String> {
-    crate::host::version_of(BINARY).map(|v| v.replace(" emulator", ""))
+fn runtime_version(binary: &str) -> Option<String> {
+    crate::host::version_of(binary).map(|v| v.replace(" emulator", ""))
 }
 
 #[cfg(test)]
@@ -681,5 +707,19 @@ mod tests {
         assert_eq!(Qemu.check(&p(&[("pin", "99999")])).unwrap_err().key, "pin");
         assert_eq!(Qemu.check(&p(&[("qemu_args", "-append 'x")])).unwrap_err().key, "qemu_args");
         assert!(Qemu.check(&p(&[("machine", "q35"), ("nic", "e1000"), ("disk", "ide")])).is_ok());
+        assert_eq!(Qemu.check(&p(&[("binary", "/no/such/qemu")])).unwrap_err().key, "binary");
+    }
+
+    #[test]
+    fn another_binary_is_used_and_said_or_refused_with_the_fix() {
+        let p =
+            |b: &str| -> BTreeMap<String, Value> { [("binary".to_string(), Value::String(b.into()))].into() };
+        assert_eq!(QemuParams::of(&BTreeMap::new()).binary, BINARY);
+        assert_eq!(
+            QemuParams::of(&p("/opt/qemu/bin/qemu-system-x86_64")).binary,
+            "/opt/qemu/bin/qemu-system-x86_64"
+        );
+        let a = Qemu.availability(&p("qemu-of-nobody"));
+        assert!(!a.usable && a.detail.contains("binary=qemu-of-nobody"), "{}", a.detail);
     }
 }
