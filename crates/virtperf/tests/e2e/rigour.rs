@@ -270,7 +270,15 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
             found = Some((fx, doc, b, target, h));
             break;
         }
-        assert!(cell["met"] == true, "nothing added, so its pilot met {target}: {cell}");
+        // Nothing added: its pilot met the target, or (a pilot far noisier than the run before
+        // it, beside a hog: ±22 % after ±3 %) the blocks it would need do not fit in the budget
+        // and the cell is set aside, said with what it needs. Either way the next target is a
+        // third of this pilot's half-width.
+        let set_aside = cell["met"] == false && cell["needs"]["seconds"].as_f64().is_some_and(|s| s > 60.0);
+        assert!(
+            cell["met"] == true || set_aside,
+            "nothing added, so its pilot met {target} or needed more than the 60 s budget: {cell}"
+        );
         h = cell["half_width_percent"].as_f64().unwrap_or(h);
         fx.assert_no_leftovers();
     }
