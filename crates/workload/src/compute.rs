@@ -4,7 +4,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use crate::params::{ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 use virtperf_proto::Sample;
 
 const GIB: u64 = 1 << 30;
@@ -15,7 +15,7 @@ fn secs(ns: u64) -> f64 {
 
 /// A metric recomputed from the host's clock (`METRIC_host`).
 fn host_sample(metric: &str, value: f64, unit: &str) -> Sample {
-    sample(&format!("{metric}{}", crate::HOST_SUFFIX), value, unit)
+    sample(&format!("{metric}{}", crate::workload::HOST_SUFFIX), value, unit)
 }
 
 /// Integer arithmetic loop: a 64-bit LCG step plus an xorshift, one "op" per iteration. A
@@ -25,8 +25,8 @@ fn host_sample(metric: &str, value: f64, unit: &str) -> Sample {
 pub struct Cpu;
 
 impl Workload for Cpu {
-    fn family(&self) -> crate::Family {
-        crate::Family::Compute
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Compute
     }
     fn kind(&self) -> &'static str {
         "cpu"
@@ -42,7 +42,7 @@ impl Workload for Cpu {
                 default: None,
                 help: "loop iterations (ops) per trial",
             },
-            crate::TARGET_TIME,
+            crate::workload::TARGET_TIME,
         ]
     }
     fn metrics(&self) -> &'static [MetricSpec] {
@@ -64,7 +64,7 @@ impl Workload for Cpu {
         vec![host_sample("cpu_rate", n / secs(host_ns) / 1e6, "Mops/s")]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let n = crate::counted(p, "iterations")?;
+        let n = crate::workload::counted(p, "iterations")?;
         ctx.begin();
         let t0 = Instant::now();
         let mut x: u64 = black_box(0x9E37_79B9_7F4A_7C15);
@@ -113,8 +113,8 @@ pub fn intmix_kernel(table: &mut [u64], iterations: u64, seed: u64) -> u64 {
 pub struct IntMix;
 
 impl Workload for IntMix {
-    fn family(&self) -> crate::Family {
-        crate::Family::Compute
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Compute
     }
     fn kind(&self) -> &'static str {
         "intmix"
@@ -130,7 +130,7 @@ impl Workload for IntMix {
                 default: None,
                 help: "kernel iterations (ops) per trial",
             },
-            crate::TARGET_TIME,
+            crate::workload::TARGET_TIME,
             ParamSpec {
                 name: "working_set",
                 kind: ParamKind::Size { min: 4096, max: GIB },
@@ -158,7 +158,7 @@ impl Workload for IntMix {
         vec![host_sample("intmix_rate", n / secs(host_ns) / 1e6, "Mops/s")]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let n = crate::counted(p, "iterations")?;
+        let n = crate::workload::counted(p, "iterations")?;
         let words = (p.u64("working_set")? / 8) as usize;
         let mut table: Vec<u64> = (0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
         ctx.begin();
@@ -180,8 +180,8 @@ impl Workload for Pde {
     fn warmup_scales(&self) -> Option<&'static str> {
         Some("iterations")
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Compute
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Compute
     }
     fn kind(&self) -> &'static str {
         "pde"
@@ -268,8 +268,8 @@ impl Workload for Memcpy {
     fn warmup_scales(&self) -> Option<&'static str> {
         Some("copies")
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Memory
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Memory
     }
     fn kind(&self) -> &'static str {
         "memcpy"
@@ -340,8 +340,8 @@ const STREAM_FALLBACK_ELEMENTS: u64 = 4_000_000;
 pub struct Stream;
 
 impl Workload for Stream {
-    fn family(&self) -> crate::Family {
-        crate::Family::Memory
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Memory
     }
     fn kind(&self) -> &'static str {
         "stream"
@@ -431,8 +431,8 @@ impl Workload for Stream {
 pub struct Syscall;
 
 impl Workload for Syscall {
-    fn family(&self) -> crate::Family {
-        crate::Family::System
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::System
     }
     fn kind(&self) -> &'static str {
         "syscall"
@@ -448,7 +448,7 @@ impl Workload for Syscall {
                 default: None,
                 help: "system calls per trial",
             },
-            crate::TARGET_TIME,
+            crate::workload::TARGET_TIME,
         ]
     }
     fn metrics(&self) -> &'static [MetricSpec] {
@@ -470,7 +470,7 @@ impl Workload for Syscall {
         vec![host_sample("syscall_time", host_ns as f64 / n, "ns/op")]
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let n = crate::counted(p, "iterations")?;
+        let n = crate::workload::counted(p, "iterations")?;
         ctx.begin();
         let t0 = Instant::now();
         for _ in 0..n {
@@ -486,8 +486,8 @@ impl Workload for Syscall {
 pub struct Sleep;
 
 impl Workload for Sleep {
-    fn family(&self) -> crate::Family {
-        crate::Family::Timer
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Timer
     }
     fn kind(&self) -> &'static str {
         "sleep"

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use crate::net::PageBuf;
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 /// The phases, in the order they run (each needs the file the one before left).
 pub const MODES: &[&str] = &["write", "rewrite", "read", "reread", "randread", "randwrite", "syncwrite"];
@@ -233,8 +233,8 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 impl Workload for Disk {
-    fn family(&self) -> crate::Family {
-        crate::Family::Disk
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Disk
     }
     fn kind(&self) -> &'static str {
         "disk"
@@ -562,7 +562,7 @@ mod tests {
         let laps = std::sync::Mutex::new(Vec::<(String, Instant)>::new());
         let lap = |n: &str| laps.lock().unwrap().push((n.to_string(), Instant::now()));
         let never = std::sync::atomic::AtomicBool::new(false);
-        let cpu = crate::ThreadCpuTotal::default();
+        let cpu = crate::workload::ThreadCpuTotal::default();
         let ctx = RunCtx::with_hooks(&never, &|| {}, &|| {}, None, &cpu).with_lap(&lap);
         let out = Disk.run(&Params(&p), &ctx).unwrap();
         let laps = laps.into_inner().unwrap();

@@ -37,7 +37,7 @@ use virtperf_proto::{NetRole, Sample, Side};
 
 use crate::net::{addr, new_histogram, recv_batch, send_batch, size_buffers, UDP_FRAME_OVERHEAD};
 use crate::params::{ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 /// Header bytes in every frame: the payload of a 64-byte frame.
 pub const FRAME_HDR: usize = 18;
@@ -102,13 +102,9 @@ pub fn read_header(buf: &[u8]) -> Option<Header> {
     })
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the timestamps in frames.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into `ts`, which lives on this stack frame.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// CLOCK_MONOTONIC in nanoseconds: the timestamps in frames (defined with the other clocks
+/// workloads share).
+pub use crate::workload::now_ns;
 
 /// The clock's declared resolution (clock_getres) and the smallest step seen between two reads:
 /// what a latency sample can resolve.
@@ -304,8 +300,8 @@ const FRAME_SIZE: ParamSpec = ParamSpec {
 };
 
 impl Workload for Frames {
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "frames"

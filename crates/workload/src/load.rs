@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use crate::params::{ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 pub struct Load;
 
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn started_only_once_every_thread_spins() {
-        let _cpu = crate::cpu_heavy();
+        let _cpu = crate::workload::cpu_heavy();
         let given =
             [("percent".to_string(), serde_json::json!(50)), ("cpus".to_string(), serde_json::json!(2))];
         let r = crate::params::revalidate(Load.params(), &given.into_iter().collect()).unwrap();
@@ -262,7 +262,7 @@ mod tests {
         // and after them, and a thread asking for T % gets min(T, that share) under the fair
         // scheduler. 10 points plus the reference's drift between its two readings: unit tests
         // share the machine with each other (the ±3-point check is in the end-to-end suite).
-        let _cpu = crate::cpu_heavy();
+        let _cpu = crate::workload::cpu_heavy();
         let before = achieved(100.0);
         let (low, high) = (achieved(30.0), achieved(90.0));
         let after = achieved(100.0);

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use virtperf_proto::Sample;
 
 use crate::params::{ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 /// What one microbenchmark measured: operations, their time on this clock, detail.
 pub struct Timed {
@@ -43,11 +43,11 @@ pub struct Micro {
 }
 
 impl Workload for Micro {
-    fn family(&self) -> crate::Family {
+    fn family(&self) -> crate::workload::Family {
         if self.kind == "memlat" {
-            crate::Family::Memory
+            crate::workload::Family::Memory
         } else {
-            crate::Family::System
+            crate::workload::Family::System
         }
     }
     fn kind(&self) -> &'static str {
@@ -67,7 +67,11 @@ impl Workload for Micro {
     }
     fn on_host_clock(&self, p: &Params, host_ns: u64) -> Vec<Sample> {
         let n = (self.ops)(p).max(1) as f64;
-        vec![sample(&format!("{}{}", self.metric[0].name, crate::HOST_SUFFIX), host_ns as f64 / n, "ns/op")]
+        vec![sample(
+            &format!("{}{}", self.metric[0].name, crate::workload::HOST_SUFFIX),
+            host_ns as f64 / n,
+            "ns/op",
+        )]
     }
     fn memory_needed(&self, p: &Params) -> Option<u64> {
         match self.kind {
@@ -83,7 +87,7 @@ impl Workload for Micro {
         (self.kind == "pagefault" && key == "pages").then(|| json!((budget / PAGE).max(16)))
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        crate::counted(p, self.count)?;
+        crate::workload::counted(p, self.count)?;
         let t = (self.body)(p, ctx)?;
         if t.ops == 0 {
             return Err("no operation was performed".into());
@@ -162,7 +166,7 @@ fn cpuid_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static CPUID: Micro = Micro {
     kind: "cpuid",
     summary: "the CPUID instruction: never leaves the CPU natively, exits to the hypervisor under KVM, emulated under TCG",
-    params: &[iterations("CPUID instructions per trial"), crate::TARGET_TIME],
+    params: &[iterations("CPUID instructions per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("cpuid_time", "time per CPUID instruction")],
     ops: iters,
     count: "iterations",
@@ -204,7 +208,7 @@ fn clock_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static CLOCK: Micro = Micro {
     kind: "clock",
     summary: "clock_gettime(CLOCK_MONOTONIC): a vDSO read where the clocksource allows (tsc, kvm-clock), a trap or a system call elsewhere; the clocksource is stored with the trial",
-    params: &[iterations("clock reads per trial"), crate::TARGET_TIME],
+    params: &[iterations("clock reads per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("clock_time", "time per clock_gettime call")],
     ops: iters,
     count: "iterations",
@@ -239,7 +243,7 @@ fn rdtsc_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static RDTSC: Micro = Micro {
     kind: "rdtsc",
     summary: "the RDTSC instruction: no exit under KVM by default, a helper call under TCG",
-    params: &[iterations("TSC reads per trial"), crate::TARGET_TIME],
+    params: &[iterations("TSC reads per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("rdtsc_time", "time per RDTSC instruction")],
     ops: iters,
     count: "iterations",
@@ -332,7 +336,7 @@ pub static PAGEFAULT: Micro = Micro {
         kind: ParamKind::Int { min: 16, max: 1 << 24 },
         default: None,
         help: "pages touched per trial (16384 = 64 MiB) [default: calibrated to target_time, within 3/4 of the environment's memory]",
-    }, crate::TARGET_TIME],
+    }, crate::workload::TARGET_TIME],
     metric: &[metric("pagefault_time", "time per page fault (first write to a fresh page)")],
     ops: |p| p.u64("pages").unwrap_or(1),
     count: "pages",
@@ -356,7 +360,7 @@ fn mmap_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static MMAP: Micro = Micro {
     kind: "mmap",
     summary: "mmap of one anonymous page, a write to it, munmap: a system call, a fault and a TLB shootdown per operation",
-    params: &[iterations("map-touch-unmap cycles per trial"), crate::TARGET_TIME],
+    params: &[iterations("map-touch-unmap cycles per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("mmap_time", "time per mmap + first write + munmap")],
     ops: iters,
     count: "iterations",
@@ -418,7 +422,7 @@ pub static MEMLAT: Micro = Micro {
             default: None,
             help: "dependent loads per trial",
         },
-        crate::TARGET_TIME,
+        crate::workload::TARGET_TIME,
     ],
     metric: &[metric("memlat_time", "time per dependent load")],
     ops: |p| p.u64("loads").unwrap_or(1),
@@ -509,7 +513,7 @@ fn ctxswitch_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static CTXSWITCH: Micro = Micro {
     kind: "ctxswitch",
     summary: "two threads handing a token back and forth through a futex: the scheduler's switch between threads (two per round trip), with both on one CPU or two",
-    params: &[iterations("round trips per trial (two switches each)"), crate::TARGET_TIME],
+    params: &[iterations("round trips per trial (two switches each)"), crate::workload::TARGET_TIME],
     metric: &[metric("ctxswitch_time", "time per switch (half a futex round trip)")],
     ops: |p| 2 * iters(p),
     count: "iterations",
@@ -590,7 +594,7 @@ fn rr_body(n: u64, ctx: &RunCtx, unix: bool) -> Result<Timed, String> {
 pub static PIPE_RR: Micro = Micro {
     kind: "pipe_rr",
     summary: "one byte there and back between two threads over two pipes: write, wake-up, read, and back",
-    params: &[iterations("round trips per trial"), crate::TARGET_TIME],
+    params: &[iterations("round trips per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("pipe_rr_time", "time per round trip")],
     ops: iters,
     count: "iterations",
@@ -600,7 +604,7 @@ pub static PIPE_RR: Micro = Micro {
 pub static UNIX_RR: Micro = Micro {
     kind: "unix_rr",
     summary: "one byte there and back between two threads over a UNIX stream socketpair",
-    params: &[iterations("round trips per trial"), crate::TARGET_TIME],
+    params: &[iterations("round trips per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("unix_rr_time", "time per round trip")],
     ops: iters,
     count: "iterations",
@@ -636,7 +640,7 @@ fn fork_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static FORK: Micro = Micro {
     kind: "fork",
     summary: "fork, the child's _exit, waitpid: copying the address space's page tables (this agent's), the cost seeds 000/001 saw under shadow paging",
-    params: &[iterations("processes per trial"), crate::TARGET_TIME],
+    params: &[iterations("processes per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("fork_time", "time per fork + exit + wait")],
     ops: iters,
     count: "iterations",
@@ -674,7 +678,7 @@ pub static EXEC: Micro = Micro {
     summary: "start a program and wait for it to exit (fork/vfork + execve + the program + exit): process creation end to end; by default this agent's own binary with --version",
     params: &[
         iterations("programs started per trial"),
-        crate::TARGET_TIME,
+        crate::workload::TARGET_TIME,
         ParamSpec {
             name: "program",
             kind: ParamKind::Text,
@@ -728,7 +732,7 @@ fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
 pub static SIGNAL: Micro = Micro {
     kind: "signal",
     summary: "a signal sent to the thread itself (tgkill) and handled: kernel entry, frame set-up, the handler, sigreturn",
-    params: &[iterations("signals per trial"), crate::TARGET_TIME],
+    params: &[iterations("signals per trial"), crate::workload::TARGET_TIME],
     metric: &[metric("signal_time", "time per signal sent and handled")],
     ops: iters,
     count: "iterations",
@@ -742,7 +746,7 @@ mod tests {
     #[test]
     fn the_partner_threads_cpu_counts_in_the_runs() {
         let stop = std::sync::atomic::AtomicBool::new(false);
-        let total = crate::ThreadCpuTotal::default();
+        let total = crate::workload::ThreadCpuTotal::default();
         let ctx = RunCtx::with_hooks(&stop, &|| {}, &|| {}, None, &total);
         let raw: std::collections::BTreeMap<String, serde_json::Value> =
             serde_json::from_value(serde_json::json!({"iterations": 20000})).unwrap();
@@ -781,7 +785,7 @@ mod tests {
 
     #[test]
     fn each_microbenchmark_does_its_work() {
-        let _alone = crate::cpu_heavy();
+        let _alone = crate::workload::cpu_heavy();
         for (w, key, n) in [
             (&CPUID, "iterations", 20_000),
             (&CLOCK, "iterations", 200_000),
@@ -812,7 +816,7 @@ mod tests {
 
     #[test]
     fn memory_latency_grows_with_the_working_set() {
-        let _alone = crate::cpu_heavy();
+        let _alone = crate::workload::cpu_heavy();
         let (l1, _) = run(&MEMLAT, json!({"size": 16384, "loads": 2_000_000})).unwrap();
         let (big, extra) = run(&MEMLAT, json!({"size": 256 << 20, "loads": 2_000_000})).unwrap();
         assert_eq!(extra["lines"], (256 << 20) / 64);

@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::tools::{die_with_parent, find_program};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 use virtperf_proto::Side;
 
 pub struct Pfs;
@@ -107,8 +107,8 @@ impl Workload for Pfs {
     fn metrics(&self) -> &'static [MetricSpec] {
         METRICS
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Disk
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Disk
     }
     fn headline_metrics(&self) -> usize {
         2
@@ -135,9 +135,9 @@ impl Workload for Pfs {
     fn cluster(&self) -> bool {
         true
     }
-    fn aggregation(&self, _metric: &str, _p: &Params) -> crate::Aggregation {
+    fn aggregation(&self, _metric: &str, _p: &Params) -> crate::workload::Aggregation {
         // One client measures the whole volume: its figure is the trial's.
-        crate::Aggregation::Max
+        crate::workload::Aggregation::Max
     }
     fn check(&self, p: &Params) -> Result<(), ParamError> {
         for prog in ["glusterd", "gluster", "glusterfs"] {

@@ -4,7 +4,7 @@
 
 use crate::mlrsearch::{Goal, NDR, PDR};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::{Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{Better, MetricSpec, Output, RunCtx, Workload};
 
 /// The tests, in the order they run: RFC 2544 §26.1–26.4, with RFC 9971's search beside the
 /// throughput test (`mlrsearch`: the conditional throughput that repeats on a noisy host).
@@ -198,8 +198,8 @@ pub fn parse_tests(s: &str) -> Result<Vec<String>, ParamError> {
 }
 
 impl Workload for Rfc2544 {
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "rfc2544"

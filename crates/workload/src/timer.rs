@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use crate::params::{ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 pub struct Timer;
 
@@ -93,8 +93,8 @@ pub fn histogram(lat_us: &[f64]) -> Vec<(u64, u64)> {
 }
 
 impl Workload for Timer {
-    fn family(&self) -> crate::Family {
-        crate::Family::Timer
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Timer
     }
     fn kind(&self) -> &'static str {
         "timer"
@@ -124,20 +124,20 @@ impl Workload for Timer {
             },
         ]
     }
-    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::workload::Aggregation {
         match metric {
-            "timer_max" => crate::Aggregation::Max,
-            "timer_min" => crate::Aggregation::Min,
-            _ => crate::Aggregation::Pooled,
+            "timer_max" => crate::workload::Aggregation::Max,
+            "timer_min" => crate::workload::Aggregation::Min,
+            _ => crate::workload::Aggregation::Pooled,
         }
     }
     fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
-        let h = crate::merged_histogram(details, |d| d.get("histogram_us"))?;
+        let h = crate::workload::merged_histogram(details, |d| d.get("histogram_us"))?;
         Some(match metric {
-            "timer_mean" => crate::histogram_mean(&h),
-            "timer_p50" => crate::histogram_quantile(&h, 0.5),
-            "timer_p99" => crate::histogram_quantile(&h, 0.99),
-            "timer_p999" => crate::histogram_quantile(&h, 0.999),
+            "timer_mean" => crate::workload::histogram_mean(&h),
+            "timer_p50" => crate::workload::histogram_quantile(&h, 0.5),
+            "timer_p99" => crate::workload::histogram_quantile(&h, 0.99),
+            "timer_p999" => crate::workload::histogram_quantile(&h, 0.999),
             _ => return None,
         })
     }

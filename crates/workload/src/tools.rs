@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use virtperf_proto::Sample;
 
-use crate::{sample, Better, MetricSpec, Output, ParamError, ParamKind, ParamSpec, Params, RunCtx, Workload};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 /// The tool workloads' kinds: their figures depend on programs the host may lack, so the
 /// crate's run-every-workload test leaves them to their own tests and the e2e suite.
@@ -271,8 +272,8 @@ fn listening(port: u16) -> bool {
 pub struct Iperf3;
 
 impl Workload for Iperf3 {
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "iperf3"
@@ -432,8 +433,8 @@ pub fn fio_samples(v: &Value) -> Vec<Sample> {
 pub struct Fio;
 
 impl Workload for Fio {
-    fn family(&self) -> crate::Family {
-        crate::Family::Disk
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Disk
     }
     fn kind(&self) -> &'static str {
         "fio"
@@ -613,8 +614,8 @@ pub fn sysbench_samples(text: &str) -> Vec<Sample> {
 pub struct Sysbench;
 
 impl Workload for Sysbench {
-    fn family(&self) -> crate::Family {
-        crate::Family::Compute
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Compute
     }
     fn kind(&self) -> &'static str {
         "sysbench"
@@ -712,8 +713,8 @@ pub fn stressng_samples(text: &str) -> Vec<Sample> {
 pub struct StressNg;
 
 impl Workload for StressNg {
-    fn family(&self) -> crate::Family {
-        crate::Family::Compute
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Compute
     }
     fn kind(&self) -> &'static str {
         "stress-ng"

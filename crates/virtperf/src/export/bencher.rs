@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::{Exporter, Part, RunData};
+use super::exporter::{Exporter, Part, RunData};
 use crate::report::Report;
 
 pub struct BencherJson;

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{Exporter, Part, RunData};
+use super::exporter::{Exporter, Part, RunData};
 use crate::store::RunRows;
 
 pub struct SamplesCsv;

@@ -3,11 +3,12 @@
 //! [`write`] is the one place that writes them — to stdout (a reader that went away is not an
 //! error), to a file (atomically: a reader never sees half of one) or into a directory.
 //!
-//! To add a format: a file here with its exporter, a variant of [`Format`] and its line in
-//! [`Format::exporter`]; then a flag that asks for it (main.rs).
+//! To add a format: a file here with its exporter (the trait is in `exporter.rs`), a variant of
+//! [`Format`] and its line in [`Format::exporter`]; then a flag that asks for it (main.rs).
 
 pub mod bencher;
 mod csv;
+mod exporter;
 mod html;
 mod json;
 pub mod junit;
@@ -15,56 +16,13 @@ mod png;
 mod samples;
 mod text;
 
-use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+pub use exporter::{Exporter, RunData};
+
 use crate::host::{write_atomic, write_stdout};
-use crate::report::html::Page;
-use crate::report::Report;
-use crate::store::RunRows;
-
-/// What exporters read: the stored run read once ([`crate::store::Store::load`]) and its report
-/// built from it; the HTML page (with its
-/// figures) is rendered at most once for every format that needs it.
-pub struct RunData<'a> {
-    pub rows: &'a RunRows,
-    pub report: &'a Report,
-    page: OnceCell<Page>,
-}
-
-impl<'a> RunData<'a> {
-    pub fn new(rows: &'a RunRows, report: &'a Report) -> Self {
-        RunData { rows, report, page: OnceCell::new() }
-    }
-    /// The HTML page and its figures.
-    pub fn page(&self) -> Result<&Page> {
-        if let Some(p) = self.page.get() {
-            return Ok(p);
-        }
-        let p = crate::report::html::render(self.rows, self.report)?;
-        Ok(self.page.get_or_init(|| p))
-    }
-}
-
-/// One piece of an output: a file of a directory output (`name`), or the whole of a single one.
-pub struct Part {
-    pub name: Option<String>,
-    pub bytes: Vec<u8>,
-}
-
-impl Part {
-    fn whole(bytes: impl Into<Vec<u8>>) -> Vec<Part> {
-        vec![Part { name: None, bytes: bytes.into() }]
-    }
-}
-
-pub trait Exporter {
-    /// What this output is, for "… → PATH" lines.
-    fn what(&self) -> &'static str;
-    fn serialize(&self, run: &RunData) -> Result<Vec<Part>>;
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -244,7 +202,7 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::{RunRows, Store};
 
     /// A run made by hand, the same every time: native and a container, a fixed-work workload
     /// (memcpy) and a network one (tcp_stream, with CPU series and detail), five repetitions of

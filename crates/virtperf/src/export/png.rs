@@ -5,7 +5,7 @@
 use anyhow::{anyhow, Result};
 use resvg::{tiny_skia, usvg};
 
-use super::{Exporter, Part, RunData};
+use super::exporter::{Exporter, Part, RunData};
 
 /// Pixels per SVG unit.
 const SCALE: f32 = 2.0;

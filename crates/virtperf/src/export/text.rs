@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::{Exporter, Part, RunData};
+use super::exporter::{Exporter, Part, RunData};
 
 pub struct Summary;
 

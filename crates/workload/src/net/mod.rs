@@ -16,7 +16,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use virtperf_proto::{NetRole, Sample};
 
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
 mod rr;
 pub mod series;
@@ -72,7 +72,7 @@ pub fn loopback_pair(
     port: u16,
 ) -> Result<(Output, Output), String> {
     #[cfg(test)]
-    let _cpu = crate::cpu_heavy();
+    let _cpu = crate::workload::cpu_heavy();
     let given: std::collections::BTreeMap<String, serde_json::Value> =
         serde_json::from_value(params.clone()).map_err(|e| e.to_string())?;
     let resolved = crate::params::revalidate(w.params(), &given).map_err(|e| e.to_string())?;

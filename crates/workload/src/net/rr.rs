@@ -29,27 +29,28 @@ pub(crate) fn rr_samples(
 
 /// How N instances' request/response figures add up: transactions over one window, latencies
 /// from the pooled histograms (the client's side of each flow holds its histogram).
-pub(crate) fn rr_aggregation(metric: &str) -> crate::Aggregation {
+pub(crate) fn rr_aggregation(metric: &str) -> crate::workload::Aggregation {
     if metric.ends_with("_rate") {
-        crate::Aggregation::Window { series: "transactions", scale: 1.0 }
+        crate::workload::Aggregation::Window { series: "transactions", scale: 1.0 }
     } else if metric.ends_with("_timeouts") {
-        crate::Aggregation::Sum
+        crate::workload::Aggregation::Sum
     } else {
-        crate::Aggregation::Pooled
+        crate::workload::Aggregation::Pooled
     }
 }
 
 pub(crate) fn rr_pooled(metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
-    let h = crate::merged_histogram(details, |d| d.get("client").and_then(|c| c.get("histogram_us")))?;
+    let h =
+        crate::workload::merged_histogram(details, |d| d.get("client").and_then(|c| c.get("histogram_us")))?;
     let q = match metric.rsplit('_').next()? {
-        "latency" => return Some(crate::histogram_mean(&h)),
+        "latency" => return Some(crate::workload::histogram_mean(&h)),
         "p50" => 0.5,
         "p90" => 0.9,
         "p99" => 0.99,
         "p999" => 0.999,
         _ => return None,
     };
-    Some(crate::histogram_quantile(&h, q))
+    Some(crate::workload::histogram_quantile(&h, q))
 }
 
 pub(crate) fn rr_metrics(prefix: &'static str) -> &'static [MetricSpec] {
@@ -114,8 +115,8 @@ impl Workload for TcpRr {
     fn warmup_scales(&self) -> Option<&'static str> {
         Some("duration")
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "tcp_rr"
@@ -130,7 +131,7 @@ impl Workload for TcpRr {
         // The rate and the mean round trip: percentiles are tails.
         2
     }
-    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::workload::Aggregation {
         rr_aggregation(metric)
     }
     fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
@@ -172,7 +173,7 @@ impl Workload for TcpRr {
                             if c.write_all(&out).is_err() {
                                 break;
                             }
-                            last_ns = crate::frames::now_ns();
+                            last_ns = crate::workload::now_ns();
                             if served == 0 {
                                 first_ns = last_ns;
                             }
@@ -209,7 +210,7 @@ impl Workload for TcpRr {
                     let d = done.clone();
                     series::Sampler::start(move || d.load(std::sync::atomic::Ordering::Relaxed))
                 };
-                let start_ns = crate::frames::now_ns();
+                let start_ns = crate::workload::now_ns();
                 let t0 = Instant::now();
                 while t0.elapsed() < dur && !ctx.stopped() {
                     let t = Instant::now();
@@ -219,7 +220,7 @@ impl Workload for TcpRr {
                     done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 let secs = t0.elapsed().as_secs_f64();
-                let series = sampler.finish([start_ns, 0], [crate::frames::now_ns(), h.len()]);
+                let series = sampler.finish([start_ns, 0], [crate::workload::now_ns(), h.len()]);
                 let _ = c.shutdown(std::net::Shutdown::Both);
                 Ok(rr_samples("tcp_rr", &h, secs, serde_json::json!({"series": {"transactions": series}})))
             }
@@ -236,8 +237,8 @@ impl Workload for UdpRr {
     fn warmup_scales(&self) -> Option<&'static str> {
         Some("duration")
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "udp_rr"
@@ -252,7 +253,7 @@ impl Workload for UdpRr {
         // The rate and the mean round trip: percentiles are tails.
         2
     }
-    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::workload::Aggregation {
         rr_aggregation(metric)
     }
     fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
@@ -317,7 +318,7 @@ impl Workload for UdpRr {
                     let d = done.clone();
                     series::Sampler::start(move || d.load(std::sync::atomic::Ordering::Relaxed))
                 };
-                let start_ns = crate::frames::now_ns();
+                let start_ns = crate::workload::now_ns();
                 let t0 = Instant::now();
                 while t0.elapsed() < dur && !ctx.stopped() {
                     seq += 1;
@@ -340,7 +341,7 @@ impl Workload for UdpRr {
                     }
                 }
                 let secs = t0.elapsed().as_secs_f64();
-                let series = sampler.finish([start_ns, 0], [crate::frames::now_ns(), h.len()]);
+                let series = sampler.finish([start_ns, 0], [crate::workload::now_ns(), h.len()]);
                 let mut fin = vec![0u8; HDR];
                 stamp(&mut fin, role.flow, FIN_SEQ);
                 let _ = s.send(&fin);

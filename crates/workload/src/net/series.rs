@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::frames::now_ns;
+use crate::workload::now_ns;
 
 /// How often a flow's count is sampled.
 pub const PERIOD: Duration = Duration::from_millis(100);

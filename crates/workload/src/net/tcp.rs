@@ -55,7 +55,7 @@ pub(crate) fn receive_stream(
         match c.read(buf) {
             Ok(0) => break,
             Ok(n) => {
-                let now = crate::frames::now_ns();
+                let now = crate::workload::now_ns();
                 first.get_or_insert(now);
                 last = now;
                 bytes += n as u64;
@@ -109,8 +109,8 @@ impl Workload for TcpStream {
     fn warmup_scales(&self) -> Option<&'static str> {
         Some("duration")
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "tcp_stream"
@@ -164,14 +164,14 @@ impl Workload for TcpStream {
     fn needs_peer(&self) -> bool {
         true
     }
-    fn link_bound(&self, _p: &Params) -> Option<(&'static str, crate::LinkBound)> {
-        Some(("tcp_goodput", crate::LinkBound::TcpGoodput))
+    fn link_bound(&self, _p: &Params) -> Option<(&'static str, crate::workload::LinkBound)> {
+        Some(("tcp_goodput", crate::workload::LinkBound::TcpGoodput))
     }
-    fn aggregation(&self, metric: &str, _p: &Params) -> crate::Aggregation {
+    fn aggregation(&self, metric: &str, _p: &Params) -> crate::workload::Aggregation {
         match metric {
             // Bytes received (or acknowledged, on the tester's side) added over one window.
-            "tcp_goodput" => crate::Aggregation::Window { series: "bytes", scale: 8.0 / 1e9 },
-            _ => crate::Aggregation::Sum,
+            "tcp_goodput" => crate::workload::Aggregation::Window { series: "bytes", scale: 8.0 / 1e9 },
+            _ => crate::workload::Aggregation::Sum,
         }
     }
     fn check(&self, p: &Params) -> Result<(), ParamError> {
@@ -222,10 +222,10 @@ impl Workload for TcpStream {
                     conns.push(tcp_connect(role, window, false)?);
                 }
                 let acked = acked_sampler(&conns);
-                let start_ns = crate::frames::now_ns();
+                let start_ns = crate::workload::now_ns();
                 let t0 = Instant::now();
                 let r = on_each(ctx, conns, |c| send_stream(c, msg.as_ref(), t0 + dur, ctx));
-                let end_ns = crate::frames::now_ns();
+                let end_ns = crate::workload::now_ns();
                 let sent: u64 = r.iter().map(|x| x.0).sum();
                 let retrans: u64 = r.iter().filter_map(|x| x.1).sum();
                 let mut extra = serde_json::json!({"bytes_sent": sent});

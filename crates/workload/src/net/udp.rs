@@ -35,8 +35,8 @@ impl Workload for UdpStream {
     fn warmup_scales(&self) -> Option<&'static str> {
         Some("duration")
     }
-    fn family(&self) -> crate::Family {
-        crate::Family::Network
+    fn family(&self) -> crate::workload::Family {
+        crate::workload::Family::Network
     }
     fn kind(&self) -> &'static str {
         "udp_stream"
@@ -112,18 +112,20 @@ impl Workload for UdpStream {
     fn needs_peer(&self) -> bool {
         true
     }
-    fn link_bound(&self, p: &Params) -> Option<(&'static str, crate::LinkBound)> {
+    fn link_bound(&self, p: &Params) -> Option<(&'static str, crate::workload::LinkBound)> {
         let payload = udp_payload(p).ok()? as u64;
-        Some(("udp_recv_rate", crate::LinkBound::UdpDatagrams { payload }))
+        Some(("udp_recv_rate", crate::workload::LinkBound::UdpDatagrams { payload }))
     }
-    fn aggregation(&self, metric: &str, p: &Params) -> crate::Aggregation {
+    fn aggregation(&self, metric: &str, p: &Params) -> crate::workload::Aggregation {
         let payload = udp_payload(p).unwrap_or(0) as f64;
         match metric {
-            "udp_recv_rate" => crate::Aggregation::Window { series: "datagrams", scale: 1e-3 },
-            "udp_goodput" => crate::Aggregation::Window { series: "datagrams", scale: payload * 8.0 / 1e9 },
+            "udp_recv_rate" => crate::workload::Aggregation::Window { series: "datagrams", scale: 1e-3 },
+            "udp_goodput" => {
+                crate::workload::Aggregation::Window { series: "datagrams", scale: payload * 8.0 / 1e9 }
+            }
             // Lost over sent, of all flows together.
-            "udp_loss" => crate::Aggregation::Pooled,
-            _ => crate::Aggregation::Sum,
+            "udp_loss" => crate::workload::Aggregation::Pooled,
+            _ => crate::workload::Aggregation::Sum,
         }
     }
     fn pooled(&self, metric: &str, details: &[&serde_json::Value]) -> Option<f64> {
@@ -159,7 +161,7 @@ impl Workload for UdpStream {
                 'outer: loop {
                     let got = recv_batch(&s, &mut bufs);
                     let now = Instant::now();
-                    let now_ns = crate::frames::now_ns();
+                    let now_ns = crate::workload::now_ns();
                     if got.is_empty() {
                         let idle = first.is_some() && now.duration_since(last) > Duration::from_secs(2);
                         if ctx.stopped() || now > until || idle {
