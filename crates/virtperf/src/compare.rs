@@ -189,14 +189,26 @@ pub fn compare(
     }
     let only_in_b =
         b.results.iter().filter(|rb| !a.results.iter().any(|ra| key(ra) == key(rb))).map(label).collect();
+    comparison((a_name, b_name), threshold_pct, raw, changes, (only_in_a, only_in_b))
+}
+
+/// The comparison of matched rows, with its counts.
+fn comparison(
+    (a_name, b_name): (&str, &str),
+    threshold_pct: f64,
+    raw: bool,
+    changes: Vec<Change>,
+    (only_in_a, only_in_b): (Vec<String>, Vec<String>),
+) -> Comparison {
     let moved: Vec<f64> = changes.iter().filter(|c| c.verdict == "baseline moved").map(|c| c.ratio).collect();
+    let count = |v: &str| changes.iter().filter(|c| c.verdict == v).count();
     Comparison {
         a: a_name.into(),
         b: b_name.into(),
         threshold_pct,
-        regressions: changes.iter().filter(|c| c.verdict == REGRESSION).count(),
-        improvements: changes.iter().filter(|c| c.verdict == IMPROVEMENT).count(),
-        inconclusive: changes.iter().filter(|c| c.verdict == INCONCLUSIVE).count(),
+        regressions: count(REGRESSION),
+        improvements: count(IMPROVEMENT),
+        inconclusive: count(INCONCLUSIVE),
         baseline_moved: moved.len(),
         baseline_median_change: (!moved.is_empty()).then(|| virtperf_stats::median(&moved)),
         raw,
@@ -373,21 +385,7 @@ pub fn compare_runs(
         .filter(|(k, _, _)| !ma.iter().any(|(ka, _, _)| ka == k))
         .filter_map(|(_, rows, _)| rows.first().map(|r| label(r)))
         .collect();
-    let moved: Vec<f64> = changes.iter().filter(|c| c.verdict == "baseline moved").map(|c| c.ratio).collect();
-    Comparison {
-        a: a_name.into(),
-        b: b_name.into(),
-        threshold_pct,
-        regressions: changes.iter().filter(|c| c.verdict == REGRESSION).count(),
-        improvements: changes.iter().filter(|c| c.verdict == IMPROVEMENT).count(),
-        inconclusive: changes.iter().filter(|c| c.verdict == INCONCLUSIVE).count(),
-        baseline_moved: moved.len(),
-        baseline_median_change: (!moved.is_empty()).then(|| virtperf_stats::median(&moved)),
-        raw,
-        changes,
-        only_in_a,
-        only_in_b,
-    }
+    comparison((a_name, b_name), threshold_pct, raw, changes, (only_in_a, only_in_b))
 }
 
 /// B's overhead over A's, and its 95 % CI from the two Fieller intervals combined in log space
