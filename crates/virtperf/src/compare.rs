@@ -123,14 +123,19 @@ pub fn key(r: &ResultRow) -> Key {
 }
 
 fn label(r: &ResultRow) -> String {
-    let mut s = format!("{} / {} / {}", r.environment, r.workload, r.metric);
-    if let Some(p) = &r.peer {
-        s += &format!(" → {p}");
+    with_peer(format!("{} / {} / {}", r.environment, r.workload, r.metric), r.peer.as_deref(), r.instance)
+}
+
+/// A metric's name with the peer it sends to (all pairs) and its instance, as every output names
+/// them: `tcp_goodput → b #2`.
+pub fn with_peer(mut name: String, peer: Option<&str>, instance: Option<u32>) -> String {
+    if let Some(p) = peer {
+        name += &format!(" → {p}");
     }
-    if let Some(i) = r.instance {
-        s += &format!(" #{i}");
+    if let Some(i) = instance {
+        name += &format!(" #{i}");
     }
-    s
+    name
 }
 
 /// Matches the rows of `a` and `b`; `threshold_pct`: how large a change beyond noise must be to
@@ -424,13 +429,7 @@ pub fn junit_cases(c: &Comparison) -> Vec<crate::export::junit::Case> {
     c.changes
         .iter()
         .map(|ch| {
-            let mut name = ch.metric.clone();
-            if let Some(p) = &ch.peer {
-                name += &format!(" → {p}");
-            }
-            if let Some(i) = ch.instance {
-                name += &format!(" #{i}");
-            }
+            let name = with_peer(ch.metric.clone(), ch.peer.as_deref(), ch.instance);
             let (r, ci) = match (ch.judged_on, ch.overhead_change) {
                 ("overhead", Some(r)) => (r, ch.overhead_change_ci95),
                 _ => (ch.ratio, ch.ci95),
@@ -474,13 +473,11 @@ pub fn render(c: &Comparison) -> String {
         "verdict",
     ]);
     for ch in &c.changes {
-        let mut what = format!("{} / {}\n  {} ({})", ch.environment, ch.workload, ch.metric, ch.unit);
-        if let Some(p) = &ch.peer {
-            what += &format!(" → {p}");
-        }
-        if let Some(i) = ch.instance {
-            what += &format!(" #{i}");
-        }
+        let what = with_peer(
+            format!("{} / {}\n  {} ({})", ch.environment, ch.workload, ch.metric, ch.unit),
+            ch.peer.as_deref(),
+            ch.instance,
+        );
         let ci = match ch.ci95 {
             Some([l, h]) => format!("×{:.3} [{:.3}, {:.3}]", ch.ratio, l, h),
             None => format!("×{:.3} ({})", ch.ratio, ch.no_ci.unwrap_or("no CI")),

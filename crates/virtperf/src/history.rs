@@ -119,14 +119,11 @@ pub struct Series {
 
 impl Series {
     pub fn label(&self) -> String {
-        let mut s = format!("{} / {} / {}", self.environment, self.workload, self.metric);
-        if let Some(p) = &self.peer {
-            s += &format!(" → {p}");
-        }
-        if let Some(i) = self.instance {
-            s += &format!(" #{i}");
-        }
-        s
+        compare::with_peer(
+            format!("{} / {} / {}", self.environment, self.workload, self.metric),
+            self.peer.as_deref(),
+            self.instance,
+        )
     }
     fn latest_verdict(&self) -> Option<&'static str> {
         self.latest.as_ref().map(|l| l.verdict)
@@ -619,13 +616,7 @@ pub fn junit_cases(h: &History) -> Vec<crate::export::junit::Case> {
         .iter()
         .filter_map(|s| {
             let l = s.latest.as_ref()?;
-            let mut name = s.metric.clone();
-            if let Some(p) = &s.peer {
-                name += &format!(" → {p}");
-            }
-            if let Some(i) = s.instance {
-                name += &format!(" #{i}");
-            }
+            let name = compare::with_peer(s.metric.clone(), s.peer.as_deref(), s.instance);
             Some(crate::export::junit::Case {
                 group: format!("{} / {}", s.environment, s.workload),
                 name,
