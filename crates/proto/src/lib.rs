@@ -45,6 +45,25 @@ pub struct WorkloadSpec {
     /// orchestrator for workloads that write files, absent when the environment has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scratch: Option<String>,
+    /// Count the run's events (system calls, faults, switches…) over its timed region and return
+    /// them in the result's `extra.counts` (set by the orchestrator on unstored passes only: the
+    /// counters cost time, docs/explain.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<Counting>,
+}
+
+/// What to count in a run (docs/explain.md). The kernel's software events (faults, switches,
+/// migrations) need no names; tracepoints (system calls, forks, execs, signals) are numbered per
+/// booted kernel, so the host sends its ids with its boot id and an agent uses them only when it
+/// runs on that same kernel (natively, in a container); elsewhere it counts what it can read itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counting {
+    /// `/proc/sys/kernel/random/boot_id` of the kernel the ids belong to.
+    #[serde(default)]
+    pub boot_id: String,
+    /// Event name (`syscalls`, `forks`, `execs`, `signals`) → tracepoint id.
+    #[serde(default)]
+    pub tracepoints: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -394,6 +413,10 @@ mod tests {
                         instrument: false,
                     }),
                     scratch: Some("/scratch".into()),
+                    count: Some(Counting {
+                        boot_id: "b".into(),
+                        tracepoints: [("syscalls".to_string(), 443)].into_iter().collect(),
+                    }),
                 },
                 armed: true,
             },
@@ -542,7 +565,13 @@ mod tests {
     fn fuzz_decode_request_never_panics_and_echoes_the_tag() {
         use crate::fuzzing::{fuzz, mutated, with_corpus, JSON_TOKENS};
         use proptest::prelude::*;
-        let spec = WorkloadSpec { kind: "memcpy".into(), params: BTreeMap::new(), net: None, scratch: None };
+        let spec = WorkloadSpec {
+            kind: "memcpy".into(),
+            params: BTreeMap::new(),
+            net: None,
+            scratch: None,
+            count: None,
+        };
         let seeds = vec![
             frame_bytes("", 1, Request::Ping),
             frame_bytes("", 2, Request::Run { workload: spec.clone(), armed: false }),

@@ -191,7 +191,8 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                         r.insert(tag, slot.clone());
                     }
                     let (send, running) = (&send, &running);
-                    scope.spawn(move || run_one(tag, &prepared, &slot, send, running));
+                    let count = workload.count;
+                    scope.spawn(move || run_one(tag, &prepared, count.as_ref(), &slot, send, running));
                 }
             }
         };
@@ -212,6 +213,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
 fn run_one(
     tag: u64,
     prepared: &virtperf_workload::Prepared,
+    count: Option<&virtperf_proto::Counting>,
     slot: &Slot,
     send: &(dyn Fn(u64, Reply) -> std::io::Result<()> + Sync),
     running: &Mutex<HashMap<u64, Arc<Slot>>>,
@@ -230,6 +232,9 @@ fn run_one(
     // (monotonic ns, this thread's CPU, the system's CPU) when the timed region began.
     type Mark = (u64, (u64, u64), Option<virtperf_proto::SystemCpu>);
     let begun: Mutex<Option<Mark>> = Mutex::new(None);
+    // Counters, opened on this thread (the run's: its threads and children inherit them) and
+    // started with the timed region.
+    let counters = Mutex::new(count.map(virtperf_workload::counts::Counters::open));
     let begin = || {
         let Ok(mut b) = begun.lock() else { return };
         if b.is_some() {
@@ -242,6 +247,9 @@ fn run_one(
         if slot.armed {
             let _ = send(tag, Reply::Armed);
             slot.wait_open();
+        }
+        if let Some(c) = counters.lock().ok().as_deref_mut().and_then(Option::as_mut) {
+            c.start();
         }
         let cpu = virtperf_workload::thread_cpu();
         *b = Some((monotonic_ns(), cpu, sys));
@@ -276,21 +284,39 @@ fn run_one(
     if let Ok(mut r) = running.lock() {
         r.remove(&tag);
     }
+    let counts = counters.into_inner().ok().flatten().map(|c| c.finish(t1.saturating_sub(t0)));
     // A write error means the host is gone: nobody to tell.
     let _ = match res {
-        Ok(o) => send(
+        Ok(mut o) => send(
             tag,
             Reply::Result {
                 samples: o.samples,
                 guest_elapsed_ns: t1.saturating_sub(t0),
                 guest_cpu: cpu,
-                extra: o.extra,
+                extra: {
+                    if let Some(c) = counts.filter(|c| !c.is_null()) {
+                        with_counts(&mut o.extra, c);
+                    }
+                    o.extra
+                },
                 guest_system,
                 window_ns: Some([t0, t1]),
             },
         ),
         Err((code, message)) => send(tag, Reply::Error { code, message }),
     };
+}
+
+/// The run's counts go into its detail as `counts` (an object detail gets the key; a run
+/// without detail gets an object of its own).
+fn with_counts(extra: &mut serde_json::Value, counts: serde_json::Value) {
+    match extra {
+        serde_json::Value::Object(o) => {
+            o.insert("counts".into(), counts);
+        }
+        serde_json::Value::Null => *extra = serde_json::json!({ "counts": counts }),
+        _ => {}
+    }
 }
 
 /// Entry point of `virtperf agent`: stdin/stdout, or a terminal device in raw mode (a guest's

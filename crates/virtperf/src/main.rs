@@ -214,6 +214,11 @@ struct RunArgs {
     /// or each (every environment its own) [default: equal, or the file's `counts`]
     #[arg(long)]
     counts: Option<String>,
+    /// Explain the overheads: count every warm-up's events and add the mechanism cases that price
+    /// them (true or false) [default: false, or the file's `explain`]; `report --explain` shows
+    /// the model against the measurements (docs/explain.md)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    explain: Option<String>,
     /// Warm-up trials per environment × workload, stored but not counted [default: 1]
     #[arg(long)]
     warmup: Option<String>,
@@ -306,6 +311,10 @@ struct ReportArgs {
     /// order is paired) or unpaired (ratio of means, Fieller's interval), to compare
     #[arg(long, value_enum)]
     estimate: Option<EstimateArg>,
+    /// Why each environment costs what it does: every overhead against the model of the run's
+    /// counted events × their measured costs (a run with explain = true; docs/explain.md)
+    #[arg(long)]
+    explain: bool,
 }
 
 /// `--estimate`.
@@ -506,7 +515,7 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
             (raw, Origin::Flag { flag: "virtperf run", value: "(flags)".into() })
         }
     };
-    let overrides: [(&'static str, &'static str, &Option<String>, bool); 11] = [
+    let overrides: [(&'static str, &'static str, &Option<String>, bool); 12] = [
         ("--reps", "reps", &a.reps, true),
         ("--warmup", "warmup", &a.warmup, true),
         ("--launches", "launches", &a.launches, true),
@@ -514,6 +523,7 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
         ("--budget", "budget", &a.budget, false),
         ("--freeze-idle", "freeze_idle", &a.freeze_idle, false),
         ("--counts", "counts", &a.counts, false),
+        ("--explain", "explain", &a.explain, false),
         ("--seed", "seed", &a.seed, true),
         ("--order", "order", &a.order, false),
         ("--timeout", "timeout", &a.timeout, false),
@@ -694,6 +704,15 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
     };
     let rows = store.load(id)?;
     let rep = report::build_with(&rows, a.estimate.map(EstimateArg::estimate))?;
+    if a.explain && !a.json {
+        let Some(x) = &rep.explain else {
+            return Err(bad_input(format!(
+                "run {id} counted no events to explain its overheads with: run the experiment with explain = true (or virtperf run --explain)"
+            )));
+        };
+        out(&report::explain::render(x, report::terminal_width()))?;
+        return Ok(ExitStatus::Success);
+    }
     export::write(&outputs, &export::RunData::new(&rows, &rep))?;
     Ok(ExitStatus::Success)
 }

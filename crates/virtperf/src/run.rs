@@ -282,6 +282,14 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
         .iter()
         .map(|(n, why)| serde_json::json!({"environment": n, "why": why}))
         .collect::<Vec<_>>());
+    if exp.explain {
+        // What the warm-ups will count natively and in containers (the guests count what they
+        // can read themselves): the tracepoints, or why there are none.
+        manifest["explain"] = match virtperf_workload::counts::host_tracepoint_ids() {
+            Ok(ids) => serde_json::json!({ "tracepoints": ids }),
+            Err(why) => serde_json::json!({ "tracepoints": {}, "why": why }),
+        };
+    }
     let run_id = store.create_run(&exp.name, &exp.to_toml(), &manifest, &envs, &cases, &plan)?;
     eprintln!("virtperf: run {run_id} → {} ({} trials)", opts.db.display(), plan.len());
     execute(&store, run_id, &exp, opts)
@@ -984,6 +992,8 @@ struct Ctx<'a> {
     specs: Vec<WorkloadSpec>,
     timeout: Duration,
     tester_machine: &'a str,
+    /// What warm-ups count (`explain = true`), else None.
+    counting: Option<virtperf_proto::Counting>,
 }
 
 /// The environments a trial's idle neighbours were paused in, and how.
@@ -1011,12 +1021,19 @@ impl<'a> Session<'a> {
                 params: c.params.clone(),
                 net: None,
                 scratch: None,
+                count: None,
             })
             .collect();
         let tester_id = match &share.host {
             Some(h) => format!("tester-{h}"),
             None => "tester".into(),
         };
+        // `explain`: warm-ups count their events; tracepoint ids only hold on this kernel (an
+        // agent elsewhere compares the boot id and counts what it can read itself).
+        let counting = exp.explain.then(|| virtperf_proto::Counting {
+            boot_id: virtperf_workload::counts::boot_id().unwrap_or_default(),
+            tracepoints: virtperf_workload::counts::host_tracepoint_ids().unwrap_or_default(),
+        });
         Ok(Session {
             ctx: Ctx {
                 w,
@@ -1025,6 +1042,7 @@ impl<'a> Session<'a> {
                 specs,
                 timeout: Duration::from_millis(exp.timeout_ms),
                 tester_machine: exp.lab.tester_host.as_deref().unwrap_or(LOCAL_MACHINE),
+                counting,
             },
             slots: exp.envs.iter().map(|e| Slot::new(e.instances)).collect(),
             tester_slot: Slot::new(1),
@@ -1417,6 +1435,11 @@ impl Ctx<'_> {
             }
             work = work.and_then(|_| calibrated_param(case).and_then(|p| spec.params.get(p)?.as_u64()));
         }
+        // `explain`: the warm-up runs twice, and the second pass — warm, as the timed trials are
+        // (a first run maps its buffers and grows its allocator's arenas: pde's faults fall
+        // after it) — counts its events and is the warm-up stored. Never a timed trial: the
+        // counters slow every system call.
+        let count_pass = t.warmup && self.counting.is_some();
         let first = self.launcher.first_endpoint[e];
         let mut duts: Vec<Dut> = slot
             .instances
@@ -1432,10 +1455,13 @@ impl Ctx<'_> {
             })
             .collect();
         let mut tester = other.and_then(|o| o.first()).map(|ti| Tester { inst: ti, addr: other_addr });
-        if relaunched {
+        if relaunched || count_pass {
             // Not stored: the first trial after a launch runs slower (cold caches, a guest still
             // settling), as the run's own warm-ups showed.
             let _ = trial::run(&mut duts, tester.as_mut(), case, &spec, self.timeout, &CANCEL);
+        }
+        if count_pass {
+            spec.count = self.counting.clone();
         }
         // The lab's switch, where it is a process: alive, or the trial fails; its CPU during the
         // trial is a row of its own (xenmon's dom0 line).

@@ -446,7 +446,16 @@ fn calibrate_on(
 ) -> Result<crate::store::Calibration, Fail> {
     let target_ns = target.as_nanos() as u64;
     let (overhead, _) = go_overhead(p, Who::Dut(0), deadline)?;
-    let mut count = 1u64;
+    // From the parameter's own minimum (`pagefault`'s pages start at 16).
+    let least = virtperf_workload::find(&spec.kind)
+        .and_then(|w| w.params().iter().find(|ps| ps.name == param))
+        .and_then(|ps| match ps.kind {
+            virtperf_workload::ParamKind::Int { min, .. } => u64::try_from(min).ok(),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .max(1);
+    let mut count = least;
     let mut probes = Vec::new();
     let what = format!("calibrating `{param}`");
     loop {
@@ -460,7 +469,7 @@ fn calibrate_on(
         probes.push((count, h));
         let capped = count >= cap;
         if h >= target_ns / 2 || capped || probes.len() >= MAX_PROBES {
-            let scaled = (count as f64 * target_ns as f64 / h.max(1) as f64).round().max(1.0) as u64;
+            let scaled = (count as f64 * target_ns as f64 / h.max(1) as f64).round().max(least as f64) as u64;
             let (count, capped) = if scaled > cap {
                 (cap, Some(format!("{param} ≤ {cap}: {cap_why}")))
             } else if h < target_ns / 2 && !capped {
@@ -706,8 +715,10 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect();
-            let (tag, _) =
-                p.send(who, WorkloadSpec { kind: "load".into(), params, net: None, scratch: None })?;
+            let (tag, _) = p.send(
+                who,
+                WorkloadSpec { kind: "load".into(), params, net: None, scratch: None, count: None },
+            )?;
             p.wait_started(who, tag, deadline, "background load")?;
             loads.push((who, tag));
         }
@@ -773,7 +784,13 @@ const MAX_LAPS: usize = 64;
 /// [`GO_CALIBRATIONS`] runs, measured now: an idle ping at launch is neither the same path nor
 /// the same moment (a UML guest's was 6 ms with a 10 ms spread right after boot, 0.5 ms later).
 fn go_overhead(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Duration, Duration), Fail> {
-    let noop = WorkloadSpec { kind: "noop".into(), params: Default::default(), net: None, scratch: None };
+    let noop = WorkloadSpec {
+        kind: "noop".into(),
+        params: Default::default(),
+        net: None,
+        scratch: None,
+        count: None,
+    };
     let mut spans = Vec::with_capacity(GO_CALIBRATIONS);
     for _ in 0..GO_CALIBRATIONS {
         let (tag, _) = p.send_run(who, noop.clone(), true)?;
@@ -1301,7 +1318,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             tag,
         }
         .params();
-        let fspec = WorkloadSpec { kind: "frames".into(), params, net: None, scratch: None };
+        let fspec = WorkloadSpec { kind: "frames".into(), params, net: None, scratch: None, count: None };
         let send_ms =
             if sp.count > 0 { (sp.count as f64 / sp.rate_fps.max(1.0) * 1e3) as u64 } else { sp.duration_ms };
         let deadline = Instant::now()
@@ -1392,7 +1409,13 @@ mod tests {
         assert!((get("tcp_goodput_share_min") - 0.050 / 0.230 * 100.0).abs() < 1e-9);
         assert!((get("tcp_goodput_share_max") - 0.060 / 0.230 * 100.0).abs() < 1e-9);
         assert!(a.iter().all(|x| x.metric != "tcp_rr_latency_jain"), "no fairness of a time");
-        let spec = WorkloadSpec { kind: "noop".into(), params: Default::default(), net: None, scratch: None };
+        let spec = WorkloadSpec {
+            kind: "noop".into(),
+            params: Default::default(),
+            net: None,
+            scratch: None,
+            count: None,
+        };
         let (agg, each, _) = combine(per, &none, &spec, 1.5);
         assert_eq!(each.len(), 8);
         assert!(agg.iter().any(|x| x.metric == crate::store::START_SKEW && x.value == 1.5));

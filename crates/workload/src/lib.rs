@@ -10,6 +10,7 @@
 //! it to [`REGISTRY`] (registry.rs), and document it in `docs/workloads.md`.
 
 pub mod compute;
+pub mod counts;
 pub mod disk;
 pub mod frames;
 pub mod load;

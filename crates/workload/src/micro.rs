@@ -112,6 +112,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "ctxswitch_time",
     "pipe_rr_time",
     "unix_rr_time",
+    "fileop_time",
     "fork_time",
     "exec_time",
     "signal_time",
@@ -520,6 +521,49 @@ pub static CTXSWITCH: Micro = Micro {
     body: ctxswitch_body,
 };
 
+fn fileop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let n = iters(p);
+    let dir = ctx.scratch().map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("virtperf-fileop-{}-{}", std::process::id(), crate::workload::now_ns()));
+    std::fs::write(&path, b"virtperf").map_err(|e| format!("{}: {e}", path.display()))?;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    ctx.begin();
+    let t0 = Instant::now();
+    let mut res = Ok(());
+    for _ in 0..n {
+        // SAFETY: a NUL-terminated path that outlives the call.
+        let fd = unsafe { libc::openat(libc::AT_FDCWD, c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            res = Err(format!("open {}: {}", path.display(), std::io::Error::last_os_error()));
+            break;
+        }
+        // SAFETY: fstat fills a stat struct we own, on the descriptor just opened.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let ok = unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_size == 8;
+        // SAFETY: closes the descriptor opened above, once.
+        unsafe { libc::close(fd) };
+        if !ok {
+            res = Err(format!("fstat {}: not the 8-byte file written", path.display()));
+            break;
+        }
+    }
+    let ns = elapsed_ns(t0);
+    let _ = std::fs::remove_file(&path);
+    res.map(|()| Timed { ops: n, ns, extra: json!({"dir": dir.display().to_string()}) })
+}
+
+pub static FILEOP: Micro = Micro {
+    kind: "fileop",
+    summary: "open, fstat and close of a small file: the file system's system calls (gVisor serves them through its gofer, UML through its host file system)",
+    params: &[iterations("open + fstat + close cycles per trial"), crate::workload::TARGET_TIME],
+    metric: &[metric("fileop_time", "time per open + fstat + close")],
+    ops: iters,
+    count: "iterations",
+    body: fileop_body,
+};
+
 /// A pair of connected descriptors (a pipe each way, or a socketpair), closed on drop.
 struct Fds(Vec<libc::c_int>);
 
@@ -795,6 +839,7 @@ mod tests {
             (&CTXSWITCH, "iterations", 2000),
             (&PIPE_RR, "iterations", 2000),
             (&UNIX_RR, "iterations", 2000),
+            (&FILEOP, "iterations", 2000),
             (&FORK, "iterations", 50),
             (&SIGNAL, "iterations", 20_000),
         ] {
@@ -807,8 +852,8 @@ mod tests {
     #[test]
     fn metric_names_list_every_microbenchmark() {
         let all = [
-            &CPUID, &CLOCK, &RDTSC, &PAGEFAULT, &MMAP, &MEMLAT, &CTXSWITCH, &PIPE_RR, &UNIX_RR, &FORK, &EXEC,
-            &SIGNAL,
+            &CPUID, &CLOCK, &RDTSC, &PAGEFAULT, &MMAP, &MEMLAT, &CTXSWITCH, &PIPE_RR, &UNIX_RR, &FILEOP,
+            &FORK, &EXEC, &SIGNAL,
         ];
         let names: Vec<&str> = all.iter().map(|w| w.metric[0].name).collect();
         assert_eq!(names, METRIC_NAMES);

@@ -30,6 +30,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &micro::CTXSWITCH,
     &micro::PIPE_RR,
     &micro::UNIX_RR,
+    &micro::FILEOP,
     &micro::FORK,
     &micro::EXEC,
     &micro::SIGNAL,
@@ -216,6 +217,7 @@ mod tests {
             params: serde_json::from_value(p).unwrap(),
             net: None,
             scratch: None,
+            count: None,
         };
         assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().0, ErrorCode::UnknownWorkload);
         assert_eq!(
@@ -238,6 +240,7 @@ mod tests {
             "memcpy": {"size": 4096, "copies": 2},
             "stream": {"elements": 1000, "ntimes": 2},
             "syscall": {"iterations": 100},
+            "fileop": {"iterations": 100},
             "cpuid": {"iterations": 100},
             "clock": {"iterations": 100},
             "rdtsc": {"iterations": 100},
@@ -265,6 +268,7 @@ mod tests {
                 params: serde_json::from_value(p.clone()).unwrap(),
                 net: None,
                 scratch: std::env::temp_dir().to_str().map(String::from),
+                count: None,
             })
             .unwrap_or_else(|e| panic!("{}: {:?}", w.kind(), e));
             let mut names: Vec<&str> = samples.iter().map(|s| s.metric.as_str()).collect();

@@ -176,12 +176,24 @@ impl<'a> RunCtx<'a> {
 pub const WARMUP_SHARE: f64 = 0.25;
 
 /// `params` for a warm-up: the workload's scaling parameter at [`WARMUP_SHARE`] of its value (at
-/// least 1), the rest unchanged. Unchanged where the workload scales nothing or the value is not
+/// least the parameter's minimum), the rest unchanged. Unchanged where the workload scales nothing or the value is not
 /// a whole number.
 pub fn warmup_params(w: &dyn Workload, params: &mut BTreeMap<String, Value>) {
     let Some(key) = w.warmup_scales() else { return };
     if let Some(n) = params.get(key).and_then(Value::as_u64) {
-        let scaled = ((n as f64 * WARMUP_SHARE).round() as u64).max(1);
+        // Never below the parameter's own minimum (`pagefault`'s 16 pages, a flow's 100 ms).
+        let least = w
+            .params()
+            .iter()
+            .find(|p| p.name == key)
+            .and_then(|p| match p.kind {
+                ParamKind::Int { min, .. } => u64::try_from(min).ok(),
+                ParamKind::Duration { min_ms, .. } => Some(min_ms),
+                _ => None,
+            })
+            .unwrap_or(1)
+            .max(1);
+        let scaled = ((n as f64 * WARMUP_SHARE).round() as u64).max(least).min(n.max(least));
         params.insert(key.to_string(), Value::from(scaled));
     }
 }

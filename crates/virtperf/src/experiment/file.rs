@@ -15,6 +15,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "timeout",
     "freeze_idle",
     "counts",
+    "explain",
     "lab",
     "env",
     "workload",

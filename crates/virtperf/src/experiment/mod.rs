@@ -216,6 +216,10 @@ pub struct Experiment {
     /// Environments the host cannot run are left out (with doctor's reason) instead of refusing
     /// the run (`skip_unavailable = true`: the default experiment runs what the host can).
     pub skip_unavailable: bool,
+    /// `explain = true`: every warm-up counts its events, and the mechanism cases the model needs
+    /// are added where missing (docs/explain.md), so the report can say why each overhead is what
+    /// it is.
+    pub explain: bool,
 }
 
 /// `precision = "2%"`, `budget = "5m"`: the stopping rule of precision mode (docs/methodology.md).
@@ -377,6 +381,9 @@ impl Experiment {
         }
         if self.skip_unavailable {
             s += "skip_unavailable = true\n";
+        }
+        if self.explain {
+            s += "explain = true\n";
         }
         if !self.lab_raw.is_empty() {
             s += "\n[lab]\n";
@@ -760,6 +767,30 @@ iterations = [10, 20]
         let e = parse(GOOD).unwrap();
         let again = parse(&e.to_toml()).unwrap();
         assert_eq!(e, again);
+    }
+
+    #[test]
+    fn explain_adds_the_mechanism_cases_it_lacks_once() {
+        let text = "explain = true\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"syscall\"\niterations = 10\n[[workload]]\nkind = \"memcpy\"\n";
+        let e = parse(text).unwrap();
+        assert!(e.explain);
+        let kinds: Vec<&str> = e.cases.iter().map(|c| c.kind.as_str()).collect();
+        // The given syscall case stands for its mechanism; every other one is added after.
+        assert_eq!(kinds.iter().filter(|k| **k == "syscall").count(), 1, "{kinds:?}");
+        for m in virtperf_workload::counts::MECHANISMS {
+            assert!(kinds.contains(&m.kind), "{} missing from {kinds:?}", m.kind);
+        }
+        assert_eq!(&kinds[..2], &["syscall", "memcpy"]);
+        // Rendered and read again: the same cases, none added twice.
+        assert_eq!(parse(&e.to_toml()).unwrap(), e);
+        // Counting happens on the warm-up: none is refused, naming the key.
+        expect_err(&format!("warmup = 0\n{text}"), 1, Some("warmup"), "explain = true counts");
+        expect_err(
+            "explain = \"yes\"\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"cpu\"\n",
+            1,
+            Some("explain"),
+            "true or false",
+        );
     }
 
     fn expect_err(text: &str, line: usize, key: Option<&str>, needle: &str) {

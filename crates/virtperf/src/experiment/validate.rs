@@ -363,7 +363,15 @@ pub fn validate_on(
         launches,
         precision,
         skip_unavailable,
+        explain,
     } = settings(raw)?;
+    let with_mechanisms;
+    let raw = if explain {
+        with_mechanisms = explain_cases(raw)?;
+        &with_mechanisms
+    } else {
+        raw
+    };
 
     if raw.envs.is_empty() {
         return Err(err(
@@ -438,6 +446,7 @@ pub fn validate_on(
         launches,
         precision,
         skip_unavailable,
+        explain,
     })
 }
 
@@ -658,6 +667,7 @@ struct Settings {
     launches: u32,
     precision: Option<Precision>,
     skip_unavailable: bool,
+    explain: bool,
 }
 
 /// A boolean setting: `true`/`false` (or the words, from a flag).
@@ -787,6 +797,7 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
     let skip_unavailable =
         get("skip_unavailable").map(|s| setting_bool(s, "skip_unavailable")).transpose()?.unwrap_or(false);
     let precision = precision_setting(raw)?;
+    let explain = get("explain").map(|s| setting_bool(s, "explain")).transpose()?.unwrap_or(false);
     Ok(Settings {
         name,
         reps_given,
@@ -799,7 +810,27 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
         launches,
         precision,
         skip_unavailable,
+        explain,
     })
+}
+
+/// `explain = true`: the experiment with the mechanism cases the model needs that it lacks (a
+/// case of that kind, whatever its parameters, counts as there).
+fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
+    let mut out = raw.clone();
+    for m in virtperf_workload::counts::MECHANISMS {
+        if !raw.workloads.iter().any(|w| w.kind == m.kind) {
+            out.workloads.push(super::read_flag("explain = true", m.kind)?);
+        }
+    }
+    if let Some(w) = raw.settings.get("warmup").filter(|w| matches!(w.value, Raw::Int(0))) {
+        return Err(err(
+            &w.origin,
+            Some("warmup"),
+            "explain = true counts each case's events on its warm-up: give warmup = 1 (or leave it out)",
+        ));
+    }
+    Ok(out)
 }
 
 /// Step 2: each environment against its kind's schema (names unique; `instances` swept; `host`

@@ -23,7 +23,7 @@ pub struct Figure {
 
 type DrawResult<T> = Result<T, String>;
 
-fn key_of(data: &impl std::fmt::Debug) -> String {
+pub(crate) fn key_of(data: &impl std::fmt::Debug) -> String {
     let d = Sha256::digest(format!("{data:?}").as_bytes());
     d.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }

@@ -244,6 +244,7 @@ pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
     body += &instances(r, &mut figs, &color);
     body += &disk(r, &mut figs);
     body += &timers(r, &mut figs, &color);
+    body += &explain(r, &mut figs);
     body += &failures(r);
     body += &host(r);
     body += "<p class=\"muted\">mean ± 95 % CI half-width; ×ratio to the baseline [Fieller CI at the level the notes state]; cost = times the baseline's time (or its rate over this one's), so above 1 is slower whichever way the metric points. Raw samples: <code>virtperf export</code>.</p>\n";
@@ -907,6 +908,30 @@ fn by_host(r: &Report) -> String {
         body += "</table></div>\n";
     }
     body
+}
+
+/// `explain = true`: per environment, each workload's overhead split by the mechanisms that
+/// explain it, with the hit rates (report/explain.rs).
+fn explain(r: &Report, figs: &mut Figs) -> String {
+    let Some(x) = &r.explain else { return String::new() };
+    let mut inner = String::new();
+    let mut lines = String::new();
+    for h in &x.hits {
+        inner += &figs.add(super::explain::figure(x, &h.environment));
+        lines += &format!(
+            "<li>{}: {} of {} workloads predicted within ±20 %, {} within the interval</li>",
+            esc(&h.environment),
+            h.within_20,
+            h.cells,
+            h.within_interval
+        );
+    }
+    format!(
+        "<h2 id=\"explain\">Why: the overhead explained</h2>\n<p>The model: {}'s time + Σ events × their extra cost in the environment — the events counted in {}'s warm-ups, their costs solved from this run's mechanism cases (<code>virtperf report --explain</code>, docs/explain.md).</p><ul>{lines}</ul>\n{}",
+        esc(&x.baseline),
+        esc(&x.baseline),
+        grid(&inner)
+    )
 }
 
 fn failures(r: &Report) -> String {

@@ -8,6 +8,7 @@ pub mod answer;
 pub mod costs;
 pub mod disk;
 pub mod disturbances;
+pub mod explain;
 pub mod figures;
 mod fixtures;
 pub mod hosts;
@@ -578,6 +579,10 @@ pub struct Report {
     /// Precision mode: the target, and each watched ratio's interval against it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precision: Option<PrecisionReport>,
+    /// `explain = true`: every overhead against the model of counted events × their measured
+    /// costs (docs/explain.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<explain::Explain>,
     pub manifest: serde_json::Value,
 }
 
@@ -905,7 +910,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         })
         .collect();
     let env_names: Vec<String> = envs.iter().map(|e| e.name.clone()).collect();
-    Ok(Report {
+    let mut report = Report {
         loads: load_rows(rows, &results),
         disk: disk::build(&results, cases, &env_names),
         instances: instance_tables(envs, cases, &tally.values, &tally.inst_values),
@@ -945,8 +950,11 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         ceilings: ceilings(&info.manifest, cases),
         timers: timer::build(rows),
         rfc2544: rfc2544_rows(rows, &info.manifest),
+        explain: None,
         manifest: info.manifest.clone(),
-    })
+    };
+    report.explain = explain::build(rows, &report);
+    Ok(report)
 }
 
 /// Each environment's agent clock rate over its launches, from the launches' stored rates.
@@ -2154,6 +2162,7 @@ pub fn summary_test_report() -> Report {
         disk: Vec::new(),
         timers: Vec::new(),
         precision: None,
+        explain: None,
         manifest: serde_json::json!({}),
     }
 }

@@ -114,6 +114,7 @@ fn main() {
         report::compare_flags_a_slowed_environment_only,
         report::history_and_ab_give_verdicts_ci_can_act_on,
         mechanisms::mechanisms_run_everywhere_and_make_physical_sense,
+        mechanisms::explain_prices_events_and_predicts_from_them,
     ];
     util::take_baseline();
     let required = util::required_envs();

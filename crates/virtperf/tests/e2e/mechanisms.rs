@@ -155,3 +155,137 @@ pub(crate) fn mechanisms_run_everywhere_and_make_physical_sense() -> Outcome {
     }
     Outcome::Pass
 }
+
+/// `--explain`: warm-ups count their events natively, the mechanism cases price each event in
+/// every environment, and the report's model is what docs/explain.md says — each mechanism case
+/// fits by construction, every other cell is 1 + Σ rate × price from the JSON's own figures, a
+/// counted system call is one per `syscall` operation, gVisor's and UML's system calls cost far
+/// more than native's (against native's measured beside them). A run without it says how to get
+/// one (exit 2).
+pub(crate) fn explain_prices_events_and_predicts_from_them() -> Outcome {
+    if let Some(why) = need_tool("root") {
+        return Outcome::Skip(why);
+    }
+    let mut args: Vec<String> = ["run", "--env", "native"].map(String::from).to_vec();
+    let mut sandboxes = Vec::new();
+    let mut skipped = Vec::new();
+    for (kind, spec) in [("gvisor", "gvisor"), ("uml", "uml:mem=640MiB,name=uml")] {
+        match doctor_unusable(kind) {
+            Some(w) => skipped.push(format!("{kind}: {w}")),
+            None => {
+                args.extend(["--env".into(), spec.into()]);
+                sandboxes.push(kind);
+            }
+        }
+    }
+    if sandboxes.is_empty() {
+        return Outcome::Skip(format!("neither gVisor nor UML runs here ({})", skipped.join("; ")));
+    }
+    for s in &skipped {
+        println!("  skipped: {s}");
+    }
+    let fx = Fixture::new();
+    args.extend(
+        [
+            "--workload",
+            "command:name=find,cmd=find /usr/share/zoneinfo -name nothing-here",
+            "--explain",
+            "--launches",
+            "2",
+            "--reps",
+            "1",
+            "--json",
+        ]
+        .map(String::from),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = fx.vp_args(&argv);
+    assert_ok(&out, "run --explain");
+    let doc = json_of(&out, "run --explain");
+    let x = &doc["explain"];
+    assert!(x.is_object(), "no explain section: {}", &doc.to_string()[..2000.min(doc.to_string().len())]);
+    let cells = x["cells"].as_array().unwrap();
+    let costs = x["costs"].as_array().unwrap();
+    let cell = |env: &str, w: &str| {
+        cells
+            .iter()
+            .find(|c| c["environment"] == env && c["workload"] == w)
+            .unwrap_or_else(|| panic!("no cell {env}/{w}"))
+    };
+    let price = |env: &str, ev: &str| {
+        costs
+            .iter()
+            .find(|c| c["environment"] == env && c["event"] == ev)
+            .and_then(|c| c["delta_ns"].as_f64())
+    };
+    let native_syscall_ns = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["environment"] == "native" && r["workload"] == "syscall" && r["metric"] == "syscall_time")
+        .and_then(|r| r["mean"].as_f64())
+        .expect("native's syscall_time");
+    let counted = doc["manifest"]["explain"]["why"].is_null();
+    for env in &sandboxes {
+        // The mechanism cases are what the prices are solved from: they fit exactly.
+        for c in cells.iter().filter(|c| c["environment"] == *env && c["mechanism"] == true) {
+            let (m, p) = (c["measured"].as_f64().unwrap(), c["predicted"].as_f64().unwrap());
+            assert!((p / m - 1.0).abs() < 1e-6, "{env}: mechanism {} measured {m}, model {p}", c["workload"]);
+        }
+        // Every other cell is the model of docs/explain.md on the JSON's own figures.
+        let f = cell(env, "find");
+        let sum: f64 = f["rates_per_ms"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(ev, r)| r.as_f64().unwrap() / 1e6 * price(env, ev).unwrap_or(0.0))
+            .sum();
+        let p = f["predicted"].as_f64().unwrap();
+        assert!(
+            (1.0 + sum - p).abs() < 1e-6 * p.max(1.0),
+            "{env}: find's model {p}, 1 + Σ rate × price = {}",
+            1.0 + sum
+        );
+        if counted {
+            // A system call in gVisor or UML is a trip through ptrace or a sentry: at least 10×
+            // native's own, measured beside it (~100× here).
+            let s = price(env, "syscalls").expect("a price for system calls");
+            assert!(
+                s > 10.0 * native_syscall_ns,
+                "{env}: a system call costs +{s:.0} ns, native's {native_syscall_ns:.0} ns"
+            );
+            // find is system calls: its model is well above native, and says so.
+            assert!(p > 1.5, "{env}: find predicted at {p:.2}× from {f}");
+        }
+    }
+    if counted {
+        // One counted system call per `syscall` operation, the counters' slowdown corrected: a
+        // rate per ms × ns per operation ≈ 1 (getppid, and nothing else in the loop).
+        let r = cell(sandboxes[0], "syscall")["rates_per_ms"]["syscalls"].as_f64().unwrap();
+        let per_op = r / 1e6 * native_syscall_ns;
+        assert!((0.8..1.25).contains(&per_op), "{per_op:.2} counted system calls per syscall operation");
+    } else {
+        println!("  skipped: the counts' checks: {}", doc["manifest"]["explain"]["why"]);
+    }
+    // The terminal's explanation within 100 columns; the page has its section.
+    let text = fx.vp("report --explain");
+    assert_ok(&text, "report --explain");
+    let t = String::from_utf8_lossy(&text.stdout).to_string();
+    for env in &sandboxes {
+        assert!(t.contains(&format!("\n{env}\n")) && t.contains("per event:"), "{t}");
+    }
+    assert!(t.lines().all(|l| l.chars().count() <= 100), "wider than 100 columns:\n{t}");
+    let page = fx.path("r.html");
+    assert_ok(&fx.vp_args(&["report", "--html", page.to_str().unwrap()]), "report --html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("id=\"explain\"") && html.contains("fig-explain-"),
+        "no explain section on the page"
+    );
+    // A run that counted nothing: exit 2, and what to do.
+    fx.ok("run --env native --workload cpu:iterations=1000 --reps 1");
+    let none = fx.vp("report --explain");
+    assert_eq!(none.status.code(), Some(2), "{none:?}");
+    assert!(String::from_utf8_lossy(&none.stderr).contains("explain = true"), "{none:?}");
+    Outcome::Pass
+}

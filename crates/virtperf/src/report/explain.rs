@@ -1,0 +1,694 @@
+//! Why an environment costs what it does (docs/explain.md): each overhead explained by the
+//! events the workload causes natively and what each event costs in the environment, both
+//! measured in the same run.
+//!
+//! The model, per environment E and workload w, on time (a rate's ratio is inverted first):
+//!
+//! ```text
+//! T_E(w) / T_native(w) = 1 + Σ_e r_e(w) · Δc_e(E)
+//! ```
+//!
+//! `r_e(w)`: events e per nanosecond of w's native run (its warm-up's counts over the warm-up's
+//! timed region, scaled by how much faster the timed trials ran than the counted warm-up — the
+//! counters slow every system call). `Δc_e(E)`: what one event costs in E beyond its native cost,
+//! solved from the mechanism cases (`syscall`, `pagefault`, `ctxswitch`, `fork`, `exec`,
+//! `signal`, `cpu`) the same way: each is a workload too, `R_m − 1 = Σ_e r_e(m) · Δc_e`, one
+//! equation per mechanism and as many events — a fork's page faults and system calls are priced
+//! as such, the fork's own cost is what remains. Intervals propagate from the measured ratios
+//! (delta method); counts are taken as exact. Nothing is fitted to the workloads it predicts: a
+//! cell the mechanisms do not explain says so, with the share they leave.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use virtperf_workload::counts::{model_events, MECHANISMS};
+
+use super::{costs, Report, ResultRow};
+use crate::store::RunRows;
+
+/// The model's verdict on one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explain {
+    pub baseline: String,
+    /// Each environment's price of each event, beyond native's.
+    pub costs: Vec<EventCost>,
+    pub cells: Vec<Cell>,
+    /// Per environment: cells predicted within ±20 %, and within their interval, of how many
+    /// (mechanism cases left out: the model is solved from them).
+    pub hits: Vec<Hits>,
+    /// What the model could not use, and why.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventCost {
+    pub environment: String,
+    pub event: &'static str,
+    pub what: &'static str,
+    /// The mechanism case it was solved from.
+    pub from: String,
+    /// Extra ns per event (per ns for `cpu_user_ns`), and its 95 % interval.
+    pub delta_ns: f64,
+    pub ci: [f64; 2],
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub environment: String,
+    pub workload: String,
+    pub metric: String,
+    /// A mechanism case: the model is solved from it, so it fits by construction.
+    pub mechanism: bool,
+    /// The measured cost on time (× native) and its interval.
+    pub measured: f64,
+    pub measured_ci: Option<[f64; 2]>,
+    /// The model's cost and its 95 % interval.
+    pub predicted: f64,
+    pub predicted_ci: [f64; 2],
+    /// log(predicted / measured), as a percentage of the measured cost.
+    pub error_percent: f64,
+    /// Each event's share of the measured overhead (cost − 1), and what they leave.
+    pub shares: Vec<Share>,
+    pub unexplained: f64,
+    pub within_20: bool,
+    /// The measured cost lies within the prediction's interval widened by the measurement's.
+    pub within_interval: bool,
+    /// The workload's events per ms of its native run (the counts the prediction used).
+    pub rates_per_ms: BTreeMap<&'static str, f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Share {
+    pub event: &'static str,
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hits {
+    pub environment: String,
+    pub cells: usize,
+    pub within_20: usize,
+    pub within_interval: usize,
+}
+
+/// z of a two-sided interval at `level`.
+fn z_of(level: f64) -> f64 {
+    virtperf_stats::t_quantile(level, 1e6)
+}
+
+/// The events a counted pass saw: its detail's `counts`, or for a network flow the side in the
+/// environment (`flows[i][dut].counts`), summed over flows.
+pub fn pass_counts(detail: &Value) -> Option<Value> {
+    if let Some(c) = detail.get("counts").filter(|c| c.is_object()) {
+        return Some(c.clone());
+    }
+    let flows = detail.get("flows")?.as_array()?;
+    let mut sum = serde_json::Map::new();
+    for f in flows {
+        let side = f.get("dut").and_then(Value::as_str)?;
+        let c = f.get(side)?.get("counts")?.as_object()?;
+        for (k, v) in c {
+            let Some(x) = v.as_f64() else { continue };
+            let e = sum.entry(k.clone()).or_insert(Value::from(0.0));
+            let acc = e.as_f64().unwrap_or(0.0);
+            // The flows ran at once: their region is the longest, their events add.
+            *e = Value::from(if k == "elapsed_ns" { acc.max(x) } else { acc + x });
+        }
+    }
+    (!sum.is_empty()).then_some(Value::Object(sum))
+}
+
+/// One cell's measured cost on time, with its log-scale standard error.
+struct Measured {
+    row: usize,
+    cost: f64,
+    ci: Option<[f64; 2]>,
+    se_log: f64,
+}
+
+fn measured(r: &Report, i: usize) -> Option<Measured> {
+    let x = &r.results[i];
+    let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
+    let (cost, ci) = costs::cost(o.ratio, o.ci, x.better);
+    let se_log = ci
+        .filter(|[l, h]| *l > 0.0 && h > l)
+        .map(|[l, h]| (h.ln() - l.ln()) / (2.0 * z_of(o.ci_level)))
+        .unwrap_or(f64::INFINITY);
+    Some(Measured { row: i, cost, ci, se_log })
+}
+
+/// The headline row of (environment, case): the first one with a ratio (the baseline's: the
+/// first, its metric the one the others' ratios are of).
+fn headline(r: &Report, env: &str, case: &str) -> Option<usize> {
+    let base = r.baseline.as_deref() == Some(env);
+    r.results.iter().position(|x| {
+        x.environment == env
+            && x.workload == case
+            && x.peer.is_none()
+            && x.instance.is_none()
+            && costs::is_headline(&x.kind, &x.metric)
+            && (base || x.overhead.is_some())
+    })
+}
+
+/// The share of a trial's work its warm-up did, where the headline is the time of the whole
+/// work (`pde`'s iterations, `memcpy`'s copies scaled down): 1 for a time per operation, a rate,
+/// or a flow's duration (its figures are per transaction or per byte either way).
+fn warmup_share(case: &crate::store::CaseRow, row: &ResultRow) -> f64 {
+    if row.unit.contains("/op") || row.better == "higher" {
+        return 1.0;
+    }
+    let Some(w) = virtperf_workload::find(&case.kind) else { return 1.0 };
+    let Some(key) = w.warmup_scales() else { return 1.0 };
+    let is_count = w
+        .params()
+        .iter()
+        .any(|p| p.name == key && matches!(p.kind, virtperf_workload::ParamKind::Int { .. }));
+    let Some(n) = case.params.get(key).and_then(Value::as_u64).filter(|n| is_count && *n > 0) else {
+        return 1.0;
+    };
+    let mut p: BTreeMap<String, Value> = [(key.to_string(), Value::from(n))].into();
+    virtperf_workload::warmup_params(w, &mut p);
+    p.get(key).and_then(Value::as_u64).map_or(1.0, |m| m as f64 / n as f64)
+}
+
+/// Events per ns of a case's native run, from its counted warm-ups: (mean, standard error) per
+/// event. None when no warm-up of the baseline was counted.
+fn rates(
+    rows: &RunRows,
+    base: usize,
+    case: usize,
+    row: &ResultRow,
+) -> Option<BTreeMap<&'static str, (f64, f64)>> {
+    let mut per: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let work_share = warmup_share(&rows.cases[case], row);
+    for t in rows.trials.iter().filter(|t| {
+        t.env_idx == base
+            && t.case_idx == case
+            && t.warmup
+            && t.peer_idx.is_none()
+            && t.status == crate::store::TrialStatus::Ok
+    }) {
+        let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
+        let elapsed = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0)?;
+        // The counters slowed the pass (every system call through the tracepoint): its events
+        // are per unit of the workload's work, and the timed trials did that work faster.
+        let pass = t.samples.iter().find(|s| s.metric == row.metric).map(|s| s.value);
+        let speed = match pass {
+            Some(p) if p > 0.0 && row.mean > 0.0 => {
+                if row.better == "higher" {
+                    row.mean / p
+                } else {
+                    p / work_share / row.mean
+                }
+            }
+            _ => 1.0,
+        };
+        for (e, n) in model_events(&c) {
+            per.entry(e).or_default().push(n / elapsed * speed);
+        }
+    }
+    (!per.is_empty()).then(|| {
+        per.into_iter()
+            .map(|(e, v)| {
+                let n = v.len() as f64;
+                let m = v.iter().sum::<f64>() / n;
+                let se = if v.len() > 1 {
+                    (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+                } else {
+                    0.0
+                };
+                (e, (m, se))
+            })
+            .collect()
+    })
+}
+
+/// Solves A x = b (square) by Gaussian elimination with partial pivoting; also returns A⁻¹.
+fn solve(a: &[Vec<f64>], b: &[f64]) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
+    let n = b.len();
+    // [A | I] reduced to [I | A⁻¹].
+    let mut m: Vec<Vec<f64>> = a
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let mut r = row.clone();
+            r.extend((0..n).map(|j| if i == j { 1.0 } else { 0.0 }));
+            r
+        })
+        .collect();
+    for col in 0..n {
+        let p = (col..n).max_by(|&i, &j| m[i][col].abs().total_cmp(&m[j][col].abs()))?;
+        if m[p][col].abs() < 1e-15 {
+            return None;
+        }
+        m.swap(col, p);
+        let d = m[col][col];
+        for v in m[col].iter_mut() {
+            *v /= d;
+        }
+        for i in 0..n {
+            if i != col {
+                let f = m[i][col];
+                if f != 0.0 {
+                    let pivot = m[col].clone();
+                    for (v, pv) in m[i].iter_mut().zip(pivot) {
+                        *v -= f * pv;
+                    }
+                }
+            }
+        }
+    }
+    let inv: Vec<Vec<f64>> = m.iter().map(|r| r[n..].to_vec()).collect();
+    let x = inv.iter().map(|r| r.iter().zip(b).map(|(a, b)| a * b).sum()).collect();
+    Some((x, inv))
+}
+
+/// The model over a built report and its run's rows; None when the run counted nothing.
+pub fn build(rows: &RunRows, r: &Report) -> Option<Explain> {
+    let base_name = r.baseline.clone()?;
+    let base = rows.envs.iter().find(|e| e.name == base_name)?.idx;
+    let mut notes = Vec::new();
+    // Each case's native events per ns, where its warm-up was counted.
+    let mut case_rates = BTreeMap::new();
+    for c in &rows.cases {
+        let Some(row) = headline(r, &base_name, &c.label) else { continue };
+        if let Some(rt) = rates(rows, base, c.idx, &r.results[row]) {
+            case_rates.insert(c.idx, rt);
+        }
+    }
+    if case_rates.is_empty() {
+        return None;
+    }
+    if let Some(why) = r.manifest["explain"]["why"].as_str() {
+        notes.push(format!("no system call, process or signal counts natively: {why}"));
+    }
+    // The mechanism case of each event: the first case of its kind with counts.
+    let mechs: Vec<(usize, &virtperf_workload::counts::Mechanism)> = MECHANISMS
+        .iter()
+        .filter_map(|m| {
+            let c = rows.cases.iter().find(|c| c.kind == m.kind && case_rates.contains_key(&c.idx));
+            if c.is_none() {
+                notes.push(format!("{}: no counted `{}` case, so their cost is not priced", m.what, m.kind));
+            }
+            c.map(|c| (c.idx, m))
+        })
+        .collect();
+    let mut costs_out = Vec::new();
+    let mut cells = Vec::new();
+    let mut hits = Vec::new();
+    for env in rows.envs.iter().filter(|e| e.idx != base) {
+        // The mechanisms this environment measured, and their events' rates in them.
+        let mut used: Vec<(usize, &virtperf_workload::counts::Mechanism, Measured)> = Vec::new();
+        for (c, m) in &mechs {
+            let Some(i) = headline(r, &env.name, &rows.cases[*c].label) else {
+                notes.push(format!("{}: no ratio for `{}`, {} not priced", env.name, m.kind, m.what));
+                continue;
+            };
+            match measured(r, i).filter(|x| x.se_log.is_finite()) {
+                Some(x) => used.push((*c, m, x)),
+                None => {
+                    notes.push(format!("{}: `{}` has no interval, {} not priced", env.name, m.kind, m.what))
+                }
+            }
+        }
+        let events: Vec<&'static str> = used.iter().map(|u| u.1.event).collect();
+        let rate = |c: usize, e: &str| case_rates.get(&c).and_then(|m| m.get(e)).map_or(0.0, |v| v.0);
+        let a: Vec<Vec<f64>> = used.iter().map(|u| events.iter().map(|e| rate(u.0, e)).collect()).collect();
+        let b: Vec<f64> = used.iter().map(|u| u.2.cost - 1.0).collect();
+        let Some((x, inv)) = solve(&a, &b) else {
+            notes.push(format!("{}: the mechanism cases' counts do not separate the events", env.name));
+            continue;
+        };
+        // Var(b_m) from the measured interval: cost · se_log.
+        let var_b: Vec<f64> = used.iter().map(|u| (u.2.cost * u.2.se_log).powi(2)).collect();
+        let cov = |i: usize, j: usize| (0..b.len()).map(|k| inv[i][k] * inv[j][k] * var_b[k]).sum::<f64>();
+        for (i, u) in used.iter().enumerate() {
+            let half = 1.96 * cov(i, i).sqrt();
+            costs_out.push(EventCost {
+                environment: env.name.clone(),
+                event: u.1.event,
+                what: u.1.what,
+                from: rows.cases[u.0].label.clone(),
+                delta_ns: x[i],
+                ci: [x[i] - half, x[i] + half],
+            });
+        }
+        let mut h = Hits { environment: env.name.clone(), cells: 0, within_20: 0, within_interval: 0 };
+        for c in &rows.cases {
+            let (Some(rt), Some(i)) = (case_rates.get(&c.idx), headline(r, &env.name, &c.label)) else {
+                continue;
+            };
+            let Some(m) = measured(r, i) else { continue };
+            let contrib: Vec<(&'static str, f64)> =
+                events.iter().enumerate().map(|(k, e)| (*e, rt.get(e).map_or(0.0, |v| v.0) * x[k])).collect();
+            let predicted = 1.0 + contrib.iter().map(|c| c.1).sum::<f64>();
+            let var = (0..events.len())
+                .flat_map(|i| (0..events.len()).map(move |j| (i, j)))
+                .map(|(i, j)| {
+                    let ri = rt.get(events[i]).map_or(0.0, |v| v.0);
+                    let rj = rt.get(events[j]).map_or(0.0, |v| v.0);
+                    ri * rj * cov(i, j)
+                })
+                .sum::<f64>()
+                + events
+                    .iter()
+                    .enumerate()
+                    .map(|(k, e)| (x[k] * rt.get(e).map_or(0.0, |v| v.1)).powi(2))
+                    .sum::<f64>();
+            let half = 1.96 * var.sqrt();
+            let mechanism = used.iter().any(|u| u.0 == c.idx);
+            let overhead = m.cost - 1.0;
+            let shares: Vec<Share> = contrib
+                .iter()
+                .filter(|(_, v)| overhead.abs() > 0.0 && (v / overhead).abs() >= 0.005)
+                .map(|(e, v)| Share { event: e, share: v / overhead })
+                .collect();
+            let explained: f64 = shares.iter().map(|s| s.share).sum();
+            let ok_pred = predicted > 0.0;
+            let err = if ok_pred { (predicted / m.cost).ln() } else { f64::NEG_INFINITY };
+            let se_pred = if ok_pred { half / 1.96 / predicted } else { f64::INFINITY };
+            let within_20 = ok_pred && (predicted / m.cost - 1.0).abs() <= 0.20;
+            let within_interval = ok_pred && err.abs() <= 1.96 * (se_pred.powi(2) + m.se_log.powi(2)).sqrt();
+            if !mechanism {
+                h.cells += 1;
+                h.within_20 += usize::from(within_20);
+                h.within_interval += usize::from(within_interval);
+            }
+            cells.push(Cell {
+                environment: env.name.clone(),
+                workload: c.label.clone(),
+                metric: r.results[m.row].metric.clone(),
+                mechanism,
+                measured: m.cost,
+                measured_ci: m.ci,
+                predicted,
+                predicted_ci: [predicted - half, predicted + half],
+                error_percent: (predicted / m.cost - 1.0) * 100.0,
+                shares,
+                unexplained: 1.0 - explained,
+                within_20,
+                within_interval,
+                rates_per_ms: rt.iter().map(|(e, v)| (*e, v.0 * 1e6)).collect(),
+            });
+        }
+        hits.push(h);
+    }
+    Some(Explain { baseline: base_name, costs: costs_out, cells, hits, notes })
+}
+
+/// A cost on time in words: "6.2×", "1.03×".
+fn times(x: f64) -> String {
+    if x >= 9.95 {
+        format!("{x:.0}×")
+    } else if x >= 1.995 {
+        format!("{x:.1}×")
+    } else {
+        format!("{x:.2}×")
+    }
+}
+
+/// One event's price: "+56 µs" per event, "×1.02" for user-mode CPU (ns per ns).
+fn price(c: &EventCost) -> String {
+    if c.event == "cpu_user_ns" {
+        return format!("{} ×{:.2}", c.what, 1.0 + c.delta_ns);
+    }
+    let sign = if c.delta_ns < 0.0 { "−" } else { "+" };
+    format!("{} {sign}{}", c.what, super::answer::fmt_value(c.delta_ns.abs(), "ns"))
+}
+
+/// What explains a cell, largest share first: "system calls 71 %, context switches 6 %, not
+/// explained 23 %".
+fn shares_line(c: &Cell) -> String {
+    let flat = c.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0);
+    // No overhead measured: what the model expected instead, where it expected one.
+    let base = if flat { c.predicted - 1.0 } else { c.measured - 1.0 };
+    if flat && c.predicted_ci[0] <= 1.0 {
+        return "no measurable overhead, none expected".into();
+    }
+    let lead = if flat {
+        format!("no measurable overhead; the model expected +{:.0}\u{a0}% from", base * 100.0)
+    } else {
+        String::new()
+    };
+    let mut s: Vec<(String, f64)> = c
+        .shares
+        .iter()
+        .map(|x| {
+            let what = MECHANISMS.iter().find(|m| m.event == x.event).map_or(x.event, |m| m.what);
+            // Shares are of the measured overhead; of the model's where none was measured.
+            (what.to_string(), if flat { x.share * (c.measured - 1.0) / base } else { x.share })
+        })
+        .collect();
+    s.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let mut parts: Vec<String> =
+        s.iter().take(3).map(|(w, v)| format!("{w} {:.0}\u{a0}%", v * 100.0)).collect();
+    if !flat && c.unexplained.abs() >= 0.05 {
+        parts.push(format!("not explained by these mechanisms {:.0}\u{a0}%", c.unexplained * 100.0));
+    }
+    if flat {
+        format!("{lead} {}", parts.join(", "))
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// One environment's cells as stacked bars (the page): each bar is the measured overhead (the
+/// cost less one) as 100 %, split into each mechanism's share and what they leave unexplained
+/// (grey); a model above the measurement runs past the 100 % line, which is drawn.
+pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> {
+    use super::svg::{color, fit, legend, Anchor, Canvas, SMALL, TEXT, W};
+    let cells: Vec<&Cell> = x.cells.iter().filter(|c| c.environment == env && !c.mechanism).collect();
+    if cells.is_empty() {
+        return Err(format!("{env}: no workload to explain besides the mechanism cases"));
+    }
+    let (left, right) = (200.0, 250.0);
+    let span = W - left - right;
+    let row_h = 26.0;
+    let entries: Vec<(String, String, bool)> = MECHANISMS
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.what.to_string(), color(i).to_string(), false))
+        .chain(std::iter::once(("not explained".to_string(), "#d5d8dc".to_string(), false)))
+        .collect();
+    let mut probe = Canvas::new(100.0);
+    let legend_h = legend(&mut probe, 0.0, left, &entries);
+    let top = 30.0 + legend_h + 6.0;
+    let mut c = Canvas::new(top + row_h * cells.len() as f64 + 30.0);
+    c.text(
+        8.0,
+        18.0,
+        &format!("{env}: the measured overhead, split by what the model says causes it"),
+        Anchor::Start,
+        TEXT,
+        None,
+    );
+    legend(&mut c, 26.0, left, &entries);
+    // The scale: 100 % of the measured overhead, room up to 150 % for a model above it.
+    let px = |share: f64| left + span / 1.5 * share.clamp(0.0, 1.5);
+    c.line(px(1.0), top - 6.0, px(1.0), top + row_h * cells.len() as f64, "ref");
+    c.text(
+        px(1.0),
+        top + row_h * cells.len() as f64 + 16.0,
+        "100 % of the measured overhead",
+        Anchor::Middle,
+        SMALL,
+        None,
+    );
+    for (k, cell) in cells.iter().enumerate() {
+        let y = top + row_h * k as f64;
+        let name = fit(&cell.workload, left - 14.0, SMALL);
+        c.text(left - 8.0, y + row_h / 2.0, &name, Anchor::End, SMALL, Some(&cell.workload));
+        let flat = cell.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0);
+        let label = format!("measured {}, model {}", times(cell.measured), times(cell.predicted));
+        if flat {
+            c.text(
+                left + 4.0,
+                y + row_h / 2.0,
+                &format!("no measurable overhead ({label})"),
+                Anchor::Start,
+                SMALL,
+                None,
+            );
+            continue;
+        }
+        let mut at = 0.0;
+        for (i, m) in MECHANISMS.iter().enumerate() {
+            let Some(sh) =
+                cell.shares.iter().find(|s| s.event == m.event).map(|s| s.share).filter(|s| *s > 0.0)
+            else {
+                continue;
+            };
+            let (x0, x1) = (px(at), px(at + sh));
+            c.rect(
+                x0,
+                y + 4.0,
+                (x1 - x0).max(1.0),
+                row_h - 8.0,
+                color(i),
+                Some(&format!("{}: {:.0} %", m.what, sh * 100.0)),
+            );
+            at += sh;
+        }
+        if cell.unexplained > 0.0 {
+            let (x0, x1) = (px(at), px(at + cell.unexplained));
+            c.rect(
+                x0,
+                y + 4.0,
+                (x1 - x0).max(1.0),
+                row_h - 8.0,
+                "#d5d8dc",
+                Some(&format!("not explained: {:.0} %", cell.unexplained * 100.0)),
+            );
+        }
+        c.text(W - right + 8.0, y + row_h / 2.0, &label, Anchor::Start, SMALL, None);
+    }
+    let svg = c.finish(&format!("{env}: overhead explained"));
+    Ok(super::figures::Figure {
+        id: format!("explain-{env}"),
+        title: format!(
+            "{env}: each bar is the workload's measured overhead; its colours the share each mechanism explains (counted events × their measured extra cost), grey what they leave"
+        ),
+        data_key: super::figures::key_of(&(env, cells.iter().map(|c| (&c.workload, c.measured.to_bits())).collect::<Vec<_>>())),
+        svg,
+    })
+}
+
+/// `head` then `text`, wrapped at spaces to `width`, continuation lines indented under the text.
+fn hang(head: &str, text: &str, width: usize) -> String {
+    let indent = head.chars().count();
+    let room = width.saturating_sub(indent).max(24);
+    let mut out = head.to_string();
+    let mut len = 0;
+    for word in text.split(' ') {
+        let w = word.chars().count();
+        if len > 0 && len + 1 + w > room {
+            out += "\n";
+            out += &" ".repeat(indent);
+            len = 0;
+        } else if len > 0 {
+            out.push(' ');
+            len += 1;
+        }
+        out += word;
+        len += w;
+    }
+    out + "\n"
+}
+
+/// `report --explain`: per environment, what each event costs there, then each workload's
+/// measured cost against the model's with what explains it; the hit rates last.
+pub fn render(x: &Explain, width: usize) -> String {
+    let mut out = hang(
+        "",
+        &format!(
+            "Why each environment costs what it does. The model: {b}'s time + Σ events × their extra cost in the environment — the events counted in {b}'s warm-ups, each event's cost solved from this run's mechanism cases (docs/explain.md).",
+            b = x.baseline
+        ),
+        width,
+    );
+    let envs: Vec<&String> = {
+        let mut v: Vec<&String> = Vec::new();
+        for c in &x.cells {
+            if !v.contains(&&c.environment) {
+                v.push(&c.environment);
+            }
+        }
+        v
+    };
+    for env in envs {
+        out += &format!("\n{env}\n");
+        let prices: Vec<String> = x.costs.iter().filter(|c| &c.environment == env).map(price).collect();
+        out += &hang("  per event: ", &prices.join(" · "), width);
+        let (mechs, cells): (Vec<&Cell>, Vec<&Cell>) =
+            x.cells.iter().filter(|c| &c.environment == env).partition(|c| c.mechanism);
+        if !mechs.is_empty() {
+            let list: Vec<String> =
+                mechs.iter().map(|c| format!("{} {}", c.workload, times(c.measured))).collect();
+            out += &hang("  solved from: ", &list.join(", "), width);
+        }
+        let name_w = cells.iter().map(|c| c.workload.chars().count().min(28)).max().unwrap_or(8).max(8);
+        out += &format!(
+            "  {:<name_w$}  {:>8}  {:>8}  {:>6}  explained by\n",
+            "workload", "measured", "model", "error"
+        );
+        for c in cells {
+            let name: String = c.workload.chars().take(28).collect();
+            let head = format!(
+                "  {name:<name_w$}  {:>8}  {:>8}  {:>5.0}%  ",
+                times(c.measured),
+                times(c.predicted),
+                c.error_percent
+            );
+            out += &hang(&head, &shares_line(c), width);
+        }
+        if let Some(h) = x.hits.iter().find(|h| &h.environment == env) {
+            out += &format!(
+                "  predicted within ±20 %: {} of {} · within the interval: {} of {}\n",
+                h.within_20, h.cells, h.within_interval, h.cells
+            );
+            let missed: Vec<&str> = x
+                .cells
+                .iter()
+                .filter(|c| &c.environment == env && !c.mechanism && c.unexplained > 0.5 && !c.within_20)
+                .map(|c| c.workload.as_str())
+                .collect();
+            if !missed.is_empty() {
+                out += &hang(
+                    "  ",
+                    &format!(
+                        "not explained by these mechanisms: {} (more than half of the overhead: a cost no microbenchmark here prices, e.g. a network stack in user space or a file system behind a gofer)",
+                        missed.join(", ")
+                    ),
+                    width,
+                );
+            }
+        }
+    }
+    for n in &x.notes {
+        out += &format!("\nnote: {n}");
+    }
+    if !x.notes.is_empty() {
+        out += "\n";
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solves_a_triangular_system_and_inverts() {
+        // A fork costs its page faults and system calls too: the solve leaves the fork's own.
+        let a = vec![vec![1.0, 0.0, 0.0], vec![0.1, 1.0, 0.0], vec![2.0, 30.0, 1.0]];
+        let truth = [5.0, 7.0, 100.0];
+        let b: Vec<f64> = a.iter().map(|r| r.iter().zip(&truth).map(|(x, y)| x * y).sum()).collect();
+        let (x, inv) = solve(&a, &b).unwrap();
+        for (got, want) in x.iter().zip(truth) {
+            assert!((got - want).abs() < 1e-9, "{x:?}");
+        }
+        // A · A⁻¹ = I.
+        for (i, row) in a.iter().enumerate() {
+            for j in 0..3 {
+                let v: f64 = row.iter().zip(&inv).map(|(x, r)| x * r[j]).sum();
+                assert!((v - if i == j { 1.0 } else { 0.0 }).abs() < 1e-9);
+            }
+        }
+        assert!(solve(&[vec![1.0, 2.0], vec![2.0, 4.0]], &[1.0, 2.0]).is_none(), "singular");
+    }
+
+    #[test]
+    fn flows_count_the_environments_side() {
+        let d = serde_json::json!({"flows": [
+            {"dut": "client", "client": {"counts": {"syscalls": 10, "elapsed_ns": 5}}, "server": {"counts": {"syscalls": 99}}},
+            {"dut": "server", "server": {"counts": {"syscalls": 3, "elapsed_ns": 7}}, "client": {}},
+        ]});
+        let c = pass_counts(&d).unwrap();
+        assert_eq!(c["syscalls"], 13.0);
+        assert_eq!(c["elapsed_ns"], 7.0);
+        assert_eq!(pass_counts(&serde_json::json!({"counts": {"syscalls": 1}})).unwrap()["syscalls"], 1);
+        assert!(pass_counts(&serde_json::json!({"other": 1})).is_none());
+    }
+}

@@ -1,0 +1,463 @@
+//! A run's events, counted over its timed region (docs/explain.md): what the report's model
+//! multiplies by each environment's per-event costs to explain an overhead.
+//!
+//! Three sources, each where the kernel the agent runs on allows it:
+//! - **perf_event_open** on the run's thread with `inherit`, so every thread and process the
+//!   workload starts is counted too: the kernel's software events (minor and major page faults,
+//!   context switches, CPU migrations, the task clock) and, when the host sent tracepoint ids for
+//!   this very kernel (its boot id matches: natively, in a container), system calls
+//!   (`raw_syscalls:sys_enter`), forks, execs and signals delivered. gVisor has no
+//!   perf_event_open; a guest kernel numbers its tracepoints otherwise.
+//! - **getrusage** (the agent and its reaped children): faults, voluntary and involuntary
+//!   switches, block I/O and CPU time — every kernel here has it, gVisor and guests included.
+//! - **/proc/self/io**: bytes and read/write calls (sockets and pipes as well as files) and the
+//!   bytes that reached a block device.
+//!
+//! The counters cost time (an enabled syscall tracepoint sends every system call of the host
+//! through the slow path), so the orchestrator asks for them only on unstored passes (warm-ups);
+//! they are opened disabled before the run, enabled when its timed region begins, and closed
+//! with the pass. Written with the `perf-event2` crate, the rest by hand: a handful of reads.
+
+use std::collections::BTreeMap;
+
+use perf_event::events::{Software, Tracepoint};
+use perf_event::{Builder, Counter};
+use serde_json::{json, Value};
+use virtperf_proto::Counting;
+
+/// Counters for one run: open before it, [`Counters::start`] when its timed region begins,
+/// [`Counters::finish`] after it.
+pub struct Counters {
+    perf: Vec<(&'static str, Counter)>,
+    /// Events the agent asked for and could not count, with why (said with the counts).
+    missing: Vec<String>,
+    start: Option<Snapshot>,
+}
+
+/// The kernel's software events the model uses, under the names the report gives them.
+const SOFTWARE: [(&str, Software); 5] = [
+    ("faults_minor", Software::PAGE_FAULTS_MIN),
+    ("faults_major", Software::PAGE_FAULTS_MAJ),
+    ("switches", Software::CONTEXT_SWITCHES),
+    ("migrations", Software::CPU_MIGRATIONS),
+    ("task_clock_ns", Software::TASK_CLOCK),
+];
+
+/// Tracepoint names the host may send ids for (`Counting::tracepoints`), as the report names
+/// them: (name, tracefs path, filter). `tasks` counts every new task and `threads` those made
+/// with CLONE_THREAD (a filter on the same tracepoint), so processes are their difference: a
+/// thread costs a fraction of a fork.
+///
+/// System calls are counted in total and by class (x86-64 numbers), each class priced by its
+/// own microbenchmark: a file's open and stat cost more than getppid in a sandbox whose file
+/// system sits behind a gofer.
+pub const TRACEPOINTS: [(&str, &str, Option<&str>); 8] = [
+    ("syscalls", "raw_syscalls/sys_enter", None),
+    // open, close, stat, fstat, lstat, lseek, access, fcntl, ftruncate, fsync, fdatasync,
+    // getdents, rename, mkdir, unlink, readlink, chmod, fchmod, creat, getdents64, openat,
+    // mkdirat, newfstatat, unlinkat, renameat, readlinkat, faccessat, utimensat, renameat2,
+    // statx, openat2, faccessat2.
+    ("syscalls_file", "raw_syscalls/sys_enter", Some("id == 2 || id == 3 || id == 4 || id == 5 || id == 6 || id == 8 || id == 21 || id == 72 || id == 77 || id == 74 || id == 75 || id == 78 || id == 82 || id == 83 || id == 87 || id == 89 || id == 90 || id == 91 || id == 85 || id == 217 || id == 257 || id == 258 || id == 262 || id == 263 || id == 264 || id == 267 || id == 269 || id == 280 || id == 316 || id == 332 || id == 437 || id == 439")),
+    // read, write, pread64, pwrite64, readv, writev, sendfile, splice, preadv, pwritev,
+    // copy_file_range.
+    ("syscalls_io", "raw_syscalls/sys_enter", Some("id == 0 || id == 1 || id == 17 || id == 18 || id == 19 || id == 20 || id == 40 || id == 275 || id == 295 || id == 296 || id == 326")),
+    // mmap, mprotect, munmap, brk, mremap, madvise.
+    ("syscalls_mem", "raw_syscalls/sys_enter", Some("id == 9 || id == 10 || id == 11 || id == 12 || id == 25 || id == 28")),
+    ("tasks", "task/task_newtask", None),
+    ("threads", "task/task_newtask", Some("clone_flags & 65536")),
+    ("execs", "sched/sched_process_exec", None),
+    ("signals", "signal/signal_deliver", None),
+];
+
+/// An event of the model and the microbenchmark that prices it in each environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mechanism {
+    /// The event, as the model counts it (derived from the counts: `processes` is tasks less
+    /// threads, `cpu_user_ns` the task clock's user-mode share).
+    pub event: &'static str,
+    /// The workload kind whose cases measure its cost.
+    pub kind: &'static str,
+    /// In words, for the report.
+    pub what: &'static str,
+}
+
+/// The model's events, each with the microbenchmark an `explain = true` run adds to price it.
+pub const MECHANISMS: [Mechanism; 10] = [
+    Mechanism { event: "syscalls", kind: "syscall", what: "other system calls" },
+    Mechanism { event: "syscalls_file", kind: "fileop", what: "file system calls" },
+    Mechanism { event: "syscalls_io", kind: "pipe_rr", what: "reads and writes" },
+    Mechanism { event: "syscalls_mem", kind: "mmap", what: "memory mappings" },
+    Mechanism { event: "faults_minor", kind: "pagefault", what: "page faults" },
+    Mechanism { event: "switches", kind: "ctxswitch", what: "context switches" },
+    Mechanism { event: "processes", kind: "fork", what: "process creations" },
+    Mechanism { event: "execs", kind: "exec", what: "program starts (execve)" },
+    Mechanism { event: "signals", kind: "signal", what: "signals delivered" },
+    Mechanism { event: "cpu_user_ns", kind: "cpu", what: "user-mode CPU time" },
+];
+
+/// The model's events from one pass's counts (`Counters::finish`'s object): None for an event
+/// the pass could not count.
+pub fn model_events(counts: &Value) -> BTreeMap<&'static str, f64> {
+    let get = |k: &str| counts.get(k).and_then(Value::as_f64);
+    let mut out = BTreeMap::new();
+    for k in ["execs", "signals"] {
+        if let Some(v) = get(k) {
+            out.insert(k, v);
+        }
+    }
+    // `syscalls` is what no class holds (a pass counted without classes: all of them).
+    if let Some(total) = get("syscalls") {
+        let mut rest = total;
+        for k in ["syscalls_file", "syscalls_io", "syscalls_mem"] {
+            if let Some(v) = get(k) {
+                out.insert(k, v);
+                rest -= v;
+            }
+        }
+        out.insert("syscalls", rest.max(0.0));
+    }
+    out.insert("faults_minor", get("faults_minor").or_else(|| get("ru_minflt")).unwrap_or(0.0));
+    if let Some(v) = get("switches").or_else(|| Some(get("ru_nvcsw")? + get("ru_nivcsw")?)) {
+        out.insert("switches", v);
+    }
+    if let (Some(t), Some(th)) = (get("tasks"), get("threads")) {
+        out.insert("processes", (t - th).max(0.0));
+    }
+    // User-mode CPU: the task clock (exact) split as getrusage splits it (by ticks).
+    let (u, s) = (get("ru_utime_ns").unwrap_or(0.0), get("ru_stime_ns").unwrap_or(0.0));
+    let user = match get("task_clock_ns") {
+        Some(tc) if u + s > 0.0 => tc * u / (u + s),
+        _ => u,
+    };
+    out.insert("cpu_user_ns", user);
+    out
+}
+
+/// PERF_EVENT_IOC_SET_FILTER: `_IOW('$', 6, char *)` (linux/perf_event.h).
+const PERF_EVENT_IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
+
+/// Sets an ftrace filter on a tracepoint counter.
+fn set_filter(c: &Counter, filter: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::ffi::CString::new(filter).map_err(std::io::Error::other)?;
+    // SAFETY: the counter's open fd and a NUL-terminated string that outlives the call.
+    if unsafe { libc::ioctl(c.as_raw_fd(), PERF_EVENT_IOC_SET_FILTER, f.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// This kernel's boot id (`/proc/sys/kernel/random/boot_id`): tracepoint ids hold for it only.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string())
+}
+
+/// The host kernel's ids of [`TRACEPOINTS`], read from tracefs: where it is mounted, or mounted
+/// for the moment in a mount namespace of a thread of its own (made private first, so nothing
+/// propagates to the host's; the namespace ends with the thread). Err says why there are none.
+pub fn host_tracepoint_ids() -> Result<BTreeMap<String, u64>, String> {
+    let read = |root: &std::path::Path| -> BTreeMap<String, u64> {
+        TRACEPOINTS
+            .iter()
+            .filter_map(|(name, path, _)| {
+                let s = std::fs::read_to_string(root.join("events").join(path).join("id")).ok()?;
+                Some((name.to_string(), s.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    for root in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        let ids = read(std::path::Path::new(root));
+
+        if !ids.is_empty() {
+            return Ok(ids);
+        }
+    }
+    std::thread::spawn(move || -> Result<BTreeMap<String, u64>, String> {
+        let err =
+            |what: &str| format!("tracefs is not mounted and {what}: {}", std::io::Error::last_os_error());
+        // SAFETY: unshare on this thread only (CLONE_NEWNS implies CLONE_FS: its own root and
+        // cwd); no pointers.
+        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+            return Err(err("a mount namespace to mount it in cannot be made (root is needed)"));
+        }
+        let c = |s: &str| std::ffi::CString::new(s).map_err(|e| e.to_string());
+        let (root, none, tracefs) = (c("/")?, c("none")?, c("tracefs")?);
+        // SAFETY: C strings that outlive the call; MS_REC|MS_PRIVATE changes propagation only.
+        if unsafe {
+            libc::mount(
+                none.as_ptr(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        } != 0
+        {
+            return Err(err("this thread's mounts cannot be made private"));
+        }
+        let dir = std::env::temp_dir().join(format!("virtperf-tracefs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let target = c(&dir.to_string_lossy())?;
+        // SAFETY: as above; the mount lives in this thread's namespace only.
+        let ids = if unsafe {
+            libc::mount(tracefs.as_ptr(), target.as_ptr(), tracefs.as_ptr(), 0, std::ptr::null())
+        } == 0
+        {
+            let ids = read(&dir);
+            // SAFETY: unmounts what was mounted just above.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            Ok(ids)
+        } else {
+            Err(err("mounting it failed"))
+        };
+        let _ = std::fs::remove_dir(&dir);
+        ids.and_then(|m| {
+            if m.is_empty() {
+                Err("tracefs has none of raw_syscalls, sched, signal's events".into())
+            } else {
+                Ok(m)
+            }
+        })
+    })
+    .join()
+    .map_err(|_| "reading the tracepoint ids panicked".to_string())?
+}
+
+/// A counter with the kernel included: switches and tracepoints happen in the kernel, and
+/// counted in user mode alone they read 0. Where that is not allowed (perf_event_paranoid 2
+/// without CAP_PERFMON: a container's root), page faults — taken in user mode — are counted in
+/// user mode; every other event is missing, with the reason.
+fn counter(
+    event: impl perf_event::events::Event + Clone,
+    user_mode_will_do: bool,
+) -> std::io::Result<Counter> {
+    let kernel = Builder::new(event.clone()).observe_self().any_cpu().inherit(true).include_kernel().build();
+    match kernel {
+        Err(e) if user_mode_will_do => {
+            Builder::new(event).observe_self().any_cpu().inherit(true).build().map_err(|_| e)
+        }
+        r => r,
+    }
+}
+
+impl Counters {
+    /// Opens the counters `spec` asks for, disabled, on the calling thread (the run's: threads
+    /// and processes it creates inherit them).
+    pub fn open(spec: &Counting) -> Counters {
+        let mut perf = Vec::new();
+        let mut missing = Vec::new();
+        for (name, ev) in SOFTWARE {
+            match counter(ev, name.starts_with("faults_")) {
+                Ok(c) => perf.push((name, c)),
+                Err(e) => missing.push(format!("{name}: perf_event_open: {e}")),
+            }
+        }
+        let same_kernel = !spec.boot_id.is_empty() && boot_id().as_deref() == Some(spec.boot_id.as_str());
+        for (name, _, filter) in TRACEPOINTS {
+            match spec.tracepoints.get(name) {
+                Some(&id) if same_kernel => {
+                    match counter(Tracepoint::with_id(id), false)
+                        .and_then(|c| filter.map_or(Ok(()), |f| set_filter(&c, f)).map(|()| c))
+                    {
+                        Ok(c) => perf.push((name, c)),
+                        Err(e) => missing.push(format!("{name}: perf_event_open: {e}")),
+                    }
+                }
+                Some(_) => missing
+                    .push(format!("{name}: not the host's kernel (its tracepoint ids do not hold here)")),
+                None => missing.push(format!("{name}: the host has no tracepoint for it")),
+            }
+        }
+        Counters { perf, missing, start: None }
+    }
+
+    /// The timed region begins: counters on, the other sources read.
+    pub fn start(&mut self) {
+        if self.start.is_some() {
+            return;
+        }
+        for (_, c) in &mut self.perf {
+            let _ = c.reset();
+            let _ = c.enable();
+        }
+        self.start = Some(Snapshot::now());
+    }
+
+    /// The timed region has ended: the counts over it (`{"name": count, …, "missing": [...]}`),
+    /// or Null when it never began. `elapsed_ns` is the region's length on the agent's clock.
+    pub fn finish(mut self, elapsed_ns: u64) -> Value {
+        let Some(start) = self.start.take() else { return Value::Null };
+        for (_, c) in &mut self.perf {
+            let _ = c.disable();
+        }
+        // A thread's counts join its parent's when the thread is torn down, a moment after a
+        // join has returned (the join waits on the tid the kernel clears first): wait for that.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let end = Snapshot::now();
+        let mut out = serde_json::Map::new();
+        out.insert("elapsed_ns".into(), json!(elapsed_ns));
+        for (name, c) in &mut self.perf {
+            match c.read() {
+                Ok(v) => {
+                    out.insert((*name).into(), json!(v));
+                }
+                Err(e) => self.missing.push(format!("{name}: read: {e}")),
+            }
+        }
+        for (k, v) in end.minus(&start) {
+            out.insert(k.into(), json!(v));
+        }
+        if !self.missing.is_empty() {
+            out.insert("missing".into(), json!(self.missing));
+        }
+        Value::Object(out)
+    }
+}
+
+/// What getrusage and /proc/self/io say at one moment.
+struct Snapshot(BTreeMap<&'static str, u64>);
+
+impl Snapshot {
+    fn now() -> Snapshot {
+        let mut m = BTreeMap::new();
+        let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+        for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+            // SAFETY: getrusage fills the struct we own; both `who` values are valid on Linux.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+                continue;
+            }
+            for (k, v) in [
+                ("ru_minflt", ru.ru_minflt as u64),
+                ("ru_majflt", ru.ru_majflt as u64),
+                ("ru_nvcsw", ru.ru_nvcsw as u64),
+                ("ru_nivcsw", ru.ru_nivcsw as u64),
+                ("ru_inblock", ru.ru_inblock as u64),
+                ("ru_oublock", ru.ru_oublock as u64),
+                ("ru_utime_ns", us(ru.ru_utime)),
+                ("ru_stime_ns", us(ru.ru_stime)),
+            ] {
+                *m.entry(k).or_insert(0) += v;
+            }
+        }
+        if let Ok(io) = std::fs::read_to_string("/proc/self/io") {
+            for line in io.lines() {
+                let Some((k, v)) = line.split_once(':') else { continue };
+                let name = match k.trim() {
+                    "rchar" => "io_rchar",
+                    "wchar" => "io_wchar",
+                    "syscr" => "io_syscr",
+                    "syscw" => "io_syscw",
+                    "read_bytes" => "io_read_bytes",
+                    "write_bytes" => "io_write_bytes",
+                    _ => continue,
+                };
+                if let Ok(v) = v.trim().parse() {
+                    m.insert(name, v);
+                }
+            }
+        }
+        Snapshot(m)
+    }
+
+    fn minus(&self, earlier: &Snapshot) -> Vec<(&'static str, u64)> {
+        self.0.iter().filter_map(|(k, v)| earlier.0.get(k).map(|e| (*k, v.saturating_sub(*e)))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_ids() -> BTreeMap<String, u64> {
+        host_tracepoint_ids().unwrap_or_else(|e| {
+            eprintln!("skipped: tracepoints: {e}");
+            BTreeMap::new()
+        })
+    }
+
+    #[test]
+    fn counts_what_the_run_did_and_says_what_it_could_not() {
+        let spec = Counting { boot_id: boot_id().unwrap_or_default(), tracepoints: host_ids() };
+        let mut c = Counters::open(&spec);
+        c.start();
+        // 64 fresh pages, touched: 64 minor faults at least (where the kernel counts them). Mapped
+        // here: the allocator may hand back pages another test already touched.
+        let len = 64 * 4096;
+        // SAFETY: a new private anonymous mapping, unmapped below; no other pointer to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        for i in (0..len).step_by(4096) {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::write_volatile(p.cast::<u8>().add(i), 1) };
+        }
+        // SAFETY: the mapping made above, unmapped once.
+        unsafe { libc::munmap(p, len) };
+        // 1 000 system calls, and a thread that exits before the counts are read.
+        for _ in 0..1000 {
+            // SAFETY: getppid has no preconditions.
+            std::hint::black_box(unsafe { libc::getppid() });
+        }
+        std::thread::spawn(|| std::hint::black_box(1)).join().unwrap();
+        // A process, reaped.
+        // SAFETY: the child calls only _exit; the parent reaps it.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(0) };
+        }
+        // SAFETY: waits for the child just made.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        let out = c.finish(1);
+        let obj = out.as_object().unwrap();
+        eprintln!("counted: {out}");
+        assert_eq!(obj["elapsed_ns"], 1);
+        // getrusage is everywhere: the faults show there at least.
+        assert!(obj["ru_minflt"].as_u64().unwrap() >= 60, "{out}");
+        match obj.get("faults_minor").and_then(Value::as_u64) {
+            Some(f) => assert!((60..10_000).contains(&f), "{out}"),
+            None => eprintln!("skipped: perf's faults: {:?}", obj.get("missing")),
+        }
+        match obj.get("syscalls").and_then(Value::as_u64) {
+            // The thread's clone, mmap, munmap, futex and the counters' own ioctls on top: within
+            // 1 000 and 1 000 + 200.
+            Some(s) => {
+                assert!((1000..1200).contains(&s), "syscalls {s}: {out}");
+                // The classes: getppid is none of them; the thread's mmap is memory's.
+                assert!(obj["syscalls_mem"].as_u64().unwrap() >= 1, "{out}");
+                assert!(obj["syscalls_file"].as_u64().unwrap() < 50, "{out}");
+                let ev = model_events(&out);
+                assert!(ev["syscalls"] >= 1000.0 && ev["syscalls"] < s as f64, "{ev:?}");
+                assert_eq!((obj["tasks"].as_u64(), obj["threads"].as_u64()), (Some(2), Some(1)), "{out}");
+            }
+            None => {
+                let why = obj.get("missing").map(|m| m.to_string()).unwrap_or_default();
+                assert!(why.contains("syscalls"), "no syscall count and no reason: {out}");
+                eprintln!("skipped: syscall count: {why}");
+            }
+        }
+        // A counter never started gives nothing.
+        assert_eq!(Counters::open(&Counting::default()).finish(1), Value::Null);
+    }
+
+    #[test]
+    fn ids_of_another_kernel_are_not_used() {
+        let spec =
+            Counting { boot_id: "not-this-kernel".into(), tracepoints: [("syscalls".into(), 1)].into() };
+        let mut c = Counters::open(&spec);
+        c.start();
+        let out = c.finish(1);
+        assert!(out.get("syscalls").is_none(), "{out}");
+        assert!(out["missing"].to_string().contains("not the host's kernel"), "{out}");
+    }
+}
