@@ -19,6 +19,7 @@ mod layers;
 mod ledger;
 mod plan;
 mod precision;
+mod predict;
 mod remote;
 mod report;
 mod rfc2544;
@@ -75,6 +76,13 @@ enum Cmd {
         after_help = "Each run is a whole `virtperf run` into DIR/a.db or DIR/b.db (its output in DIR/NN-A.log); the same --dir resumes.\nExamples:\n  virtperf ab before.toml after.toml --runs 4\n  virtperf ab a.toml b.toml --runs 6 --run-args '--reps 5' --fail-on 3% --junit ab.xml\n\nExit status with --fail-on: 4 B regressed, 5 no regression but an inconclusive metric, 0 neither."
     )]
     Ab(AbArgs),
+    /// Predict a workload's overhead in every environment a stored explain run priced, before it
+    /// runs there: the workload runs natively with its events counted, times each environment's
+    /// price per event
+    #[command(
+        after_help = "The prices come from the latest run with explain = true in --db (virtperf run examples/explain.toml).\nExamples:\n  virtperf predict --workload 'command:cmd=tar -cf /tmp/t.tar /usr/share/doc'\n  virtperf predict --workload pde --workload 'command:cmd=sqlite3 /tmp/x.db \"VACUUM\"' --db lab.db --run 4 --json"
+    )]
+    Predict(PredictArgs),
     /// Write every raw sample of a run (default: the latest) as CSV or JSON
     #[command(
         after_help = "Examples:\n  virtperf export --format csv > samples.csv\n  virtperf export 3 --format json -o run3.json"
@@ -274,6 +282,22 @@ struct RunArgs {
     /// How long an environment may take from launch to agent ready
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     boot_timeout: Duration,
+}
+
+#[derive(Args)]
+struct PredictArgs {
+    /// The workload to predict: KIND[:key=value,...] (repeatable)
+    #[arg(long = "workload", value_name = "SPEC")]
+    workloads: Vec<String>,
+    /// The database whose latest run with explain = true prices the events
+    #[arg(long, default_value = "virtperf.db")]
+    db: PathBuf,
+    /// That run instead of the latest
+    #[arg(long)]
+    run: Option<i64>,
+    /// One JSON document on stdout
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -861,6 +885,25 @@ fn cmd_history(a: HistoryArgs) -> anyhow::Result<ExitStatus> {
     Ok(compare::exit_status(h.regressions, h.inconclusive, a.fail_on.is_some()))
 }
 
+fn cmd_predict(a: PredictArgs) -> anyhow::Result<ExitStatus> {
+    host::facts::refuse_override_for_measuring().map_err(bad_input)?;
+    run::install_signal_handler();
+    let opts = predict::Opts {
+        workloads: a.workloads,
+        costs_db: a.db,
+        costs_run: a.run,
+        json: a.json,
+        boot_timeout: Duration::from_secs(60),
+    };
+    let (answer, status) = predict::predict(&opts)?;
+    if a.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
+    } else {
+        out(&predict::render(&answer, report::terminal_width()))?;
+    }
+    Ok(status)
+}
+
 fn cmd_ab(a: AbArgs) -> anyhow::Result<ExitStatus> {
     if !(a.threshold.is_finite() && a.threshold >= 0.0) {
         return Err(bad_input(format!("--threshold {}: a percentage ≥ 0 (e.g. 5)", a.threshold)));
@@ -1108,6 +1151,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => cmd_compare(a),
         Cmd::History(a) => cmd_history(a),
         Cmd::Ab(a) => cmd_ab(a),
+        Cmd::Predict(a) => cmd_predict(a),
         Cmd::Export(a) => cmd_export(a),
         Cmd::Doctor(a) => cmd_doctor(a),
         Cmd::Image(ImageCmd::Build(a)) => cmd_image_build(a),

@@ -266,18 +266,56 @@ fn solve(a: &[Vec<f64>], b: &[f64]) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
 }
 
 /// The model over a built report and its run's rows; None when the run counted nothing.
+/// Events per ns (mean, standard error) of each case's native run, by case index, where its
+/// warm-up was counted.
+pub type CaseRates = BTreeMap<usize, BTreeMap<&'static str, (f64, f64)>>;
+
+/// [`CaseRates`] of a run whose baseline was counted.
+pub fn native_rates(rows: &RunRows, r: &Report) -> CaseRates {
+    let Some(base_name) = r.baseline.as_deref() else { return CaseRates::new() };
+    let Some(base) = rows.envs.iter().find(|e| e.name == base_name).map(|e| e.idx) else {
+        return CaseRates::new();
+    };
+    rows.cases
+        .iter()
+        .filter_map(|c| {
+            let row = headline(r, base_name, &c.label)?;
+            Some((c.idx, rates(rows, base, c.idx, &r.results[row])?))
+        })
+        .collect()
+}
+
+/// A workload's cost in an environment from its native rates and the environment's prices (as
+/// `build` states them), the prices taken as independent (`build` uses their covariance where it
+/// solved them itself): (cost, 95 % interval, each event's share of the overhead).
+pub fn predict(
+    rates: &BTreeMap<&'static str, (f64, f64)>,
+    prices: &[&EventCost],
+) -> (f64, [f64; 2], Vec<Share>) {
+    let mut sum = 0.0;
+    let mut var = 0.0;
+    let mut parts = Vec::new();
+    for p in prices {
+        let (r, r_se) = rates.get(p.event).copied().unwrap_or((0.0, 0.0));
+        let se = (p.ci[1] - p.ci[0]) / (2.0 * 1.96);
+        let v = r * p.delta_ns;
+        sum += v;
+        var += (r * se).powi(2) + (p.delta_ns * r_se).powi(2);
+        parts.push((p.event, v));
+    }
+    let half = 1.96 * var.sqrt();
+    let shares = parts
+        .into_iter()
+        .filter(|(_, v)| sum.abs() > 0.0 && (v / sum).abs() >= 0.005)
+        .map(|(event, v)| Share { event, share: v / sum })
+        .collect();
+    (1.0 + sum, [1.0 + sum - half, 1.0 + sum + half], shares)
+}
+
 pub fn build(rows: &RunRows, r: &Report) -> Option<Explain> {
     let base_name = r.baseline.clone()?;
-    let base = rows.envs.iter().find(|e| e.name == base_name)?.idx;
     let mut notes = Vec::new();
-    // Each case's native events per ns, where its warm-up was counted.
-    let mut case_rates = BTreeMap::new();
-    for c in &rows.cases {
-        let Some(row) = headline(r, &base_name, &c.label) else { continue };
-        if let Some(rt) = rates(rows, base, c.idx, &r.results[row]) {
-            case_rates.insert(c.idx, rt);
-        }
-    }
+    let case_rates = native_rates(rows, r);
     if case_rates.is_empty() {
         return None;
     }
@@ -298,7 +336,7 @@ pub fn build(rows: &RunRows, r: &Report) -> Option<Explain> {
     let mut costs_out = Vec::new();
     let mut cells = Vec::new();
     let mut hits = Vec::new();
-    for env in rows.envs.iter().filter(|e| e.idx != base) {
+    for env in rows.envs.iter().filter(|e| e.name != base_name) {
         // The mechanisms this environment measured, and their events' rates in them.
         let mut used: Vec<(usize, &virtperf_workload::counts::Mechanism, Measured)> = Vec::new();
         for (c, m) in &mechs {
@@ -399,7 +437,7 @@ pub fn build(rows: &RunRows, r: &Report) -> Option<Explain> {
 }
 
 /// A cost on time in words: "6.2×", "1.03×".
-fn times(x: f64) -> String {
+pub fn times(x: f64) -> String {
     if x >= 9.95 {
         format!("{x:.0}×")
     } else if x >= 1.995 {
@@ -556,7 +594,7 @@ pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> 
 }
 
 /// `head` then `text`, wrapped at spaces to `width`, continuation lines indented under the text.
-fn hang(head: &str, text: &str, width: usize) -> String {
+pub fn hang(head: &str, text: &str, width: usize) -> String {
     let indent = head.chars().count();
     let room = width.saturating_sub(indent).max(24);
     let mut out = head.to_string();
@@ -677,6 +715,28 @@ mod tests {
             }
         }
         assert!(solve(&[vec![1.0, 2.0], vec![2.0, 4.0]], &[1.0, 2.0]).is_none(), "singular");
+    }
+
+    #[test]
+    fn a_prediction_is_one_plus_rates_times_prices() {
+        let cost = |event: &'static str, d: f64, half: f64| EventCost {
+            environment: "e".into(),
+            event,
+            what: event,
+            from: String::new(),
+            delta_ns: d,
+            ci: [d - half, d + half],
+        };
+        let (a, b) = (cost("syscalls", 1000.0, 196.0), cost("faults_minor", 500.0, 0.0));
+        // 1 call per µs at +1 µs each, 0.2 faults per µs at +0.5 µs: 1 + 1 + 0.1.
+        let rates: BTreeMap<&'static str, (f64, f64)> =
+            [("syscalls", (1e-3, 0.0)), ("faults_minor", (2e-4, 0.0))].into();
+        let (p, ci, shares) = predict(&rates, &[&a, &b]);
+        assert!((p - 2.1).abs() < 1e-9, "{p}");
+        // The call's price ±196 ns at 1.96 σ: σ 100 ns × 1e-3 per ns → ±0.196.
+        assert!((ci[1] - p - 0.196).abs() < 1e-9 && (p - ci[0] - 0.196).abs() < 1e-9, "{ci:?}");
+        let s: f64 = shares.iter().map(|s| s.share).sum();
+        assert!((s - 1.0).abs() < 1e-9 && (shares[0].share - 1.0 / 1.1).abs() < 1e-9, "{shares:?}");
     }
 
     #[test]

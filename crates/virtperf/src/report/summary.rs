@@ -129,6 +129,14 @@ pub fn render_summary(r: &Report) -> String {
     out += &super::tool_agreement(r);
     let dual = r.results.iter().any(|x| x.clock.is_some());
     let notes = super::render_notes(r, dual).lines().count();
+    if let Some(x) = &r.explain {
+        let hit: usize = x.hits.iter().map(|h| h.within_20).sum();
+        let all: usize = x.hits.iter().map(|h| h.cells).sum();
+        out += &format!(
+            "\nWhy each costs that (each event's price here × the workload's counts; {hit} of {all} overheads modelled within ±20 %): virtperf report {} --explain\n",
+            r.run_id
+        );
+    }
     out += &format!(
         "\nOwn values, every metric, {notes} notes: virtperf report {} --full · the page: --html\n",
         r.run_id

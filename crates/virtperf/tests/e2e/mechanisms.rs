@@ -282,8 +282,39 @@ pub(crate) fn explain_prices_events_and_predicts_from_them() -> Outcome {
         html.contains("id=\"explain\"") && html.contains("fig-explain-"),
         "no explain section on the page"
     );
+    // Predicted before running: the same program run natively (a run of its own) × this run's
+    // prices gives each environment's cost — the model's figure above, from another native run
+    // of it (its counts per ms within ±50 %: the page cache and the host's load move them).
+    let p = fx.vp_args(&[
+        "predict",
+        "--workload",
+        "command:name=find,cmd=find /usr/share/zoneinfo -name nothing-here",
+        "--json",
+    ]);
+    assert_ok(&p, "predict");
+    let pj = json_of(&p, "predict");
+    for env in &sandboxes {
+        let got = pj["workloads"][0]["predictions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["environment"] == *env)
+            .and_then(|x| x["predicted"].as_f64())
+            .unwrap_or_else(|| panic!("no prediction for {env}: {pj}"));
+        let model = cell(env, "find")["predicted"].as_f64().unwrap();
+        if !counted {
+            continue;
+        }
+        assert!(
+            (got - 1.0) / (model - 1.0) > 0.5 && (got - 1.0) / (model - 1.0) < 1.5,
+            "{env}: predict {got:.2}×, the run's model {model:.2}×"
+        );
+    }
     // A run that counted nothing: exit 2, and what to do.
     fx.ok("run --env native --workload cpu:iterations=1000 --reps 1");
+    let bad = fx.vp_on("none.db", "predict --workload cpu");
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("none.db"), "{bad:?}");
     let none = fx.vp("report --explain");
     assert_eq!(none.status.code(), Some(2), "{none:?}");
     assert!(String::from_utf8_lossy(&none.stderr).contains("explain = true"), "{none:?}");
