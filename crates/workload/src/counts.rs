@@ -385,24 +385,12 @@ mod tests {
         // 64 fresh pages, touched: 64 minor faults at least (where the kernel counts them). Mapped
         // here: the allocator may hand back pages another test already touched.
         let len = 64 * 4096;
-        // SAFETY: a new private anonymous mapping, unmapped below; no other pointer to it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let map = crate::micro::Map::new(len).unwrap();
         for i in (0..len).step_by(4096) {
             // SAFETY: inside the mapping.
-            unsafe { std::ptr::write_volatile(p.cast::<u8>().add(i), 1) };
+            unsafe { std::ptr::write_volatile(map.ptr.add(i), 1) };
         }
-        // SAFETY: the mapping made above, unmapped once.
-        unsafe { libc::munmap(p, len) };
+        drop(map);
         // 1 000 system calls, and a thread that exits before the counts are read.
         for _ in 0..1000 {
             // SAFETY: getppid has no preconditions.

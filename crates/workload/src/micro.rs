@@ -262,13 +262,14 @@ fn minflt() -> u64 {
 }
 
 /// An anonymous private mapping of `len` bytes, unmapped on drop.
-struct Map {
-    ptr: *mut u8,
+/// A fresh private anonymous mapping, unmapped on drop: pages no one has touched yet.
+pub(crate) struct Map {
+    pub(crate) ptr: *mut u8,
     len: usize,
 }
 
 impl Map {
-    fn new(len: usize) -> Result<Map, String> {
+    pub(crate) fn new(len: usize) -> Result<Map, String> {
         // SAFETY: a fresh anonymous mapping; no address hint, no file.
         let ptr = unsafe {
             libc::mmap(
