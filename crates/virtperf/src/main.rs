@@ -895,13 +895,13 @@ fn cmd_predict(a: PredictArgs) -> anyhow::Result<ExitStatus> {
         json: a.json,
         boot_timeout: Duration::from_secs(60),
     };
-    let (answer, status) = predict::predict(&opts)?;
+    let answer = predict::predict(&opts)?;
     if a.json {
         out(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
     } else {
         out(&predict::render(&answer, report::terminal_width()))?;
     }
-    Ok(status)
+    Ok(ExitStatus::Success)
 }
 
 fn cmd_ab(a: AbArgs) -> anyhow::Result<ExitStatus> {

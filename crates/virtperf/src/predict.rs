@@ -114,7 +114,7 @@ impl Drop for TempDir {
     }
 }
 
-pub fn predict(o: &Opts) -> Result<(Answer, ExitStatus)> {
+pub fn predict(o: &Opts) -> Result<Answer> {
     if o.workloads.is_empty() {
         return Err(bad_input("give the workload to predict: --workload KIND[:key=value,...] (e.g. --workload 'command:cmd=tar -cf /tmp/x.tar /usr/share/doc')"));
     }
@@ -173,18 +173,13 @@ pub fn predict(o: &Opts) -> Result<(Answer, ExitStatus)> {
     }
     let answer =
         Answer { costs_db: o.costs_db.display().to_string(), costs_run, costs_started, workloads: out };
-    Ok((answer, ExitStatus::Success))
+    Ok(answer)
 }
 
 /// The terminal's answer: per workload, its native figure and events, then its predicted cost
 /// in each environment with what makes it.
 pub fn render(a: &Answer, width: usize) -> String {
-    let what = |e: &str| {
-        virtperf_workload::counts::MECHANISMS
-            .iter()
-            .find(|m| m.event == e)
-            .map_or(e.to_string(), |m| m.what.to_string())
-    };
+    let what = explain::event_words;
     let mut out = explain::hang(
         "",
         &format!(

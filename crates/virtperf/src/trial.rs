@@ -447,14 +447,7 @@ fn calibrate_on(
     let target_ns = target.as_nanos() as u64;
     let (overhead, _) = go_overhead(p, Who::Dut(0), deadline)?;
     // From the parameter's own minimum (`pagefault`'s pages start at 16).
-    let least = virtperf_workload::find(&spec.kind)
-        .and_then(|w| w.params().iter().find(|ps| ps.name == param))
-        .and_then(|ps| match ps.kind {
-            virtperf_workload::ParamKind::Int { min, .. } => u64::try_from(min).ok(),
-            _ => None,
-        })
-        .unwrap_or(1)
-        .max(1);
+    let least = virtperf_workload::find(&spec.kind).map_or(1, |w| virtperf_workload::param_min(w, param));
     let mut count = least;
     let mut probes = Vec::new();
     let what = format!("calibrating `{param}`");

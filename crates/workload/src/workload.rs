@@ -175,25 +175,28 @@ impl<'a> RunCtx<'a> {
 /// trial, its next trial at the trial's pace either way).
 pub const WARMUP_SHARE: f64 = 0.25;
 
+/// The smallest whole value parameter `key` of `w` takes (an integer's `min`, a duration's
+/// `min_ms`), at least 1: `pagefault`'s 16 pages, a flow's 100 ms.
+pub fn param_min(w: &dyn Workload, key: &str) -> u64 {
+    w.params()
+        .iter()
+        .find(|p| p.name == key)
+        .and_then(|p| match p.kind {
+            ParamKind::Int { min, .. } => u64::try_from(min).ok(),
+            ParamKind::Duration { min_ms, .. } => Some(min_ms),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// `params` for a warm-up: the workload's scaling parameter at [`WARMUP_SHARE`] of its value (at
-/// least the parameter's minimum), the rest unchanged. Unchanged where the workload scales nothing or the value is not
-/// a whole number.
+/// least the parameter's minimum), the rest unchanged. Unchanged where the workload scales
+/// nothing or the value is not a whole number.
 pub fn warmup_params(w: &dyn Workload, params: &mut BTreeMap<String, Value>) {
     let Some(key) = w.warmup_scales() else { return };
     if let Some(n) = params.get(key).and_then(Value::as_u64) {
-        // Never below the parameter's own minimum (`pagefault`'s 16 pages, a flow's 100 ms).
-        let least = w
-            .params()
-            .iter()
-            .find(|p| p.name == key)
-            .and_then(|p| match p.kind {
-                ParamKind::Int { min, .. } => u64::try_from(min).ok(),
-                ParamKind::Duration { min_ms, .. } => Some(min_ms),
-                _ => None,
-            })
-            .unwrap_or(1)
-            .max(1);
-        let scaled = ((n as f64 * WARMUP_SHARE).round() as u64).max(least).min(n.max(least));
+        let scaled = ((n as f64 * WARMUP_SHARE).round() as u64).max(param_min(w, key));
         params.insert(key.to_string(), Value::from(scaled));
     }
 }

@@ -456,6 +456,11 @@ fn price(c: &EventCost) -> String {
     format!("{} {sign}{}", c.what, super::answer::fmt_value(c.delta_ns.abs(), "ns"))
 }
 
+/// An event in words ("system calls"), as [`MECHANISMS`] names it; the event's own name else.
+pub fn event_words(event: &str) -> &str {
+    MECHANISMS.iter().find(|m| m.event == event).map_or(event, |m| m.what)
+}
+
 /// What explains a cell, largest share first: "system calls 71 %, context switches 6 %, not
 /// explained 23 %".
 fn shares_line(c: &Cell) -> String {
@@ -474,7 +479,7 @@ fn shares_line(c: &Cell) -> String {
         .shares
         .iter()
         .map(|x| {
-            let what = MECHANISMS.iter().find(|m| m.event == x.event).map_or(x.event, |m| m.what);
+            let what = event_words(x.event);
             // Shares are of the measured overhead; of the model's where none was measured.
             (what.to_string(), if flat { x.share * (c.measured - 1.0) / base } else { x.share })
         })
