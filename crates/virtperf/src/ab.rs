@@ -2,7 +2,7 @@
 //! kernel, a runtime — named in each file) run **interleaved, run by run, in ABBA order** on one
 //! host (A B B A A B …), each run a whole `virtperf run` into its side's database, then compared
 //! runs against runs: every metric's figure per run, B/A with Welch's interval over the runs
-//! ([`crate::compare::compare_runs`]), the verdicts of `compare`.
+//! ([`virtperf_report::compare::compare_runs`]), the verdicts of `compare`.
 //!
 //! Why ABBA: a host drifts (thermal state, other tenants, page cache) over minutes; running all of
 //! A then all of B books that drift as the difference. Alternating with each pair reversed cancels
@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::report::Report;
-use crate::store::{RunStatus, Store};
+use virtperf_report::report::Report;
+use virtperf_report::store::{RunStatus, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -187,7 +187,7 @@ pub fn run_all(o: &Opts) -> Result<()> {
 /// Every completed run of a side, as reports.
 pub fn reports(db: &Path) -> Result<Vec<Report>> {
     let store = Store::open_existing(db)?;
-    completed(db)?.into_iter().map(|id| crate::report::build(&store.load(id)?)).collect()
+    completed(db)?.into_iter().map(|id| virtperf_report::report::build(&store.load(id)?)).collect()
 }
 
 #[cfg(test)]

@@ -165,13 +165,13 @@ fn file_servers(width: usize) -> String {
 /// `text` wrapped to `width` columns, every line indented by `indent` spaces.
 fn indented(text: &str, indent: usize, width: usize) -> String {
     let pad = " ".repeat(indent);
-    crate::report::wrap(text, width - indent).lines().map(|l| format!("{pad}{l}\n")).collect()
+    virtperf_report::report::wrap(text, width - indent).lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
 /// Doctor's answer in at most 100 columns: one block per environment kind — its name and
 /// whether it is usable on the first line, the detail and the fix wrapped under it.
 pub fn render(rows: &[Row]) -> String {
-    let width = crate::report::SUMMARY_WIDTH as usize;
+    let width = virtperf_report::report::SUMMARY_WIDTH as usize;
     let mut blocks = String::new();
     for r in rows {
         let usable = match (r.usable, r.probe_ms) {
@@ -181,8 +181,11 @@ pub fn render(rows: &[Row]) -> String {
             (false, _) => "NO".into(),
         };
         let head = format!("{:<26} {usable}", r.environment);
-        blocks +=
-            &if head.chars().count() <= width { head + "\n" } else { crate::report::wrap(&head, width) };
+        blocks += &if head.chars().count() <= width {
+            head + "\n"
+        } else {
+            virtperf_report::report::wrap(&head, width)
+        };
         if !r.detail.is_empty() {
             blocks += &indented(&r.detail, 4, width);
         }
@@ -194,7 +197,7 @@ pub fn render(rows: &[Row]) -> String {
     let mut out = String::new();
     let f = crate::host::facts();
     if !f.measured() {
-        out += &crate::report::wrap(
+        out += &virtperf_report::report::wrap(
             &format!(
                 "host facts from {} (not this machine's; nothing launched): {}",
                 f.profile.as_deref().unwrap_or(&f.source),
@@ -205,12 +208,12 @@ pub fn render(rows: &[Row]) -> String {
     }
     out += &blocks;
     out += "\n";
-    out += &crate::report::wrap(
+    out += &virtperf_report::report::wrap(
         &format!("state directory (ledger, scratch): {}", crate::ledger::state_dir().display()),
         width,
     );
     if crate::host::facts().kvm.pvm {
-        out += &crate::report::wrap(
+        out += &virtperf_report::report::wrap(
             "note: /dev/kvm here is PVM (kvm_pvm): it runs only PVM-enabled guest kernels; QEMU guests will use TCG",
             width,
         );

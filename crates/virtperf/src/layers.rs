@@ -1,5 +1,6 @@
-//! The layers of the orchestrator, checked: docs/architecture.md's layer table is the data (its
-//! rows name each module of `crates/virtperf/src/` and its layer), and the test below reads every
+//! The layers of each crate, checked: docs/architecture.md's layer tables are the data (one per
+//! crate, under `## Layers` for the orchestrator and `## Layers of CRATE` for the others: their
+//! rows name each module of the crate's `src/` and its layer), and the test below reads every
 //! source file's `crate::…` paths and fails when a module reaches its own layer's side or above
 //! it — naming the file, the line and the two layers. Rust's module system allows any path, so
 //! without this nothing notices a circle closing again (it happened once: issue 29).
@@ -9,10 +10,13 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    /// `| 3 | `report/`, `plan.rs` | … |` rows → module (`report/`, `plan.rs`) → layer; `−` is
-    /// the bottom (-1).
-    fn layer_table(doc: &str) -> BTreeMap<String, i32> {
-        let section = doc.split("## Layers").nth(1).expect("docs/architecture.md has a `## Layers` section");
+    /// The rows of the table under the heading line `heading`: `| 3 | `report/`, `plan.rs` | … |`
+    /// → module (`report/`, `plan.rs`) → layer; `−` is the bottom (-1).
+    fn layer_table(doc: &str, heading: &str) -> BTreeMap<String, i32> {
+        let section = doc
+            .split(&format!("\n{heading}\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("docs/architecture.md has no `{heading}` section"));
         let section = section.split("\n## ").next().unwrap_or(section);
         let mut layers = BTreeMap::new();
         for line in section.lines() {
@@ -109,36 +113,46 @@ mod tests {
         }
     }
 
+    /// The crates whose modules are layered, each with the heading of its table.
+    const CRATES: &[(&str, &str)] =
+        &[("crates/virtperf", "## Layers"), ("crates/report", "## Layers of crates/report")];
+
     #[test]
     fn every_module_uses_only_the_layers_below_it() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let doc = std::fs::read_to_string(root.join("../../docs/architecture.md")).unwrap();
-        let layers = layer_table(&doc);
-        let src = root.join("src");
-        let mut files = Vec::new();
-        sources(&src, &mut files);
-        files.sort();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
         let mut wrong = Vec::new();
-        for f in &files {
-            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
-            if rel == "layers.rs" {
-                continue;
-            }
-            let me = module_of(&rel);
-            let Some(mine) = layers.get(&me) else {
-                wrong.push(format!("{rel}: module {me} is not in docs/architecture.md's layer table"));
-                continue;
-            };
-            for (line, used) in uses(&src, &std::fs::read_to_string(f).unwrap()) {
-                if used == me {
+        for (krate, heading) in CRATES {
+            let layers = layer_table(&doc, heading);
+            let src = root.join(krate).join("src");
+            let mut files = Vec::new();
+            sources(&src, &mut files);
+            files.sort();
+            for f in &files {
+                let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+                if rel == "layers.rs" || rel == "lib.rs" {
                     continue;
                 }
-                match layers.get(&used) {
-                    None => wrong.push(format!("{rel}:{line}: uses {used}, which the layer table does not list")),
-                    Some(theirs) if theirs >= mine => wrong.push(format!(
-                        "{rel}:{line}: {me} (layer {mine}) uses {used} (layer {theirs}): only layers below may be used"
-                    )),
-                    Some(_) => {}
+                let me = module_of(&rel);
+                let Some(mine) = layers.get(&me) else {
+                    wrong.push(format!(
+                        "{krate}/src/{rel}: module {me} is not in docs/architecture.md's `{heading}` table"
+                    ));
+                    continue;
+                };
+                for (line, used) in uses(&src, &std::fs::read_to_string(f).unwrap()) {
+                    if used == me {
+                        continue;
+                    }
+                    match layers.get(&used) {
+                        None => wrong.push(format!(
+                            "{krate}/src/{rel}:{line}: uses {used}, which the `{heading}` table does not list"
+                        )),
+                        Some(theirs) if theirs >= mine => wrong.push(format!(
+                            "{krate}/src/{rel}:{line}: {me} (layer {mine}) uses {used} (layer {theirs}): only layers below may be used"
+                        )),
+                        Some(_) => {}
+                    }
                 }
             }
         }
@@ -147,12 +161,13 @@ mod tests {
 
     #[test]
     fn the_checker_sees_an_upward_use_and_a_sideways_one() {
-        let doc = "## Layers\n| layer | modules | what |\n|---|---|---|\n| 2 | `run.rs` | x |\n| 1 | `env/`, `lab/` | y |\n| − | `host/` | z |\n\n## Next\n| 9 | `nope.rs` | |\n";
-        let t = layer_table(doc);
+        let doc = "# A\n## Layers\n| layer | modules | what |\n|---|---|---|\n| 2 | `run.rs` | x |\n| 1 | `env/`, `lab/` | y |\n| − | `host/` | z |\n\n## Layers of crates/x\n| 9 | `nope.rs` | |\n";
+        let t = layer_table(doc, "## Layers");
         assert_eq!(t.get("run.rs"), Some(&2));
         assert_eq!(t.get("lab/"), Some(&1));
         assert_eq!(t.get("host/"), Some(&-1));
         assert_eq!(t.get("nope.rs"), None, "only the Layers section is read");
+        assert_eq!(layer_table(doc, "## Layers of crates/x").get("nope.rs"), Some(&9));
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let u = uses(
             &src,

@@ -5,13 +5,9 @@
 
 mod ab;
 mod agent;
-mod compare;
 mod doctor;
 mod env;
-mod exit;
 mod experiment;
-mod export;
-mod history;
 mod host;
 mod image;
 mod lab;
@@ -21,10 +17,7 @@ mod plan;
 mod precision;
 mod predict;
 mod remote;
-mod report;
-mod rfc2544;
 mod run;
-mod store;
 mod trial;
 
 use std::collections::BTreeMap;
@@ -36,6 +29,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use exit::{bad_input, ExitStatus, ExitStatusOf};
 use experiment::{Origin, RawExperiment, RawSetting};
 use virtperf_workload::Raw;
+// The output side (the store; reports, exports, comparisons, histories read from it) is a crate
+// of its own.
+use virtperf_report::{compare, exit, export, history, report, store};
 
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 1 failure (or every trial failed); 2 bad input (nothing created);

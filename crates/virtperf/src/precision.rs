@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use virtperf_stats::sequential::{self, Side, Standing};
 
 use crate::experiment::Experiment;
-use crate::store::{PlannedTrial, Store};
+use virtperf_report::store::{PlannedTrial, Store};
 
 /// One ratio precision mode watches.
 #[derive(Debug, Clone)]
@@ -209,7 +209,7 @@ pub fn paired_cells(
     let Some(p) = exp.precision else { return Ok((Vec::new(), Costs::default())) };
     let target = p.percent / 100.0;
     // (env, case, metric) → ((block, rep), value), in the order they ran.
-    let mut values: BTreeMap<(usize, usize, String), Vec<(crate::report::paired::Slot, f64)>> =
+    let mut values: BTreeMap<(usize, usize, String), Vec<(virtperf_report::report::paired::Slot, f64)>> =
         BTreeMap::new();
     for (e, c, _, metric, value, block, rep) in store.measured_values(run_id)? {
         values.entry((e, c, metric)).or_default().push(((block, rep), value));
@@ -228,7 +228,8 @@ pub fn paired_cells(
         *s = (s.0 + ms / 1e3, s.1 + 1.0);
     }
     costs.start = starts.into_iter().map(|(e, (sum, n))| (e, sum / n)).collect();
-    let design = crate::report::paired::Design { paired_order: true, pilot_blocks: Some(exp.launches) };
+    let design =
+        virtperf_report::report::paired::Design { paired_order: true, pilot_blocks: Some(exp.launches) };
     let get = |e: usize, c: usize, m: &str| values.get(&(e, c, m.to_string())).cloned().unwrap_or_default();
     let mut out = Vec::new();
     for &e in envs {
@@ -246,9 +247,9 @@ pub fn paired_cells(
                 if !base_values.is_empty() && base_values.iter().all(|x| x.1 == 0.0) {
                     continue;
                 }
-                let pairs = crate::report::paired::pairs(&get(e, c, &metric), &base_values);
-                let stated = crate::report::paired::stated(&pairs, &design);
-                let pilot = crate::report::paired::pilot_spread(&pairs, exp.launches);
+                let pairs = virtperf_report::report::paired::pairs(&get(e, c, &metric), &base_values);
+                let stated = virtperf_report::report::paired::stated(&pairs, &design);
+                let pilot = virtperf_report::report::paired::pilot_spread(&pairs, exp.launches);
                 let blocks = stated.map_or(0, |r| r.blocks);
                 let needed = match pilot {
                     Some((sd, df)) => virtperf_stats::paired::units_needed_stein(
@@ -487,8 +488,8 @@ fn block_trials(
 mod tests {
     use super::*;
     use crate::experiment::{read_flag, validate, Origin, RawExperiment, RawSetting};
-    use crate::store::{NewEnv, TrialOutcome, TrialStatus};
     use virtperf_proto::Sample;
+    use virtperf_report::store::{NewEnv, TrialOutcome, TrialStatus};
     use virtperf_workload::Raw;
 
     /// Today's unpaired design (order = random): launches of one side at a time.
@@ -533,6 +534,8 @@ mod tests {
                 instances: 1,
                 group: x.name.clone(),
                 host: None,
+                baseline: x.kind == "native",
+                own_clock: false,
             })
             .collect();
         let cases: Vec<_> = e

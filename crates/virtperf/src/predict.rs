@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::exit::{bad_input, ExitStatus};
 use crate::experiment::{self, Origin, RawExperiment, RawSetting};
-use crate::report::explain::{self, EventCost, Share};
-use crate::store::{RunStatus, Store};
+use virtperf_report::exit::{bad_input, ExitStatus};
+use virtperf_report::report::explain::{self, EventCost, Share};
+use virtperf_report::store::{RunStatus, Store};
 use virtperf_workload::Raw;
 
 /// Where the prices come from, and the workloads to predict.
@@ -71,7 +71,7 @@ fn prices(db: &Path, run: Option<i64>) -> Result<(i64, String, Vec<EventCost>)> 
             continue;
         }
         let rows = store.load(r.id)?;
-        let rep = crate::report::build(&rows)?;
+        let rep = virtperf_report::report::build(&rows)?;
         if let Some(x) = rep.explain.filter(|x| !x.costs.is_empty()) {
             return Ok((r.id, r.started_at, x.costs));
         }
@@ -137,7 +137,7 @@ pub fn predict(o: &Opts) -> Result<Answer> {
     let store = Store::open_existing(&db)?;
     let id = store.runs()?.last().map(|r| r.id).context("the native run left no run")?;
     let rows = store.load(id)?;
-    let rep = crate::report::build(&rows)?;
+    let rep = virtperf_report::report::build(&rows)?;
     let rates = explain::native_rates(&rows, &rep);
     let mut envs: Vec<&str> = Vec::new();
     for c in &costs {
@@ -150,10 +150,9 @@ pub fn predict(o: &Opts) -> Result<Answer> {
         let Some(rt) = rates.get(&c.idx) else {
             anyhow::bail!("{}: its native pass counted nothing (see the run's notes)", c.label);
         };
-        let row = rep
-            .results
-            .iter()
-            .find(|x| x.workload == c.label && crate::report::costs::is_headline(&x.kind, &x.metric));
+        let row = rep.results.iter().find(|x| {
+            x.workload == c.label && virtperf_report::report::costs::is_headline(&x.kind, &x.metric)
+        });
         let predictions = envs
             .iter()
             .map(|e| {
@@ -193,8 +192,11 @@ pub fn render(a: &Answer, width: usize) -> String {
             w.rates_per_ms.iter().filter(|(e, v)| **v > 0.0 && **e != "cpu_user_ns").collect();
         ev.sort_by(|a, b| b.1.total_cmp(a.1));
         let events: Vec<String> = ev.iter().take(4).map(|(e, v)| format!("{} {v:.1}/ms", what(e))).collect();
-        out +=
-            &format!("\n{} — native {}\n", w.workload, crate::report::answer::fmt_value(w.native, &w.unit));
+        out += &format!(
+            "\n{} — native {}\n",
+            w.workload,
+            virtperf_report::report::answer::fmt_value(w.native, &w.unit)
+        );
         out += &explain::hang("  events: ", &events.join(", "), width);
         for p in &w.predictions {
             let mut sh: Vec<&Share> = p.shares.iter().filter(|s| s.share > 0.0).collect();

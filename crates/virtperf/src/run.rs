@@ -18,18 +18,21 @@ use indicatif::{ProgressBar, ProgressStyle};
 use virtperf_proto::WorkloadSpec;
 
 use crate::env::{self, Instance, LaunchCtx};
-use crate::exit::ExitStatus;
 use crate::experiment::Experiment;
 use crate::lab::Lab;
 use crate::ledger::Ledger;
-use crate::store::{InstanceRecord, LaunchStatus, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus};
+use crate::plan;
 use crate::trial::{self, Dut, Fail, Tester};
-use crate::{plan, report};
+use virtperf_report::exit::ExitStatus;
+use virtperf_report::report;
+use virtperf_report::store::{
+    InstanceRecord, LaunchStatus, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus,
+};
 
 /// Set by SIGINT/SIGTERM; every wait checks it.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
-pub use crate::store::SWITCH_CPU;
+pub use virtperf_report::store::SWITCH_CPU;
 
 /// Whether process `pid` runs (not gone, not a zombie waiting for its parent).
 fn process_alive(pid: u32) -> bool {
@@ -46,8 +49,8 @@ pub struct RunOpts {
     pub db: PathBuf,
     /// A progress bar on stderr (not when stdout carries JSON for a program).
     pub progress: bool,
-    /// What the run writes when it ends (checked before it starts; see crate::export::choose).
-    pub outputs: Vec<crate::export::Target>,
+    /// What the run writes when it ends (checked before it starts; see virtperf_report::export::choose).
+    pub outputs: Vec<virtperf_report::export::Target>,
     pub boot_timeout: Duration,
     pub command_line: String,
 }
@@ -131,7 +134,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "runtimes": runtimes,
         "hosts": hosts,
         "command_line": command_line,
-        "date": crate::store::now_rfc3339(),
+        "date": virtperf_report::store::now_rfc3339(),
     })
 }
 
@@ -252,7 +255,7 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     let envs: Vec<_> = exp
         .envs
         .iter()
-        .map(|e| crate::store::NewEnv {
+        .map(|e| virtperf_report::store::NewEnv {
             name: e.name.clone(),
             kind: e.kind.clone(),
             params: serde_json::to_value(&e.params).unwrap_or_default(),
@@ -263,6 +266,8 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
             instances: e.instances,
             group: e.group.clone(),
             host: e.host.clone(),
+            baseline: env::find(&e.kind).is_some_and(|k| k.is_baseline()),
+            own_clock: env::find(&e.kind).is_some_and(|k| k.own_clock()),
         })
         .collect();
     let cases: Vec<_> = exp
@@ -299,9 +304,9 @@ pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitSta
     let mut store = Store::open_existing(&opts.db)?;
     let info = store.run(run_id)?;
     let raw = crate::experiment::read_toml(&format!("run {run_id}"), &info.experiment)
-        .map_err(crate::exit::bad_input)?;
+        .map_err(virtperf_report::exit::bad_input)?;
     let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)
-        .map_err(crate::exit::bad_input)?;
+        .map_err(virtperf_report::exit::bad_input)?;
     let to_retry = if retry_failed { store.failed_or_skipped(run_id)? } else { 0 };
     if info.status == RunStatus::Completed && to_retry == 0 {
         // A precision run whose budget ended with cells short of their target goes on, with a
@@ -978,7 +983,7 @@ struct Session<'a> {
     slots: Vec<Slot>,
     tester_slot: Slot,
     /// Per-operation counts calibrated so far, by (environment, case).
-    calibrations: BTreeMap<(usize, usize), crate::store::Calibration>,
+    calibrations: BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
     freeze_warned: bool,
     interrupted: bool,
 }
@@ -1415,7 +1420,7 @@ impl Ctx<'_> {
     /// unstored one on a relaunched environment), and the lab's switch alive before and after.
     fn measure(
         &self,
-        calibrations: &mut BTreeMap<(usize, usize), crate::store::Calibration>,
+        calibrations: &mut BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
         slot: &mut Slot,
         other: Option<&mut Slot>,
         t: &PlannedTrial,
@@ -1502,7 +1507,7 @@ impl Ctx<'_> {
     /// a resumed run reuses the stored one), set in `spec`; the count, where there is one.
     fn calibrated(
         &self,
-        calibrations: &mut BTreeMap<(usize, usize), crate::store::Calibration>,
+        calibrations: &mut BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
         slot: &mut Slot,
         e: usize,
         c: usize,
@@ -1529,7 +1534,7 @@ impl Ctx<'_> {
         e: usize,
         c: usize,
         spec: &WorkloadSpec,
-    ) -> std::result::Result<crate::store::Calibration, Fail> {
+    ) -> std::result::Result<virtperf_report::store::Calibration, Fail> {
         let (w, case) = (self.w, &self.w.exp.cases[c]);
         let Some(param) = calibrated_param(case) else {
             return Err(Fail::Failed {
@@ -1564,7 +1569,7 @@ impl Ctx<'_> {
         &self,
         e: usize,
         c: usize,
-        cal: &crate::store::Calibration,
+        cal: &virtperf_report::store::Calibration,
     ) -> std::result::Result<(), Fail> {
         let w = self.w;
         w.store.record_calibration(w.run_id, e, c, cal).map_err(|err| Fail::Failed {
@@ -1832,7 +1837,7 @@ fn execute_inner(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -
     }
     let rows = store.load(run_id)?;
     let rep = report::build(&rows)?;
-    crate::export::write(&opts.outputs, &crate::export::RunData::new(&rows, &rep))?;
+    virtperf_report::export::write(&opts.outputs, &virtperf_report::export::RunData::new(&rows, &rep))?;
     Ok(match status {
         RunStatus::Interrupted => ExitStatus::Interrupted,
         _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,

@@ -17,7 +17,7 @@ use virtperf_workload::Output;
 
 use crate::env::{CallError, CpuProbe, Instance};
 use crate::experiment::{Case, LoadOn};
-use crate::store::TrialOutcome;
+use virtperf_report::store::TrialOutcome;
 
 /// Host CPU samples per second during a trial (seed 000 plotted CPU over time; ≥ 10 Hz).
 pub const CPU_SAMPLE_HZ: u64 = 20;
@@ -381,7 +381,7 @@ pub fn run<'b>(
         let w = (ms(w0), ms(w1));
         if let Some(c) = cpu_per_gbit(&series, bytes, w) {
             body.samples.push(Sample {
-                metric: crate::store::CPU_PER_GBIT.into(),
+                metric: virtperf_report::store::CPU_PER_GBIT.into(),
                 value: c,
                 unit: "CPU-s/Gbit".into(),
             });
@@ -390,7 +390,7 @@ pub fn run<'b>(
         extra["transfer"] = json!({ "bytes": bytes, "window_ms": [w.0, w.1] });
     }
     Ok(TrialOutcome {
-        status: crate::store::TrialStatus::Ok,
+        status: virtperf_report::store::TrialStatus::Ok,
         reason: None,
         host_ns: Some(body.host_ns),
         guest_ns: Some(body.guest_ns),
@@ -425,7 +425,7 @@ pub fn calibrate(
     cap: (u64, &str),
     timeout: Duration,
     cancel: &AtomicBool,
-) -> Result<crate::store::Calibration, Fail> {
+) -> Result<virtperf_report::store::Calibration, Fail> {
     let deadline = Instant::now() + timeout;
     let mut parties =
         Parties { duts: std::slice::from_mut(dut), tester: None, in_flight: Vec::new(), cancel };
@@ -443,7 +443,7 @@ fn calibrate_on(
     target: Duration,
     (cap, cap_why): (u64, &str),
     deadline: Instant,
-) -> Result<crate::store::Calibration, Fail> {
+) -> Result<virtperf_report::store::Calibration, Fail> {
     let target_ns = target.as_nanos() as u64;
     let (overhead, _) = go_overhead(p, Who::Dut(0), deadline)?;
     // From the parameter's own minimum (`pagefault`'s pages start at 16).
@@ -471,7 +471,7 @@ fn calibrate_on(
             } else {
                 (scaled, None)
             };
-            return Ok(crate::store::Calibration {
+            return Ok(virtperf_report::store::Calibration {
                 param: param.to_string(),
                 count,
                 target_ns,
@@ -650,7 +650,7 @@ fn combine(
     }
     let w = virtperf_workload::find(&spec.kind);
     let (mut agg, windows) = aggregate(&mut per, details, w, &virtperf_workload::Params(&spec.params));
-    agg.push(Sample { metric: crate::store::START_SKEW.into(), value: skew_ms, unit: "ms".into() });
+    agg.push(Sample { metric: virtperf_report::store::START_SKEW.into(), value: skew_ms, unit: "ms".into() });
     let each =
         per.into_iter().enumerate().flat_map(|(k, v)| v.into_iter().map(move |x| (k as u32, x))).collect();
     (agg, each, windows)
@@ -1290,7 +1290,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
     let probe = p.duts.first().and_then(|d| d.inst.cpu.clone());
     let t0 = Instant::now();
     let (mut tag, mut host_ns, mut guest_ns, mut guest_cpu_ns) = (0u16, 0u64, 0u64, 0u64);
-    let mut step = |sp: &crate::rfc2544::StepSpec| -> Result<crate::rfc2544::Measured, Fail> {
+    let mut step = |sp: &virtperf_workload::rfc2544::search::StepSpec| -> Result<virtperf_workload::rfc2544::search::Measured, Fail> {
         if p.cancel.load(Ordering::Relaxed) {
             return Err(Fail::Interrupted);
         }
@@ -1299,7 +1299,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         }
         // A fresh tag per step: a late frame of the step before is stale, never counted.
         tag = tag.checked_add(1).unwrap_or(1);
-        let params = virtperf_workload::frames::StepRequest {
+        let params = virtperf_workload::rfc2544::frames::StepRequest {
             frame_size: st.frame_size,
             // Unpaced: the generator's own minimum gap (rate 0 asks it to send as fast as it can).
             rate_fps: if sp.unpaced { 0.0 } else { sp.rate_fps },
@@ -1328,9 +1328,9 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         guest_cpu_ns += b.guest_cpu_ns;
         let flow = b.extra.as_ref().map(|e| e["flows"][0].clone()).unwrap_or(Value::Null);
         let (server, client) = (&flow["server"], &flow["client"]);
-        let k = virtperf_workload::frames::StepCounts::of(server, client);
+        let k = virtperf_workload::rfc2544::frames::StepCounts::of(server, client);
         let metric = |m: &str| b.samples.iter().find(|x| x.metric == m).map(|x| x.value);
-        Ok(crate::rfc2544::Measured {
+        Ok(virtperf_workload::rfc2544::search::Measured {
             sent: k.sent,
             received: k.received,
             sent_fps: client["achieved_fps"].as_f64().unwrap_or(0.0),
@@ -1349,7 +1349,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             wall_ms: wall.as_secs_f64() * 1e3,
         })
     };
-    let (samples, mut detail) = crate::rfc2544::run(&st, &mut step)?;
+    let (samples, mut detail) = virtperf_workload::rfc2544::search::run(&st, &mut step)?;
     detail.wall_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
     Ok(Body {
         host_ns,
@@ -1411,7 +1411,7 @@ mod tests {
         };
         let (agg, each, _) = combine(per, &none, &spec, 1.5);
         assert_eq!(each.len(), 8);
-        assert!(agg.iter().any(|x| x.metric == crate::store::START_SKEW && x.value == 1.5));
+        assert!(agg.iter().any(|x| x.metric == virtperf_report::store::START_SKEW && x.value == 1.5));
         let (one, none, _) = combine(vec![vec![s("cpu_rate", 1.0, "Mops/s")]], &none[..1], &spec, 0.0);
         assert_eq!((one.len(), none.len()), (1, 0), "one instance keeps its own samples");
     }

@@ -12,10 +12,8 @@
 pub mod compute;
 pub mod counts;
 pub mod disk;
-pub mod frames;
 pub mod load;
 pub mod micro;
-pub mod mlrsearch;
 pub mod net;
 pub mod params;
 pub mod pfs;
@@ -23,6 +21,7 @@ pub mod registry;
 pub mod rfc2544;
 pub mod timer;
 pub mod tools;
+pub mod wire;
 pub mod workload;
 
 pub use params::{ParamError, ParamKind, ParamSpec, Params, Raw};

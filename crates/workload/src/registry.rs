@@ -11,8 +11,9 @@ use serde_json::Value;
 use virtperf_proto::{ErrorCode, NetRole, Sample, WorkloadSpec};
 
 use crate::params::{self, Params};
+use crate::rfc2544::{self, frames};
 use crate::workload::{MetricSpec, Output, RunCtx, Workload, HOST_SUFFIX};
-use crate::{compute, disk, frames, load, micro, net, pfs, rfc2544, timer, tools};
+use crate::{compute, disk, load, micro, net, pfs, timer, tools};
 
 pub static REGISTRY: &[&dyn Workload] = &[
     &compute::IntMix,

@@ -480,13 +480,13 @@ impl Instance {
     fn pings(&mut self, n: usize, cancel: &AtomicBool) -> Vec<ClockPoint> {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            let h0 = virtperf_workload::frames::now_ns();
+            let h0 = virtperf_workload::rfc2544::frames::now_ns();
             let Ok(Reply::Pong { clock_ns }) =
                 self.conn.call(virtperf_proto::Request::Ping, Duration::from_secs(5), cancel)
             else {
                 break;
             };
-            let h1 = virtperf_workload::frames::now_ns();
+            let h1 = virtperf_workload::rfc2544::frames::now_ns();
             out.push(ClockPoint {
                 host_ns: h0 + (h1 - h0) / 2,
                 guest_ns: clock_ns,

@@ -234,52 +234,7 @@ pub struct Precision {
 /// Precision mode's budget when only `precision` is given.
 pub const DEFAULT_BUDGET_MS: u64 = 5 * 60_000;
 
-/// A parameter virtperf sized from the host because the experiment left it out (STREAM's arrays
-/// from the last-level cache), as derived and as used once clamped to what every environment can
-/// hold: recorded in the run's manifest and said by the report.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Sizing {
-    /// The case's label.
-    pub case: String,
-    pub key: String,
-    /// How the host decided it: `STREAM's rule: 4 × the host's 260 MiB last-level cache per array`.
-    pub rule: String,
-    pub derived: Value,
-    pub used: Value,
-    /// What the workload allocates with the derived value, and with the one used.
-    pub bytes_derived: u64,
-    pub bytes_used: u64,
-    /// Why the derived value was clamped (None: it was used as derived).
-    pub limit: Option<String>,
-}
-
-impl Sizing {
-    /// One line: `stream: elements = 20971520 (480 MiB) instead of 136314880 (3120 MiB, STREAM's
-    /// rule: …): environment `uml` has mem = 640 MiB, and a workload may take 3/4 of it (…)`.
-    pub fn line(&self) -> String {
-        use crate::host::facts::mib;
-        match &self.limit {
-            Some(why) => format!(
-                "{}: {} = {} ({}) instead of {} ({}, {}): {why}",
-                self.case,
-                self.key,
-                self.used,
-                mib(self.bytes_used),
-                self.derived,
-                mib(self.bytes_derived),
-                self.rule
-            ),
-            None => format!(
-                "{}: {} = {} ({}; {})",
-                self.case,
-                self.key,
-                self.used,
-                mib(self.bytes_used),
-                self.rule
-            ),
-        }
-    }
-}
+pub use virtperf_report::store::Sizing;
 
 impl Experiment {
     pub fn has_network(&self) -> bool {
@@ -344,8 +299,7 @@ pub struct HostDef {
 /// The keys of a `[[host]]` table.
 pub const HOST_KEYS: &[&str] = &["name", "ssh", "ssh_config", "addr", "local_addr"];
 
-/// The name that means this machine in `host = …`.
-pub const LOCAL_HOST: &str = "local";
+pub use virtperf_report::store::LOCAL_HOST;
 
 fn toml_value(r: &Raw) -> String {
     match r {

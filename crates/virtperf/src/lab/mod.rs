@@ -28,14 +28,7 @@ use crate::host::{delete_netns, netns_path, sh};
 use crate::ledger::{Entry, Ledger};
 pub use switch::{Switch, SwitchLimits};
 
-/// On-the-wire bytes a frame costs beyond what the qdisc sees (`skb->len` = L2 header + IP packet):
-/// FCS 4 + preamble/SFD 8 + inter-frame gap 12. Given to the shaper so that a `rate` of 1 Gbit/s
-/// behaves like Gigabit Ethernet.
-pub const WIRE_OVERHEAD: u64 = 24;
-/// Ethernet header (the MTU excludes it).
-pub const ETH_HEADER: u64 = 14;
-/// The smallest frame's cost on the wire: 64 bytes with FCS + preamble and gap.
-pub const MIN_WIRE_FRAME: u64 = 84;
+pub use virtperf_workload::wire::{ETH_HEADER, MIN_WIRE_FRAME, WIRE_OVERHEAD};
 /// Largest tbf burst: under a 64 KiB GSO packet, so tbf always segments super-packets.
 const TBF_BURST_MAX: u64 = 32 * 1024;
 
@@ -78,23 +71,6 @@ impl Default for LabSpec {
 impl LabSpec {
     pub fn needs_netem(&self) -> bool {
         self.delay_us > 0 || self.loss_pct > 0.0
-    }
-
-    /// Goodput of an ideal TCP over one emulated link (seed 000 §3.1), bit/s: every segment
-    /// carries MSS = MTU − 20 (IP) − 20 (TCP) − 12 (timestamps option, on by default in Linux)
-    /// bytes of data and costs MTU + 14 (Ethernet) + 24 (FCS, preamble, gap) bytes on the wire.
-    /// GbE, MTU 1500: 1e9 × 1448 / 1538 = 941.49 Mbit/s.
-    pub fn tcp_ceiling_bps(&self) -> Option<f64> {
-        let mss = (self.mtu as u64).checked_sub(52)? as f64;
-        let wire = (self.mtu as u64 + ETH_HEADER + WIRE_OVERHEAD) as f64;
-        self.rate_bps.map(|r| r as f64 * mss / wire)
-    }
-
-    /// Datagrams/s an ideal UDP sender of `payload`-byte datagrams can put on the link (no IP
-    /// fragmentation: payload ≤ MTU − 28). Ethernet pads frames to 64 bytes with FCS.
-    pub fn udp_ceiling_pps(&self, payload: u64) -> Option<f64> {
-        let frame = (payload + 28 + ETH_HEADER + 4).max(64);
-        self.rate_bps.map(|r| r as f64 / ((frame + 20) * 8) as f64)
     }
 }
 
@@ -464,17 +440,6 @@ impl Lab {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gigabit_ceiling_matches_seed_000() {
-        let s = LabSpec { rate_bps: Some(1_000_000_000), ..Default::default() };
-        let c = s.tcp_ceiling_bps().unwrap() / 1e6;
-        assert!((c - 941.49).abs() < 0.01, "{c}");
-        // 64-byte frames on GbE: 1e9 / (84 × 8) = 1 488 095 frames/s (RFC 2544's figure).
-        let pps = s.udp_ceiling_pps(18).unwrap();
-        assert!((pps - 1_488_095.2).abs() < 1.0, "{pps}");
-        assert_eq!(LabSpec::default().tcp_ceiling_bps(), None);
-    }
 
     #[test]
     fn only_our_namespaces_are_ever_deleted() {

@@ -437,6 +437,9 @@ pub struct EnvSummary {
     /// What its ratios are to (None: it is a baseline itself, or there is none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
+    /// It keeps time of its own (a guest, gVisor): its store row's flag.
+    #[serde(skip)]
+    pub own_clock: bool,
 }
 
 /// The start times of an environment's launches (a measurement like any other).
@@ -815,7 +818,6 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
     let lab = &manifest["lab"];
     let Some(rate) = lab["rate_bps"].as_u64() else { return Vec::new() };
     let mtu = lab["mtu"].as_u64().unwrap_or(1500) as u32;
-    let spec = crate::lab::LabSpec { mtu, rate_bps: Some(rate), ..Default::default() };
     let basis =
         format!("{} Mbit/s on the wire (preamble, FCS, gap counted), MTU {mtu}", fmt_num(rate as f64 / 1e6));
     let mut out = Vec::new();
@@ -827,16 +829,14 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
             continue;
         };
         let (value, unit, basis) = match bound {
-            LinkBound::TcpGoodput => match spec.tcp_ceiling_bps() {
-                Some(bps) => (
-                    bps / 1e9,
-                    "Gbit/s",
-                    format!("{basis}, MSS {} with TCP timestamps", mtu.saturating_sub(52)),
-                ),
+            LinkBound::TcpGoodput => match bound.ceiling(rate, mtu) {
+                Some(gbps) => {
+                    (gbps, "Gbit/s", format!("{basis}, MSS {} with TCP timestamps", mtu.saturating_sub(52)))
+                }
                 None => continue,
             },
-            LinkBound::UdpDatagrams { payload } => match spec.udp_ceiling_pps(payload) {
-                Some(pps) => (pps / 1e3, "kpps", format!("{basis}, {payload}-byte payloads")),
+            LinkBound::UdpDatagrams { payload } => match bound.ceiling(rate, mtu) {
+                Some(kpps) => (kpps, "kpps", format!("{basis}, {payload}-byte payloads")),
                 None => continue,
             },
         };
@@ -998,7 +998,7 @@ struct Baselines {
 
 impl Baselines {
     fn of(envs: &[crate::store::EnvRow]) -> Baselines {
-        let is_base = |e: &crate::store::EnvRow| crate::env::find(&e.kind).is_some_and(|k| k.is_baseline());
+        let is_base = |e: &crate::store::EnvRow| e.baseline;
         let of: Vec<Option<usize>> = envs
             .iter()
             .map(|e| {
@@ -1136,7 +1136,7 @@ impl Tally {
 
 /// Whether an environment's kind keeps time of its own (a guest kernel).
 fn own_clock(envs: &[crate::store::EnvRow], e: usize) -> bool {
-    crate::env::find(&envs[e].kind).is_some_and(|k| k.own_clock())
+    envs[e].own_clock
 }
 
 /// The clock check of each (case, environment) with armed trials, and the cells where most of
@@ -1289,6 +1289,7 @@ fn env_summaries(rows: &RunRows, base_of: &[Option<usize>]) -> Vec<EnvSummary> {
             EnvSummary {
                 name: e.name.clone(),
                 kind: e.kind.clone(),
+                own_clock: e.own_clock,
                 params: e.params.clone(),
                 launches: s.len(),
                 start_ms_mean: sum.as_ref().map(|x| x.mean),
@@ -1389,7 +1390,7 @@ fn instance_tables(
             let Some(headline) = w.metrics().first() else { continue };
             // The main table's figure: on the host's clock for a guest with a clock of its own,
             // where the host timed it.
-            let own_clock = members.iter().all(|e| crate::env::find(&e.kind).is_some_and(|k| k.own_clock()));
+            let own_clock = members.iter().all(|e| e.own_clock);
             let host_twin = format!("{}{}", headline.name, virtperf_workload::HOST_SUFFIX);
             let on_host = own_clock
                 && members.iter().any(|e| values.contains_key(&(case.idx, host_twin.clone(), (e.idx, None))));
@@ -1602,7 +1603,7 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
     if any_dual {
         let (mut host, mut guest): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
         for e in &r.environments {
-            let own = crate::env::find(&e.kind).is_some_and(|k| k.own_clock());
+            let own = e.own_clock;
             if own {
                 host.push(&e.name)
             } else {
@@ -1724,9 +1725,9 @@ fn overhead_text(o: &Overhead, better: &str) -> String {
 /// limited a figure, loads not reached, failures, how to resume.
 /// The parameters the run sized from the host (stored in its manifest), one line each.
 pub fn sizing_lines(manifest: &serde_json::Value) -> Vec<String> {
-    let sizings: Vec<crate::experiment::Sizing> =
+    let sizings: Vec<crate::store::Sizing> =
         serde_json::from_value(manifest["sizing"].clone()).unwrap_or_default();
-    sizings.iter().map(crate::experiment::Sizing::line).collect()
+    sizings.iter().map(crate::store::Sizing::line).collect()
 }
 
 fn render_notes(r: &Report, any_dual: bool) -> String {
@@ -2133,6 +2134,7 @@ pub fn summary_test_report() -> Report {
         start_ms_mean: None,
         start_ms: None,
         baseline: None,
+        own_clock: ["gvisor", "uml", "qemu", "libvirt"].contains(&n),
     };
     Report {
         run_id: 1,

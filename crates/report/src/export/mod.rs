@@ -22,7 +22,7 @@ use anyhow::Result;
 
 pub use exporter::{Exporter, RunData};
 
-use crate::host::{write_atomic, write_stdout};
+use crate::files::{write_atomic, write_stdout};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

@@ -7,8 +7,8 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table}
 use serde::Serialize;
 
 use super::{arrow, mean_text, overhead_text, Overhead, ResultRow};
-use crate::experiment::LOCAL_HOST;
 use crate::store::EnvRow;
+use crate::store::LOCAL_HOST;
 
 #[derive(Debug, Serialize)]
 pub struct HostTable {
@@ -166,6 +166,8 @@ mod tests {
             instances: 1,
             group: name.into(),
             host: host.map(str::to_string),
+            baseline: kind == "native",
+            own_clock: false,
         }
     }
 

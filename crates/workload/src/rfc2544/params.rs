@@ -1,9 +1,9 @@
 //! The `rfc2544` workload: its parameters, metrics and resolved [`Settings`]. It is a procedure:
 //! the orchestrator (`virtperf/src/rfc2544.rs`, the searches of RFC 2544 §26) runs it as steps of
-//! the [`crate::frames`] generator between the tester and the environment; an agent never runs it.
+//! the [`crate::rfc2544::frames`] generator between the tester and the environment; an agent never runs it.
 
-use crate::mlrsearch::{Goal, NDR, PDR};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
+use crate::rfc2544::mlrsearch::{Goal, NDR, PDR};
 use crate::workload::{Better, MetricSpec, Output, RunCtx, Workload};
 
 /// The tests, in the order they run: RFC 2544 §26.1–26.4, with RFC 9971's search beside the

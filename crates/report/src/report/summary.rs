@@ -497,6 +497,7 @@ mod tests {
                 start_ms_mean: None,
                 start_ms: None,
                 baseline: None,
+                own_clock: false,
             })
             .collect();
         for (i, n) in names.iter().enumerate() {

@@ -9,11 +9,11 @@
 //! (`top`) is what it achieved, and a DUT that passes `top` is reported as generator-limited
 //! (its throughput is at least that), never as having that throughput.
 
+use crate::rfc2544::frames::{line_max_fps, LossAt, BATCH};
+use crate::rfc2544::Settings;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use virtperf_proto::Sample;
-use virtperf_workload::frames::{line_max_fps, LossAt, BATCH};
-use virtperf_workload::rfc2544::Settings;
 
 /// One step asked of the generator.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,7 +82,7 @@ impl Measured {
 }
 
 /// What one RFC 2544 trial stores (`extra.rfc2544`): written here by the procedures and read
-/// back by the report ([`crate::report::rfc2544::Row`]) through this one type, so that a key
+/// back by the report (`Row::from_detail`, crates/report/src/report/rfc2544.rs) through this one type, so that a key
 /// cannot be written under one name and read under another. Every field has a default: a
 /// detail from an older run, or one with parts not run, reads as far as it goes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -646,7 +646,7 @@ fn throughput<E>(t: &mut Trial<E>) -> Result<f64, E> {
 /// whose relevant upper bound lost mostly frames never sent is the generator's limit. Returns the
 /// NDR goal's relevant lower bound (the rate latency runs at without §26.1).
 fn mlrsearch<E>(t: &mut Trial<E>) -> Result<Option<f64>, E> {
-    use virtperf_workload::mlrsearch;
+    use crate::rfc2544::mlrsearch;
     let (st, line_max) = (t.st, t.line_max);
     let Trial { log, out, detail, .. } = t;
     let min_load = (line_max / 1000.0).max(10.0).min(line_max);
@@ -950,14 +950,14 @@ fn back_to_back<E>(t: &mut Trial<E>) -> Result<(), E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rfc2544::frames::Account;
     use serde_json::json;
-    use virtperf_workload::frames::Account;
 
-    use virtperf_workload::params::{resolve, Params};
-    use virtperf_workload::Workload;
+    use crate::params::{resolve, Params};
+    use crate::Workload;
 
     fn settings(extra: &[(&str, serde_json::Value)]) -> Settings {
-        let mut m = resolve(virtperf_workload::rfc2544::Rfc2544.params(), &Default::default()).unwrap();
+        let mut m = resolve(crate::rfc2544::Rfc2544.params(), &Default::default()).unwrap();
         m.insert("quick".into(), true.into());
         for (k, v) in extra {
             m.insert(k.to_string(), v.clone());
@@ -1181,8 +1181,6 @@ mod tests {
             "{d}"
         );
         assert!(d["latency"]["skipped"].is_string(), "{}", d["latency"]);
-        let row = crate::report::rfc2544::Row::from_detail("e", &json!({"rfc2544": d})).unwrap();
-        assert!(row.ndr_undetermined && row.ndr_fps.is_none());
     }
 
     #[test]

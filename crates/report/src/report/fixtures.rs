@@ -423,6 +423,7 @@ pub fn default_run() -> Report {
             start_ms_mean: None,
             start_ms: None,
             baseline: (*n != "native").then(|| "native".to_string()),
+            own_clock: !matches!(*n, "native" | "container"),
         })
         .collect();
     r.manifest = serde_json::json!({

@@ -23,6 +23,66 @@ pub const SWITCH_CPU: &str = "switch_cpu_time";
 /// …and, in an N-instance trial, how far apart the instances started (ms).
 pub const START_SKEW: &str = "start_skew";
 
+/// The name that means this machine in `host = …` (an environment's stored host is NULL there).
+pub const LOCAL_HOST: &str = "local";
+
+/// A parameter virtperf sized from the host because the experiment left it out (STREAM's arrays
+/// from the last-level cache), as derived and as used once clamped to what every environment can
+/// hold: recorded in the run's manifest and said by the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Sizing {
+    /// The case's label.
+    pub case: String,
+    pub key: String,
+    /// How the host decided it: `STREAM's rule: 4 × the host's 260 MiB last-level cache per array`.
+    pub rule: String,
+    pub derived: serde_json::Value,
+    pub used: serde_json::Value,
+    /// What the workload allocates with the derived value, and with the one used.
+    pub bytes_derived: u64,
+    pub bytes_used: u64,
+    /// Why the derived value was clamped (None: it was used as derived).
+    pub limit: Option<String>,
+}
+
+impl Sizing {
+    /// One line: `stream: elements = 20971520 (480 MiB) instead of 136314880 (3120 MiB, STREAM's
+    /// rule: …): environment `uml` has mem = 640 MiB, and a workload may take 3/4 of it (…)`.
+    pub fn line(&self) -> String {
+        use crate::units::mib;
+        match &self.limit {
+            Some(why) => format!(
+                "{}: {} = {} ({}) instead of {} ({}, {}): {why}",
+                self.case,
+                self.key,
+                self.used,
+                mib(self.bytes_used),
+                self.derived,
+                mib(self.bytes_derived),
+                self.rule
+            ),
+            None => format!(
+                "{}: {} = {} ({}; {})",
+                self.case,
+                self.key,
+                self.used,
+                mib(self.bytes_used),
+                self.rule
+            ),
+        }
+    }
+}
+
+/// Runs stored before the kinds' flags were: what each kind was when the columns came (a unit
+/// test of virtperf's environments keeps this equal to their registry).
+macro_rules! legacy_env_flags {
+    () => {
+        "UPDATE environments SET baseline = (kind = 'native'), own_clock = (kind IN ('gvisor', 'uml', 'qemu', 'libvirt'));"
+    };
+}
+/// The statement that sets them, for that test.
+pub const LEGACY_ENV_FLAGS: &str = legacy_env_flags!();
+
 const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE runs (
@@ -161,6 +221,17 @@ CREATE TABLE retried (
     finished_at TEXT
 );
 "#,
+    concat!(
+        r#"
+-- What the report needs to know of an environment's kind, recorded when its run starts, so that
+-- the report reads only the store: whether it is the baseline every overhead is measured against,
+-- and whether it keeps a clock of its own (a guest's, gVisor's sentry's) that the report checks
+-- against the host's.
+ALTER TABLE environments ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE environments ADD COLUMN own_clock INTEGER NOT NULL DEFAULT 0;
+"#,
+        legacy_env_flags!()
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -393,6 +464,10 @@ pub struct EnvRow {
     pub group: String,
     /// The `[[host]]` it ran on; None: the machine that ran virtperf.
     pub host: Option<String>,
+    /// Its kind is the baseline (the bare host): the report's reference.
+    pub baseline: bool,
+    /// It keeps a clock of its own (a guest, gVisor), which the report checks against the host's.
+    pub own_clock: bool,
 }
 
 /// An environment of a new run.
@@ -405,6 +480,9 @@ pub struct NewEnv {
     pub instances: u32,
     pub group: String,
     pub host: Option<String>,
+    /// What the report needs of its kind ([`EnvRow::baseline`], [`EnvRow::own_clock`]).
+    pub baseline: bool,
+    pub own_clock: bool,
 }
 
 #[cfg(test)]
@@ -419,6 +497,8 @@ impl NewEnv {
             instances: 1,
             group: name.into(),
             host: None,
+            baseline: name == "native",
+            own_clock: ["gvisor", "uml", "qemu", "libvirt"].contains(&name),
         }
     }
 }
@@ -567,8 +647,8 @@ impl Store {
         let run = tx.last_insert_rowid();
         for (i, e) in envs.iter().enumerate() {
             tx.execute(
-                "INSERT INTO environments (run_id, idx, name, kind, params, runtime, instances, grp, host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![run, i as i64, e.name, e.kind, e.params.to_string(), e.runtime, e.instances, e.group, e.host],
+                "INSERT INTO environments (run_id, idx, name, kind, params, runtime, instances, grp, host, baseline, own_clock) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![run, i as i64, e.name, e.kind, e.params.to_string(), e.runtime, e.instances, e.group, e.host, e.baseline, e.own_clock],
             )?;
         }
         for (i, (w, k, l, p)) in cases.iter().enumerate() {
@@ -830,7 +910,7 @@ impl Store {
         Ok(self.conn.last_insert_rowid())
     }
 
-    /// Stores what a launch's clock did over its life ([`crate::env::ClockPoint::rate_against`]).
+    /// Stores what a launch's clock did over its life (virtperf's `env::ClockPoint::rate_against`).
     pub fn record_clock_rate(
         &self,
         instance: i64,
@@ -945,7 +1025,7 @@ impl Store {
 
     pub fn environments(&self, run: i64) -> Result<Vec<EnvRow>> {
         let mut st = self.conn.prepare(
-            "SELECT idx, name, kind, params, instances, grp, host FROM environments WHERE run_id = ?1 ORDER BY idx",
+            "SELECT idx, name, kind, params, instances, grp, host, baseline, own_clock FROM environments WHERE run_id = ?1 ORDER BY idx",
         )?;
         let rows = st.query_map([run], |r| {
             let name: String = r.get(1)?;
@@ -956,6 +1036,8 @@ impl Store {
                 instances: r.get::<_, i64>(4)?.max(1) as u32,
                 group: r.get::<_, Option<String>>(5)?.unwrap_or_else(|| name.clone()),
                 host: r.get(6)?,
+                baseline: r.get(7)?,
+                own_clock: r.get(8)?,
                 name,
             })
         })?;
@@ -1186,6 +1268,8 @@ mod tests {
                     instances: 1,
                     group: "native".into(),
                     host: None,
+                    baseline: true,
+                    own_clock: false,
                 }],
                 &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
                 &plan,
