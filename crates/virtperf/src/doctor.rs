@@ -142,17 +142,8 @@ fn file_servers(width: usize) -> String {
     if let Err(why) = gluster {
         return out + &indented(&format!("{why} (and glusterfs-client for the tester's mount)"), 4, width);
     }
-    let with = |k: &str, v: &str| -> BTreeMap<String, Value> { [(k.to_string(), Value::from(v))].into() };
-    let cases: [(&str, BTreeMap<String, Value>, &str); 6] = [
-        ("native", BTreeMap::new(), ""),
-        ("container", with("capabilities", "docker,SYS_ADMIN"), " with capabilities = \"docker,SYS_ADMIN\""),
-        ("qemu", with("disk", "virtio-blk"), " with a scratch disk (disk = \"virtio-blk\"…)"),
-        ("gvisor", BTreeMap::new(), ""),
-        ("uml", with("disk", "ubd"), ""),
-        ("libvirt", BTreeMap::new(), ""),
-    ];
-    for (kind, params, how) in cases {
-        let Some(k) = env::find(kind) else { continue };
+    for k in env::REGISTRY {
+        let (kind, (params, how)) = (k.kind(), k.file_server_params());
         let line = match k.serves_files(&params) {
             Ok(()) => format!("{kind}: yes{how}"),
             Err(why) => format!("{kind}: no — {why}"),

@@ -87,7 +87,7 @@ fn prices(db: &Path, run: Option<i64>) -> Result<(i64, String, Vec<EventCost>)> 
 /// The workloads as a native explain run (without the mechanism cases).
 fn native_experiment(workloads: &[String]) -> Result<experiment::Experiment, experiment::InputError> {
     let mut raw = RawExperiment::default();
-    raw.envs.push(experiment::read_flag("virtperf predict", "native")?);
+    raw.envs.push(experiment::read_flag("virtperf predict", crate::env::baseline().kind())?);
     for w in workloads {
         raw.workloads.push(experiment::read_flag("--workload", w)?);
     }

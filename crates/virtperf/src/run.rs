@@ -151,9 +151,9 @@ pub fn preflight(exp: &Experiment, prepare: bool) -> Result<(), String> {
                 .filter(|e| e.host.as_deref() == Some(h.name.as_str()))
                 .map(|e| (e.name.clone(), e.kind.clone(), e.params.clone()))
                 .collect();
-            // The tester, a native agent there.
+            // The tester, an agent on the bare host there.
             if exp.lab.tester_host.as_deref() == Some(h.name.as_str()) && exp.has_network() {
-                envs.push(("tester".into(), "native".into(), BTreeMap::new()));
+                envs.push(("tester".into(), env::baseline().kind().into(), BTreeMap::new()));
             }
             if !envs.is_empty() {
                 problems.extend(crate::remote::preflight(h, &envs));

@@ -402,6 +402,12 @@ impl Environment for Container {
     fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
         serves_files(params)
     }
+    fn file_server_params(&self) -> (BTreeMap<String, Value>, &'static str) {
+        (
+            [("capabilities".to_string(), Value::from("docker,SYS_ADMIN"))].into(),
+            " with capabilities = \"docker,SYS_ADMIN\"",
+        )
+    }
     fn kind(&self) -> &'static str {
         "container"
     }

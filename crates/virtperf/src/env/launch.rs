@@ -175,6 +175,16 @@ pub trait Environment: Sync {
             self.kind()
         ))
     }
+    /// The parameters `doctor` asks [`Environment::serves_files`] about (what servers would need
+    /// in this kind: a scratch disk, capabilities) and how it says them: ` with a scratch disk …`.
+    fn file_server_params(&self) -> (BTreeMap<String, Value>, &'static str) {
+        (BTreeMap::new(), "")
+    }
+    /// The scratch disk (its `disk` parameter) an instance gets when a workload of the run writes
+    /// files and the experiment did not say `disk` (None: the kind writes without one).
+    fn default_scratch_disk(&self) -> Option<&'static str> {
+        None
+    }
     /// True when the agent's files are the host's own, so that a workload may write a directory
     /// of the host (`dir=`); every other kind writes on its own scratch disk.
     fn on_host_fs(&self) -> bool {
@@ -244,10 +254,11 @@ pub fn launch_guest(
     log: Option<PathBuf>,
     limits: Limits,
     mut teardown: GuestTeardown,
+    single_process: bool,
 ) -> Result<Instance, LaunchError> {
-    // Without a cgroup, one process's CPU clock is all there is: right for QEMU (one process, its
-    // threads), wrong for UML (a host process per guest process): no figure rather than a wrong one.
-    let single_process = what == "qemu";
+    // Without a cgroup, one process's CPU clock is all there is: right for a guest that is one
+    // process (QEMU: its threads), wrong for one that is a host process per guest process (UML):
+    // no figure rather than a wrong one.
     let netns = match join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
         Ok(f) => f,
         Err(e) => {

@@ -515,6 +515,9 @@ impl Environment for Libvirt {
     fn own_clock(&self) -> bool {
         true
     }
+    fn default_scratch_disk(&self) -> Option<&'static str> {
+        Some("virtio")
+    }
     fn memory_bytes(&self, params: &BTreeMap<String, Value>) -> Option<(&'static str, u64)> {
         let p = LvParams::of(params);
         p.domain.is_none().then_some(("memory", p.memory))

@@ -33,8 +33,102 @@ pub fn kinds() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.kind()).collect()
 }
 
+/// The kind every other environment's overhead is measured against: the bare host.
+pub fn baseline() -> &'static dyn Environment {
+    &native::Native
+}
+
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    /// What the baseline is, the registry says too.
+    #[test]
+    fn the_baseline_is_the_registrys_one_baseline_kind() {
+        let bases: Vec<&str> = super::REGISTRY.iter().filter(|k| k.is_baseline()).map(|k| k.kind()).collect();
+        assert_eq!(bases, [super::baseline().kind()]);
+    }
+
+    /// Where the source may name an environment kind other than in the kind's own files
+    /// (`env/KIND.rs`, `env/KIND/`) and the registry (`env/mod.rs`), and why.
+    const NAMED_ELSEWHERE: &[(&str, &str, &str)] = &[
+        ("crates/report/src/store.rs", "*", "the migration records what each kind was when the flags came"),
+        ("crates/virtperf/src/run.rs", "qemu", "the lab's driver domain is a QEMU guest by definition"),
+        ("crates/virtperf/src/env/libvirt.rs", "qemu", "libvirt's own word: its domain type `qemu` (TCG)"),
+        (
+            "crates/virtperf/src/image/uml.rs",
+            "uml",
+            "a directory of the image cache, named after what it holds",
+        ),
+    ];
+
+    /// docs/architecture.md's recipe for a new environment lists the files it touches; the rest
+    /// of the tool asks the kind through `Environment`'s hooks. So no other source file names a
+    /// kind (outside tests): a `"qemu"` in doctor, the parser or the report would be a file the
+    /// recipe forgot.
+    #[test]
+    fn no_code_outside_a_kinds_files_names_the_kind() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        for krate in ["crates/virtperf/src", "crates/report/src", "crates/workload/src"] {
+            rs_files(&root.join(krate), &mut files);
+        }
+        let mut wrong = Vec::new();
+        for f in &files {
+            let rel = f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+            let text = std::fs::read_to_string(f).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let t = line.trim_start();
+                if t.starts_with("#[cfg(test)]") || t.starts_with("#![cfg(test)]") {
+                    break;
+                }
+                let code = line.split("//").next().unwrap_or("");
+                for k in super::REGISTRY.iter().map(|k| k.kind()) {
+                    if !code.contains(&format!("\"{k}\"")) || rel == "crates/virtperf/src/env/mod.rs" {
+                        continue;
+                    }
+                    let own = rel.starts_with(&format!("crates/virtperf/src/env/{k}.rs"))
+                        || rel.starts_with(&format!("crates/virtperf/src/env/{k}/"));
+                    let allowed =
+                        NAMED_ELSEWHERE.iter().any(|(p, kind, _)| rel == *p && (*kind == "*" || *kind == k));
+                    if !own && !allowed {
+                        wrong.push(format!("{rel}:{}: names kind \"{k}\": {}", i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "kinds named outside their files (ask the kind through a hook):\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    /// The recipe's documentation step, done for every kind: its page and its row in the index.
+    #[test]
+    fn every_kind_has_its_page_and_its_row() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/environments");
+        let index = std::fs::read_to_string(docs.join("README.md")).unwrap();
+        for k in super::REGISTRY.iter().map(|k| k.kind()) {
+            assert!(docs.join(format!("{k}.md")).is_file(), "docs/environments/{k}.md is missing");
+            assert!(
+                index.contains(&format!("| `{k}` |")),
+                "docs/environments/README.md has no row for `{k}`"
+            );
+        }
+    }
+
+    fn rs_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rs_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
     /// A run stored before environments carried their kind's flags is read with the flags the
     /// store's migration gives each kind: they must be what the kinds say today, or an old run's
     /// report would pick another baseline or another clock.

@@ -470,6 +470,12 @@ impl Environment for Uml {
         // out (with a 5 s ping timeout and with GlusterFS's 42 s default alike).
         Err("GlusterFS does not run in UML here: the volume is made and mounted, but its bricks never answer the client's first request (ENOTCONN after the ping timeout, 5 s or 42 s)".into())
     }
+    fn file_server_params(&self) -> (BTreeMap<String, Value>, &'static str) {
+        ([("disk".to_string(), Value::from("ubd"))].into(), "")
+    }
+    fn default_scratch_disk(&self) -> Option<&'static str> {
+        Some("ubd")
+    }
     fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
         match params.get("disk").and_then(Value::as_str).unwrap_or("none") {
             "none" => Err(ParamError::new(
@@ -587,7 +593,7 @@ impl Environment for Uml {
             // UML backs guest memory with a file in TMPDIR: keep it in the run's scratch.
             .env("TMPDIR", &dir);
         let limits = super::cgroup::Limits { memory_bytes: Some(mem + UML_MEMORY_OVERHEAD), cpu_cap: None };
-        let mut inst = super::launch::launch_guest(ctx, cmd, "linux.uml", None, limits, teardown)?;
+        let mut inst = super::launch::launch_guest(ctx, cmd, "linux.uml", None, limits, teardown, false)?;
         inst.scratch = scratch;
         Ok(inst)
     }

@@ -62,12 +62,7 @@ fn scratch_by_default(envs: &mut [EnvDef], cases: &[Case]) -> Vec<super::Sizing>
     };
     let mut out = Vec::new();
     for e in envs.iter_mut() {
-        let model = match e.kind.as_str() {
-            "qemu" => "virtio-blk",
-            "libvirt" => "virtio",
-            "uml" => "ubd",
-            _ => continue,
-        };
+        let Some(model) = crate::env::find(&e.kind).and_then(|k| k.default_scratch_disk()) else { continue };
         if e.raw.iter().any(|(k, _)| k == "disk")
             || e.params.get("disk").and_then(Value::as_str) != Some("none")
         {

@@ -284,6 +284,15 @@ impl Environment for Qemu {
             .map(|_| ())
             .map_err(|e| format!("its servers keep their bricks on a scratch disk: {}", e.message))
     }
+    fn file_server_params(&self) -> (BTreeMap<String, Value>, &'static str) {
+        (
+            [("disk".to_string(), Value::from("virtio-blk"))].into(),
+            " with a scratch disk (disk = \"virtio-blk\"…)",
+        )
+    }
+    fn default_scratch_disk(&self) -> Option<&'static str> {
+        Some("virtio-blk")
+    }
     fn carries_programs(&self) -> bool {
         true
     }
@@ -529,7 +538,7 @@ impl Environment for Qemu {
             memory_bytes: Some((cfg.memory_mib << 20) + QEMU_MEMORY_OVERHEAD),
             cpu_cap: ctx.bridge.as_ref().and_then(|b| b.cpu_cap),
         };
-        let mut inst = super::launch::launch_guest(ctx, cmd, "qemu", log, limits, teardown)?;
+        let mut inst = super::launch::launch_guest(ctx, cmd, "qemu", log, limits, teardown, true)?;
         inst.scratch = scratch;
         if let Some(cpus) = pin {
             let qemu_pid = inst.child.as_ref().map_or(0, |c| c.id());
