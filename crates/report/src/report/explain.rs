@@ -191,7 +191,10 @@ fn rates(
             && t.status == crate::store::TrialStatus::Ok
     }) {
         let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
-        let elapsed = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0)?;
+        // A pass without its span (an agent that could not time it) is left out, not the case.
+        let Some(elapsed) = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0) else {
+            continue;
+        };
         // The counters slowed the pass (every system call through the tracepoint): its events
         // are per unit of the workload's work, and the timed trials did that work faster.
         let pass = t.samples.iter().find(|s| s.metric == row.metric).map(|s| s.value);
@@ -742,6 +745,25 @@ mod tests {
         assert!((ci[1] - p - 0.196).abs() < 1e-9 && (p - ci[0] - 0.196).abs() < 1e-9, "{ci:?}");
         let s: f64 = shares.iter().map(|s| s.share).sum();
         assert!((s - 1.0).abs() < 1e-9 && (shares[0].share - 1.0 / 1.1).abs() < 1e-9, "{shares:?}");
+    }
+
+    /// A counted pass without its span is left out; the case keeps the passes that have one.
+    #[test]
+    fn a_pass_without_its_span_leaves_the_others() {
+        let trial = |id: i64| crate::store::TrialRow {
+            id,
+            warmup: true,
+            status: crate::store::TrialStatus::Ok,
+            ..Default::default()
+        };
+        let mut rows = RunRows { cases: vec![crate::store::CaseRow::default()], ..Default::default() };
+        rows.trials = vec![trial(1), trial(2)];
+        let counts = |c: Value| (Some(serde_json::json!({ "counts": c })), Vec::new());
+        rows.details.insert(1, counts(serde_json::json!({"syscalls": 100, "elapsed_ns": 1000})));
+        rows.details.insert(2, counts(serde_json::json!({"syscalls": 50})));
+        let row = crate::report::test_row("native", 1.0, 0.0, "lower");
+        let r = rates(&rows, 0, 0, &row).expect("the pass with a span counts");
+        assert_eq!(r["syscalls"], (0.1, 0.0));
     }
 
     #[test]
