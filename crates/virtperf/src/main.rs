@@ -730,7 +730,7 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
                 "run {id} counted no events to explain its overheads with: run the experiment with explain = true (or virtperf run --explain)"
             )));
         };
-        out(&report::explain::render(x, report::terminal_width()))?;
+        out(&report::explain::render(x, report::summary::terminal_width()))?;
         return Ok(ExitStatus::Success);
     }
     export::write(&outputs, &export::RunData::new(&rows, &rep))?;
@@ -895,7 +895,7 @@ fn cmd_predict(a: PredictArgs) -> anyhow::Result<ExitStatus> {
     if a.json {
         out(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
     } else {
-        out(&predict::render(&answer, report::terminal_width()))?;
+        out(&predict::render(&answer, report::summary::terminal_width()))?;
     }
     Ok(ExitStatus::Success)
 }

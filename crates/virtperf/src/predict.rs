@@ -138,7 +138,7 @@ pub fn predict(o: &Opts) -> Result<Answer> {
     let id = store.runs()?.last().map(|r| r.id).context("the native run left no run")?;
     let rows = store.load(id)?;
     let rep = virtperf_report::report::build(&rows)?;
-    let rates = explain::native_rates(&rows, &rep);
+    let rates = explain::native_rates(&rows, &rep.basis());
     let mut envs: Vec<&str> = Vec::new();
     for c in &costs {
         if !envs.contains(&c.environment.as_str()) {
@@ -195,7 +195,7 @@ pub fn render(a: &Answer, width: usize) -> String {
         out += &format!(
             "\n{} — native {}\n",
             w.workload,
-            virtperf_report::report::answer::fmt_value(w.native, &w.unit)
+            virtperf_report::report::words::fmt_value(w.native, &w.unit)
         );
         out += &explain::hang("  events: ", &events.join(", "), width);
         for p in &w.predictions {

@@ -11,7 +11,7 @@ impl Exporter for Summary {
         "summary"
     }
     fn serialize(&self, run: &RunData) -> Result<Vec<Part>> {
-        Ok(Part::whole(crate::report::render_summary(run.report)))
+        Ok(Part::whole(crate::report::summary::render_summary(run.report)))
     }
 }
 
@@ -22,6 +22,9 @@ impl Exporter for Table {
         "full table"
     }
     fn serialize(&self, run: &RunData) -> Result<Vec<Part>> {
-        Ok(Part::whole(crate::report::render_full(run.report, crate::report::terminal_width())))
+        Ok(Part::whole(crate::report::summary::render_full(
+            run.report,
+            crate::report::summary::terminal_width(),
+        )))
     }
 }

@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 use virtperf_workload::Family;
 
 use super::costs::{cost, cost_rows, family_costs, is_headline};
-use super::{fmt_num, Report, ResultRow};
+use super::words::{fmt_num, fmt_value, runtime_emulated};
+use super::{Report, ResultRow};
 
 /// What an interval says about a cost (environment against its baseline, > 1 = slower).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -184,11 +185,6 @@ pub fn emulated(r: &Report) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-/// A runtime line of the manifest says the guest CPU is emulated (QEMU or libvirt under TCG).
-pub fn runtime_emulated(rt: &str) -> bool {
-    rt.contains("accel tcg") || rt.contains("domain_type qemu") || rt.contains("(TCG")
 }
 
 /// A budget as a person says it: "4 min 30 s", "90 s", "2 h".
@@ -371,7 +367,7 @@ pub fn caveats(r: &Report) -> Vec<String> {
 /// One line per environment: its cost by family, in words, largest first.
 pub fn environment_lines(r: &Report) -> Vec<(String, String)> {
     let t = target(r);
-    let rows = cost_rows(r);
+    let rows = cost_rows(&r.results);
     let envs: Vec<String> =
         r.environments.iter().filter(|e| !r.is_baseline(&e.name)).map(|e| e.name.clone()).collect();
     let fam = family_costs(&rows, &envs);
@@ -422,36 +418,6 @@ fn and_list(items: &[&str]) -> String {
         [] => String::new(),
         [a] => a.to_string(),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
-}
-
-/// A value with 3 significant digits: times in the unit that reads best ("16.4 µs" for 16 439
-/// ns), other large values with an SI prefix ("453M iter/s").
-pub fn fmt_value(x: f64, unit: &str) -> String {
-    if !x.is_finite() {
-        return format!("{x}");
-    }
-    const TIME: [(&str, f64); 4] = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)];
-    let sig3 = |v: f64| {
-        let a = v.abs();
-        let digits = if a == 0.0 { 0 } else { (2 - a.log10().floor() as i32).clamp(0, 4) as usize };
-        format!("{v:.digits$}")
-    };
-    if let Some(i) = TIME.iter().position(|(u, _)| *u == unit || (unit == "us" && *u == "µs")) {
-        let secs = x * TIME[i].1;
-        let (u, scale) = TIME.iter().rev().find(|(_, s)| secs.abs() >= *s).copied().unwrap_or(TIME[0]);
-        return format!("{} {u}", sig3(secs / scale));
-    }
-    let (v, prefix) = match x.abs() {
-        a if a >= 1e9 => (x / 1e9, "G"),
-        a if a >= 1e6 => (x / 1e6, "M"),
-        a if a >= 1e4 => (x / 1e3, "k"),
-        _ => (x, ""),
-    };
-    if prefix.is_empty() {
-        format!("{} {unit}", sig3(v))
-    } else {
-        format!("{}{prefix} {unit}", sig3(v))
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use virtperf_workload::Family;
 
-use super::{Report, ResultRow};
+use super::rows::ResultRow;
 
 /// A value with its interval.
 type Interval = (f64, Option<[f64; 2]>);
@@ -47,12 +47,12 @@ pub struct CostRow {
 }
 
 /// Every environment-level headline ratio (no peers, instances, CPU times), in report order.
-pub fn cost_rows(r: &Report) -> Vec<CostRow> {
+pub fn cost_rows(results: &[ResultRow]) -> Vec<CostRow> {
     let several = |x: &ResultRow| {
-        r.results.iter().filter(|y| y.workload == x.workload && is_headline(&y.kind, &y.metric)).count()
-            > r.results.iter().filter(|y| y.workload == x.workload && y.metric == x.metric).count()
+        results.iter().filter(|y| y.workload == x.workload && is_headline(&y.kind, &y.metric)).count()
+            > results.iter().filter(|y| y.workload == x.workload && y.metric == x.metric).count()
     };
-    r.results
+    results
         .iter()
         .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
         .filter_map(|x| {
@@ -204,7 +204,7 @@ mod tests {
             row("container", "memcpy", "memcpy_time", 2.0),
             row("container", "memcpy", "host_cpu_time", 9.0),
         ];
-        let rows = cost_rows(&r);
+        let rows = cost_rows(&r.results);
         assert_eq!(rows.len(), 3, "the non-headline metric is left out: {rows:?}");
         let f = family_costs(&rows, &["container".into()]);
         assert_eq!(f.len(), 3, "{f:?}");

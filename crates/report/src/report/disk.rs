@@ -5,7 +5,8 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{mean_text, overhead_text, Overhead, ResultRow};
+use super::rows::{Overhead, ResultRow};
+use super::words::{arrow, better_str, mean_text, overhead_text};
 use crate::store::CaseRow;
 
 /// One phase's metric over one sweep of a disk workload.
@@ -115,7 +116,7 @@ pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<D
                 fixed: fixed.clone(),
                 metric: m.name.to_string(),
                 unit: m.unit.to_string(),
-                better: super::better_str(m.better),
+                better: better_str(m.better),
                 file_sizes: files.clone(),
                 record_sizes: records.clone(),
                 environments,
@@ -143,7 +144,7 @@ pub fn render(ms: &[DiskMatrix]) -> String {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
         let mut header =
-            vec![Cell::new(format!("{} ({}) {}\nfile ↓ record →", m.metric, m.unit, super::arrow(m.better)))];
+            vec![Cell::new(format!("{} ({}) {}\nfile ↓ record →", m.metric, m.unit, arrow(m.better)))];
         header.extend(m.record_sizes.iter().map(|r| Cell::new(size_text(*r))));
         t.set_header(header);
         for e in &m.environments {

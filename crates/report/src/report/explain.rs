@@ -24,7 +24,16 @@ use serde::Serialize;
 use serde_json::Value;
 use virtperf_workload::counts::{model_events, MECHANISMS};
 
-use super::{costs, Report, ResultRow};
+use super::costs;
+use super::rows::ResultRow;
+
+/// What explain reads of a report: its rows, the baseline's name and the run's manifest
+/// ([`super::Report::basis`]).
+pub struct Basis<'a> {
+    pub results: &'a [ResultRow],
+    pub baseline: Option<&'a str>,
+    pub manifest: &'a Value,
+}
 use crate::store::RunRows;
 
 /// The model's verdict on one run.
@@ -127,7 +136,7 @@ struct Measured {
     se_log: f64,
 }
 
-fn measured(r: &Report, i: usize) -> Option<Measured> {
+fn measured(r: &Basis, i: usize) -> Option<Measured> {
     let x = &r.results[i];
     let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
     let (cost, ci) = costs::cost(o.ratio, o.ci, x.better);
@@ -140,8 +149,8 @@ fn measured(r: &Report, i: usize) -> Option<Measured> {
 
 /// The headline row of (environment, case): the first one with a ratio (the baseline's: the
 /// first, its metric the one the others' ratios are of).
-fn headline(r: &Report, env: &str, case: &str) -> Option<usize> {
-    let base = r.baseline.as_deref() == Some(env);
+fn headline(r: &Basis, env: &str, case: &str) -> Option<usize> {
+    let base = r.baseline == Some(env);
     r.results.iter().position(|x| {
         x.environment == env
             && x.workload == case
@@ -274,8 +283,8 @@ fn solve(a: &[Vec<f64>], b: &[f64]) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
 pub type CaseRates = BTreeMap<usize, BTreeMap<&'static str, (f64, f64)>>;
 
 /// [`CaseRates`] of a run whose baseline was counted.
-pub fn native_rates(rows: &RunRows, r: &Report) -> CaseRates {
-    let Some(base_name) = r.baseline.as_deref() else { return CaseRates::new() };
+pub fn native_rates(rows: &RunRows, r: &Basis) -> CaseRates {
+    let Some(base_name) = r.baseline else { return CaseRates::new() };
     let Some(base) = rows.envs.iter().find(|e| e.name == base_name).map(|e| e.idx) else {
         return CaseRates::new();
     };
@@ -315,8 +324,8 @@ pub fn predict(
     (1.0 + sum, [1.0 + sum - half, 1.0 + sum + half], shares)
 }
 
-pub fn build(rows: &RunRows, r: &Report) -> Option<Explain> {
-    let base_name = r.baseline.clone()?;
+pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
+    let base_name = r.baseline?.to_string();
     let mut notes = Vec::new();
     let case_rates = native_rates(rows, r);
     if case_rates.is_empty() {
@@ -456,7 +465,7 @@ fn price(c: &EventCost) -> String {
         return format!("{} ×{:.2}", c.what, 1.0 + c.delta_ns);
     }
     let sign = if c.delta_ns < 0.0 { "−" } else { "+" };
-    format!("{} {sign}{}", c.what, super::answer::fmt_value(c.delta_ns.abs(), "ns"))
+    format!("{} {sign}{}", c.what, super::words::fmt_value(c.delta_ns.abs(), "ns"))
 }
 
 /// An event in words ("system calls"), as [`MECHANISMS`] names it; the event's own name else.

@@ -10,6 +10,7 @@
 use sha2::{Digest, Sha256};
 
 use super::svg::{self, Anchor, Axis, Canvas, SMALL, TEXT, W};
+use super::words::{fmt_num, fmt_value};
 
 /// One figure: a stable id (its file name with `--svg`/`--png DIR`), a title, the SVG text and a
 /// key of the data it draws.
@@ -241,7 +242,7 @@ pub fn strips(id: &str, title: &str, unit: &str, groups: &[Strip]) -> DrawResult
             }
             // Spread over ±9 px in a fixed pattern: the same run draws the same figure.
             let dy = (((k as f64 * 0.618_034) % 1.0) - 0.5) * 18.0;
-            let tip = format!("{} {unit}", super::fmt_num(*s));
+            let tip = format!("{} {unit}", fmt_num(*s));
             if *outlier {
                 c.cross(x.px(*s), mid + dy, 4.0, &format!("{tip} (outlier)"));
             } else {
@@ -307,7 +308,7 @@ pub fn lines(
                     3.5,
                     col,
                     s.hollow,
-                    &format!("{}: {}, {}", s.name, super::fmt_num(raw.0), super::fmt_num(raw.1)),
+                    &format!("{}: {}, {}", s.name, fmt_num(raw.0), fmt_num(raw.1)),
                 );
             }
         }
@@ -394,14 +395,10 @@ pub fn over_runs(
                 c.stroke(px, y.px(l.max(y.lo)), px, y.px(h.min(y.hi)), col, 1.5);
             }
             let tip = match ci {
-                Some([l, h]) => format!(
-                    "{}, run {r}: {} [{}, {}]",
-                    s.name,
-                    super::fmt_num(*v),
-                    super::fmt_num(*l),
-                    super::fmt_num(*h)
-                ),
-                None => format!("{}, run {r}: {}", s.name, super::fmt_num(*v)),
+                Some([l, h]) => {
+                    format!("{}, run {r}: {} [{}, {}]", s.name, fmt_num(*v), fmt_num(*l), fmt_num(*h))
+                }
+                None => format!("{}, run {r}: {}", s.name, fmt_num(*v)),
             };
             c.dot(px, y.px(*v), 3.5, col, false, &tip);
         }
@@ -452,7 +449,7 @@ pub fn stacked(
                 bw,
                 (y1 - y2 - 1.0).max(0.5),
                 &with_alpha(col, shade),
-                Some(&format!("{} #{}: {} {unit}", s.label, k + 1, super::fmt_num(*v))),
+                Some(&format!("{} #{}: {} {unit}", s.label, k + 1, fmt_num(*v))),
             );
             acc += v;
         }
@@ -537,7 +534,7 @@ pub fn hbars(id: &str, title: &str, unit: &str, bars: &[Bar]) -> DrawResult<Figu
             x.px(b.value) - x.px(floor),
             row - 10.0,
             svg::color(b.color),
-            Some(&format!("{}: {} {unit}", b.label, super::fmt_num(b.value))),
+            Some(&format!("{}: {} {unit}", b.label, fmt_num(b.value))),
         );
         let mut end = x.px(b.value);
         if let Some([l, h]) = b.ci {
@@ -546,7 +543,7 @@ pub fn hbars(id: &str, title: &str, unit: &str, bars: &[Bar]) -> DrawResult<Figu
             end = end.max(x.px(h));
         }
         // The value at the bar's end (inside the plot when the bar reaches its right edge).
-        let label = super::answer::fmt_value(b.value, "");
+        let label = fmt_value(b.value, "");
         let label = label.trim();
         if end + 6.0 + svg::text_width(label, SMALL) <= right {
             c.text(end + 4.0, y0 + row / 2.0 + 4.0, label, Anchor::Start, SMALL, None);

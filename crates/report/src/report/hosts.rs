@@ -6,7 +6,8 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{arrow, mean_text, overhead_text, Overhead, ResultRow};
+use super::rows::{Overhead, ResultRow};
+use super::words::{arrow, mean_text, overhead_text, WIDTH};
 use crate::store::EnvRow;
 use crate::store::LOCAL_HOST;
 
@@ -133,7 +134,7 @@ pub fn render(ts: &[HostTable]) -> String {
         let mut tab = Table::new();
         tab.load_preset(UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(super::SUMMARY_WIDTH);
+            .set_width(WIDTH);
         let mut head =
             vec![Cell::new(format!("{} / {} ({}) {}", t.workload, t.metric, t.unit, arrow(t.better)))];
         head.extend(t.hosts.iter().map(Cell::new));

@@ -233,7 +233,7 @@ pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
     let color = |env: &str| colors.get(env).copied().unwrap_or(0);
     let mut body = header(r);
     body += &super::answer::render_html(r);
-    let costs = cost_rows(r);
+    let costs = cost_rows(&r.results);
     body += &answer(r, &costs, &mut figs, &color);
     body += &family_sections(&costs, &mut figs, &color);
     body += &by_host(r);
@@ -1067,7 +1067,7 @@ fn workload_table(r: &Report, case: &str) -> String {
                     if x.outliers > 0 {
                         let _ = write!(cell, " <span class=\"muted\">({} outl.)</span>", x.outliers);
                     }
-                    if super::summary_is_count(unit) {
+                    if super::summary::is_count(unit) {
                         let _ = write!(
                             cell,
                             "<br><span class=\"muted\">{} in all</span>",

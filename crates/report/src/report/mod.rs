@@ -15,13 +15,14 @@ pub mod hosts;
 pub mod html;
 pub mod paired;
 pub mod rfc2544;
-mod summary;
+pub mod rows;
+pub mod summary;
 mod svg;
 pub mod timer;
+pub mod words;
 
-pub use summary::{
-    is_count as summary_is_count, render_full, render_summary, terminal_width, wrap, WIDTH as SUMMARY_WIDTH,
-};
+pub use rows::*;
+pub use words::{WIDTH as SUMMARY_WIDTH, *};
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
@@ -32,165 +33,7 @@ use virtperf_workload::Better;
 use crate::store::{RunRows, RunStatus, TrialRow, TrialStatus};
 use virtperf_workload::LinkBound;
 
-/// Derived per-trial metric: CPU time of the instance's host-side processes during the trial.
-pub const HOST_CPU: &str = "host_cpu_time";
-/// Derived for network workloads: the tester's host CPU, the agent's own CPU (what `sar` inside
-/// the environment would attribute to the workload), and host CPU per Gbit moved (netperf's
-/// service demand; seed 000's "CPU cost").
-pub const TESTER_CPU: &str = "tester_cpu_time";
-pub const GUEST_CPU: &str = "guest_cpu_time";
-pub use crate::store::CPU_PER_GBIT;
-/// The CPU times every trial carries beside its workload's own metrics (the host's for the
-/// environment, the tester's, the agent's inside it).
-pub const CPU_TIMES: [&str; 3] = [HOST_CPU, TESTER_CPU, GUEST_CPU];
 const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
-
-/// The clock check, per armed trial: the host's span of the timed region (`go` → `result`, less
-/// the median span of armed runs that do nothing, measured just before) and the guest's agree when
-/// they differ by at most `max(4 × jitter, overhead / 2, 100 µs) + CLOCK_RATE_TOL × guest`. The
-/// absolute part is what the calibration allows: its runs vary by `jitter` (their spread), and
-/// a busy guest's `go` path varies more than an idle one's (TCG guests: ±0.5 ms around an
-/// overhead of ~1 ms, measured). The relative part is the clock-rate error
-/// tolerated; a guest clock off by more is a finding (seed 002).
-const CLOCK_RATE_TOL: f64 = 0.01;
-
-/// Tolerance of one trial's clock check, ns.
-pub fn clock_tolerance_ns(overhead_ns: f64, jitter_ns: f64, guest_ns: f64) -> f64 {
-    (4.0 * jitter_ns).max(overhead_ns / 2.0).max(100_000.0) + CLOCK_RATE_TOL * guest_ns
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Overhead {
-    /// The environment's cost against its baseline's: the geometric mean of paired trials'
-    /// ratios (`estimate` = paired), or the ratio of the two sides' means (unpaired).
-    pub ratio: f64,
-    /// Its 95 % interval (paired: Student's t over launch blocks, Stein's for a precision run;
-    /// unpaired: Fieller's); null when there is none (`no_ci` says why).
-    pub ci95: Option<[f64; 2]>,
-    /// Why `ci95` is null: unbounded, one sample on a side, no variation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub no_ci: Option<&'static str>,
-    /// Which estimate this is: `paired` or `unpaired`.
-    pub estimate: &'static str,
-    /// The interval the report states, at `ci_level`: `ci95` but for an unpaired precision run,
-    /// whose stopping rule needs 99 % intervals to cover at 95 %.
-    pub ci: Option<[f64; 2]>,
-    pub ci_level: f64,
-    /// Paired: how many pairs, over how many launch blocks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pairs: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocks: Option<usize>,
-}
-
-impl Overhead {
-    /// An unpaired ratio with its 95 % interval, stated as is.
-    pub fn unpaired(ratio: f64, ci95: Option<[f64; 2]>, no_ci: Option<&'static str>) -> Overhead {
-        Overhead {
-            ratio,
-            ci95,
-            no_ci,
-            estimate: "unpaired",
-            ci: ci95,
-            ci_level: 0.95,
-            pairs: None,
-            blocks: None,
-        }
-    }
-    /// The stated interval's half-width relative to the ratio, where there is one.
-    pub fn relative_half_width(&self) -> Option<f64> {
-        self.ci.map(|[lo, hi]| (hi - lo) / 2.0 / self.ratio.abs()).filter(|h| h.is_finite())
-    }
-}
-
-#[derive(Debug, Serialize)]
-pub struct ResultRow {
-    pub environment: String,
-    /// All-pairs results: the receiving environment (`environment` sends to it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peer: Option<String>,
-    /// Several instances: this row is instance k's own figure (absent: the environment's, which
-    /// for several instances is the aggregate).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub instance: Option<u32>,
-    pub workload: String,
-    /// The workload's kind (`memcpy`, `tcp_stream`, …): its family and headline metrics.
-    pub kind: String,
-    pub params: serde_json::Value,
-    pub metric: String,
-    pub unit: String,
-    pub better: &'static str,
-    pub n: usize,
-    pub mean: f64,
-    pub median: f64,
-    pub stdev: f64,
-    pub min: f64,
-    pub max: f64,
-    pub cv: Option<f64>,
-    /// Student-t 95 % interval of the mean; null when n = 1 or all samples are equal (`no_ci`).
-    pub ci95: Option<[f64; 2]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub no_ci: Option<&'static str>,
-    /// Samples flagged by median/MAD (kept in every statistic).
-    pub outliers: usize,
-    /// Samples that were not finite (NaN, ±∞): left out of every figure of the row.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub non_finite: usize,
-    pub overhead: Option<Overhead>,
-    /// Which clock timed this figure, for metrics measured on both: `host` (the orchestrator's,
-    /// around the timed region) for environments with a clock of their own, `guest` (the
-    /// workload's timer) where that is the host kernel's clock. Absent: one clock only (a rate the
-    /// workload measured over its own duration).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clock: Option<&'static str>,
-    /// The same metric on the other clock.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub other_clock: Option<OtherClock>,
-    /// Most of this environment's trials of this workload failed the clock check: its figures,
-    /// and its ratio, rest on a clock that does not keep time with the host's.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub clock_disagrees: bool,
-    /// Launches the figure comes from. With two or more, `mean` is the mean of the launch means
-    /// and `ci95` comes from their spread (Kalibera & Jones); with one, `ci95` covers that launch.
-    pub launches: usize,
-    /// What the interval covers: `launches` (launch-to-launch variation included) or `one launch`.
-    pub ci_covers: &'static str,
-    /// The confidence level the intervals were computed at: 0.95, or precision mode's 0.99 (what
-    /// keeps 95 % coverage under its stopping rule).
-    pub ci_level: f64,
-    /// With two or more launches: how the variance splits between launches and repetitions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub variance: Option<Variance>,
-    /// A calibrated workload: the operations of each trial here (the count per launch: the
-    /// calibration is the environment's, once per run).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub work: Option<Work>,
-}
-
-/// The two variance components of a figure measured over several launches.
-#[derive(Debug, Clone, Serialize)]
-pub struct Variance {
-    /// Share of the variance between launches (T²₂ / (T²₁ + T²₂)), 0 to 1.
-    pub launch_share: f64,
-    /// Share within a launch, between its repetitions.
-    pub trial_share: f64,
-    /// Standard deviation between launch means beyond what repetitions explain (√T²₂).
-    pub launch_sd: f64,
-    /// Standard deviation of repetitions within a launch (√T²₁).
-    pub trial_sd: f64,
-}
-
-/// How many operations a calibrated workload's trials did.
-#[derive(Debug, Clone, Serialize)]
-pub struct Work {
-    pub param: String,
-    pub count: u64,
-    pub target_ms: f64,
-    /// With equal counts: this environment's own count at the target time, where it ran
-    /// another (the slowest environment's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub own: Option<u64>,
-}
 
 /// A side of a comparison: the values of one environment × case × metric, grouped by the launch
 /// that measured them, summarised at the run's level.
@@ -343,24 +186,6 @@ impl ResultRow {
     }
 }
 
-/// A metric's direction as reports and JSON spell it.
-pub fn better_str(b: Better) -> &'static str {
-    match b {
-        Better::Higher => "higher",
-        Better::Lower => "lower",
-        Better::Neither => "neither",
-    }
-}
-
-/// The arrow tables put after a metric: ↑ higher is better, ↓ lower, · neither.
-pub fn arrow(better: &str) -> &'static str {
-    match better {
-        "higher" => "↑",
-        "lower" => "↓",
-        _ => "·",
-    }
-}
-
 /// The first line of every terminal report: the run, its status and its trial counts.
 fn run_line(r: &Report) -> String {
     format!(
@@ -374,14 +199,6 @@ fn run_line(r: &Report) -> String {
         r.trials.pending,
         r.trials.warmup
     )
-}
-
-#[derive(Debug, Serialize)]
-pub struct OtherClock {
-    pub clock: &'static str,
-    pub mean: f64,
-    pub ci95: Option<[f64; 2]>,
-    pub n: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -852,14 +669,18 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
 }
 
 impl Report {
+    /// What explain reads of it.
+    pub fn basis(&self) -> explain::Basis<'_> {
+        explain::Basis {
+            results: &self.results,
+            baseline: self.baseline.as_deref(),
+            manifest: &self.manifest,
+        }
+    }
     /// Whether the environment is a baseline (of its machine).
     pub fn is_baseline(&self, env: &str) -> bool {
         self.baselines.iter().any(|b| b == env)
     }
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// The report of a run, from its rows read once ([`Store::load`]), with the estimate its design
@@ -953,7 +774,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         explain: None,
         manifest: info.manifest.clone(),
     };
-    report.explain = explain::build(rows, &report);
+    report.explain = explain::build(rows, &report.basis());
     Ok(report)
 }
 
@@ -1350,7 +1171,7 @@ fn rfc2544_rows(rows: &RunRows, manifest: &serde_json::Value) -> Vec<rfc2544::Ro
             let env = &rows.envs[t.env_idx];
             let mut row = rfc2544::Row::from_detail(&env.name, rows.detail(t.id)?)?;
             row.kind = env.kind.clone();
-            row.emulated_cpu = manifest["runtimes"][&env.name].as_str().is_some_and(answer::runtime_emulated);
+            row.emulated_cpu = manifest["runtimes"][&env.name].as_str().is_some_and(words::runtime_emulated);
             Some((t.env_idx, row))
         })
         .collect();
@@ -1581,22 +1402,6 @@ fn render_matrices(r: &Report, envs: &[&str]) -> String {
     out
 }
 
-/// 4 significant digits, no exponent for ordinary magnitudes.
-pub fn fmt_num(x: f64) -> String {
-    if !x.is_finite() {
-        return format!("{x}");
-    }
-    let a = x.abs();
-    if a == 0.0 {
-        return "0".into();
-    }
-    if !(1e-3..1e9).contains(&a) {
-        return format!("{x:.3e}");
-    }
-    let digits = (3 - a.log10().floor() as i32).max(0) as usize;
-    format!("{x:.digits$}")
-}
-
 /// Which clock headlines which environment, and how well host and guest clocks agreed.
 fn render_clocks(r: &Report, any_dual: bool) -> String {
     let mut out = String::new();
@@ -1684,41 +1489,6 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
         );
     }
     out
-}
-
-/// `mean ± half-width`, or `mean (n=1)` / `mean (n=5, all equal)` where no interval exists.
-pub fn mean_text(mean: f64, ci95: Option<[f64; 2]>, n: usize) -> String {
-    match ci95 {
-        Some([l, h]) => format!("{} ± {}", fmt_num(mean), fmt_num((h - l) / 2.0)),
-        None if n < 2 => format!("{} (n=1)", fmt_num(mean)),
-        None => format!("{} (n={n}, all equal)", fmt_num(mean)),
-    }
-}
-
-/// The verdict on a ratio: `worse` or `better` when its CI excludes 1 (by the metric's
-/// direction), `~same` when it holds 1, none without a CI.
-fn verdict(o: &Overhead, better: &str) -> Option<&'static str> {
-    match o.ci {
-        Some([l, h]) if l > 1.0 || h < 1.0 => {
-            let bigger = l > 1.0;
-            let worse = (bigger && better == "lower") || (!bigger && better == "higher");
-            Some(if worse { "worse" } else { "better" })
-        }
-        Some(_) => Some("~same"),
-        None => None,
-    }
-}
-
-fn overhead_text(o: &Overhead, better: &str) -> String {
-    let verdict = verdict(o, better).map(|v| format!(" {v}")).unwrap_or_default();
-    match (o.ci, o.no_ci) {
-        (Some([l, h]), _) => format!("×{:.3} [{:.3}, {:.3}]{verdict}", o.ratio, l, h),
-        (None, Some(why)) if why == virtperf_stats::NO_CI_UNBOUNDED => format!("×{:.3} [unbounded]", o.ratio),
-        (None, Some(why)) if why == virtperf_stats::NO_CI_ONE_SAMPLE => {
-            format!("×{:.3} (n=1, no CI)", o.ratio)
-        }
-        (None, _) => format!("×{:.3} (no CI)", o.ratio),
-    }
 }
 
 /// What every rendering of a report ends with: ceilings, start times, clocks, receivers that
@@ -2045,30 +1815,6 @@ fn render_levels(r: &Report) -> String {
         }
     }
     out
-}
-
-/// A count with thin spaces between thousands: 12 986.
-pub fn fmt_count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(' ');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Seconds as a person says them: "40 s", "6 min".
-pub fn human_secs(s: f64) -> String {
-    if s < 90.0 {
-        format!("{:.0} s", s.max(1.0))
-    } else if s < 5400.0 {
-        format!("{:.0} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
-    }
 }
 
 /// Ratios whose launch means mix a launch's first trial with later ones unlike it, in words (the

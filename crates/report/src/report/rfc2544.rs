@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use super::words::{fmt_num, mean_text, WIDTH};
+
 use virtperf_workload::rfc2544::frames::LossAt;
 use virtperf_workload::rfc2544::search::{BackToBack, Detail, Latency};
 
@@ -117,7 +119,7 @@ impl Row {
                     virtperf_workload::rfc2544::search::MIN_TAGGED
                 )),
                 Some(Latency::Measured { loss_pct, .. }) if *loss_pct > 0.0 => {
-                    Some(format!("its trial lost {} %", super::fmt_num(*loss_pct)))
+                    Some(format!("its trial lost {} %", fmt_num(*loss_pct)))
                 }
                 Some(Latency::Skipped { .. }) => Some("n/d: no NDR".into()),
                 _ => None,
@@ -183,13 +185,13 @@ fn b2b_notes(b: &BackToBack, line_max: f64) -> Vec<String> {
     if b.gap == "generator" && b.burst_fps == 0.0 {
         notes.push(format!(
             "bursts at the generator's minimum gap (the line's: {} fps); every burst that passed was one send batch, so the gap they reached is not measured",
-            super::fmt_num(line_max)
+            fmt_num(line_max)
         ));
     } else if b.gap == "generator" {
         notes.push(format!(
             "bursts at the generator's minimum gap, {} fps (the line's: {} fps): a DUT that absorbs them may still overflow at the line's rate",
-            super::fmt_num(b.burst_fps),
-            super::fmt_num(line_max)
+            fmt_num(b.burst_fps),
+            fmt_num(line_max)
         ));
     }
     if b.broken > 0 {
@@ -231,9 +233,9 @@ fn consistency(rows: &[Row]) -> String {
             {
                 out += &format!(
                     "⚠ {name}: the frame-loss curve lost {} % at {} fps ({p} % of the top), at or below the NDR of {} fps its throughput test passed: one trial per step does not repeat here; more repetitions (reps) show the spread\n",
-                    super::fmt_num(*loss),
-                    super::fmt_num(*offered),
-                    super::fmt_num(ndr)
+                    fmt_num(*loss),
+                    fmt_num(*offered),
+                    fmt_num(ndr)
                 );
             }
         }
@@ -245,7 +247,7 @@ fn consistency(rows: &[Row]) -> String {
         }) {
             out += &format!(
                 "⚠ {name}: the frame-loss curve lost nothing at {} fps ({p} % of the top), {:.1}× the NDR: the throughput search's single trials did not repeat here\n",
-                super::fmt_num(*offered),
+                fmt_num(*offered),
                 offered / r.ndr_fps.unwrap_or(1.0)
             );
         }
@@ -253,9 +255,9 @@ fn consistency(rows: &[Row]) -> String {
         if let Some(w) = rising {
             out += &format!(
                 "⚠ {name}: the frame-loss curve is not monotonic: {} % lost at {} % of the top, {} % at {} %\n",
-                super::fmt_num(w[1].2),
+                fmt_num(w[1].2),
                 w[1].0,
-                super::fmt_num(w[0].2),
+                fmt_num(w[0].2),
                 w[0].0
             );
         }
@@ -282,9 +284,9 @@ fn consistency(rows: &[Row]) -> String {
                 format!(
                     "{what} over {} repetitions {} fps, from {} to {} (CV {:.1} %)",
                     sum.n,
-                    super::mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
-                    super::fmt_num(sum.min),
-                    super::fmt_num(sum.max),
+                    mean_text(sum.mean, sum.ci95.map(|(l, h)| [l, h]), sum.n),
+                    fmt_num(sum.min),
+                    fmt_num(sum.max),
                     sum.cv * 100.0
                 )
             })
@@ -302,7 +304,7 @@ fn consistency(rows: &[Row]) -> String {
 }
 
 fn num(x: Option<f64>) -> String {
-    x.map(super::fmt_num).unwrap_or_else(|| "—".into())
+    x.map(fmt_num).unwrap_or_else(|| "—".into())
 }
 
 /// The RFC 2544 section of the text report: throughput against frame size per environment and
@@ -322,7 +324,7 @@ pub fn render(rows: &[Row]) -> String {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_width(super::SUMMARY_WIDTH);
+        .set_width(WIDTH);
     let mut head = vec!["throughput, NDR frames/s (% of line)".to_string()];
     head.extend(sizes.iter().map(|s| format!("{s} B")));
     t.set_header(head);
@@ -354,8 +356,8 @@ pub fn render(rows: &[Row]) -> String {
                         if reps.iter().any(|r| r.tester_limited()) { "≥" } else { "" },
                         // Without an interval (one figure, or all equal) the count says why.
                         match sum.ci95 {
-                            Some((l, h)) => super::mean_text(sum.mean, Some([l, h]), sum.n),
-                            None => super::fmt_num(sum.mean),
+                            Some((l, h)) => mean_text(sum.mean, Some([l, h]), sum.n),
+                            None => fmt_num(sum.mean),
                         },
                         sum.n,
                         if ndrs.len() < reps.len() {
@@ -376,7 +378,7 @@ pub fn render(rows: &[Row]) -> String {
                     Some(n) => format!(
                         "{}{}{} ({:.1} %)",
                         if r.tester_limited() { "≥" } else { "" },
-                        super::fmt_num(n),
+                        fmt_num(n),
                         if r.sender_limited() {
                             "†"
                         } else if r.ndr_confirmed {
@@ -401,7 +403,7 @@ pub fn render(rows: &[Row]) -> String {
     let mut d = comfy_table::Table::new();
     d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_width(super::SUMMARY_WIDTH);
+        .set_width(WIDTH);
     d.set_header(vec![
         "environment · direction · frame",
         "NDR / PDR fps",
@@ -432,7 +434,7 @@ pub fn render(rows: &[Row]) -> String {
             (None, false) => {}
         }
         let curve: Vec<String> =
-            r.loss_curve.iter().map(|(p, _, loss)| format!("{p}:{}", super::fmt_num(*loss))).collect();
+            r.loss_curve.iter().map(|(p, _, loss)| format!("{p}:{}", fmt_num(*loss))).collect();
         let l2 = r.ndr_fps.map(|n| n * r.frame_size as f64 * 8.0 / 1e6);
         let wire = r.ndr_fps.map(|n| n * (r.frame_size as f64 + 20.0) * 8.0 / 1e6);
         d.add_row(vec![
@@ -446,8 +448,8 @@ pub fn render(rows: &[Row]) -> String {
                 // Every burst passed at the longest length: a lower bound.
                 (Some(_), Some((c, n, max))) if c == n => format!("≥{max}"),
                 // Some did: the searched lengths' mean, and how many passed whole.
-                (Some(b), Some((c, n, max))) if c > 0 => format!("{} ({c}/{n} ≥{max})", super::fmt_num(b)),
-                (Some(b), _) => format!("{}{}", if r.b2b_capped { "≥" } else { "" }, super::fmt_num(b)),
+                (Some(b), Some((c, n, max))) if c > 0 => format!("{} ({c}/{n} ≥{max})", fmt_num(b)),
+                (Some(b), _) => format!("{}{}", if r.b2b_capped { "≥" } else { "" }, fmt_num(b)),
                 (None, _) => "—".into(),
             },
         ]);
@@ -486,13 +488,13 @@ fn mlr_cell(reps: &[&Row], of: fn(&Row) -> Option<f64>, limited: fn(&Row) -> boo
     match virtperf_stats::Summary::of(&v) {
         None if reps.is_empty() => String::new(),
         None => "n/d".into(),
-        Some(s) if s.n == 1 && reps.len() == 1 => format!("{mark}{}{rough}", super::fmt_num(s.mean)),
+        Some(s) if s.n == 1 && reps.len() == 1 => format!("{mark}{}{rough}", fmt_num(s.mean)),
         Some(s) if s.ci95.is_none() => {
-            format!("{mark}{}{rough} (n={}{nd}, all equal)", super::fmt_num(s.mean), s.n)
+            format!("{mark}{}{rough} (n={}{nd}, all equal)", fmt_num(s.mean), s.n)
         }
         Some(s) => format!(
             "{mark}{}{rough} (n={}{nd}, CV {:.1} %)",
-            super::mean_text(s.mean, s.ci95.map(|(l, h)| [l, h]), s.n),
+            mean_text(s.mean, s.ci95.map(|(l, h)| [l, h]), s.n),
             s.n,
             s.cv * 100.0
         ),
@@ -506,7 +508,7 @@ fn render_mlr(rows: &[Row], sizes: &[u64], keys: &[(String, String)]) -> String 
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_width(super::SUMMARY_WIDTH);
+        .set_width(WIDTH);
     let mut head = vec!["MLRsearch (RFC 9971) conditional throughput, frames/s".to_string()];
     head.extend(sizes.iter().map(|s| format!("{s} B")));
     t.set_header(head);

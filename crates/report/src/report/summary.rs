@@ -4,10 +4,8 @@
 
 use comfy_table::{presets::UTF8_HORIZONTAL_ONLY, Cell, ContentArrangement, Table};
 
-use super::{arrow, fmt_num, mean_text, overhead_text, Report, GUEST_CPU, TESTER_CPU};
-
-/// Terminal width the summary is laid out for.
-pub const WIDTH: u16 = 100;
+use super::words::{arrow, fmt_num, mean_text, overhead_text, wrap, WIDTH};
+use super::{Report, GUEST_CPU, TESTER_CPU};
 
 /// One summary line per workload / metric (environment-level rows only).
 pub fn summary_rows(r: &Report) -> Vec<(String, Vec<String>)> {
@@ -396,29 +394,6 @@ fn per_environment(r: &Report, rows: &[(String, Vec<String>)]) -> String {
         head.push("×ratio [95% CI] verdict".into());
         out += &block(table(head), rows, base, i);
     }
-    out
-}
-
-/// `line` broken at spaces into lines of at most `width` columns (a word longer than that stands
-/// alone), continuation lines indented by two spaces; each line ends with a newline.
-pub fn wrap(line: &str, width: usize) -> String {
-    let mut out = String::new();
-    let (mut cur, mut words) = (String::new(), 0);
-    for word in line.split(' ').filter(|w| !w.is_empty()) {
-        if words > 0 && cur.chars().count() + 1 + word.chars().count() > width {
-            out += &cur;
-            out.push('\n');
-            cur = String::from("  ");
-            words = 0;
-        }
-        if words > 0 {
-            cur.push(' ');
-        }
-        cur += word;
-        words += 1;
-    }
-    out += &cur;
-    out.push('\n');
     out
 }
 
