@@ -1,6 +1,9 @@
 //! The TOML front end: an experiment file read into raw items that remember their lines.
 
-use super::*;
+use toml_edit::{ImDocument, Table};
+use virtperf_workload::Raw;
+
+use super::model::*;
 
 pub(crate) const TOP_KEYS: &[&str] = &[
     "name",

@@ -1,6 +1,8 @@
 //! The flags front end: `--env`, `--workload`, `--lab` values read into raw items.
 
-use super::*;
+use virtperf_workload::Raw;
+
+use super::model::*;
 
 /// Parses `--lab key=value[,key=value]...` into `lab.KEY` settings.
 pub fn read_lab_flag(value: &str) -> Result<Vec<(String, RawSetting)>, InputError> {
@@ -17,8 +19,6 @@ pub fn read_lab_flag(value: &str) -> Result<Vec<(String, RawSetting)>, InputErro
     }
     Ok(out)
 }
-
-pub use virtperf_workload::params::parse_rate_bps;
 
 /// Splits on `sep` outside brackets: `a=1,b=[1,2]` → `a=1`, `b=[1,2]`.
 pub(crate) fn split_top(s: &str, sep: char) -> Vec<&str> {

@@ -1,7 +1,18 @@
 //! The one validator of both front ends: raw items checked against every kind's schema, then
 //! the experiment as a whole (lab, instances, memory, disks, size), in steps.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+use virtperf_workload::{params, ParamError, Raw};
+
+use crate::env;
+use crate::lab::LabSpec;
+
+use virtperf_workload::params::parse_rate_bps;
+
+use super::flags::split_top;
+use super::model::*;
 
 /// A fio job file named by `job`: its text travels with the case (`job_text`), so it reaches a
 /// guest that cannot see the host's files.
@@ -54,7 +65,7 @@ fn guest_programs(envs: &mut [EnvDef], cases: &[Case]) {
 /// ubd for UML.
 /// Said as a sizing line (the dry run, the manifest, the report); `disk = "none"` written keeps
 /// the guest without one, and then the check of disks says what to do.
-fn scratch_by_default(envs: &mut [EnvDef], cases: &[Case]) -> Vec<super::Sizing> {
+fn scratch_by_default(envs: &mut [EnvDef], cases: &[Case]) -> Vec<Sizing> {
     let Some(writer) = cases.iter().find(|c| {
         !c.params.contains_key("dir") && virtperf_workload::find(&c.kind).is_some_and(|w| w.needs_scratch())
     }) else {
@@ -70,7 +81,7 @@ fn scratch_by_default(envs: &mut [EnvDef], cases: &[Case]) -> Vec<super::Sizing>
         }
         e.params.insert("disk".into(), Value::from(model));
         let bytes = e.params.get("disk_size").and_then(Value::as_u64).unwrap_or(0);
-        out.push(super::Sizing {
+        out.push(Sizing {
             case: e.name.clone(),
             key: "disk".into(),
             rule: format!(
@@ -815,7 +826,7 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     let mut out = raw.clone();
     for m in virtperf_workload::counts::MECHANISMS {
         if !raw.workloads.iter().any(|w| w.kind == m.kind) {
-            out.workloads.push(super::read_flag("explain = true", m.kind)?);
+            out.workloads.push(super::flags::read_flag("explain = true", m.kind)?);
         }
     }
     if let Some(w) = raw.settings.get("warmup").filter(|w| matches!(w.value, Raw::Int(0))) {
