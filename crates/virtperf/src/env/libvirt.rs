@@ -135,7 +135,7 @@ struct LvParams {
 impl LvParams {
     fn of(params: &BTreeMap<String, Value>) -> LvParams {
         // Defaults from PARAMS (the one place they are written).
-        let params = &crate::env::with_defaults(PARAMS, params);
+        let params = &crate::env::launch::with_defaults(PARAMS, params);
         let text =
             |k: &str| params.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from);
         let num = |k: &str| params.get(k).and_then(Value::as_u64).unwrap_or_default();
