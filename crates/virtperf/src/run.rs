@@ -1004,8 +1004,19 @@ struct Ctx<'a> {
 /// The environments a trial's idle neighbours were paused in, and how.
 struct Paused {
     idle: usize,
-    frozen: Vec<(String, Option<env::Pauser>, Option<u32>)>,
+    frozen: Vec<(String, Option<env::Pauser>, Option<u32>, env::PausedBy)>,
     how: Vec<&'static str>,
+}
+
+impl Paused {
+    /// Resumes every instance the way it was paused.
+    fn resume(&self) {
+        for (id, p, pid, by) in &self.frozen {
+            if let Err(why) = env::resume(*by, id, p.as_ref(), *pid) {
+                eprintln!("virtperf: cannot resume {id}: {why}");
+            }
+        }
+    }
 }
 
 /// The other end of a trial: another environment (all-pairs) or the lab's tester.
@@ -1203,11 +1214,7 @@ impl<'a> Session<'a> {
         }
         let paused = self.pause_idle(e, peer);
         let outcome = self.outcome(t, tester, ledger);
-        for (fid, p, pid) in &paused.frozen {
-            if let Err(why) = env::pause(fid, p.as_ref(), *pid, false) {
-                eprintln!("virtperf: cannot resume {fid}: {why}");
-            }
-        }
+        paused.resume();
         let Some(mut outcome) = outcome else { return Ok(false) };
         if paused.idle > 0 {
             // Whether this trial's idle neighbours were paused, stored with it.
@@ -1256,11 +1263,7 @@ impl<'a> Session<'a> {
             let paused = self.pause_idle(e, None);
             let spec = self.ctx.specs[c].clone();
             let r = self.ctx.calibrate_env(&mut self.slots[e], e, c, &spec);
-            for (fid, p, pid) in &paused.frozen {
-                if let Err(why) = env::pause(fid, p.as_ref(), *pid, false) {
-                    eprintln!("virtperf: cannot resume {fid}: {why}");
-                }
-            }
+            paused.resume();
             match r {
                 Ok(cal) => found.push((e, cal)),
                 // That environment calibrates on its own at its first trial (and fails it there
@@ -1301,12 +1304,12 @@ impl<'a> Session<'a> {
             .collect();
         paused.idle = others.len();
         for (id, p, pid) in others {
-            match env::pause(&id, p.as_ref(), pid, true) {
-                Ok(how) => {
-                    if !paused.how.contains(&how) {
-                        paused.how.push(how);
+            match env::pause(&id, p.as_ref(), pid) {
+                Ok(by) => {
+                    if !paused.how.contains(&by.words()) {
+                        paused.how.push(by.words());
                     }
-                    paused.frozen.push((id, p, pid));
+                    paused.frozen.push((id, p, pid, by));
                 }
                 Err(why) => {
                     if !self.freeze_warned {

@@ -370,26 +370,54 @@ fn shortest(points: &[ClockPoint]) -> Option<ClockPoint> {
 /// How an instance outside virtperf's cgroups is paused and resumed.
 pub type Pauser = std::sync::Arc<dyn Fn(bool) -> Result<(), String> + Send + Sync>;
 
-/// Pauses or resumes instance `id`: through its own pauser, else its cgroup's freezer, else (no
-/// writable freezer here) by SIGSTOP/SIGCONT of the process tree virtperf started for it (`pid`).
-/// Says how it was done.
-pub fn pause(
-    id: &str,
-    pauser: Option<&Pauser>,
-    pid: Option<u32>,
-    frozen: bool,
-) -> Result<&'static str, String> {
+/// How an instance was paused: the way it must be resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PausedBy {
+    /// Its own pauser (virsh suspend).
+    Own,
+    /// Its cgroup's freezer.
+    Freezer,
+    /// SIGSTOP to the process tree virtperf started for it.
+    Signals,
+}
+
+impl PausedBy {
+    pub fn words(self) -> &'static str {
+        match self {
+            PausedBy::Own => "its own pauser (virsh suspend)",
+            PausedBy::Freezer => "the cgroup freezer",
+            PausedBy::Signals => "SIGSTOP/SIGCONT",
+        }
+    }
+}
+
+/// Pauses instance `id`: through its own pauser, else its cgroup's freezer, else (no writable
+/// freezer here, or one that did not freeze it within a second — cgroup v1's freezer waits on
+/// UML's ptrace-stopped processes) by SIGSTOP of the process tree virtperf started for it (`pid`).
+/// Says how, for [`resume`].
+pub fn pause(id: &str, pauser: Option<&Pauser>, pid: Option<u32>) -> Result<PausedBy, String> {
     match pauser {
-        Some(p) => p(frozen).map(|()| "its own pauser (virsh suspend)"),
-        None => match super::cgroup::freeze(id, frozen) {
-            Ok(()) => Ok("the cgroup freezer"),
+        Some(p) => p(true).map(|()| PausedBy::Own),
+        None => match super::cgroup::freeze(id, true) {
+            Ok(()) => Ok(PausedBy::Freezer),
             Err(why) => match pid {
-                Some(pid) => signal_tree(pid, frozen)
-                    .map(|()| "SIGSTOP/SIGCONT")
+                Some(pid) => signal_tree(pid, true)
+                    .map(|()| PausedBy::Signals)
                     .map_err(|e| format!("{why}; and by signals: {e}")),
                 None => Err(why),
             },
         },
+    }
+}
+
+/// Resumes instance `id` the way [`pause`] paused it: a tree stopped by signals is continued by
+/// signals, though its freezer (which had failed) would accept a thaw and leave it stopped.
+pub fn resume(by: PausedBy, id: &str, pauser: Option<&Pauser>, pid: Option<u32>) -> Result<(), String> {
+    match (by, pauser, pid) {
+        (PausedBy::Own, Some(p), _) => p(false),
+        (PausedBy::Freezer, _, _) => super::cgroup::freeze(id, false),
+        (PausedBy::Signals, _, Some(pid)) => signal_tree(pid, false),
+        _ => Err(format!("{id} was paused by {} and cannot be resumed that way", by.words())),
     }
 }
 
@@ -699,6 +727,31 @@ fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An instance paused by signals (no freezer group of its own: the freezer's failure is
+    /// what sends virtperf to signals) is resumed by signals, whatever its freezer would say.
+    #[test]
+    fn a_tree_stopped_by_signals_is_continued_by_signals() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let id = format!("vp-test-nogroup-{pid}");
+        let by = pause(&id, None, Some(pid)).unwrap();
+        assert_eq!(by, PausedBy::Signals);
+        let stopped = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            state(pid) == "T"
+        });
+        assert!(stopped, "not stopped: {}", state(pid));
+        resume(by, &id, None, Some(pid)).unwrap();
+        let running = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            state(pid) != "T"
+        });
+        assert!(running, "still stopped: {}", state(pid));
+        assert!(resume(PausedBy::Own, &id, None, Some(pid)).is_err(), "no pauser to resume with");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     fn state(pid: u32) -> String {
         let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
