@@ -114,8 +114,11 @@ mod tests {
     }
 
     /// The crates whose modules are layered, each with the heading of its table.
-    const CRATES: &[(&str, &str)] =
-        &[("crates/virtperf", "## Layers"), ("crates/report", "## Layers of crates/report")];
+    const CRATES: &[(&str, &str)] = &[
+        ("crates/virtperf", "## Layers"),
+        ("crates/report", "## Layers of crates/report"),
+        ("crates/workload", "## Layers of crates/workload"),
+    ];
 
     #[test]
     fn every_module_uses_only_the_layers_below_it() {

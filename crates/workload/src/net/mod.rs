@@ -5,62 +5,28 @@
 //! only once it listens. Receivers never trust packet contents: datagrams that are too short, carry
 //! the wrong magic or flow, or come from another address are counted as foreign and ignored.
 
-use std::io::{Read, Write};
-use std::net::{
-    IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream as StdTcpStream, UdpSocket,
-};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use virtperf_proto::{NetRole, Sample};
+use virtperf_proto::NetRole;
 
-use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+use crate::params::Params;
+use crate::workload::{Output, RunCtx, Workload};
 
+mod common;
 mod rr;
 pub mod series;
 mod sock;
 mod tcp;
 mod udp;
 
+pub use common::UDP_FRAME_OVERHEAD;
+
 pub use rr::{TcpRr, UdpRr};
 pub(crate) use sock::*;
 pub use sock::{max_socket_buffer, socket_drops, socket_drops_in};
 pub use tcp::TcpStream;
-pub(crate) use udp::*;
 pub use udp::{udp_payload, UdpStream};
-
-/// Ethernet header 14 + IPv4 20 + UDP 8 + FCS 4: what a frame size adds to a UDP payload (RFC 2544 sizes include the FCS).
-pub const UDP_FRAME_OVERHEAD: u64 = 46;
-
-/// Our datagram header: magic (4) + flow (4) + sequence (8).
-const HDR: usize = 16;
-
-const MAGIC: &[u8; 4] = b"VPUD";
-
-const FIN_SEQ: u64 = u64::MAX;
-
-/// How long a server waits for its client to connect or send, past the flow's duration.
-const GRACE: Duration = Duration::from_secs(15);
-
-const DURATION: ParamSpec = ParamSpec {
-    name: "duration",
-    kind: ParamKind::Duration { min_ms: 100, max_ms: 3_600_000 },
-    default: Some("5s"),
-    help: "how long the client sends (or asks)",
-};
-
-const DIRECTION: ParamSpec = ParamSpec {
-    name: "direction",
-    kind: ParamKind::Choice(&["out", "in", "both"]),
-    default: Some("out"),
-    help: "out: the environment sends to the tester; in: the tester sends; both: at once",
-};
-
-fn duration(p: &Params) -> Result<Duration, String> {
-    Ok(Duration::from_millis(p.u64("duration")?))
-}
 
 /// Runs a server and a client of `w` on loopback, for tests. Both ends get the instrument's
 /// socket buffers: these tests check a workload's mechanics (counts, pacing, echoes), which a
@@ -104,8 +70,12 @@ pub fn loopback_pair(
 
 #[cfg(test)]
 mod tests {
+    use super::common::*;
+    use super::udp::*;
     use super::*;
     use serde_json::json;
+    use std::net::UdpSocket;
+    use virtperf_proto::Sample;
 
     /// The UDP stream receiver's parser sees whatever reaches its port: never a panic, and only
     /// its own flow's sequence numbers.

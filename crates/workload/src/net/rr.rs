@@ -1,6 +1,16 @@
 //! `tcp_rr` and `udp_rr`: request/response round trips, latency histograms.
 
-use super::*;
+use std::io::{Read, Write};
+use std::net::{IpAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use crate::params::{ParamKind, ParamSpec, Params};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+
+use super::common::*;
+use super::series;
+use super::sock::*;
+use super::udp::*;
 
 /// Latency histogram of request/response transactions (ns, 3 significant digits).
 pub(crate) fn rr_samples(

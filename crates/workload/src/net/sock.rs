@@ -2,7 +2,15 @@
 //! page-aligned buffers, UDP batches (sendmmsg/recvmmsg), socket buffer sizes (the instrument's
 //! and everyone else's), drops at a socket, latency histograms.
 
-use super::*;
+use std::net::{
+    IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream as StdTcpStream, UdpSocket,
+};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use virtperf_proto::NetRole;
+
+use crate::workload::RunCtx;
 
 pub(crate) fn addr(ip: &str, port: u16) -> Result<SocketAddr, String> {
     let ip: IpAddr = ip.parse().map_err(|_| format!("`{ip}` is not an IP address"))?;

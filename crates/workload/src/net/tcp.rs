@@ -1,6 +1,15 @@
 //! `tcp_stream`: bulk TCP over parallel connections, goodput at the receiver.
 
-use super::*;
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream as StdTcpStream};
+use std::time::{Duration, Instant};
+
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+
+use super::common::*;
+use super::series;
+use super::sock::*;
 
 pub(crate) fn check_window(p: &Params) -> Result<(), ParamError> {
     if let (Some(w), Some(max)) = (p.opt_u64("window"), max_socket_buffer()) {

@@ -1,6 +1,16 @@
 //! `udp_stream`: UDP datagrams at a frame size, unlimited or paced; loss by sequence number.
 
-use super::*;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use virtperf_proto::Sample;
+
+use crate::params::{ParamKind, ParamSpec, Params};
+use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+
+use super::common::*;
+use super::series;
+use super::sock::*;
 
 /// Payload bytes of one datagram: `payload`, else `frame_size` − 46.
 pub fn udp_payload(p: &Params) -> Result<usize, String> {
