@@ -13,6 +13,19 @@ use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use virtperf_proto::Sample;
 
+/// Whether an error is a full disk, anywhere in its chain: SQLite's SQLITE_FULL, or the OS's
+/// ENOSPC or EDQUOT on a write — decided on the error's kind, never on its words.
+pub fn is_disk_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        if let Some(rusqlite::Error::SqliteFailure(f, _)) = c.downcast_ref::<rusqlite::Error>() {
+            return f.code == rusqlite::ErrorCode::DiskFull;
+        }
+        c.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+    })
+}
+
 /// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
 /// Metrics the orchestrator itself adds to a trial's samples (a workload's own are named by its
 /// `MetricSpec`s): host CPU per Gbit received, of stream workloads…
@@ -1332,6 +1345,21 @@ mod tests {
             ]
         );
         assert_eq!(s.retry_failed(run).unwrap(), 0, "nothing failed any more");
+    }
+
+    #[test]
+    fn a_full_disk_is_known_by_its_kind() {
+        let enospc = anyhow::Error::from(std::io::Error::from_raw_os_error(libc::ENOSPC)).context("writing");
+        assert!(is_disk_full(&enospc));
+        let sqlite = anyhow::Error::from(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("database or disk is full".into()),
+        ))
+        .context("cannot store trial 7");
+        assert!(is_disk_full(&sqlite));
+        // Words are not enough: a message that says "full" is not a full disk.
+        assert!(!is_disk_full(&anyhow::anyhow!("the queue is full: No space left")));
+        assert!(!is_disk_full(&anyhow::Error::from(std::io::Error::from_raw_os_error(libc::EACCES))));
     }
 
     #[test]

@@ -1690,9 +1690,8 @@ fn run_workers(
 }
 
 /// Why a run stopped before its end, and how to go on: the trials stored are kept, `--resume`
-/// runs the rest; a full disk is named as such.
-fn stopped_how(run_id: i64, db: &Path, why: &str) -> String {
-    let full = why.contains("full") || why.contains("No space left") || why.contains("os error 28");
+/// runs the rest; a full disk (`full`, [`virtperf_report::store::is_disk_full`]) is named as such.
+fn stopped_how(run_id: i64, db: &Path, full: bool) -> String {
     let fix = if full {
         format!(
             "free space on the full disk (the database's, or the state directory's: {}), then ",
@@ -1716,7 +1715,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     execute_inner(store, run_id, exp, opts).map_err(|e| {
         // On a full disk, with the space the store kept for it.
         let _ = store.mark_interrupted(run_id);
-        let how = stopped_how(run_id, &opts.db, &format!("{e:#}"));
+        let how = stopped_how(run_id, &opts.db, virtperf_report::store::is_disk_full(&e));
         e.context(how)
     })
 }
