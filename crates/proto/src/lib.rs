@@ -218,7 +218,54 @@ pub enum Reply {
     Error {
         code: ErrorCode,
         message: String,
+        /// A failed workload's kind of failure (`workload_failed` only), for the host to decide
+        /// on: absent from older agents and for the other codes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<FailureKind>,
     },
+}
+
+/// What kind of failure a workload met: the host decides on it, never on the message's words
+/// (a cell that cannot run in an environment is set aside, not failed at every repetition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The environment lacks what the workload needs (a system call, an instruction, a program,
+    /// a privilege, a scratch disk): it fails the same way every time there.
+    Unsupported,
+    /// The disk or its quota is full.
+    NoSpace,
+    /// The network peer refused, reset, did not answer or is missing.
+    Peer,
+    /// The system refused a resource it may have later (memory, file descriptors, processes).
+    Resource,
+    /// The workload ran, and its own check of what it did failed (a wrong count, a broken chain).
+    Check,
+    /// Asked to stop before the end.
+    Stopped,
+    /// Anything else; a kind from a newer agent that this host does not know reads as this.
+    #[serde(other)]
+    Other,
+}
+
+impl FailureKind {
+    /// Whether the same workload fails again in the same environment whatever the host does:
+    /// what it lacks stays lacking, and the same work fills the same disk again.
+    pub fn lasts(self) -> bool {
+        matches!(self, FailureKind::Unsupported | FailureKind::NoSpace)
+    }
+    /// The kind in a person's words, after what failed ("the workload …"), for a trial's reason.
+    pub fn words(self) -> &'static str {
+        match self {
+            FailureKind::Unsupported => "cannot run in this environment",
+            FailureKind::NoSpace => "ran out of disk space",
+            FailureKind::Peer => "lost its peer",
+            FailureKind::Resource => "ran out of a resource",
+            FailureKind::Check => "failed its own check",
+            FailureKind::Stopped => "was stopped",
+            FailureKind::Other => "failed",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -481,6 +528,40 @@ mod tests {
         assert_eq!(f.body, Reply::Bye);
     }
 
+    /// An error reply's kind: absent from an older agent (read as none), unknown from a newer one
+    /// (read as `other`), else what the workload said.
+    #[test]
+    fn error_kinds_cross_the_wire_both_ways_compatible() {
+        let old = decode_reply(
+            b"@vp {\"v\":1,\"tag\":3,\"type\":\"error\",\"code\":\"workload_failed\",\"message\":\"m\"}",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            old.body,
+            Reply::Error { code: ErrorCode::WorkloadFailed, message: "m".into(), kind: None }
+        );
+        let newer = decode_reply(
+            b"@vp {\"v\":1,\"tag\":3,\"type\":\"error\",\"code\":\"workload_failed\",\"message\":\"m\",\"kind\":\"quantum\"}",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(matches!(newer.body, Reply::Error { kind: Some(FailureKind::Other), .. }), "{newer:?}");
+        let line = frame_bytes(
+            FRAME_PREFIX,
+            4,
+            Reply::Error {
+                code: ErrorCode::WorkloadFailed,
+                message: "m".into(),
+                kind: Some(FailureKind::NoSpace),
+            },
+        );
+        let back = decode_reply(&line).unwrap().unwrap();
+        assert!(matches!(back.body, Reply::Error { kind: Some(FailureKind::NoSpace), .. }), "{back:?}");
+        assert!(FailureKind::Unsupported.lasts() && FailureKind::NoSpace.lasts());
+        assert!(!FailureKind::Peer.lasts() && !FailureKind::Other.lasts() && !FailureKind::Check.lasts());
+    }
+
     /// Regression (found by `fuzz_decode_reply_never_panics_and_round_trips`): a measured value
     /// must reach the host bit for bit; serde_json's default float parser was off by an ulp.
     #[test]
@@ -543,7 +624,20 @@ mod tests {
             ),
             frame_bytes(FRAME_PREFIX, 7, Reply::Armed),
             frame_bytes(FRAME_PREFIX, 7, Reply::Lap { name: "randread".into() }),
-            frame_bytes(FRAME_PREFIX, 6, Reply::Error { code: ErrorCode::BadParams, message: "size".into() }),
+            frame_bytes(
+                FRAME_PREFIX,
+                6,
+                Reply::Error { code: ErrorCode::BadParams, message: "size".into(), kind: None },
+            ),
+            frame_bytes(
+                FRAME_PREFIX,
+                8,
+                Reply::Error {
+                    code: ErrorCode::WorkloadFailed,
+                    message: "fio is not installed".into(),
+                    kind: Some(FailureKind::Unsupported),
+                },
+            ),
         ]
     }
 

@@ -127,7 +127,14 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                 Ok(l) => l,
                 Err(proto::FrameError::Eof) => break Ok(None),
                 Err(proto::FrameError::TooLong) => {
-                    send(0, Reply::Error { code: ErrorCode::Malformed, message: "frame too long".into() })?;
+                    send(
+                        0,
+                        Reply::Error {
+                            code: ErrorCode::Malformed,
+                            message: "frame too long".into(),
+                            kind: None,
+                        },
+                    )?;
                     continue;
                 }
                 Err(proto::FrameError::Io(e)) => break Err(e),
@@ -138,7 +145,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
             let frame = match proto::decode_request(&line) {
                 Ok(f) => f,
                 Err(e) => {
-                    send(e.tag, Reply::Error { code: e.code, message: e.message })?;
+                    send(e.tag, Reply::Error { code: e.code, message: e.message, kind: None })?;
                     continue;
                 }
             };
@@ -146,6 +153,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
             let no_such = |target: u64, what: &str| Reply::Error {
                 code: ErrorCode::NoSuchRun,
                 message: format!("no {what}run with tag {target} in flight"),
+                kind: None,
             };
             match frame.body {
                 Request::Ping => send(tag, Reply::Pong { clock_ns: monotonic_ns() })?,
@@ -167,8 +175,8 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                     // Validate before saying "started": a bad request never starts.
                     let prepared = match virtperf_workload::prepare(&workload) {
                         Ok(p) => p,
-                        Err((code, message)) => {
-                            send(tag, Reply::Error { code, message })?;
+                        Err(refused) => {
+                            send(tag, refused.reply())?;
                             continue;
                         }
                     };
@@ -184,6 +192,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                                 Reply::Error {
                                     code: ErrorCode::Malformed,
                                     message: format!("tag {tag} is already in flight"),
+                                    kind: None,
                                 },
                             )?;
                             continue;
@@ -303,7 +312,7 @@ fn run_one(
                 window_ns: Some([t0, t1]),
             },
         ),
-        Err((code, message)) => send(tag, Reply::Error { code, message }),
+        Err(refused) => send(tag, refused.reply()),
     };
 }
 

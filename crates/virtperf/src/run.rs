@@ -984,6 +984,9 @@ struct Session<'a> {
     tester_slot: Slot,
     /// Per-operation counts calibrated so far, by (environment, case).
     calibrations: BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
+    /// Cells (environment, peer, case) whose workload cannot run there, by the kind its agent
+    /// gave ([`Fail::Cannot`]), with why: their later trials are skipped.
+    cannot: BTreeMap<(usize, Option<usize>, usize), String>,
     freeze_warned: bool,
     interrupted: bool,
 }
@@ -1063,6 +1066,7 @@ impl<'a> Session<'a> {
             slots: exp.envs.iter().map(|e| Slot::new(e.instances)).collect(),
             tester_slot: Slot::new(1),
             calibrations: w.store.calibrations(w.run_id)?.into_iter().collect(),
+            cannot: BTreeMap::new(),
             freeze_warned: false,
             interrupted: false,
         })
@@ -1330,6 +1334,15 @@ impl<'a> Session<'a> {
         let Ctx { w, launcher, .. } = &self.ctx;
         let (exp, lab) = (w.exp, w.lab);
         let e = t.env_idx;
+        let cell = (e, t.peer_idx, t.case_idx);
+        if let Some(why) = self.cannot.get(&cell) {
+            // Decided on the kind an earlier trial's agent gave, not on its words.
+            return Some(TrialOutcome {
+                status: TrialStatus::Skipped,
+                reason: Some(format!("skipped after an earlier trial: {why}")),
+                ..Default::default()
+            });
+        }
         let (slot, mut other, end) = match t.peer_idx {
             Some(p) => {
                 let (a, b) = pair_mut(&mut self.slots, e, p);
@@ -1389,6 +1402,18 @@ impl<'a> Session<'a> {
         match self.ctx.measure(&mut self.calibrations, slot, other.as_deref_mut(), t, end.addr, relaunched) {
             Ok(o) => Some(TrialOutcome { launch_id, ..o }),
             Err(Fail::Interrupted) => None,
+            Err(Fail::Cannot { reason, kind }) => {
+                if !CANCEL.load(Ordering::SeqCst) {
+                    eprintln!(
+                        "virtperf: `{}` in `{}`: {}; its other trials are skipped",
+                        w.exp.cases[t.case_idx].label,
+                        w.exp.envs[e].name,
+                        kind.words()
+                    );
+                }
+                self.cannot.insert(cell, reason.clone());
+                not_run(TrialStatus::Failed, reason)
+            }
             Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
                 // Only the instances that broke are relaunched.
                 for k in dut_broken {
@@ -1611,7 +1636,7 @@ fn build_lab(
     ledger: &mut Ledger,
     run_dir: &Path,
     exe: &Path,
-) -> std::result::Result<(Lab, Option<Instance>), String> {
+) -> std::result::Result<(Lab, Option<Instance>), crate::lab::LabError> {
     let taps: Vec<bool> = share
         .envs
         .iter()
@@ -1631,7 +1656,7 @@ fn build_lab(
         Ok(d) => Ok((lab, Some(d))),
         Err(e) => {
             lab.teardown(ledger);
-            Err(format!("the driver domain: {e}"))
+            Err(crate::lab::LabError::DriverDomain(e.to_string()))
         }
     }
 }

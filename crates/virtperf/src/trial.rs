@@ -32,6 +32,10 @@ pub enum Fail {
     /// The trial failed; `dut_broken` (instance indexes) and `tester_broken` say whose agent
     /// must be relaunched.
     Failed { reason: String, dut_broken: Vec<usize>, tester_broken: bool },
+    /// The workload cannot run in this environment: its agent said so by the failure's kind (a
+    /// system call, program or scratch disk it lacks; a disk the work fills). The agent is
+    /// healthy; the cell's later trials are skipped, not failed again.
+    Cannot { reason: String, kind: virtperf_proto::FailureKind },
 }
 
 /// An instance of the environment under test and its lab address (None outside a lab); a trial
@@ -67,6 +71,9 @@ fn fail(who: Who, what: &str, e: CallError) -> Fail {
     match e {
         CallError::Interrupted => Fail::Interrupted,
         // The agent answered: it is still healthy.
+        CallError::Agent { kind: Some(kind), ref message, .. } if kind.lasts() => {
+            Fail::Cannot { reason: format!("{what} {}: {message}", kind.words()), kind }
+        }
         CallError::Agent { .. } => {
             Fail::Failed { reason: format!("{what}: {e}"), dut_broken: Vec::new(), tester_broken: false }
         }
@@ -1257,7 +1264,7 @@ fn cluster_trial(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Res
             Err(Fail::Failed { reason: cr, tester_broken, .. }),
             Some(Fail::Failed { reason, dut_broken, .. }),
         ) => return Err(Fail::Failed { reason: format!("{reason}; {cr}"), dut_broken, tester_broken }),
-        (Err(e), None) => return Err(e),
+        (Err(e), _) => return Err(e),
     };
     let host_ns = c.at.duration_since(csent).as_nanos() as u64;
     let guest_cpu_ns = server_out.iter().map(|s| s.1).sum();

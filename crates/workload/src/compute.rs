@@ -63,7 +63,7 @@ impl Workload for Cpu {
         let n = p.u64("iterations").unwrap_or(0) as f64;
         vec![host_sample("cpu_rate", n / secs(host_ns) / 1e6, "Mops/s")]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let n = crate::workload::counted(p, "iterations")?;
         ctx.begin();
         let t0 = Instant::now();
@@ -157,7 +157,7 @@ impl Workload for IntMix {
         let n = p.u64("iterations").unwrap_or(0) as f64;
         vec![host_sample("intmix_rate", n / secs(host_ns) / 1e6, "Mops/s")]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let n = crate::workload::counted(p, "iterations")?;
         let words = (p.u64("working_set")? / 8) as usize;
         let mut table: Vec<u64> = (0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
@@ -214,7 +214,7 @@ impl Workload for Pde {
     fn on_host_clock(&self, _p: &Params, host_ns: u64) -> Vec<Sample> {
         vec![host_sample("pde_time", secs(host_ns), "s")]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let n = p.u64("n")? as usize;
         let iters = p.u64("iterations")?;
         let (mut a, mut b) = jacobi_grids(n);
@@ -305,8 +305,10 @@ impl Workload for Memcpy {
     fn on_host_clock(&self, _p: &Params, host_ns: u64) -> Vec<Sample> {
         vec![host_sample("memcpy_time", secs(host_ns) * 1e3, "ms")]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let size = usize::try_from(p.u64("size")?).map_err(|_| "size does not fit in memory".to_string())?;
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
+        let size = usize::try_from(p.u64("size")?).map_err(|_| {
+            crate::params::ParamError::new("size", "does not fit in this machine's address space")
+        })?;
         let copies = p.u64("copies")?;
         // The agent keeps the last pair of buffers: repeated trials then cost what they measure
         // (the copies), not the allocation and page faults around them.
@@ -393,7 +395,7 @@ impl Workload for Stream {
     fn marks_timed_region(&self) -> bool {
         true
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let n = p.opt_u64("elements").unwrap_or(STREAM_FALLBACK_ELEMENTS) as usize;
         let ntimes = p.u64("ntimes")?;
         let (mut a, mut b, mut c) = (vec![1.0f64; n], vec![2.0f64; n], vec![0.0f64; n]);
@@ -469,7 +471,7 @@ impl Workload for Syscall {
         let n = p.u64("iterations").unwrap_or(1).max(1) as f64;
         vec![host_sample("syscall_time", host_ns as f64 / n, "ns/op")]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let n = crate::workload::counted(p, "iterations")?;
         ctx.begin();
         let t0 = Instant::now();
@@ -511,13 +513,13 @@ impl Workload for Sleep {
             help: "wake-up time minus requested time",
         }]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let want = Duration::from_millis(p.u64("duration")?);
         let t0 = Instant::now();
         // Long sleeps in slices, so that `stop` ends them; the last slice is exact.
         while want.saturating_sub(t0.elapsed()) > Duration::from_millis(100) {
             if ctx.stopped() {
-                return Err("stopped before the end of the sleep".into());
+                return Err(crate::error::Failure::Stopped("of the sleep").into());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -543,7 +545,7 @@ impl Workload for Noop {
     fn metrics(&self) -> &'static [MetricSpec] {
         &[]
     }
-    fn run(&self, _p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, _p: &Params, _ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         Ok(Output::default())
     }
 }

@@ -144,17 +144,45 @@ impl Drop for TestFile {
 }
 
 /// An I/O error, said in the user's terms (a full disk, a filesystem without O_DIRECT).
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> String {
+/// How the disk workload fails.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error("{what} {}: no space left on the device (file_size too large for this scratch disk: a smaller file_size, or another dir)", path.display())]
+    NoSpace { what: &'static str, path: PathBuf },
+    #[error("{what} {}: invalid argument (with direct = true: this filesystem refuses O_DIRECT, e.g. tmpfs; use direct = false)", path.display())]
+    DirectRefused { what: &'static str, path: PathBuf },
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "this environment has no scratch disk: give it one (qemu: disk=virtio-blk, ide, sata or nvme; uml: disk=ubd)"
+    )]
+    NoScratch,
+    #[error("stopped before the end of the phase")]
+    Stopped,
+}
+
+impl crate::error::Kinded for DiskError {
+    fn kind(&self) -> crate::error::FailureKind {
+        match self {
+            DiskError::NoSpace { .. } => crate::error::FailureKind::NoSpace,
+            DiskError::DirectRefused { .. } | DiskError::NoScratch => crate::error::FailureKind::Unsupported,
+            DiskError::Io { source, .. } => crate::error::kind_of_io(source),
+            DiskError::Stopped => crate::error::FailureKind::Stopped,
+        }
+    }
+}
+
+fn io_err(what: &'static str, path: &Path, e: std::io::Error) -> DiskError {
+    let path = path.to_path_buf();
     match e.raw_os_error() {
-        Some(libc::ENOSPC) => format!(
-            "{what} {}: no space left on the device (file_size too large for this scratch disk: a smaller file_size, or another dir)",
-            path.display()
-        ),
-        Some(libc::EINVAL) => format!(
-            "{what} {}: invalid argument (with direct = true: this filesystem refuses O_DIRECT, e.g. tmpfs; use direct = false)",
-            path.display()
-        ),
-        _ => format!("{what} {}: {e}", path.display()),
+        Some(libc::ENOSPC | libc::EDQUOT) => DiskError::NoSpace { what, path },
+        Some(libc::EINVAL) => DiskError::DirectRefused { what, path },
+        _ => DiskError::Io { what, path, source: e },
     }
 }
 
@@ -263,9 +291,7 @@ impl Workload for Disk {
         extra: &serde_json::Value,
         spans: &[(String, u64)],
     ) -> Vec<virtperf_proto::Sample> {
-        let Ok(modes) =
-            p.str("modes").map_err(|e| e.to_string()).and_then(|m| parse_modes(m).map_err(|e| e.message))
-        else {
+        let Ok(modes) = p.str("modes").and_then(parse_modes) else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -288,7 +314,7 @@ impl Workload for Disk {
         Some(p.u64("record_size").ok()? + 4096)
     }
     fn check(&self, p: &Params) -> Result<(), ParamError> {
-        parse_modes(p.str("modes").map_err(|e| ParamError::new("modes", e))?)?;
+        parse_modes(p.str("modes")?)?;
         let (file, record) = (p.u64("file_size").unwrap_or(0), p.u64("record_size").unwrap_or(0));
         check_sizes(file, record, p.bool("direct"))?;
         if let Some(d) = p.0.get("dir").and_then(|v| v.as_str()) {
@@ -301,16 +327,14 @@ impl Workload for Disk {
         }
         Ok(())
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let modes = parse_modes(p.str("modes")?).map_err(|e| e.message)?;
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
+        let modes = parse_modes(p.str("modes")?)?;
         let (file_size, record) = (p.u64("file_size")?, p.u64("record_size")? as usize);
         let (direct, fsync) = (p.bool("direct"), p.bool("fsync"));
-        check_sizes(file_size, record as u64, direct).map_err(|e| e.message)?;
+        check_sizes(file_size, record as u64, direct)?;
         let dir = match p.0.get("dir").and_then(|v| v.as_str()) {
             Some(d) => PathBuf::from(d),
-            None => PathBuf::from(ctx.scratch().ok_or(
-                "this environment has no scratch disk: give it one (qemu: disk=virtio-blk, ide, sata or nvme; uml: disk=ubd)",
-            )?),
+            None => PathBuf::from(ctx.scratch().ok_or(DiskError::NoScratch)?),
         };
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::syscall(libc::SYS_gettid) };
@@ -374,14 +398,14 @@ impl FileIo<'_> {
     }
 
     /// Sequential write (create) and rewrite.
-    fn seq_write(&self, create: bool, buf: &mut PageBuf) -> Result<Phase, String> {
+    fn seq_write(&self, create: bool, buf: &mut PageBuf) -> Result<Phase, DiskError> {
         let path = self.path;
         let t0 = self.start(if create { "write" } else { "rewrite" });
         let mut f = open(path, self.direct, true, create).map_err(|e| io_err("cannot open", path, e))?;
         let mut bytes = 0u64;
         for i in 0..self.records {
             if self.ctx.stopped() {
-                return Err("stopped".into());
+                return Err(DiskError::Stopped);
             }
             buf.as_mut()[0] = i as u8;
             f.write_all(buf.as_ref()).map_err(|e| io_err("cannot write", path, e))?;
@@ -394,7 +418,7 @@ impl FileIo<'_> {
     }
 
     /// Sequential read, from the disk (`evict`: the file's cached pages dropped first) or the cache.
-    fn seq_read(&self, evict: bool, buf: &mut PageBuf) -> Result<Phase, String> {
+    fn seq_read(&self, evict: bool, buf: &mut PageBuf) -> Result<Phase, DiskError> {
         let path = self.path;
         let mut f = open(path, self.direct, false, false).map_err(|e| io_err("cannot open", path, e))?;
         if evict && !self.direct {
@@ -415,7 +439,7 @@ impl FileIo<'_> {
     }
 
     /// Every record once in a random order, read or written, each one's latency kept.
-    fn random(&self, write: bool, buf: &mut PageBuf) -> Result<Phase, String> {
+    fn random(&self, write: bool, buf: &mut PageBuf) -> Result<Phase, DiskError> {
         let path = self.path;
         let f = open(path, self.direct, write, false).map_err(|e| io_err("cannot open", path, e))?;
         if !write && !self.direct {
@@ -426,7 +450,7 @@ impl FileIo<'_> {
         let t0 = self.start(if write { "randwrite" } else { "randread" });
         for r in random_records(self.records, if write { 0x5eed } else { 0xfeed }) {
             if self.ctx.stopped() {
-                return Err("stopped".into());
+                return Err(DiskError::Stopped);
             }
             let off = r * self.record as u64;
             let t = Instant::now();
@@ -446,14 +470,14 @@ impl FileIo<'_> {
     }
 
     /// Sequential writes, each durable before the next (a journal's, a database's commit).
-    fn sync_write(&self, buf: &mut PageBuf) -> Result<Phase, String> {
+    fn sync_write(&self, buf: &mut PageBuf) -> Result<Phase, DiskError> {
         let path = self.path;
         let f = open(path, self.direct, true, false).map_err(|e| io_err("cannot open", path, e))?;
         let mut lat = Vec::with_capacity(self.records as usize);
         let t0 = self.start("syncwrite");
         for i in 0..self.records {
             if self.ctx.stopped() {
-                return Err("stopped".into());
+                return Err(DiskError::Stopped);
             }
             let t = Instant::now();
             f.write_all_at(buf.as_ref(), i * self.record as u64)
@@ -519,6 +543,7 @@ fn statfs_type(dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Kinded;
     use std::collections::BTreeMap;
 
     fn params(kv: &[(&str, serde_json::Value)]) -> BTreeMap<String, serde_json::Value> {
@@ -587,6 +612,12 @@ mod tests {
     fn a_full_disk_is_a_clear_error_and_leaves_nothing() {
         // A small tmpfs would need root; /dev/full fails every write with ENOSPC.
         let e = io_err("cannot write", Path::new("/x/f"), std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(
+            e.kind(),
+            crate::error::FailureKind::NoSpace,
+            "the orchestrator decides on this, not on the words"
+        );
+        let e = e.to_string();
         assert!(e.contains("no space left") && e.contains("file_size"), "{e}");
         let mut f = OpenOptions::new().write(true).open("/dev/full").unwrap();
         let err = f.write_all(&[0u8; 4096]).and_then(|_| f.sync_all()).unwrap_err();

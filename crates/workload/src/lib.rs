@@ -12,6 +12,7 @@
 pub mod compute;
 pub mod counts;
 pub mod disk;
+pub mod error;
 pub mod load;
 pub mod micro;
 pub mod net;
@@ -24,6 +25,7 @@ pub mod tools;
 pub mod wire;
 pub mod workload;
 
+pub use error::{Error, FailureKind, OsError};
 pub use params::{ParamError, ParamKind, ParamSpec, Params, Raw};
 pub use registry::{find, kinds, metric, prepare, run, Prepared, REGISTRY};
 pub use workload::*;

@@ -167,7 +167,7 @@ impl Workload for Load {
             help: "CPU time / wall time per loader thread, mean, over the measured workload's window (its whole life when run alone)",
         }]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let percent = p.f64("percent")?;
         let threads = p.u64("cpus")? as usize;
         let period = Duration::from_millis(p.u64("period")?).as_nanos() as i64;

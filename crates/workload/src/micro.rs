@@ -17,8 +17,39 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use virtperf_proto::Sample;
 
+use crate::error::OsError;
 use crate::params::{ParamKind, ParamSpec, Params};
 use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
+
+/// How a microbenchmark fails.
+#[derive(Debug, thiserror::Error)]
+pub enum MicroError {
+    /// An instruction of another architecture (`cpuid`, `rdtsc` off x86_64).
+    #[error("{0} exists only on x86_64")]
+    NotOnThisCpu(&'static str),
+    #[error(transparent)]
+    Os(#[from] OsError),
+    /// The operations did not happen as they must: a loop removed, a kernel that short-cut.
+    #[error("{0}")]
+    Check(String),
+    #[error(transparent)]
+    Param(#[from] crate::params::ParamError),
+}
+
+impl crate::error::Kinded for MicroError {
+    fn kind(&self) -> crate::error::FailureKind {
+        match self {
+            MicroError::NotOnThisCpu(_) => crate::error::FailureKind::Unsupported,
+            MicroError::Os(e) => e.kind(),
+            MicroError::Check(_) => crate::error::FailureKind::Check,
+            MicroError::Param(_) => crate::error::FailureKind::Other,
+        }
+    }
+}
+
+fn check(why: impl Into<String>) -> MicroError {
+    MicroError::Check(why.into())
+}
 
 /// What one microbenchmark measured: operations, their time on this clock, detail.
 pub struct Timed {
@@ -39,7 +70,7 @@ pub struct Micro {
     /// `target_time` when left out.
     count: &'static str,
     /// Runs the operations; calls `ctx.begin()` right before the timed loop.
-    body: fn(&Params, &RunCtx) -> Result<Timed, String>,
+    body: fn(&Params, &RunCtx) -> Result<Timed, MicroError>,
 }
 
 impl Workload for Micro {
@@ -86,11 +117,11 @@ impl Workload for Micro {
     fn fit_memory(&self, key: &str, budget: u64) -> Option<Value> {
         (self.kind == "pagefault" && key == "pages").then(|| json!((budget / PAGE).max(16)))
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         crate::workload::counted(p, self.count)?;
         let t = (self.body)(p, ctx)?;
         if t.ops == 0 {
-            return Err("no operation was performed".into());
+            return Err(check("no operation was performed").into());
         }
         Ok(Output {
             samples: vec![sample(self.metric[0].name, t.ns as f64 / t.ops as f64, "ns/op")],
@@ -141,7 +172,7 @@ fn plain(ops: u64, ns: u64) -> Timed {
 
 // ---- cpuid ---------------------------------------------------------------------------------
 
-fn cpuid_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn cpuid_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     #[cfg(target_arch = "x86_64")]
     {
@@ -160,7 +191,7 @@ fn cpuid_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (n, ctx);
-        Err("cpuid exists only on x86_64".into())
+        Err(MicroError::NotOnThisCpu("cpuid"))
     }
 }
 
@@ -184,7 +215,7 @@ pub fn clocksource() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn clock_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn clock_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     let mut last = (0i64, 0i64);
@@ -194,11 +225,11 @@ fn clock_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
         // SAFETY: clock_gettime writes one timespec we own.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
         if rc != 0 {
-            return Err(format!("clock_gettime failed: {}", std::io::Error::last_os_error()));
+            return Err(OsError::last("clock_gettime").into());
         }
         let now = (ts.tv_sec, ts.tv_nsec);
         if now < last {
-            return Err("CLOCK_MONOTONIC went backwards".into());
+            return Err(check("CLOCK_MONOTONIC went backwards"));
         }
         last = black_box(now);
     }
@@ -216,7 +247,7 @@ pub static CLOCK: Micro = Micro {
     body: clock_body,
 };
 
-fn rdtsc_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn rdtsc_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     #[cfg(target_arch = "x86_64")]
     {
@@ -237,7 +268,7 @@ fn rdtsc_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (n, ctx);
-        Err("rdtsc exists only on x86_64".into())
+        Err(MicroError::NotOnThisCpu("rdtsc"))
     }
 }
 
@@ -269,7 +300,7 @@ pub(crate) struct Map {
 }
 
 impl Map {
-    pub(crate) fn new(len: usize) -> Result<Map, String> {
+    pub(crate) fn new(len: usize) -> Result<Map, OsError> {
         // SAFETY: a fresh anonymous mapping; no address hint, no file.
         let ptr = unsafe {
             libc::mmap(
@@ -282,7 +313,7 @@ impl Map {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!("mmap of {len} bytes failed: {}", std::io::Error::last_os_error()));
+            return Err(OsError::last(format!("mmap of {len} bytes")));
         }
         Ok(Map { ptr: ptr.cast(), len })
     }
@@ -295,7 +326,7 @@ impl Drop for Map {
     }
 }
 
-fn pagefault_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn pagefault_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let pages = p.u64("pages")?;
     let map = Map::new((pages * PAGE) as usize)?;
     // Small pages: one fault per page is what is measured (a huge page would serve 512).
@@ -319,9 +350,9 @@ fn pagefault_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
         });
     }
     if faults < pages * 9 / 10 {
-        return Err(format!(
+        return Err(check(format!(
             "{pages} fresh pages touched but only {faults} minor faults counted: the memory was not faulted page by page (huge pages, or a kernel that pre-populates)"
-        ));
+        )));
     }
     Ok(Timed {
         ops: pages,
@@ -345,7 +376,7 @@ pub static PAGEFAULT: Micro = Micro {
     body: pagefault_body,
 };
 
-fn mmap_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn mmap_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     ctx.begin();
     let t0 = Instant::now();
@@ -369,7 +400,7 @@ pub static MMAP: Micro = Micro {
     body: mmap_body,
 };
 
-fn memlat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn memlat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let size = p.u64("size")? as usize;
     let loads = p.u64("loads")?;
     const LINE: usize = 64;
@@ -403,7 +434,7 @@ fn memlat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
         probe = chain[probe];
     }
     if probe != 0 {
-        return Err("the pointer chain is not one cycle".into());
+        return Err(check("the pointer chain is not one cycle"));
     }
     Ok(Timed { ops: loads, ns, extra: json!({"lines": n, "bytes": n * LINE}) })
 }
@@ -449,13 +480,13 @@ fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
 
 /// Two threads hand a token back and forth `n` times through `pass` (which blocks until the
 /// other side answers); returns the time for the `n` round trips.
-fn ping_pong<A, B>(n: u64, ctx: &RunCtx, mut ping: A, mut pong: B) -> Result<u64, String>
+fn ping_pong<A, B>(n: u64, ctx: &RunCtx, mut ping: A, mut pong: B) -> Result<u64, MicroError>
 where
-    A: FnMut() -> Result<(), String>,
-    B: FnMut() -> Result<(), String> + Send,
+    A: FnMut() -> Result<(), MicroError>,
+    B: FnMut() -> Result<(), MicroError> + Send,
 {
     std::thread::scope(|s| {
-        let other = s.spawn(move || -> Result<(), String> {
+        let other = s.spawn(move || -> Result<(), MicroError> {
             // The partner's CPU is the run's too (guest_cpu_time).
             let _cpu = ctx.thread_cpu();
             for _ in 0..n {
@@ -473,12 +504,12 @@ where
             }
         }
         let ns = elapsed_ns(t0);
-        let theirs = other.join().map_err(|_| "the other thread panicked".to_string())?;
+        let theirs = other.join().map_err(|_| check("the other thread panicked"))?;
         res.and(theirs).map(|()| ns)
     })
 }
 
-fn ctxswitch_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn ctxswitch_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     let word = AtomicU32::new(0);
     let done = AtomicU64::new(0);
@@ -506,7 +537,10 @@ fn ctxswitch_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
         },
     )?;
     if done.load(Ordering::Relaxed) != n {
-        return Err(format!("{} of {n} hand-offs seen by the other thread", done.load(Ordering::Relaxed)));
+        return Err(check(format!(
+            "{} of {n} hand-offs seen by the other thread",
+            done.load(Ordering::Relaxed)
+        )));
     }
     // Two switches per round trip.
     Ok(Timed { ops: 2 * n, ns, extra: json!({"round_trips": n}) })
@@ -522,13 +556,13 @@ pub static CTXSWITCH: Micro = Micro {
     body: ctxswitch_body,
 };
 
-fn fileop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn fileop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     use std::os::unix::ffi::OsStrExt;
     let n = iters(p);
     let dir = ctx.scratch().map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
     let path = dir.join(format!("virtperf-fileop-{}-{}", std::process::id(), crate::workload::now_ns()));
-    std::fs::write(&path, b"virtperf").map_err(|e| format!("{}: {e}", path.display()))?;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    std::fs::write(&path, b"virtperf").map_err(|e| OsError::new(format!("write {}", path.display()), e))?;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| check(e.to_string()))?;
     ctx.begin();
     let t0 = Instant::now();
     let mut res = Ok(());
@@ -536,7 +570,7 @@ fn fileop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
         // SAFETY: a NUL-terminated path that outlives the call.
         let fd = unsafe { libc::openat(libc::AT_FDCWD, c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         if fd < 0 {
-            res = Err(format!("open {}: {}", path.display(), std::io::Error::last_os_error()));
+            res = Err(OsError::last(format!("open {}", path.display())).into());
             break;
         }
         // SAFETY: fstat fills a stat struct we own, on the descriptor just opened.
@@ -546,7 +580,7 @@ fn fileop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
         // SAFETY: closes the descriptor opened above, once.
         unsafe { libc::close(fd) };
         if !ok {
-            res = Err(format!("fstat {}: not the 8-byte file written", path.display()));
+            res = Err(check(format!("fstat {}: not the 8-byte file written", path.display())));
             break;
         }
     }
@@ -577,7 +611,7 @@ impl Drop for Fds {
     }
 }
 
-fn xfer(fd: libc::c_int, write: bool) -> Result<(), String> {
+fn xfer(fd: libc::c_int, write: bool) -> Result<(), MicroError> {
     let mut b = [0x5au8; 1];
     // SAFETY: one byte to or from a stack buffer on a descriptor we own.
     let r = unsafe {
@@ -590,33 +624,29 @@ fn xfer(fd: libc::c_int, write: bool) -> Result<(), String> {
     if r == 1 {
         Ok(())
     } else {
-        Err(format!(
-            "{} of one byte: {}",
-            if write { "write" } else { "read" },
-            std::io::Error::last_os_error()
-        ))
+        Err(OsError::last(format!("{} of one byte", if write { "write" } else { "read" })).into())
     }
 }
 
-fn rr_body(n: u64, ctx: &RunCtx, unix: bool) -> Result<Timed, String> {
+fn rr_body(n: u64, ctx: &RunCtx, unix: bool) -> Result<Timed, MicroError> {
     // (main writes, other reads) and (other writes, main reads).
     let (a_w, b_r, b_w, a_r, fds) = if unix {
         let mut sv = [0; 2];
         // SAFETY: socketpair fills two descriptors we then own.
         if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) } != 0 {
-            return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
+            return Err(OsError::last("socketpair").into());
         }
         (sv[0], sv[1], sv[1], sv[0], Fds(sv.to_vec()))
     } else {
         let (mut p1, mut p2) = ([0; 2], [0; 2]);
         // SAFETY: pipe fills two descriptors we then own (closed by Fds even on the error path).
         if unsafe { libc::pipe(p1.as_mut_ptr()) } != 0 {
-            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+            return Err(OsError::last("pipe").into());
         }
         // SAFETY: as above.
         if unsafe { libc::pipe(p2.as_mut_ptr()) } != 0 {
             let _f = Fds(p1.to_vec());
-            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+            return Err(OsError::last("pipe").into());
         }
         (p1[1], p1[0], p2[1], p2[0], Fds(vec![p1[0], p1[1], p2[0], p2[1]]))
     };
@@ -658,7 +688,7 @@ pub static UNIX_RR: Micro = Micro {
 
 // ---- processes and signals -----------------------------------------------------------------
 
-fn fork_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn fork_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     ctx.begin();
     let t0 = Instant::now();
@@ -671,12 +701,12 @@ fn fork_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
             unsafe { libc::_exit(0) };
         }
         if pid < 0 {
-            return Err(format!("fork: {}", std::io::Error::last_os_error()));
+            return Err(OsError::last("fork").into());
         }
         let mut status = 0;
         // SAFETY: waits for the child just created.
         if unsafe { libc::waitpid(pid, &mut status, 0) } != pid || status != 0 {
-            return Err(format!("the forked child {pid} did not exit cleanly (status {status})"));
+            return Err(check(format!("the forked child {pid} did not exit cleanly (status {status})")));
         }
     }
     Ok(plain(n, elapsed_ns(t0)))
@@ -692,12 +722,12 @@ pub static FORK: Micro = Micro {
     body: fork_body,
 };
 
-fn exec_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn exec_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     let (exe, args): (std::path::PathBuf, &[&str]) = match p.0.get("program").and_then(Value::as_str) {
         Some(prog) => (prog.into(), &[]),
         None => (
-            std::fs::read_link("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?,
+            std::fs::read_link("/proc/self/exe").map_err(|e| OsError::new("/proc/self/exe", e))?,
             &["--version"],
         ),
     };
@@ -710,9 +740,9 @@ fn exec_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+            .map_err(|e| OsError::new(format!("cannot start {}", exe.display()), e))?;
         if !st.success() {
-            return Err(format!("{} {} failed: {st}", exe.display(), args.join(" ")));
+            return Err(check(format!("{} {} failed: {st}", exe.display(), args.join(" "))));
         }
     }
     Ok(plain(n, elapsed_ns(t0)))
@@ -743,7 +773,7 @@ extern "C" fn on_signal(_: libc::c_int) {
     SIGNALS.fetch_add(1, Ordering::Relaxed);
 }
 
-fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
+fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     // SAFETY: a handler that only bumps an atomic (async-signal-safe); the previous action is
     // restored below on every path.
@@ -753,7 +783,7 @@ fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
     act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
     // SAFETY: installs the handler for SIGUSR2, which nothing else in the agent uses.
     if unsafe { libc::sigaction(libc::SIGUSR2, &act, &mut old) } != 0 {
-        return Err(format!("sigaction: {}", std::io::Error::last_os_error()));
+        return Err(OsError::last("sigaction").into());
     }
     // SAFETY: getpid/gettid have no preconditions.
     let (pid, tid) = unsafe { (libc::getpid(), libc::syscall(libc::SYS_gettid) as libc::pid_t) };
@@ -769,7 +799,7 @@ fn signal_body(p: &Params, ctx: &RunCtx) -> Result<Timed, String> {
     unsafe { libc::sigaction(libc::SIGUSR2, &old, std::ptr::null_mut()) };
     let got = SIGNALS.load(Ordering::Relaxed) - before;
     if got != n {
-        return Err(format!("{got} of {n} signals were handled"));
+        return Err(check(format!("{got} of {n} signals were handled")));
     }
     Ok(plain(n, ns))
 }
@@ -806,7 +836,7 @@ mod tests {
     fn run(w: &Micro, params: serde_json::Value) -> Result<(f64, Value), String> {
         let raw: BTreeMap<String, Value> = serde_json::from_value(params).unwrap();
         let p = crate::params::revalidate(w.params, &raw).map_err(|e| e.message)?;
-        let o = w.run(&Params(&p), &RunCtx::detached())?;
+        let o = w.run(&Params(&p), &RunCtx::detached()).map_err(|e| e.to_string())?;
         Ok((o.samples[0].value, o.extra))
     }
 

@@ -181,6 +181,14 @@ impl std::fmt::Display for ParamError {
 
 impl std::error::Error for ParamError {}
 
+/// A parameter the workload read at run time is missing or wrong (validation normally catches
+/// it before the run).
+impl crate::error::Kinded for ParamError {
+    fn kind(&self) -> crate::error::FailureKind {
+        crate::error::FailureKind::Other
+    }
+}
+
 /// `500ms`, `2s`, `1m 30s` → milliseconds.
 pub fn parse_duration_ms(s: &str) -> Option<u64> {
     let d = humantime::parse_duration(s.trim()).ok()?;
@@ -253,20 +261,14 @@ pub fn revalidate(
 pub struct Params<'a>(pub &'a BTreeMap<String, Value>);
 
 impl Params<'_> {
-    pub fn u64(&self, k: &str) -> Result<u64, String> {
-        self.0
-            .get(k)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("parameter `{k}` missing or not an integer"))
+    pub fn u64(&self, k: &str) -> Result<u64, ParamError> {
+        self.0.get(k).and_then(Value::as_u64).ok_or_else(|| ParamError::new(k, "missing or not an integer"))
     }
-    pub fn f64(&self, k: &str) -> Result<f64, String> {
-        self.0
-            .get(k)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| format!("parameter `{k}` missing or not a number"))
+    pub fn f64(&self, k: &str) -> Result<f64, ParamError> {
+        self.0.get(k).and_then(Value::as_f64).ok_or_else(|| ParamError::new(k, "missing or not a number"))
     }
-    pub fn str(&self, k: &str) -> Result<&str, String> {
-        self.0.get(k).and_then(Value::as_str).ok_or_else(|| format!("parameter `{k}` missing or not text"))
+    pub fn str(&self, k: &str) -> Result<&str, ParamError> {
+        self.0.get(k).and_then(Value::as_str).ok_or_else(|| ParamError::new(k, "missing or not text"))
     }
     pub fn opt_u64(&self, k: &str) -> Option<u64> {
         self.0.get(k).and_then(Value::as_u64)

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::tools::{die_with_parent, find_program};
+use crate::tools::{die_with_parent, find_program, ToolError};
 use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 use virtperf_proto::Side;
 
@@ -141,9 +141,9 @@ impl Workload for Pfs {
     }
     fn check(&self, p: &Params) -> Result<(), ParamError> {
         for prog in ["glusterd", "gluster", "glusterfs"] {
-            find_program(prog).map_err(|m| ParamError::new("kind", m))?;
+            find_program(prog).map_err(|m| ParamError::new("kind", m.to_string()))?;
         }
-        let shard = p.u64("shard").map_err(|m| ParamError::new("shard", m))?;
+        let shard = p.u64("shard")?;
         if shard != 0 && shard < 4 << 20 {
             return Err(ParamError::new(
                 "shard",
@@ -152,11 +152,58 @@ impl Workload for Pfs {
         }
         Ok(())
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?.clone();
         match role.side {
             Side::Server => serve(p, ctx, &role.bind),
             Side::Client => client(p, ctx, &role.peer),
+        }
+    }
+}
+
+/// How the parallel file system fails.
+#[derive(Debug, thiserror::Error)]
+pub enum PfsError {
+    #[error(
+        "a pfs server keeps its brick on the environment's scratch disk, and this one has none (qemu: disk = virtio-blk; uml: disk = ubd)"
+    )]
+    NoScratch,
+    /// What this environment's processes lack (capabilities, a mount point), and how to get it.
+    #[error("{0}")]
+    Lacks(String),
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    #[error(transparent)]
+    Os(#[from] crate::error::OsError),
+    /// A daemon (glusterd, a brick, the FUSE client) that exited or did not come up; its log's end.
+    #[error("{0}")]
+    Daemon(String),
+    /// The servers did not form the pool, or the client did not reach every brick.
+    #[error("{0}")]
+    Peers(String),
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// The disk workload the client runs on the mounted volume.
+    #[error("{source}; the GlusterFS client's log ends: {log}")]
+    OnVolume {
+        #[source]
+        source: Box<crate::error::Error>,
+        log: String,
+    },
+    #[error("the pfs {0}'s thread panicked")]
+    Panicked(&'static str),
+}
+
+impl crate::error::Kinded for PfsError {
+    fn kind(&self) -> crate::error::FailureKind {
+        use crate::error::FailureKind as K;
+        match self {
+            PfsError::NoScratch | PfsError::Lacks(_) => K::Unsupported,
+            PfsError::Tool(e) => e.kind(),
+            PfsError::Os(e) => e.kind(),
+            PfsError::Peers(_) => K::Peer,
+            PfsError::OnVolume { source, .. } => source.kind(),
+            PfsError::Daemon(_) | PfsError::Param(_) | PfsError::Panicked(_) => K::Other,
         }
     }
 }
@@ -173,14 +220,19 @@ pub fn plugin_dir() -> Option<String> {
 }
 
 /// The volume's shape for `gluster volume create`, given its N bricks.
-pub fn shape(volume: &str, n: usize) -> Result<Vec<String>, String> {
+pub fn shape(volume: &str, n: usize) -> Result<Vec<String>, ParamError> {
+    let bad = |why: String| ParamError::new("volume", why);
     match (volume, n) {
         ("distribute", _) => Ok(Vec::new()),
         ("replicate", 2..) => Ok(vec!["replica".into(), n.to_string()]),
         ("disperse", 3..) => Ok(vec!["disperse".into(), n.to_string(), "redundancy".into(), "1".into()]),
-        ("replicate", _) => Err("a replicated volume needs 2 servers at least: instances = 2 or more".into()),
-        ("disperse", _) => Err("a dispersed volume needs 3 servers at least: instances = 3 or more".into()),
-        (other, _) => Err(format!("unknown volume type `{other}`")),
+        ("replicate", _) => {
+            Err(bad("a replicated volume needs 2 servers at least: instances = 2 or more".into()))
+        }
+        ("disperse", _) => {
+            Err(bad("a dispersed volume needs 3 servers at least: instances = 3 or more".into()))
+        }
+        (other, _) => Err(bad(format!("unknown volume type `{other}`"))),
     }
 }
 
@@ -191,16 +243,14 @@ pub fn home(scratch: &Path) -> PathBuf {
     scratch.join("pfs")
 }
 
-fn serve(p: &Params, ctx: &RunCtx, bind: &str) -> Result<Output, String> {
-    let scratch = ctx.scratch().ok_or(
-        "a pfs server keeps its brick on the environment's scratch disk, and this one has none (qemu: disk = virtio-blk; uml: disk = ubd)",
-    )?;
+fn serve(p: &Params, ctx: &RunCtx, bind: &str) -> Result<Output, crate::error::Error> {
+    let scratch = ctx.scratch().ok_or(PfsError::NoScratch)?;
     let home = home(Path::new(scratch));
     let glusterd = find_program("glusterd")?;
     let gluster = find_program("gluster")?;
     // Its own thread: the mount namespace made for glusterd is this thread's.
     std::thread::scope(|s| {
-        s.spawn(|| {
+        s.spawn(|| -> Result<Output, PfsError> {
             let mut server = Server::start(&home, &glusterd, bind)?;
             let made = match p.0.get("bricks").and_then(Value::as_str).filter(|b| !b.is_empty()) {
                 Some(bricks) => Some(server.make_volume(&gluster, p, bricks)?),
@@ -221,8 +271,9 @@ fn serve(p: &Params, ctx: &RunCtx, bind: &str) -> Result<Output, String> {
             })
         })
         .join()
-        .unwrap_or_else(|_| Err("the pfs server's thread panicked".into()))
+        .unwrap_or(Err(PfsError::Panicked("server")))
     })
+    .map_err(crate::error::Error::from)
 }
 
 struct Server {
@@ -235,21 +286,21 @@ struct Server {
 }
 
 impl Server {
-    fn start(home: &Path, glusterd: &str, bind: &str) -> Result<Server, String> {
+    fn start(home: &Path, glusterd: &str, bind: &str) -> Result<Server, PfsError> {
         sweep(home);
         let _ = std::fs::remove_dir_all(home);
         for d in ["lib", "run", "log", "brick"] {
             std::fs::create_dir_all(home.join(d))
-                .map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+                .map_err(|e| crate::error::OsError::new(format!("cannot create {}", home.display()), e))?;
         }
         if let Some(missing) = missing_capabilities() {
-            return Err(format!(
+            return Err(PfsError::Lacks(format!(
                 "a pfs server needs {missing}, which this environment's processes lack (GlusterFS keeps trusted.* extended attributes on its brick, in directories only root's DAC_OVERRIDE enters, and the server gets a mount namespace of its own); a container gets them with capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN)"
-            ));
+            )));
         }
         let vol = home.join("glusterd.vol");
         std::fs::write(&vol, volfile(home, bind))
-            .map_err(|e| format!("cannot write {}: {e}", vol.display()))?;
+            .map_err(|e| crate::error::OsError::new(format!("cannot write {}", vol.display()), e))?;
         // The brick daemons glusterd forks and detaches become this process's children (not
         // init's), so that they are reaped when stopped.
         // SAFETY: prctl with integer arguments only.
@@ -258,7 +309,7 @@ impl Server {
         let mntns = own_mntns();
         if let Some(ino) = mntns {
             std::fs::write(home.join("mntns"), ino.to_string())
-                .map_err(|e| format!("cannot record the namespace: {e}"))?;
+                .map_err(|e| crate::error::OsError::new("cannot record the namespace", e))?;
         }
         let log = home.join("log").join("glusterd.log");
         let mut cmd = Command::new(glusterd);
@@ -271,7 +322,8 @@ impl Server {
             .arg(home.join("run").join("glusterd.pid"));
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         die_with_parent(&mut cmd);
-        let child = cmd.spawn().map_err(|e| format!("cannot start {glusterd}: {e}"))?;
+        let child =
+            cmd.spawn().map_err(|e| crate::error::OsError::new(format!("cannot start {glusterd}"), e))?;
         let mut server = Server { home: home.to_path_buf(), glusterd: child, mntns, steps: Vec::new() };
         let t0 = Instant::now();
         loop {
@@ -284,37 +336,37 @@ impl Server {
                 }
             }
             if t0.elapsed() > START_TIMEOUT {
-                return Err(format!(
+                return Err(PfsError::Daemon(format!(
                     "glusterd did not listen on {addr} within {} s; its log ends: {}",
                     START_TIMEOUT.as_secs(),
                     tail(&log)
-                ));
+                )));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
     /// Err when glusterd, or a brick daemon it started, is gone.
-    fn alive(&mut self) -> Result<(), String> {
+    fn alive(&mut self) -> Result<(), PfsError> {
         if let Ok(Some(st)) = self.glusterd.try_wait() {
-            return Err(format!(
+            return Err(PfsError::Daemon(format!(
                 "glusterd exited ({st}); its log ends: {}",
                 tail(&self.home.join("log").join("glusterd.log"))
-            ));
+            )));
         }
         for (pidfile, pid) in brick_pids(&self.home) {
             if !running(pid) {
-                return Err(format!(
+                return Err(PfsError::Daemon(format!(
                     "a brick daemon (pid {pid}, {}) died; its log ends: {}",
                     pidfile.display(),
                     tail(&brick_log(&self.home))
-                ));
+                )));
             }
         }
         Ok(())
     }
 
-    fn cli(&mut self, gluster: &str, args: &[&str]) -> Result<String, String> {
+    fn cli(&mut self, gluster: &str, args: &[&str]) -> Result<String, PfsError> {
         let t0 = Instant::now();
         let r = self.cli_once(gluster, args);
         let step = args.iter().take(2).copied().collect::<Vec<_>>().join(" ");
@@ -322,7 +374,7 @@ impl Server {
         r
     }
 
-    fn cli_once(&self, gluster: &str, args: &[&str]) -> Result<String, String> {
+    fn cli_once(&self, gluster: &str, args: &[&str]) -> Result<String, PfsError> {
         let sock = "/run/gluster/glusterd.socket";
         let out = Command::new(gluster)
             .arg(format!("--glusterd-sock={sock}"))
@@ -332,23 +384,23 @@ impl Server {
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run {gluster}: {e}"))?;
+            .map_err(|e| crate::error::OsError::new(format!("cannot run {gluster}"), e))?;
         let text = String::from_utf8_lossy(&out.stdout).trim().to_string()
             + String::from_utf8_lossy(&out.stderr).trim();
         if out.status.success() {
             Ok(text)
         } else {
-            Err(format!(
+            Err(PfsError::Daemon(format!(
                 "gluster {}: {text}; glusterd's log ends: {}; a brick's: {}",
                 args.join(" "),
                 tail(&self.home.join("log").join("glusterd.log")),
                 tail(&brick_log(&self.home))
-            ))
+            )))
         }
     }
 
     /// Instance 0 makes the volume over `bricks` (ADDRESS:PATH,…, its own first).
-    fn make_volume(&mut self, gluster: &str, p: &Params, bricks: &str) -> Result<Value, String> {
+    fn make_volume(&mut self, gluster: &str, p: &Params, bricks: &str) -> Result<Value, PfsError> {
         let list: Vec<&str> = bricks.split(',').filter(|b| !b.is_empty()).collect();
         let me = list.first().and_then(|b| b.split(':').next()).unwrap_or_default();
         let peers: Vec<&str> = list.iter().filter_map(|b| b.split(':').next()).filter(|a| *a != me).collect();
@@ -364,7 +416,7 @@ impl Server {
                 break;
             }
             if t0.elapsed() > START_TIMEOUT {
-                return Err(format!("the servers did not all join the pool: {status}"));
+                return Err(PfsError::Peers(format!("the servers did not all join the pool: {status}")));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -400,7 +452,7 @@ impl Server {
                 break;
             }
             if t0.elapsed() > START_TIMEOUT {
-                return Err(format!("the volume's bricks did not all come online: {st}"));
+                return Err(PfsError::Peers(format!("the volume's bricks did not all come online: {st}")));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -519,12 +571,12 @@ fn tail(path: &Path) -> String {
 /// A server's mounts: a mount namespace of the calling thread's own ([`own_mount_namespace`]), a
 /// tmpfs on /run (glusterd's sockets) and on /var/lib, and `log` bound on /var/log (the daemons'
 /// logs, kept on the scratch disk).
-fn private_mounts(log: &Path) -> Result<(), String> {
+fn private_mounts(log: &Path) -> Result<(), PfsError> {
     let err = |what: &str, e: std::io::Error| {
         if e.raw_os_error() == Some(libc::EPERM) {
-            format!("{what}: {e} — a pfs server needs CAP_SYS_ADMIN (a mount namespace of its own, and the trusted.* extended attributes GlusterFS keeps on its brick); a container gets it with capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN)")
+            PfsError::Lacks(format!("{what}: {e} — a pfs server needs CAP_SYS_ADMIN (a mount namespace of its own, and the trusted.* extended attributes GlusterFS keeps on its brick); a container gets it with capabilities = \"docker,SYS_ADMIN\" (Docker's default set and SYS_ADMIN)"))
         } else {
-            format!("{what}: {e}")
+            crate::error::OsError::new(what, e).into()
         }
     };
     // The mount points, where a guest's initramfs lacks them (a host and a container have them).
@@ -535,7 +587,8 @@ fn private_mounts(log: &Path) -> Result<(), String> {
     }
     own_mount_namespace().map_err(|(what, e)| err(what, e))?;
     mount_tmpfs("/run").map_err(|e| err("a tmpfs on /run", e))?;
-    std::fs::create_dir_all("/run/gluster").map_err(|e| format!("cannot create /run/gluster: {e}"))?;
+    std::fs::create_dir_all("/run/gluster")
+        .map_err(|e| crate::error::OsError::new("cannot create /run/gluster", e))?;
     if std::fs::symlink_metadata("/var/run").is_err() {
         // A guest's initramfs has no /var/run (glusterd's brick sockets are named below it).
         let _ = std::os::unix::fs::symlink("/run", "/var/run");
@@ -544,9 +597,9 @@ fn private_mounts(log: &Path) -> Result<(), String> {
     // brick's path): a tmpfs on /var/lib, in this namespace only.
     mount_tmpfs("/var/lib").map_err(|e| err("a tmpfs on /var/lib", e))?;
     if !Path::new("/var/log").is_dir() {
-        return Err("there is no /var/log here to hold the daemons' logs".into());
+        return Err(PfsError::Lacks("there is no /var/log here to hold the daemons' logs".into()));
     }
-    let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
+    let c = |s: &str| CString::new(s).map_err(|e| PfsError::Lacks(format!("a path with a NUL byte: {e}")));
     let (log_c, varlog) = (c(&log.to_string_lossy())?, c("/var/log")?);
     // SAFETY: mount(2) with valid NUL-terminated strings that outlive the call.
     if unsafe {
@@ -673,16 +726,17 @@ pub fn sweep(home: &Path) {
 
 // ---- the client ------------------------------------------------------------------------------
 
-fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
+fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, crate::error::Error> {
     let glusterfs = find_program("glusterfs")?;
     std::thread::scope(|s| {
-        s.spawn(|| {
+        s.spawn(|| -> Result<Output, PfsError> {
             let _cpu = ctx.thread_cpu();
             // A mount namespace of this thread's: the mount point on a tmpfs of its own.
-            own_mount_namespace().map_err(|(what, e)| format!("{what}: {e}"))?;
-            mount_tmpfs("/tmp").map_err(|e| format!("a private tmpfs on /tmp: {e}"))?;
+            own_mount_namespace().map_err(|(what, e)| crate::error::OsError::new(what, e))?;
+            mount_tmpfs("/tmp").map_err(|e| crate::error::OsError::new("a private tmpfs on /tmp", e))?;
             let mnt = Path::new("/tmp/pfs");
-            std::fs::create_dir_all(mnt).map_err(|e| format!("cannot create {}: {e}", mnt.display()))?;
+            std::fs::create_dir_all(mnt)
+                .map_err(|e| crate::error::OsError::new(format!("cannot create {}", mnt.display()), e))?;
             let log = Path::new("/tmp/client.log");
             let mut cmd = Command::new(&glusterfs);
             cmd.arg("-N")
@@ -695,19 +749,22 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             die_with_parent(&mut cmd);
-            let child = cmd.spawn().map_err(|e| format!("cannot start {glusterfs}: {e}"))?;
+            let child = cmd.spawn().map_err(|e| crate::error::OsError::new(format!("cannot start {glusterfs}"), e))?;
             let mut mount = Mount { child, mnt: mnt.to_path_buf() };
             let t0 = Instant::now();
             while fs_type(mnt) != Some(FUSE_MAGIC) {
                 if let Ok(Some(st)) = mount.child.try_wait() {
-                    return Err(format!("the GlusterFS client exited ({st}); its log ends: {}", tail(log)));
+                    return Err(PfsError::Daemon(format!(
+                        "the GlusterFS client exited ({st}); its log ends: {}",
+                        tail(log)
+                    )));
                 }
                 if t0.elapsed() > START_TIMEOUT {
-                    return Err(format!(
+                    return Err(PfsError::Daemon(format!(
                         "the volume was not mounted within {} s; the client's log ends: {}",
                         START_TIMEOUT.as_secs(),
                         tail(log)
-                    ));
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -721,12 +778,12 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
                     break Some(bricks);
                 }
                 if t0.elapsed() > START_TIMEOUT {
-                    return Err(format!(
+                    return Err(PfsError::Peers(format!(
                         "the client did not connect to every brick within {} s (not connected: {}); its log ends: {}",
                         START_TIMEOUT.as_secs(),
                         down.join(", "),
                         tail(log)
-                    ));
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             };
@@ -740,7 +797,7 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
             q.insert("dir".into(), json!(mnt));
             let out = crate::disk::Disk
                 .run(&Params(&q), ctx)
-                .map_err(|e| format!("{e}; the GlusterFS client's log ends: {}", tail(log)))?;
+                .map_err(|e| PfsError::OnVolume { source: Box::new(e), log: tail(log) })?;
             let pick = |m: &str| out.samples.iter().find(|s| s.metric == m).map(|s| s.value);
             let (w, r) = (pick("disk_write"), pick("disk_read"));
             let samples = [("pfs_write", w), ("pfs_read", r)]
@@ -756,8 +813,9 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, String> {
             Ok(Output { samples, extra })
         })
         .join()
-        .unwrap_or_else(|_| Err("the pfs client's thread panicked".into()))
+        .unwrap_or(Err(PfsError::Panicked("client")))
     })
+    .map_err(crate::error::Error::from)
 }
 
 /// The mounted volume's client translators (one per brick), and those not connected to their
@@ -846,8 +904,8 @@ mod tests {
         assert_eq!(shape("distribute", 1).unwrap(), Vec::<String>::new());
         assert_eq!(shape("replicate", 2).unwrap(), ["replica", "2"]);
         assert_eq!(shape("disperse", 3).unwrap(), ["disperse", "3", "redundancy", "1"]);
-        assert!(shape("replicate", 1).unwrap_err().contains("2 servers"));
-        assert!(shape("disperse", 2).unwrap_err().contains("3 servers"));
+        assert!(shape("replicate", 1).unwrap_err().message.contains("2 servers"));
+        assert!(shape("disperse", 2).unwrap_err().message.contains("3 servers"));
     }
 
     #[test]

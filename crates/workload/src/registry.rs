@@ -70,6 +70,31 @@ pub fn metric(name: &str) -> Option<&'static MetricSpec> {
     REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name || m.name == base)
 }
 
+/// Why a request gave no result: the protocol's code, the message, and for a workload that ran
+/// and failed its [`FailureKind`](crate::error::FailureKind) — what the agent sends as `error`.
+#[derive(Debug)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+    pub kind: Option<crate::error::FailureKind>,
+}
+
+impl Refusal {
+    fn new(code: ErrorCode, message: String) -> Self {
+        Refusal { code, message, kind: None }
+    }
+    /// The agent's `error` reply.
+    pub fn reply(self) -> virtperf_proto::Reply {
+        virtperf_proto::Reply::Error { code: self.code, message: self.message, kind: self.kind }
+    }
+}
+
+impl From<crate::error::Error> for Refusal {
+    fn from(e: crate::error::Error) -> Self {
+        Refusal { code: ErrorCode::WorkloadFailed, message: e.to_string(), kind: Some(e.kind()) }
+    }
+}
+
 /// A validated request, ready to run.
 pub struct Prepared {
     workload: &'static dyn Workload,
@@ -79,22 +104,22 @@ pub struct Prepared {
 }
 
 /// Validates a workload request (agent side): known kind, parameters within their schema.
-pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, (ErrorCode, String)> {
+pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, Refusal> {
     let workload = find(&spec.kind).ok_or_else(|| {
-        (
+        Refusal::new(
             ErrorCode::UnknownWorkload,
             format!("unknown workload `{}` (known: {})", spec.kind, kinds().join(", ")),
         )
     })?;
     let params = params::revalidate(workload.params(), &spec.params)
-        .map_err(|e| (ErrorCode::BadParams, e.to_string()))?;
+        .map_err(|e| Refusal::new(ErrorCode::BadParams, e.to_string()))?;
     if workload.needs_peer() != spec.net.is_some() {
         let why = if workload.needs_peer() {
             "needs a `net` role (side, bind, peer, port)"
         } else {
             "takes no `net` role"
         };
-        return Err((ErrorCode::BadParams, format!("workload `{}` {why}", spec.kind)));
+        return Err(Refusal::new(ErrorCode::BadParams, format!("workload `{}` {why}", spec.kind)));
     }
     Ok(Prepared { workload, params, net: spec.net.clone(), scratch: spec.scratch.clone() })
 }
@@ -111,14 +136,14 @@ impl Prepared {
         self.workload.marks_timed_region()
     }
     /// Runs in the agent's context; the net role comes from the request.
-    pub fn run(&self, ctx: &RunCtx) -> Result<Output, (ErrorCode, String)> {
+    pub fn run(&self, ctx: &RunCtx) -> Result<Output, Refusal> {
         let ctx = ctx.for_request(self.net.as_ref(), self.scratch.as_deref());
-        self.workload.run(&Params(&self.params), &ctx).map_err(|e| (ErrorCode::WorkloadFailed, e))
+        Ok(self.workload.run(&Params(&self.params), &ctx)?)
     }
 }
 
 /// Validates and runs a workload request without an agent around it.
-pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, (ErrorCode, String)> {
+pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, Refusal> {
     prepare(spec)?.run(&RunCtx::detached()).map(|o| o.samples)
 }
 
@@ -220,16 +245,30 @@ mod tests {
             scratch: None,
             count: None,
         };
-        assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().0, ErrorCode::UnknownWorkload);
+        assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().code, ErrorCode::UnknownWorkload);
         assert_eq!(
-            run(&spec("memcpy", serde_json::json!({"size": -1}))).unwrap_err().0,
+            run(&spec("memcpy", serde_json::json!({"size": -1}))).unwrap_err().code,
             ErrorCode::BadParams
         );
-        assert_eq!(run(&spec("memcpy", serde_json::json!({"wat": 1}))).unwrap_err().0, ErrorCode::BadParams);
         assert_eq!(
-            run(&spec("memcpy", serde_json::json!({"size": [1]}))).unwrap_err().0,
+            run(&spec("memcpy", serde_json::json!({"wat": 1}))).unwrap_err().code,
             ErrorCode::BadParams
         );
+        assert_eq!(
+            run(&spec("memcpy", serde_json::json!({"size": [1]}))).unwrap_err().code,
+            ErrorCode::BadParams
+        );
+        // A workload that ran and failed says its kind beside the message: the disk workload
+        // with no scratch disk cannot run in that environment at all.
+        let no_disk = run(&spec("disk", serde_json::json!({}))).unwrap_err();
+        assert_eq!(no_disk.code, ErrorCode::WorkloadFailed);
+        assert_eq!(no_disk.kind, Some(crate::error::FailureKind::Unsupported), "{no_disk:?}");
+        assert!(no_disk.message.contains("no scratch disk"), "{no_disk:?}");
+        // Validation's refusals carry no kind: the request never ran.
+        assert_eq!(run(&spec("nope", serde_json::json!({}))).unwrap_err().kind, None);
+        // On the wire: the kind beside the message.
+        let wire = serde_json::to_value(no_disk.reply()).unwrap();
+        assert_eq!(wire["kind"], "unsupported", "{wire}");
     }
 
     #[test]

@@ -147,14 +147,14 @@ impl Workload for Timer {
     fn conditional_metrics(&self) -> &'static [&'static str] {
         &["timer_p99", "timer_p999"]
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let interval = p.u64("interval")? as i128 * 1_000_000;
         let wakeups = (p.u64("duration")? as i128 * 1_000_000 / interval).max(1) as usize;
         let priority = p.u64("priority")? as i32;
         // Its own thread: the scheduling policy applies to it alone, never to the agent.
         type Ran = (Vec<f64>, String, u64, u64, i128);
         let (lat, policy, overruns, early, earliest) = std::thread::scope(|s| {
-            s.spawn(|| -> Result<Ran, String> {
+            s.spawn(|| -> Result<Ran, crate::error::Error> {
                 // Its CPU counts in the run's (guest_cpu_time).
                 let _cpu = ctx.thread_cpu();
                 let policy = if priority > 0 {
@@ -176,7 +176,7 @@ impl Workload for Timer {
                 let mut next = now_ns() + interval;
                 for _ in 0..wakeups {
                     if ctx.stopped() {
-                        return Err("stopped".into());
+                        return Err(crate::error::Failure::Stopped("of the wake-ups").into());
                     }
                     let ts = to_timespec(next);
                     loop {
@@ -193,10 +193,11 @@ impl Workload for Timer {
                             0 => break,
                             libc::EINTR => continue,
                             e => {
-                                return Err(format!(
-                                    "clock_nanosleep: {}",
-                                    std::io::Error::from_raw_os_error(e)
-                                ))
+                                return Err(crate::error::OsError::new(
+                                    "clock_nanosleep",
+                                    std::io::Error::from_raw_os_error(e),
+                                )
+                                .into())
                             }
                         }
                     }
@@ -218,7 +219,7 @@ impl Workload for Timer {
                 Ok((lat, policy, overruns, early, earliest))
             })
             .join()
-            .map_err(|_| "the timer thread panicked".to_string())?
+            .map_err(|_| crate::error::Failure::Panicked("the timer"))?
         })?;
         let mut sorted = lat.clone();
         sorted.sort_by(f64::total_cmp);

@@ -70,19 +70,69 @@ pub fn signal_with_parent(cmd: &mut Command, sig: i32) {
     }
 }
 
+/// How a workload that runs a program fails.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0} does not exist")]
+    NoSuchFile(String),
+    #[error("{prog} is not installed: apt-get install {package}")]
+    NotInstalled { prog: String, package: String },
+    #[error("{0} needs a writable temporary directory, and this environment has none ($TMPDIR, /tmp, /var/tmp, /dev/shm and the scratch disk are read-only or missing)")]
+    NoTmp(String),
+    #[error("{0} needs a scratch disk (none was given to this environment)")]
+    NoScratch(&'static str),
+    #[error("cannot start {prog}: {source}")]
+    Start {
+        prog: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{prog} exited with {how}: {stderr}")]
+    Exited { prog: String, how: String, stderr: String },
+    #[error("{prog} printed no figure virtperf could read: {stdout}")]
+    NoFigure { prog: String, stdout: String },
+    /// Reading a figure out of its output (a JSON pointer, a pattern).
+    #[error("{0}")]
+    Output(String),
+    #[error("no command line")]
+    NoCommand,
+    #[error(transparent)]
+    Os(#[from] crate::error::OsError),
+    #[error("the {0}'s thread panicked")]
+    Panicked(&'static str),
+}
+
+impl crate::error::Kinded for ToolError {
+    fn kind(&self) -> crate::error::FailureKind {
+        use crate::error::FailureKind as K;
+        match self {
+            ToolError::NoSuchFile(_)
+            | ToolError::NotInstalled { .. }
+            | ToolError::NoTmp(_)
+            | ToolError::NoScratch(_) => K::Unsupported,
+            ToolError::Start { source, .. } => crate::error::kind_of_io(source),
+            ToolError::Os(e) => e.kind(),
+            ToolError::Exited { .. }
+            | ToolError::NoFigure { .. }
+            | ToolError::Output(_)
+            | ToolError::NoCommand
+            | ToolError::Panicked(_) => K::Other,
+        }
+    }
+}
+
 /// The tool's path inside this environment, or how to get it.
-pub fn find_program(prog: &str) -> Result<String, String> {
+pub fn find_program(prog: &str) -> Result<String, ToolError> {
     if prog.contains('/') {
         return if std::path::Path::new(prog).is_file() {
             Ok(prog.to_string())
         } else {
-            Err(format!("{prog} does not exist"))
+            Err(ToolError::NoSuchFile(prog.to_string()))
         };
     }
-    PATH.iter()
-        .map(|d| format!("{d}/{prog}"))
-        .find(|p| std::path::Path::new(p).is_file())
-        .ok_or_else(|| format!("{prog} is not installed: apt-get install {}", package_of(prog)))
+    PATH.iter().map(|d| format!("{d}/{prog}")).find(|p| std::path::Path::new(p).is_file()).ok_or_else(|| {
+        ToolError::NotInstalled { prog: prog.to_string(), package: package_of(prog).to_string() }
+    })
 }
 
 fn tail(b: &[u8], n: usize) -> String {
@@ -114,16 +164,18 @@ impl Ran {
         })
     }
     /// The failure of a tool that exited non-zero (or was killed), with its stderr tail.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ToolError> {
         match self.status {
             Some(0) => Ok(()),
-            s => Err(format!(
-                "{} exited with {}: {}",
-                self.argv.first().map(String::as_str).unwrap_or("?"),
-                s.map_or("a signal".to_string(), |c| format!("status {c}")),
-                tail(self.stderr.trim().as_bytes(), 600)
-            )),
+            s => Err(ToolError::Exited {
+                prog: self.prog().to_string(),
+                how: s.map_or("a signal".to_string(), |c| format!("status {c}")),
+                stderr: tail(self.stderr.trim().as_bytes(), 600),
+            }),
         }
+    }
+    fn prog(&self) -> &str {
+        self.argv.first().map(String::as_str).unwrap_or("?")
     }
 }
 
@@ -153,13 +205,9 @@ pub fn writable_tmp(scratch: Option<&str>) -> Option<PathBuf> {
 /// Runs `argv` to its end (or until the host asks the run to stop: the tool is killed), its
 /// output collected; the timed region starts right before the spawn. The tool gets a writable
 /// `TMPDIR` ([`writable_tmp`]).
-pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, String> {
+pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, ToolError> {
     let prog = find_program(&argv[0])?;
-    let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| {
-        format!(
-            "{prog} needs a writable temporary directory, and this environment has none ($TMPDIR, /tmp, /var/tmp, /dev/shm and the scratch disk are read-only or missing)"
-        )
-    })?;
+    let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| ToolError::NoTmp(prog.clone()))?;
     let mut cmd = Command::new(&prog);
     cmd.args(&argv[1..])
         .env("TMPDIR", &tmp)
@@ -170,10 +218,14 @@ pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, Strin
         ctx.begin();
     }
     let t0 = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {prog}: {e}"))?;
+    let mut child = cmd.spawn().map_err(|source| ToolError::Start { prog: prog.clone(), source })?;
     // Both pipes drained on their own threads: a tool that fills one would block forever.
-    let mut out = child.stdout.take().ok_or("no stdout")?;
-    let mut err = child.stderr.take().ok_or("no stderr")?;
+    let pipe = |what: &str| ToolError::Start {
+        prog: prog.clone(),
+        source: std::io::Error::other(format!("no {what} pipe")),
+    };
+    let mut out = child.stdout.take().ok_or_else(|| pipe("stdout"))?;
+    let mut err = child.stderr.take().ok_or_else(|| pipe("stderr"))?;
     let (stdout, stderr, status) = std::thread::scope(|s| {
         let a = s.spawn(move || {
             let mut v = Vec::new();
@@ -210,26 +262,26 @@ pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, Strin
 }
 
 /// The output of a tool that ran: its samples, its raw output kept as `extra.tool`.
-fn output(ran: &Ran, samples: Vec<Sample>) -> Result<Output, String> {
+fn output(ran: &Ran, samples: Vec<Sample>) -> Result<Output, crate::error::Error> {
     if samples.is_empty() {
-        return Err(format!(
-            "{} printed no figure virtperf could read: {}",
-            ran.argv.first().map(String::as_str).unwrap_or("?"),
-            tail(ran.stdout.trim().as_bytes(), 300)
-        ));
+        return Err(ToolError::NoFigure {
+            prog: ran.prog().to_string(),
+            stdout: tail(ran.stdout.trim().as_bytes(), 300),
+        }
+        .into());
     }
     Ok(Output { samples, extra: json!({ "tool": ran.detail() }) })
 }
 
-fn parse_json(ran: &Ran) -> Result<Value, String> {
+fn parse_json(ran: &Ran) -> Result<Value, ToolError> {
     // fio prints notes before its JSON on some versions: start at the first brace.
     let s = ran.stdout.find('{').map_or("", |i| &ran.stdout[i..]);
     serde_json::from_str(s).map_err(|e| {
-        format!(
+        ToolError::Output(format!(
             "{}'s output is not JSON ({e}): {}",
-            ran.argv.first().map(String::as_str).unwrap_or("?"),
+            ran.prog(),
             tail(ran.stdout.trim().as_bytes(), 300)
-        )
+        ))
     })
 }
 
@@ -347,9 +399,9 @@ impl Workload for Iperf3 {
         true
     }
     fn check(&self, _p: &Params) -> Result<(), ParamError> {
-        find_program("iperf3").map(|_| ()).map_err(|m| ParamError::new("kind", m))
+        find_program("iperf3").map(|_| ()).map_err(|m| ParamError::new("kind", m.to_string()))
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?;
         let port = role.port.to_string();
         match role.side {
@@ -365,7 +417,7 @@ impl Workload for Iperf3 {
                         std::thread::sleep(Duration::from_millis(10));
                     }
                     ctx.ready();
-                    h.join().map_err(|_| "the iperf3 server's thread panicked".to_string())?
+                    h.join().map_err(|_| ToolError::Panicked("iperf3 server"))?
                 })?;
                 ready.check()?;
                 // The client's JSON carries the figures (both ends'); the server's is kept.
@@ -541,14 +593,16 @@ impl Workload for Fio {
         true
     }
     fn check(&self, _p: &Params) -> Result<(), ParamError> {
-        find_program("fio").map(|_| ()).map_err(|m| ParamError::new("kind", m))
+        find_program("fio").map(|_| ()).map_err(|m| ParamError::new("kind", m.to_string()))
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let dir = ctx.scratch().ok_or("fio needs a scratch disk (none was given to this environment)")?;
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
+        let dir = ctx.scratch().ok_or(ToolError::NoScratch("fio"))?;
         if let Some(text) = p.str("job_text").ok().filter(|t| !t.is_empty()) {
             // The user's job file, written beside its files; fio runs it in the scratch directory.
             let path = format!("{dir}/virtperf-job.fio");
-            std::fs::write(&path, text).map_err(|e| format!("cannot write the job file to {path}: {e}"))?;
+            std::fs::write(&path, text)
+                .map_err(|e| crate::error::OsError::new(format!("cannot write the job file to {path}"), e))
+                .map_err(ToolError::from)?;
             let argv: Vec<String> =
                 vec!["fio".into(), format!("--directory={dir}"), "--output-format=json".into(), path.clone()];
             let ran = run_tool(&argv, ctx, true);
@@ -677,9 +731,9 @@ impl Workload for Sysbench {
         vec!["sysbench".into()]
     }
     fn check(&self, _p: &Params) -> Result<(), ParamError> {
-        find_program("sysbench").map(|_| ()).map_err(|m| ParamError::new("kind", m))
+        find_program("sysbench").map(|_| ()).map_err(|m| ParamError::new("kind", m.to_string()))
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let argv = vec![
             "sysbench".to_string(),
             p.str("test")?.to_string(),
@@ -760,13 +814,12 @@ impl Workload for StressNg {
         if s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(ParamError::new("stressor", format!("`{s}` is not a stressor name")));
         }
-        find_program("stress-ng").map(|_| ()).map_err(|m| ParamError::new("kind", m))
+        find_program("stress-ng").map(|_| ()).map_err(|m| ParamError::new("kind", m.to_string()))
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         // stress-ng makes its files in `--temp-path` (the working directory by default: the
         // host's read-only root in UML, "temp-path '.' must be readable and writeable").
-        let tmp = writable_tmp(ctx.scratch())
-            .ok_or("stress-ng needs a writable temporary directory, and this environment has none")?;
+        let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| ToolError::NoTmp("stress-ng".into()))?;
         let argv = vec![
             "stress-ng".to_string(),
             format!("--{}", p.str("stressor")?),
@@ -790,27 +843,30 @@ impl Workload for StressNg {
 // ---------------------------------------------------------------- command
 
 /// The value at a JSON pointer (`/end/sum/bits_per_second`): a number, or text that is one.
-pub fn json_metric(doc: &str, pointer: &str) -> Result<f64, String> {
+pub fn json_metric(doc: &str, pointer: &str) -> Result<f64, ToolError> {
+    let out = ToolError::Output;
     let s = doc.find(['{', '[']).map_or("", |i| &doc[i..]);
     // The first JSON document of the output: a tool may print more after it.
     let v: Value = serde_json::Deserializer::from_str(s)
         .into_iter::<Value>()
         .next()
-        .ok_or("the output holds no JSON")?
-        .map_err(|e| format!("the output is not JSON ({e})"))?;
-    let at = v.pointer(pointer).ok_or_else(|| format!("the JSON pointer {pointer} matches nothing"))?;
+        .ok_or_else(|| out("the output holds no JSON".into()))?
+        .map_err(|e| out(format!("the output is not JSON ({e})")))?;
+    let at = v.pointer(pointer).ok_or_else(|| out(format!("the JSON pointer {pointer} matches nothing")))?;
     at.as_f64()
         .or_else(|| at.as_str().and_then(|t| t.trim().parse().ok()))
-        .ok_or_else(|| format!("{pointer} is {at}, not a number"))
+        .ok_or_else(|| out(format!("{pointer} is {at}, not a number")))
 }
 
 /// The first capture group (or the whole match) of `pattern` in `text`, as a number.
-pub fn regex_metric(text: &str, pattern: &str) -> Result<f64, String> {
-    let re = regex::Regex::new(pattern).map_err(|e| format!("bad regular expression: {e}"))?;
-    let c =
-        re.captures(text).ok_or_else(|| format!("the pattern {pattern} matches nothing in the output"))?;
+pub fn regex_metric(text: &str, pattern: &str) -> Result<f64, ToolError> {
+    let out = ToolError::Output;
+    let re = regex::Regex::new(pattern).map_err(|e| out(format!("bad regular expression: {e}")))?;
+    let c = re
+        .captures(text)
+        .ok_or_else(|| out(format!("the pattern {pattern} matches nothing in the output")))?;
     let m = c.get(1).or_else(|| c.get(0)).map(|m| m.as_str()).unwrap_or("");
-    m.trim().parse().map_err(|_| format!("the pattern matched `{m}`, not a number"))
+    m.trim().parse().map_err(|_| out(format!("the pattern matched `{m}`, not a number")))
 }
 
 pub struct CommandLine;
@@ -917,10 +973,10 @@ impl Workload for CommandLine {
                 ));
             }
         }
-        find_program(&words[0]).map(|_| ()).map_err(|m| ParamError::new("cmd", m))
+        find_program(&words[0]).map(|_| ()).map_err(|m| ParamError::new("cmd", m.to_string()))
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
-        let argv = shlex::split(p.str("cmd")?).filter(|w| !w.is_empty()).ok_or("no command line")?;
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
+        let argv = shlex::split(p.str("cmd")?).filter(|w| !w.is_empty()).ok_or(ToolError::NoCommand)?;
         let ran = run_tool(&argv, ctx, true)?;
         ran.check()?;
         let unit = p.str("unit").unwrap_or("");
@@ -938,6 +994,7 @@ impl Workload for CommandLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Kinded;
 
     #[test]
     fn iperf3_json_gives_goodput_retransmits_and_both_cpus() {
@@ -994,11 +1051,14 @@ mod tests {
         assert_eq!(json_metric("note\n{\"a\": {\"b\": [1, 2.5]}}", "/a/b/1").unwrap(), 2.5);
         assert_eq!(json_metric("{\"a\": \" 7 \"}", "/a").unwrap(), 7.0);
         assert_eq!(json_metric("{\"a\": 1}\nrate: 2\n", "/a").unwrap(), 1.0, "text after the document");
-        assert!(json_metric("{\"a\": 1}", "/x").unwrap_err().contains("matches nothing"));
-        assert!(json_metric("not json", "/a").unwrap_err().contains("JSON"));
+        assert!(json_metric("{\"a\": 1}", "/x").unwrap_err().to_string().contains("matches nothing"));
+        assert!(json_metric("not json", "/a").unwrap_err().to_string().contains("JSON"));
         assert_eq!(regex_metric("rate: 12.5 MB/s", r"rate: ([0-9.]+)").unwrap(), 12.5);
-        assert!(regex_metric("rate: n/a", r"rate: ([0-9.]+)").unwrap_err().contains("matches nothing"));
-        assert!(regex_metric("x", "(").unwrap_err().contains("bad regular expression"));
+        assert!(regex_metric("rate: n/a", r"rate: ([0-9.]+)")
+            .unwrap_err()
+            .to_string()
+            .contains("matches nothing"));
+        assert!(regex_metric("x", "(").unwrap_err().to_string().contains("bad regular expression"));
     }
 
     #[test]
@@ -1012,8 +1072,16 @@ mod tests {
         assert_eq!(ok.detail()["stderr"], "warn\n");
         let bad = run_tool(&["sh".into(), "-c".into(), "echo boom >&2; exit 3".into()], &ctx, false).unwrap();
         let e = bad.check().unwrap_err();
+        assert_eq!(e.kind(), crate::error::FailureKind::Other);
+        let e = e.to_string();
         assert!(e.contains("status 3") && e.contains("boom"), "{e}");
-        assert!(find_program("no-such-tool-here").unwrap_err().contains("apt-get install no-such-tool-here"));
+        let missing = find_program("no-such-tool-here").unwrap_err();
+        assert_eq!(
+            missing.kind(),
+            crate::error::FailureKind::Unsupported,
+            "a missing program is this environment's lack"
+        );
+        assert!(missing.to_string().contains("apt-get install no-such-tool-here"));
         assert!(find_program("fio").is_err() || find_program("fio").unwrap().ends_with("/fio"));
     }
 }

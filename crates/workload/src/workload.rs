@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use serde_json::Value;
 use virtperf_proto::{NetRole, Sample};
 
+use crate::error::Error;
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 
 /// Which direction of a metric is better: the report uses it to say "slower" or "faster".
@@ -126,10 +127,8 @@ impl<'a> RunCtx<'a> {
         }
     }
     /// The side this agent plays in a network workload, or an error saying how to run it.
-    pub fn net(&self) -> Result<&NetRole, String> {
-        self.net.ok_or_else(|| {
-            "a network workload needs a peer: run it through `virtperf run`, which pairs it with the tester".to_string()
-        })
+    pub fn net(&self) -> Result<&NetRole, Error> {
+        self.net.ok_or_else(|| crate::error::Failure::NoPeer.into())
     }
     /// The directory on the environment's scratch disk (see [`WorkloadSpec::scratch`]), if any.
     pub fn scratch(&self) -> Option<&str> {
@@ -363,7 +362,7 @@ pub trait Workload: Sync {
         None
     }
     /// Runs once with parameters already resolved against [`Workload::params`].
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String>;
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, Error>;
 }
 
 /// The trial length a calibrated workload's operation count is chosen for (see
@@ -377,10 +376,11 @@ pub const TARGET_TIME: ParamSpec = ParamSpec {
 
 /// The operation count `key` of a calibrated workload, or why there is none: `virtperf run`
 /// calibrates it; a run without the orchestrator must give it.
-pub fn counted(p: &Params, key: &str) -> Result<u64, String> {
+pub fn counted(p: &Params, key: &str) -> Result<u64, ParamError> {
     p.opt_u64(key).ok_or_else(|| {
-        format!(
-            "`{key}` is left out: `virtperf run` calibrates it to target_time in each environment; give {key}=N to run the workload alone"
+        ParamError::new(
+            key,
+            format!("left out: `virtperf run` calibrates it to target_time in each environment; give {key}=N to run the workload alone"),
         )
     })
 }

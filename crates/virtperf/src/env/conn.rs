@@ -49,8 +49,8 @@ pub enum CallError {
     #[error("protocol error: {0}")]
     Protocol(String),
     /// the agent answered with an error reply
-    #[error("agent error ({code:?}): {message}")]
-    Agent { code: proto::ErrorCode, message: String },
+    #[error("agent error ({code:?}{}): {message}", kind.map(|k| format!(": {k:?}")).unwrap_or_default())]
+    Agent { code: proto::ErrorCode, message: String, kind: Option<proto::FailureKind> },
     /// writing to the agent failed
     #[error("cannot write to the agent: {0}")]
     Write(std::io::Error),
@@ -230,7 +230,7 @@ impl Conn {
             self.live.remove(&f.tag);
         }
         match f.body {
-            Reply::Error { code, message } => Err(CallError::Agent { code, message }),
+            Reply::Error { code, message, kind } => Err(CallError::Agent { code, message, kind }),
             body => Ok((body, at)),
         }
     }

@@ -421,7 +421,7 @@ fn return_tap(ns: &str, net: &GuestNet, lent: &str) -> Result<(), String> {
         crate::host::sh("ip", &["-n", ns, "link", "set", "dev", lent, "name", &net.tap])?;
     }
     crate::host::sh("ip", &["-n", ns, "link", "set", "dev", &net.tap, "mtu", &mtu, "master", "br0", "up"])?;
-    crate::lab::steer_flows(ns, &net.tap)
+    crate::lab::steer_flows(ns, &net.tap).map_err(|e| e.to_string())
 }
 
 /// The state of domain `name` at `uri` (`shut off`, `running`, …), or why it cannot be read.

@@ -1276,7 +1276,9 @@ pub(crate) fn check_instances(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -
                 ));
             }
             let volume = c.params.get("volume").and_then(Value::as_str).unwrap_or("distribute");
-            if let Err(why) = virtperf_workload::pfs::shape(volume, e.instances as usize) {
+            if let Err(virtperf_workload::ParamError { message: why, .. }) =
+                virtperf_workload::pfs::shape(volume, e.instances as usize)
+            {
                 return Err(err(
                     whole,
                     Some("volume"),

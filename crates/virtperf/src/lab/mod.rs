@@ -24,7 +24,7 @@ pub mod switch;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use crate::host::{delete_netns, netns_path, sh};
+use crate::host::{delete_netns, netns_path};
 use crate::ledger::{Entry, Ledger};
 pub use switch::{Switch, SwitchLimits};
 
@@ -74,38 +74,62 @@ impl LabSpec {
     }
 }
 
+/// How building or using the lab fails.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// What this host lacks for the lab (root, a program, a qdisc), and how to get it: the run
+    /// cannot start here.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("at most {MAX_ENDPOINTS} environments per run have a lab address")]
+    TooMany,
+    /// A command that built or mended part of the lab failed: its words and stderr.
+    #[error("{0}")]
+    Command(String),
+    #[error(transparent)]
+    Switch(#[from] switch::SwitchError),
+    /// The driver domain (a guest that is the switch) did not come up.
+    #[error("the driver domain: {0}")]
+    DriverDomain(String),
+}
+
+fn sh(prog: &str, args: &[&str]) -> Result<(), LabError> {
+    crate::host::sh(prog, args).map_err(LabError::Command)
+}
+
 /// Checks that qdisc `kind` (e.g. `netem`) exists in this kernel (the host's facts), without
 /// creating anything.
-pub fn qdisc_available(kind: &str) -> Result<(), String> {
+pub fn qdisc_available(kind: &str) -> Result<(), LabError> {
     let f = crate::host::facts();
     if f.has_qdisc(kind) {
         return Ok(());
     }
-    Err(format!(
+    Err(LabError::Unavailable(format!(
         "the kernel has no `{kind}` qdisc (it has: {}); use a kernel with CONFIG_NET_SCH_{}=y or =m, or leave the option out",
         if f.qdiscs.is_empty() { "none that virtperf knows".to_string() } else { f.qdiscs.join(", ") },
         kind.to_uppercase()
-    ))
+    )))
 }
 
 /// Whether the lab can be built here; the reason and fix when not.
-pub fn availability(spec: &LabSpec) -> Result<(), String> {
+pub fn availability(spec: &LabSpec) -> Result<(), LabError> {
+    let lacks = LabError::Unavailable;
     if !crate::host::is_root() {
-        return Err(
+        return Err(lacks(
             "network workloads build a private lab of network namespaces, which needs root; run as root (sudo)"
                 .into(),
-        );
+        ));
     }
     for prog in ["ip", "tc"] {
         if crate::host::which(prog).is_none() {
-            return Err(format!("`{prog}` is not installed; install iproute2 (`make deps` does)"));
+            return Err(lacks(format!("`{prog}` is not installed; install iproute2 (`make deps` does)")));
         }
     }
     if spec.needs_netem() {
-        qdisc_available("netem").map_err(|e| format!("delay/loss emulation: {e}"))?;
+        qdisc_available("netem").map_err(|e| lacks(format!("delay/loss emulation: {e}")))?;
     }
     if spec.rate_bps.is_some() && !spec.needs_netem() {
-        qdisc_available("tbf").map_err(|e| format!("rate emulation: {e}"))?;
+        qdisc_available("tbf").map_err(|e| lacks(format!("rate emulation: {e}")))?;
     }
     Ok(())
 }
@@ -208,7 +232,7 @@ pub fn all_cpus_mask(n: usize) -> String {
 }
 
 /// Turns on receive packet steering over every CPU for `dev`'s receive queue in `ns`.
-pub(crate) fn steer_flows(ns: &str, dev: &str) -> Result<(), String> {
+pub(crate) fn steer_flows(ns: &str, dev: &str) -> Result<(), LabError> {
     let mask = all_cpus_mask(crate::host::host_cpus());
     let script = format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
     sh("ip", &["netns", "exec", ns, "sh", "-c", &script])
@@ -228,10 +252,10 @@ impl Lab {
         spec: &LabSpec,
         pairs: bool,
         dir: &Path,
-    ) -> Result<Lab, String> {
+    ) -> Result<Lab, LabError> {
         let n = taps.len();
         if n > MAX_ENDPOINTS {
-            return Err(format!("at most {MAX_ENDPOINTS} environments per run have a lab address"));
+            return Err(LabError::TooMany);
         }
         let prefix = format!("vp{}", std::process::id());
         let mut lab = Lab {
@@ -256,7 +280,7 @@ impl Lab {
         }
     }
 
-    fn add_netns(&mut self, ledger: &mut Ledger, name: &str) -> Result<(), String> {
+    fn add_netns(&mut self, ledger: &mut Ledger, name: &str) -> Result<(), LabError> {
         ledger.record(Entry::Netns { name: name.to_string() });
         self.created.push(name.to_string());
         sh("ip", &["netns", "add", name])?;
@@ -276,7 +300,7 @@ impl Lab {
         prefix: &str,
         pairs: bool,
         dir: &Path,
-    ) -> Result<(), String> {
+    ) -> Result<(), LabError> {
         let hub = format!("{prefix}-hub");
         self.add_netns(ledger, &hub)?;
         let kernel_bridge = self.spec.switch == Switch::Bridge;
@@ -373,7 +397,7 @@ impl Lab {
         if self.spec.switch == Switch::Ovs {
             let ports: Vec<String> = (0..ends.len()).map(|i| format!("h{i}")).collect();
             let cpus = match &self.spec.switch_limits.cpus {
-                Some(c) => Some(crate::host::check_cpuset(c)?),
+                Some(c) => Some(crate::host::check_cpuset(c).map_err(LabError::Unavailable)?),
                 None => None,
             };
             let ovs = switch::Ovs::start(ledger, &hub, &dir.join("ovs"), &ports, cpus.as_deref())?;
@@ -405,7 +429,7 @@ impl Lab {
     }
 
     /// Puts the link emulation on the egress of `dev` in `ns`.
-    fn shape(&self, ns: &str, dev: &str) -> Result<(), String> {
+    fn shape(&self, ns: &str, dev: &str) -> Result<(), LabError> {
         match shape_args(&self.spec, ns, dev) {
             Some(args) => sh("tc", &args.iter().map(String::as_str).collect::<Vec<_>>()),
             None => Ok(()),
@@ -417,7 +441,7 @@ impl Lab {
     /// with `network = sandbox`) and does not give them back when it stops, so a relaunched gVisor
     /// found no address to take (measured: every network trial of its second launch failed with
     /// "Cannot assign requested address"). Idempotent; a guest's endpoint (tap) has none.
-    pub fn restore_endpoint(&self, i: usize) -> Result<(), String> {
+    pub fn restore_endpoint(&self, i: usize) -> Result<(), LabError> {
         let Some(ep) = self.endpoints.get(i).filter(|e| e.tap.is_none()) else { return Ok(()) };
         let ns = ep.netns.as_str();
         sh("ip", &["-n", ns, "addr", "replace", &format!("{}/24", ep.addr), "dev", "eth0"])?;
@@ -496,6 +520,8 @@ mod tests {
     #[test]
     fn qdisc_probe_names_the_kernel_option() {
         let e = qdisc_available("nosuchqdisc").unwrap_err();
+        assert!(matches!(e, LabError::Unavailable(_)), "a host's lack: {e:?}");
+        let e = e.to_string();
         assert!(e.contains("CONFIG_NET_SCH_NOSUCHQDISC") && e.contains("it has:"), "{e}");
     }
 }

@@ -20,7 +20,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::host::sh;
+/// How the lab's switch fails to start.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    #[error("cannot start {prog}: {source}")]
+    Start {
+        prog: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {}: {source}", dir.display())]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} did not come within {secs} s")]
+    Timeout { what: String, secs: u64 },
+    /// A command that set the switch up failed: its words and stderr.
+    #[error("{0}")]
+    Command(String),
+}
+
+fn sh(prog: &str, args: &[&str]) -> Result<(), SwitchError> {
+    crate::host::sh(prog, args).map_err(SwitchError::Command)
+}
 use crate::ledger::Ledger;
 
 /// The kinds `[lab] switch` takes.
@@ -114,7 +138,7 @@ fn spawn_in(
     args: &[String],
     dir: &Path,
     cpus: Option<&[usize]>,
-) -> Result<Child, String> {
+) -> Result<Child, SwitchError> {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", ns, prog])
@@ -143,12 +167,12 @@ fn spawn_in(
             Ok(())
         });
     }
-    let child = cmd.spawn().map_err(|e| format!("cannot start {prog}: {e}"))?;
+    let child = cmd.spawn().map_err(|source| SwitchError::Start { prog: prog.to_string(), source })?;
     ledger.record_process(child.id(), &format!("{prog} of the lab's switch"));
     Ok(child)
 }
 
-fn wait_for(what: &str, deadline: Duration, mut ok: impl FnMut() -> bool) -> Result<(), String> {
+fn wait_for(what: &str, deadline: Duration, mut ok: impl FnMut() -> bool) -> Result<(), SwitchError> {
     let end = Instant::now() + deadline;
     while Instant::now() < end {
         if ok() {
@@ -156,16 +180,18 @@ fn wait_for(what: &str, deadline: Duration, mut ok: impl FnMut() -> bool) -> Res
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(format!("{what} did not come within {} s", deadline.as_secs()))
+    Err(SwitchError::Timeout { what: what.to_string(), secs: deadline.as_secs() })
 }
 
-fn vsctl(db: &str, args: &[&str]) -> Result<(), String> {
+fn vsctl(db: &str, args: &[&str]) -> Result<(), SwitchError> {
     let mut cmd = Command::new("ovs-vsctl");
     cmd.arg(format!("--db={db}")).args(args);
     // It dies with this process: a run killed while it waits on the switch's database would
     // otherwise leave it waiting out its own timeout (seen by the e2e leftover check).
     virtperf_workload::tools::die_with_parent(&mut cmd);
-    crate::host::run(&mut cmd, &format!("`ovs-vsctl {}`", args.join(" "))).map(drop)
+    crate::host::run(&mut cmd, &format!("`ovs-vsctl {}`", args.join(" ")))
+        .map(drop)
+        .map_err(SwitchError::Command)
 }
 
 /// Kills a child this lab started and forgets it in the ledger.
@@ -186,13 +212,14 @@ impl Ovs {
         dir: &Path,
         ports: &[String],
         cpus: Option<&[usize]>,
-    ) -> Result<Ovs, String> {
-        ledger.create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    ) -> Result<Ovs, SwitchError> {
+        ledger.create_dir(dir).map_err(|source| SwitchError::Dir { dir: dir.to_path_buf(), source })?;
         let conf = dir.join("conf.db");
         crate::host::run(
             Command::new("ovsdb-tool").args(["create", &conf.to_string_lossy(), OVS_SCHEMA]),
             "`ovsdb-tool create`",
-        )?;
+        )
+        .map_err(SwitchError::Command)?;
         let sock = dir.join("db.sock");
         let db = format!("unix:{}", sock.display());
         let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
@@ -289,7 +316,7 @@ pub fn domain_bridge(i: usize) -> String {
 
 /// The driver domain's side of the lab: endpoint `i`'s veth end `h{i}` joined to tap `dd{i}` by
 /// bridge `db{i}` in the hub, the tap for the guest's NIC `i`.
-pub fn plumb_domain_port(hub: &str, i: usize, mtu: &str) -> Result<(), String> {
+pub fn plumb_domain_port(hub: &str, i: usize, mtu: &str) -> Result<(), SwitchError> {
     let (h, b, t) = (format!("h{i}"), domain_bridge(i), domain_tap(i));
     sh("ip", &["-n", hub, "link", "add", &b, "type", "bridge"])?;
     sh("ip", &["-n", hub, "tuntap", "add", "dev", &t, "mode", "tap"])?;

@@ -97,7 +97,12 @@ pub(crate) fn disk_full_fails_that_case_and_the_run_goes_on() -> Outcome {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let fails = doc["failures"].to_string();
     assert!(fails.contains("no space left"), "the reason is told: {fails}");
-    assert_eq!(count_trials(&fx.db, "failed"), 2, "both trials of the 32MiB case: {fails}");
+    // The agent said the kind (no_space), and the orchestrator decided on it: the same work
+    // fills the same disk again, so the 32MiB case's second trial is skipped, not failed again.
+    assert_eq!(count_trials(&fx.db, "failed"), 1, "the 32MiB case's first trial: {fails}");
+    assert_eq!(count_trials(&fx.db, "skipped"), 1, "the 32MiB case's second trial: {fails}");
+    assert!(fails.contains("ran out of disk space"), "the kind is told: {fails}");
+    assert!(fails.contains("skipped after an earlier trial"), "the skip says why: {fails}");
     assert_eq!(count_trials(&fx.db, "ok"), 2, "the 1MiB case ran");
     let ok = doc["results"]
         .as_array()

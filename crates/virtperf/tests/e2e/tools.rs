@@ -172,6 +172,48 @@ pub(crate) fn tools_run_inside_every_environment_and_agree_with_virtperf() -> Ou
     Outcome::Pass
 }
 
+/// A program that exists where virtperf runs but not inside an environment (a container sees the
+/// host's /usr, /etc and /opt, not a test's temporary directory): the agent fails the workload
+/// with the kind `unsupported`, and the orchestrator decides on that kind — the container's first
+/// trial fails saying so, its later trials are skipped, not run and failed again, and native's
+/// trials run as usual.
+pub(crate) fn a_program_an_environment_lacks_sets_its_cell_aside() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let prog = fx.file("rate.sh", "#!/bin/sh\necho 'rate: 7'\n");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let exp = fx.file(
+        "lacks.toml",
+        &format!(
+            "reps = 3\nwarmup = 1\n[[env]]\nkind = \"native\"\n[[env]]\nkind = \"container\"\n[[workload]]\nkind = \"command\"\ncmd = '{}'\nregex = 'rate: ([0-9]+)'\n",
+            prog.display()
+        ),
+    );
+    let t0 = std::time::Instant::now();
+    let out = fx.vp(&format!("run {} --json", exp.display()));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let fails = serde_json::to_string_pretty(&doc["failures"]).unwrap();
+    assert_eq!(count_trials(&fx.db, "failed"), 1, "only the container's first trial: {fails}");
+    assert_eq!(count_trials(&fx.db, "skipped"), 3, "the container's other trials: {fails}");
+    assert!(
+        fails.contains("cannot run in this environment") && fails.contains("does not exist"),
+        "the kind and the agent's words: {fails}"
+    );
+    assert!(fails.contains("skipped after an earlier trial"), "{fails}");
+    let native = row_or_fail(&doc, "native", "command_regex");
+    assert_eq!(native["mean"].as_f64(), Some(7.0), "{native}");
+    assert_eq!(native["n"].as_u64(), Some(3), "{native}");
+    println!("    container: 1 failed, 3 skipped; native 3 trials; {:.1} s", t0.elapsed().as_secs_f64());
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
+
 /// The ratio of two result rows' means with its 95 % interval from their trials (a Welch
 /// interval of the log-ratio: each side's relative variance of the mean, Welch–Satterthwaite
 /// degrees of freedom): (low, ratio, high).

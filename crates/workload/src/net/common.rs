@@ -3,7 +3,49 @@
 
 use std::time::Duration;
 
-use crate::params::{ParamKind, ParamSpec, Params};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
+
+/// How a network workload fails.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("`{0}` is not an IP address")]
+    BadAddress(String),
+    /// A socket call (what was asked of which address), with the OS's answer.
+    #[error("{what}: {source}")]
+    Socket {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the client never connected")]
+    NoClient,
+    #[error("no data received")]
+    NoData,
+    #[error("stopped before the client connected")]
+    Stopped,
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    #[error("a latency histogram: {0}")]
+    Histogram(String),
+}
+
+impl crate::error::Kinded for NetError {
+    fn kind(&self) -> crate::error::FailureKind {
+        match self {
+            NetError::Socket { source, .. } => crate::error::kind_of_io(source),
+            NetError::NoClient | NetError::NoData => crate::error::FailureKind::Peer,
+            NetError::Stopped => crate::error::FailureKind::Stopped,
+            NetError::BadAddress(_) | NetError::Param(_) | NetError::Histogram(_) => {
+                crate::error::FailureKind::Other
+            }
+        }
+    }
+}
+
+/// The error of a socket call `what`, for `map_err`.
+pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NetError {
+    move |source| NetError::Socket { what: what.into(), source }
+}
 
 /// Ethernet header 14 + IPv4 20 + UDP 8 + FCS 4: what a frame size adds to a UDP payload (RFC 2544 sizes include the FCS).
 pub const UDP_FRAME_OVERHEAD: u64 = 46;
@@ -32,6 +74,6 @@ pub(super) const DIRECTION: ParamSpec = ParamSpec {
     help: "out: the environment sends to the tester; in: the tester sends; both: at once",
 };
 
-pub(super) fn duration(p: &Params) -> Result<Duration, String> {
+pub(super) fn duration(p: &Params) -> Result<Duration, ParamError> {
     Ok(Duration::from_millis(p.u64("duration")?))
 }

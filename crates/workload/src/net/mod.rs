@@ -20,7 +20,8 @@ mod sock;
 mod tcp;
 mod udp;
 
-pub use common::UDP_FRAME_OVERHEAD;
+pub(crate) use common::sock_err;
+pub use common::{NetError, UDP_FRAME_OVERHEAD};
 
 pub use rr::{TcpRr, UdpRr};
 pub(crate) use sock::*;
@@ -64,7 +65,7 @@ pub fn loopback_pair(
             stop.store(true, Ordering::SeqCst);
         }
         let server = server.join().map_err(|_| "server panicked".to_string())?;
-        Ok((server?, client?))
+        Ok((server.map_err(|e| e.to_string())?, client.map_err(|e| e.to_string())?))
     })
 }
 
@@ -269,6 +270,7 @@ mod tests {
         };
         let r = crate::params::revalidate(TcpStream.params(), &Default::default()).unwrap();
         let e = TcpStream.run(&Params(&r), &RunCtx::new(&stop, &|| {}, Some(&role))).unwrap_err();
-        assert!(e.contains("stopped"), "{e}");
+        assert_eq!(e.kind(), crate::error::FailureKind::Stopped, "{e}");
+        assert!(e.to_string().contains("stopped"), "{e}");
     }
 }

@@ -156,7 +156,7 @@ impl Workload for TcpRr {
     fn needs_peer(&self) -> bool {
         true
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?;
         let dur = duration(p)?;
         let (req, resp) = (p.u64("request")? as usize, p.u64("response")? as usize);
@@ -164,11 +164,11 @@ impl Workload for TcpRr {
             virtperf_proto::Side::Server => {
                 let l = tcp_listener(role, None)?;
                 ctx.ready();
-                let peer: IpAddr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                let peer: IpAddr = role.peer.parse().map_err(|_| NetError::BadAddress(role.peer.clone()))?;
                 let mut foreign = 0;
                 let mut c = accept_from(&l, peer, Instant::now() + dur + GRACE, ctx, &mut foreign)?;
-                c.set_nodelay(true).map_err(|e| e.to_string())?;
-                c.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
+                c.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;
+                c.set_read_timeout(Some(Duration::from_millis(200))).map_err(sock_err("SO_RCVTIMEO"))?;
                 let (mut inb, out) = (vec![0u8; req], vec![0x33u8; resp]);
                 let mut served = 0u64;
                 let done = series::counter();
@@ -212,7 +212,7 @@ impl Workload for TcpRr {
             }
             virtperf_proto::Side::Client => {
                 let mut c = tcp_connect(role, None, true)?;
-                c.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+                c.set_read_timeout(Some(Duration::from_secs(5))).map_err(sock_err("SO_RCVTIMEO"))?;
                 let (out, mut inb) = (vec![0x11u8; req], vec![0u8; resp]);
                 let mut h = new_histogram()?;
                 let done = series::counter();
@@ -224,8 +224,8 @@ impl Workload for TcpRr {
                 let t0 = Instant::now();
                 while t0.elapsed() < dur && !ctx.stopped() {
                     let t = Instant::now();
-                    c.write_all(&out).map_err(|e| format!("write: {e}"))?;
-                    c.read_exact(&mut inb).map_err(|e| format!("read: {e}"))?;
+                    c.write_all(&out).map_err(sock_err("write"))?;
+                    c.read_exact(&mut inb).map_err(sock_err("read"))?;
                     let _ = h.record((t.elapsed().as_nanos() as u64).max(1));
                     done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
@@ -278,15 +278,15 @@ impl Workload for UdpRr {
     fn needs_peer(&self) -> bool {
         true
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?;
         let dur = duration(p)?;
         let (req, resp) = ((p.u64("request")? as usize).max(HDR), (p.u64("response")? as usize).max(HDR));
         match role.side {
             virtperf_proto::Side::Server => {
-                let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(|e| format!("bind: {e}"))?;
-                s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
-                let peer: IpAddr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(sock_err("bind"))?;
+                s.set_read_timeout(Some(Duration::from_millis(100))).map_err(sock_err("SO_RCVTIMEO"))?;
+                let peer: IpAddr = role.peer.parse().map_err(|_| NetError::BadAddress(role.peer.clone()))?;
                 ctx.ready();
                 let until = Instant::now() + dur + GRACE;
                 let (mut inb, mut out) = (vec![0u8; req + 64], vec![0x33u8; resp]);
@@ -317,9 +317,9 @@ impl Workload for UdpRr {
                 })
             }
             virtperf_proto::Side::Client => {
-                let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
-                s.connect(addr(&role.peer, role.port)?).map_err(|e| format!("connect: {e}"))?;
-                s.set_read_timeout(Some(UDP_RR_TIMEOUT)).map_err(|e| e.to_string())?;
+                let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(sock_err("bind"))?;
+                s.connect(addr(&role.peer, role.port)?).map_err(sock_err("connect"))?;
+                s.set_read_timeout(Some(UDP_RR_TIMEOUT)).map_err(sock_err("SO_RCVTIMEO"))?;
                 let (mut out, mut inb) = (vec![0x11u8; req], vec![0u8; resp + 64]);
                 let mut h = new_histogram()?;
                 let (mut seq, mut timeouts) = (0u64, 0u64);
@@ -334,7 +334,7 @@ impl Workload for UdpRr {
                     seq += 1;
                     stamp(&mut out, role.flow, seq);
                     let t = Instant::now();
-                    s.send(&out).map_err(|e| format!("send: {e}"))?;
+                    s.send(&out).map_err(sock_err("send"))?;
                     loop {
                         match s.recv(&mut inb) {
                             Ok(n) if parse(&inb[..n], role.flow) == Some(seq) => {

@@ -12,8 +12,10 @@ use virtperf_proto::NetRole;
 
 use crate::workload::RunCtx;
 
-pub(crate) fn addr(ip: &str, port: u16) -> Result<SocketAddr, String> {
-    let ip: IpAddr = ip.parse().map_err(|_| format!("`{ip}` is not an IP address"))?;
+use super::common::{sock_err, NetError};
+
+pub(crate) fn addr(ip: &str, port: u16) -> Result<SocketAddr, NetError> {
+    let ip: IpAddr = ip.parse().map_err(|_| NetError::BadAddress(ip.to_string()))?;
     Ok(SocketAddr::new(ip, port))
 }
 
@@ -30,39 +32,39 @@ pub(crate) fn accept_from(
     until: Instant,
     ctx: &RunCtx,
     foreign: &mut u64,
-) -> Result<StdTcpStream, String> {
-    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+) -> Result<StdTcpStream, NetError> {
+    l.set_nonblocking(true).map_err(sock_err("O_NONBLOCK on the listener"))?;
     loop {
         if ctx.stopped() {
-            return Err("stopped before the client connected".into());
+            return Err(NetError::Stopped);
         }
         if Instant::now() > until {
-            return Err("the client never connected".into());
+            return Err(NetError::NoClient);
         }
         match l.accept() {
             Ok((s, from)) if from.ip() == peer => {
-                s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                s.set_nonblocking(false).map_err(sock_err("blocking mode"))?;
                 return Ok(s);
             }
             Ok(_) => *foreign += 1,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(2))
             }
-            Err(e) => return Err(format!("accept: {e}")),
+            Err(e) => return Err(sock_err("accept")(e)),
         }
     }
 }
 
-pub(crate) fn tcp_listener(role: &NetRole, rcvbuf: Option<u64>) -> Result<TcpListener, String> {
+pub(crate) fn tcp_listener(role: &NetRole, rcvbuf: Option<u64>) -> Result<TcpListener, NetError> {
     let a = addr(&role.bind, role.port)?;
-    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(|e| e.to_string())?;
-    s.set_reuse_address(true).map_err(|e| e.to_string())?;
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(sock_err("socket"))?;
+    s.set_reuse_address(true).map_err(sock_err("SO_REUSEADDR"))?;
     if let Some(b) = rcvbuf {
         // Before listen: the window scale is negotiated from it.
-        s.set_recv_buffer_size(b as usize).map_err(|e| format!("SO_RCVBUF: {e}"))?;
+        s.set_recv_buffer_size(b as usize).map_err(sock_err("SO_RCVBUF"))?;
     }
-    s.bind(&SockAddr::from(a)).map_err(|e| format!("bind {a}: {e}"))?;
-    s.listen(64).map_err(|e| e.to_string())?;
+    s.bind(&SockAddr::from(a)).map_err(sock_err(format!("bind {a}")))?;
+    s.listen(64).map_err(sock_err("listen"))?;
     Ok(s.into())
 }
 
@@ -70,16 +72,16 @@ pub(crate) fn tcp_connect(
     role: &NetRole,
     sndbuf: Option<u64>,
     nodelay: bool,
-) -> Result<StdTcpStream, String> {
+) -> Result<StdTcpStream, NetError> {
     let to = addr(&role.peer, role.port)?;
-    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(|e| e.to_string())?;
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map_err(sock_err("socket"))?;
     if let Some(b) = sndbuf {
-        s.set_send_buffer_size(b as usize).map_err(|e| format!("SO_SNDBUF: {e}"))?;
+        s.set_send_buffer_size(b as usize).map_err(sock_err("SO_SNDBUF"))?;
     }
-    s.bind(&SockAddr::from(addr(&role.bind, 0)?)).map_err(|e| format!("bind {}: {e}", role.bind))?;
+    s.bind(&SockAddr::from(addr(&role.bind, 0)?)).map_err(sock_err(format!("bind {}", role.bind)))?;
     s.connect_timeout(&SockAddr::from(to), Duration::from_secs(5))
-        .map_err(|e| format!("connect {to}: {e}"))?;
-    s.set_nodelay(nodelay).map_err(|e| e.to_string())?;
+        .map_err(sock_err(format!("connect {to}")))?;
+    s.set_nodelay(nodelay).map_err(sock_err("TCP_NODELAY"))?;
     Ok(s.into())
 }
 
@@ -267,6 +269,7 @@ pub(crate) fn recv_batch(s: &UdpSocket, bufs: &mut [Vec<u8>]) -> Vec<(usize, Opt
         .collect()
 }
 
-pub(crate) fn new_histogram() -> Result<hdrhistogram::Histogram<u64>, String> {
-    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())
+pub(crate) fn new_histogram() -> Result<hdrhistogram::Histogram<u64>, NetError> {
+    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| NetError::Histogram(e.to_string()))
 }

@@ -186,7 +186,7 @@ impl Workload for TcpStream {
     fn check(&self, p: &Params) -> Result<(), ParamError> {
         check_window(p)
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?;
         let dur = duration(p)?;
         let streams = p.u64("streams")? as usize;
@@ -196,7 +196,7 @@ impl Workload for TcpStream {
                 let l = tcp_listener(role, window)?;
                 ctx.ready();
                 let until = Instant::now() + dur + GRACE;
-                let peer: IpAddr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                let peer: IpAddr = role.peer.parse().map_err(|_| NetError::BadAddress(role.peer.clone()))?;
                 let mut foreign = 0;
                 let mut conns = Vec::new();
                 for _ in 0..streams {
@@ -211,8 +211,8 @@ impl Workload for TcpStream {
                     .into_iter()
                     .flatten()
                     .collect();
-                let first = v.iter().map(|x| x.0).min().ok_or("no data received")?;
-                let last = v.iter().map(|x| x.1).max().ok_or("no data received")?;
+                let first = v.iter().map(|x| x.0).min().ok_or(NetError::NoData)?;
+                let last = v.iter().map(|x| x.1).max().ok_or(NetError::NoData)?;
                 let bytes: u64 = v.iter().map(|x| x.2).sum();
                 let secs = ((last - first) as f64 / 1e9).max(1e-6);
                 let bytes_series = sampler.finish([first, 0], [last, bytes]);

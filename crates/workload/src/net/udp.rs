@@ -13,13 +13,16 @@ use super::series;
 use super::sock::*;
 
 /// Payload bytes of one datagram: `payload`, else `frame_size` − 46.
-pub fn udp_payload(p: &Params) -> Result<usize, String> {
+pub fn udp_payload(p: &Params) -> Result<usize, crate::params::ParamError> {
     let payload = match p.opt_u64("payload") {
         Some(b) => b,
         None => p.u64("frame_size")?.saturating_sub(UDP_FRAME_OVERHEAD),
     };
     if (payload as usize) < HDR {
-        return Err(format!("payload of {payload} bytes is below the {HDR}-byte sequence header"));
+        return Err(crate::params::ParamError::new(
+            "payload",
+            format!("{payload} bytes is below the {HDR}-byte sequence header"),
+        ));
     }
     Ok(payload as usize)
 }
@@ -147,16 +150,17 @@ impl Workload for UdpStream {
         }
         Some(if sent == 0 { 0.0 } else { sent.saturating_sub(received) as f64 / sent as f64 * 100.0 })
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?;
         let dur = duration(p)?;
         let payload = udp_payload(p)?;
         match role.side {
             virtperf_proto::Side::Server => {
-                let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(|e| format!("bind: {e}"))?;
+                let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(sock_err("bind"))?;
                 size_buffers(&s, role);
-                s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
-                let peer: Ipv4Addr = role.peer.parse().map_err(|_| "bad peer".to_string())?;
+                s.set_read_timeout(Some(Duration::from_millis(100))).map_err(sock_err("SO_RCVTIMEO"))?;
+                let peer: Ipv4Addr =
+                    role.peer.parse().map_err(|_| NetError::BadAddress(role.peer.clone()))?;
                 ctx.ready();
                 let until = Instant::now() + dur + GRACE;
                 let mut bufs = vec![vec![0u8; payload.max(HDR) + 64]; BATCH];
@@ -214,9 +218,9 @@ impl Workload for UdpStream {
                 Ok(Output { samples, extra })
             }
             virtperf_proto::Side::Client => {
-                let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
+                let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(sock_err("bind"))?;
                 size_buffers(&s, role);
-                s.connect(addr(&role.peer, role.port)?).map_err(|e| format!("connect: {e}"))?;
+                s.connect(addr(&role.peer, role.port)?).map_err(sock_err("connect"))?;
                 let rate = p.u64("rate")?;
                 let mut bufs = vec![vec![0u8; payload]; BATCH];
                 let lens = [payload; BATCH];

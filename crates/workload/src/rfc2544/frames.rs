@@ -35,7 +35,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use virtperf_proto::{NetRole, Sample, Side};
 
-use crate::net::{addr, new_histogram, recv_batch, send_batch, size_buffers, UDP_FRAME_OVERHEAD};
+use crate::net::{
+    addr, new_histogram, recv_batch, send_batch, size_buffers, sock_err, NetError, UDP_FRAME_OVERHEAD,
+};
 use crate::params::{ParamKind, ParamSpec, Params};
 use crate::workload::{sample, Better, MetricSpec, Output, RunCtx, Workload};
 
@@ -380,7 +382,7 @@ impl Workload for Frames {
     fn needs_peer(&self) -> bool {
         true
     }
-    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, String> {
+    fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?;
         let reflect = p.str("mode")? == "reflect";
         match role.side {
@@ -558,17 +560,17 @@ pub const FRAME_METRICS: &[MetricSpec] = &[
     },
 ];
 
-fn peer_ip(role: &NetRole) -> Result<IpAddr, String> {
-    role.peer.parse().map_err(|_| format!("peer `{}` is not an IP address", role.peer))
+fn peer_ip(role: &NetRole) -> Result<IpAddr, NetError> {
+    role.peer.parse().map_err(|_| NetError::BadAddress(role.peer.clone()))
 }
 
 /// The server: counts a stream, echoing tagged frames; or, in reflect mode, sends every frame back.
-fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Output, String> {
+fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Output, crate::error::Error> {
     let tag = p.u64("tag")? as u16;
     let peer = peer_ip(role)?;
-    let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(|e| format!("bind: {e}"))?;
+    let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(sock_err("bind"))?;
     size_buffers(&s, role);
-    s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_millis(50))).map_err(sock_err("SO_RCVTIMEO"))?;
     ctx.ready();
     let (dur, learning, drain) = (p.u64("duration")?, p.u64("learning")?, p.u64("drain")?);
     let until = std::time::Instant::now() + Duration::from_millis(dur + learning + drain) + GRACE;
@@ -624,7 +626,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
             } else if reflect {
                 if connected != Some(from) {
                     // The generator's one socket; connect so that sendmmsg needs no names.
-                    s.connect(from).map_err(|e| format!("connect back to {from}: {e}"))?;
+                    s.connect(from).map_err(sock_err(format!("connect back to {from}")))?;
                     connected = Some(from);
                 }
                 bufs[i][16] |= F_ECHO;
@@ -659,7 +661,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
 }
 
 /// The client: paces, stamps and sends; a second thread takes the frames that come back.
-fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Output, String> {
+fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Output, crate::error::Error> {
     let tag = p.u64("tag")? as u16;
     let rate = p.f64("rate")?;
     let count = p.u64("count")?;
@@ -668,19 +670,23 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
     let latency = p.bool("latency");
     let payload = payload_of(p.u64("frame_size")?);
     if payload < FRAME_HDR {
-        return Err(format!("a {payload}-byte payload cannot hold the {FRAME_HDR}-byte frame header"));
+        return Err(crate::params::ParamError::new(
+            "frame_size",
+            format!("a {payload}-byte payload cannot hold the {FRAME_HDR}-byte frame header"),
+        )
+        .into());
     }
-    let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(|e| format!("bind: {e}"))?;
+    let s = UdpSocket::bind(addr(&role.bind, 0)?).map_err(sock_err("bind"))?;
     size_buffers(&s, role);
     let to: SocketAddr = addr(&role.peer, role.port)?;
-    s.connect(to).map_err(|e| format!("connect: {e}"))?;
-    let rx = s.try_clone().map_err(|e| e.to_string())?;
-    rx.set_read_timeout(Some(Duration::from_millis(20))).map_err(|e| e.to_string())?;
+    s.connect(to).map_err(sock_err(format!("connect {to}")))?;
+    let rx = s.try_clone().map_err(sock_err("a second handle of the socket"))?;
+    rx.set_read_timeout(Some(Duration::from_millis(20))).map_err(sock_err("SO_RCVTIMEO"))?;
     let done = AtomicBool::new(false);
     let mut hist = new_histogram()?;
     let mut echo = Account::default();
     let sched = Schedule { tag, rate, count, dur_ns, latency };
-    let sent = std::thread::scope(|sc| -> Result<Sent, String> {
+    let sent = std::thread::scope(|sc| -> Result<Sent, crate::error::Error> {
         let catcher = sc.spawn(|| catch_echoes(&rx, tag, reflect, payload, &done, &mut hist, &mut echo));
         let mut bufs = vec![vec![0u8; payload]; BATCH];
         if learning > 0 {
@@ -700,7 +706,7 @@ fn generate(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<O
             std::thread::sleep(Duration::from_millis(1));
         }
         done.store(true, Ordering::Relaxed);
-        catcher.join().map_err(|_| "the receiving thread panicked".to_string())?;
+        catcher.join().map_err(|_| crate::error::Failure::Panicked("the receiving"))?;
         Ok(sent)
     })?;
     let Sent { t0, t1, seq, send_errors, stalls, max_lag, tagged } = sent;

@@ -135,23 +135,20 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_params(p: &Params) -> Result<Settings, ParamError> {
-        fn e(k: &'static str) -> impl Fn(String) -> ParamError {
-            move |m| ParamError::new(k, m)
-        }
         let quick = p.bool("quick");
         let q = |quick_v: u64, full: u64| if quick { quick_v } else { full };
-        let tests = parse_tests(p.str("tests").map_err(e("tests"))?)?;
+        let tests = parse_tests(p.str("tests")?)?;
         let trial_ms = p.ms_or("trial_duration", q(1000, 60_000));
         Ok(Settings {
             tests,
-            frame_size: p.u64("frame_size").map_err(e("frame_size"))?,
-            direction: p.str("direction").map_err(e("direction"))?.to_string(),
+            frame_size: p.u64("frame_size")?,
+            direction: p.str("direction")?.to_string(),
             quick,
             trial_ms,
             search_ms: p.ms_or("search_duration", if quick { 250 } else { trial_ms }),
             resolution_pct: p.opt_f64("resolution").unwrap_or(if quick { 5.0 } else { 0.5 }),
-            loss_tolerance_pct: p.f64("loss_tolerance").map_err(e("loss_tolerance"))?,
-            line_bps: p.u64("line_rate").map_err(e("line_rate"))? as f64,
+            loss_tolerance_pct: p.f64("loss_tolerance")?,
+            line_bps: p.u64("line_rate")? as f64,
             learning_ms: p.ms_or("learning", q(20, 500)),
             settle_ms: p.ms_or("settle", q(50, 2000)),
             drain_ms: p.ms_or("drain", q(100, 2000)),
@@ -163,12 +160,12 @@ impl Settings {
                     initial_ms: p.ms_or("mlr_initial_duration", final_ms).min(final_ms),
                     final_ms,
                     duration_sum_ms: p.ms_or("mlr_duration_sum", q(5000, NDR.duration_sum_ms)),
-                    exceed_ratio: p.f64("mlr_exceed_ratio").map_err(e("mlr_exceed_ratio"))?,
+                    exceed_ratio: p.f64("mlr_exceed_ratio")?,
                     width: p.opt_f64("mlr_width").unwrap_or(if quick { 2.0 } else { NDR.width * 100.0 })
                         / 100.0,
                     ..NDR
                 };
-                let pdr_loss = p.f64("mlr_pdr_loss").map_err(e("mlr_pdr_loss"))? / 100.0;
+                let pdr_loss = p.f64("mlr_pdr_loss")? / 100.0;
                 [ndr, Goal { loss_ratio: pdr_loss, ..ndr }.named(PDR.name)]
             },
             mlr_max_trials: p.opt_u64("mlr_max_trials").unwrap_or(q(120, 400)),
@@ -250,8 +247,11 @@ impl Workload for Rfc2544 {
         }
         Ok(())
     }
-    fn run(&self, _p: &Params, _ctx: &RunCtx) -> Result<Output, String> {
-        Err("`rfc2544` is a procedure: `virtperf run` drives it as steps of the `frames` workload".into())
+    fn run(&self, _p: &Params, _ctx: &RunCtx) -> Result<Output, crate::error::Error> {
+        Err(crate::error::Failure::Unsupported(
+            "`rfc2544` is a procedure: `virtperf run` drives it as steps of the `frames` workload".into(),
+        )
+        .into())
     }
 }
 
