@@ -13,7 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use virtperf_proto::{NetRole, Reply, Request, Sample, Side, WorkloadSpec};
-use virtperf_workload::Output;
+// The workloads a trial drives itself (background load, the empty run that prices `go`, the
+// RFC 2544 generator), named by their types.
+use virtperf_workload::compute::Noop;
+use virtperf_workload::load::Load;
+use virtperf_workload::rfc2544::frames::Frames;
+use virtperf_workload::{Output, Workload};
 
 use crate::env::{CallError, CpuProbe, Instance};
 use crate::experiment::{Case, LoadOn};
@@ -717,7 +722,7 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
                 .collect();
             let (tag, _) = p.send(
                 who,
-                WorkloadSpec { kind: "load".into(), params, net: None, scratch: None, count: None },
+                WorkloadSpec { kind: Load.kind().into(), params, net: None, scratch: None, count: None },
             )?;
             p.wait_started(who, tag, deadline, "background load")?;
             loads.push((who, tag));
@@ -785,7 +790,7 @@ const MAX_LAPS: usize = 64;
 /// the same moment (a UML guest's was 6 ms with a 10 ms spread right after boot, 0.5 ms later).
 fn go_overhead(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Duration, Duration), Fail> {
     let noop = WorkloadSpec {
-        kind: "noop".into(),
+        kind: Noop.kind().into(),
         params: Default::default(),
         net: None,
         scratch: None,
@@ -1318,7 +1323,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             tag,
         }
         .params();
-        let fspec = WorkloadSpec { kind: "frames".into(), params, net: None, scratch: None, count: None };
+        let fspec = WorkloadSpec { kind: Frames.kind().into(), params, net: None, scratch: None, count: None };
         let send_ms =
             if sp.count > 0 { (sp.count as f64 / sp.rate_fps.max(1.0) * 1e3) as u64 } else { sp.duration_ms };
         let deadline = Instant::now()

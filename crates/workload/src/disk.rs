@@ -267,6 +267,9 @@ impl Workload for Disk {
     fn kind(&self) -> &'static str {
         "disk"
     }
+    fn report_section(&self) -> Option<&'static str> {
+        Some("disk")
+    }
     fn summary(&self) -> &'static str {
         "iozone's file I/O phases (write, rewrite, read, reread, random read, random write) on the environment's scratch disk"
     }

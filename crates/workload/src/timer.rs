@@ -99,6 +99,9 @@ impl Workload for Timer {
     fn kind(&self) -> &'static str {
         "timer"
     }
+    fn report_section(&self) -> Option<&'static str> {
+        Some("timer")
+    }
     fn summary(&self) -> &'static str {
         "a thread wakes at absolute deadlines `interval` apart (clock_nanosleep) for `duration`; the lateness of every wake-up (cyclictest's measurement)"
     }

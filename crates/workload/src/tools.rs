@@ -595,6 +595,25 @@ impl Workload for Fio {
     fn check(&self, _p: &Params) -> Result<(), ParamError> {
         find_program("fio").map(|_| ()).map_err(|m| ParamError::new("kind", m.to_string()))
     }
+    /// The job file named by `job`, read on the host where its path is: its text travels with
+    /// the case (`job_text`), so it reaches a guest that cannot see the host's files.
+    fn read_host_files(
+        &self,
+        params: &mut std::collections::BTreeMap<String, Value>,
+    ) -> Result<(), ParamError> {
+        let Some(path) =
+            params.get("job").and_then(Value::as_str).filter(|p| !p.is_empty()).map(String::from)
+        else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ParamError::new("job", format!("cannot read the fio job file {path}: {e}")))?;
+        if !text.contains('[') {
+            return Err(ParamError::new("job", format!("{path} is not a fio job file (no [job] section)")));
+        }
+        params.insert("job_text".into(), Value::from(text));
+        Ok(())
+    }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let dir = ctx.scratch().ok_or(ToolError::NoScratch("fio"))?;
         if let Some(text) = p.str("job_text").ok().filter(|t| !t.is_empty()) {

@@ -275,6 +275,18 @@ pub trait Workload: Sync {
     fn programs(&self, _p: &Params) -> Vec<String> {
         Vec::new()
     }
+    /// Files on the host that a parameter names and the agent needs (fio's job file, whose
+    /// text travels as `job_text`): read into the parameters when the experiment is validated,
+    /// where the user's paths are; the error names the key.
+    fn read_host_files(&self, _params: &mut BTreeMap<String, Value>) -> Result<(), ParamError> {
+        Ok(())
+    }
+    /// The report's section for what this workload measures beyond the results table (`disk`'s
+    /// matrices, `timer`'s histograms, `rfc2544`'s tables): the report picks a section's cases
+    /// by this, never by the workload's name. None: the results table says it all.
+    fn report_section(&self) -> Option<&'static str> {
+        None
+    }
     /// Which way `metric` is better for a case with these parameters, when the workload lets the
     /// user say (`command`'s metrics); None: as declared.
     fn better_for(&self, _metric: &str, _params: &Value) -> Option<Better> {

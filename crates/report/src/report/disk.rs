@@ -5,7 +5,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::rows::{Overhead, ResultRow};
+use super::rows::{in_section, Overhead, ResultRow};
 use super::words::{arrow, better_str, mean_text, overhead_text};
 use crate::store::CaseRow;
 
@@ -45,12 +45,14 @@ pub struct DiskCell {
 
 const SWEPT: [&str; 2] = ["file_size", "record_size"];
 
+/// This section's name, as the workloads it shows give it (`Workload::report_section`).
+pub const SECTION: &str = "disk";
+
 /// The matrices of every disk workload run over more than one file or record size.
 pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<DiskMatrix> {
-    let Some(w) = virtperf_workload::find("disk") else { return Vec::new() };
     // Cases grouped by workload and their parameters other than the two sizes.
     let mut groups: Vec<(String, serde_json::Value, Vec<&CaseRow>)> = Vec::new();
-    for c in cases.iter().filter(|c| c.kind == "disk") {
+    for c in cases.iter().filter(|c| in_section(&c.kind, SECTION)) {
         let mut fixed = c.params.clone();
         if let Some(o) = fixed.as_object_mut() {
             for k in SWEPT {
@@ -72,6 +74,7 @@ pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<D
             v
         };
         let (files, records) = (axis("file_size"), axis("record_size"));
+        let Some(w) = members.first().and_then(|c| virtperf_workload::find(&c.kind)) else { continue };
         for m in w.metrics() {
             let row = |c: &CaseRow, env: &str| {
                 results.iter().find(|x| {

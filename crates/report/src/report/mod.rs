@@ -1166,7 +1166,11 @@ fn rfc2544_rows(rows: &RunRows, manifest: &serde_json::Value) -> Vec<rfc2544::Ro
     let mut out: Vec<(usize, rfc2544::Row)> = rows
         .trials
         .iter()
-        .filter(|t| t.status == TrialStatus::Ok && !t.warmup && rows.cases[t.case_idx].kind == "rfc2544")
+        .filter(|t| {
+            t.status == TrialStatus::Ok
+                && !t.warmup
+                && rows::in_section(&rows.cases[t.case_idx].kind, rfc2544::SECTION)
+        })
         .filter_map(|t| {
             let env = &rows.envs[t.env_idx];
             let mut row = rfc2544::Row::from_detail(&env.name, rows.detail(t.id)?)?;

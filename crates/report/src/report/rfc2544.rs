@@ -9,6 +9,9 @@ use super::words::{fmt_num, mean_text, WIDTH};
 use virtperf_workload::rfc2544::frames::LossAt;
 use virtperf_workload::rfc2544::search::{BackToBack, Detail, Latency};
 
+/// This section's name, as the workloads it shows give it (`Workload::report_section`).
+pub const SECTION: &str = "rfc2544";
+
 /// One procedure's answers, for the report (one row per measured trial).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Row {

@@ -30,6 +30,12 @@ pub const CPU_TIMES: [&str; 3] = [HOST_CPU, TESTER_CPU, GUEST_CPU];
 const CLOCK_RATE_TOL: f64 = 0.01;
 
 /// Tolerance of one trial's clock check, ns.
+/// Whether `kind`'s cases show in the report's section `section`: the workload says which
+/// (`Workload::report_section`), so that no section picks its cases by a workload's name.
+pub fn in_section(kind: &str, section: &str) -> bool {
+    virtperf_workload::find(kind).and_then(|w| w.report_section()) == Some(section)
+}
+
 pub fn clock_tolerance_ns(overhead_ns: f64, jitter_ns: f64, guest_ns: f64) -> f64 {
     (4.0 * jitter_ns).max(overhead_ns / 2.0).max(100_000.0) + CLOCK_RATE_TOL * guest_ns
 }

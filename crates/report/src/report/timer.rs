@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::rows::in_section;
 use crate::store::{RunRows, TrialStatus};
+
+/// This section's name, as the workloads it shows give it (`Workload::report_section`).
+pub const SECTION: &str = "timer";
 
 #[derive(Debug, Serialize)]
 pub struct TimerHistogram {
@@ -24,7 +28,7 @@ pub fn build(rows: &RunRows) -> Vec<TimerHistogram> {
     let mut by: BTreeMap<(usize, usize), (BTreeMap<u64, u64>, String)> = BTreeMap::new();
     for t in trials
         .iter()
-        .filter(|t| t.status == TrialStatus::Ok && !t.warmup && cases[t.case_idx].kind == "timer")
+        .filter(|t| t.status == TrialStatus::Ok && !t.warmup && in_section(&cases[t.case_idx].kind, SECTION))
     {
         let Some(extra) = rows.detail(t.id) else { continue };
         // One instance: the workload's own detail; several: one per instance.

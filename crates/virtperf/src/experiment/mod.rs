@@ -245,6 +245,32 @@ mod tests {
         assert!(e.contains("trials, more than") && e.contains("reps"), "{e}");
     }
 
+    /// A workload's file on the host (fio's job file) is read when the experiment is validated,
+    /// asked of the workload (`read_host_files`): its text travels with the case; a missing or
+    /// wrong file is an error at the `job` key, from the line that gave it.
+    #[test]
+    fn a_workloads_host_file_is_read_at_validation_and_errors_name_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("j.fio");
+        std::fs::write(&job, "[seq]\nrw=read\nsize=1m\n").unwrap();
+        let fio = |path: &std::path::Path| {
+            format!(
+                "[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"fio\"\njob = \"{}\"\n",
+                path.display()
+            )
+        };
+        let e = parse(&fio(&job)).unwrap();
+        assert_eq!(e.cases[0].params["job_text"], "[seq]\nrw=read\nsize=1m\n");
+        let err = parse(&fio(&dir.path().join("missing.fio"))).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("job"), "{err}");
+        assert!(err.message.contains("cannot read the fio job file"), "{err}");
+        let not_a_job = dir.path().join("x.txt");
+        std::fs::write(&not_a_job, "rw=read\n").unwrap();
+        let err = parse(&fio(&not_a_job)).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("job"), "{err}");
+        assert!(err.message.contains("no [job] section"), "{err}");
+    }
+
     fn parse(text: &str) -> Result<Experiment, InputError> {
         let raw = read_toml("x.toml", text)?;
         validate(&raw, &Origin::File { path: "x.toml".into(), line: 1 })

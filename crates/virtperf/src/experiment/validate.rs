@@ -14,22 +14,6 @@ use virtperf_workload::params::parse_rate_bps;
 use super::flags::split_top;
 use super::model::*;
 
-/// A fio job file named by `job`: its text travels with the case (`job_text`), so it reaches a
-/// guest that cannot see the host's files.
-fn fio_job(params: &mut BTreeMap<String, Value>) -> Result<(), String> {
-    let Some(path) = params.get("job").and_then(Value::as_str).filter(|p| !p.is_empty()).map(String::from)
-    else {
-        return Ok(());
-    };
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| format!("cannot read the fio job file {path}: {e}"))?;
-    if !text.contains('[') {
-        return Err(format!("{path} is not a fio job file (no [job] section)"));
-    }
-    params.insert("job_text".into(), Value::from(text));
-    Ok(())
-}
-
 /// The tools the workloads run inside an environment (iperf3, fio, …): a guest's image carries
 /// them and their libraries (`extra`, beside any the user named); containers, gVisor and UML see
 /// the host's.
@@ -1003,9 +987,8 @@ fn workloads(raw: &RawExperiment) -> Result<(Vec<WorkloadDef>, Vec<Case>), Input
             };
             let mut params = params::resolve(w.params(), &given)
                 .map_err(|ParamError { key: k, message: m }| err(&origin_of(&k), Some(&k), m))?;
-            if w.kind() == "fio" {
-                fio_job(&mut params).map_err(|m| err(&origin_of("job"), Some("job"), m))?;
-            }
+            w.read_host_files(&mut params)
+                .map_err(|ParamError { key: k, message: m }| err(&origin_of(&k), Some(&k), m))?;
             let suffix: Vec<String> =
                 point.iter().filter(|(k, _)| swept.contains(&k)).map(|(k, v)| format!("{k}={v}")).collect();
             let case_label =

@@ -201,6 +201,9 @@ impl Workload for Rfc2544 {
     fn kind(&self) -> &'static str {
         "rfc2544"
     }
+    fn report_section(&self) -> Option<&'static str> {
+        Some("rfc2544")
+    }
     fn largest_frame(&self, p: &Params) -> Option<u64> {
         p.opt_u64("frame_size")
     }
