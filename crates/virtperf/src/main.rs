@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use exit::{bad_input, ExitStatus, ExitStatusOf};
 use experiment::{Origin, RawExperiment, RawSetting};
 use virtperf_workload::Raw;
@@ -469,10 +469,13 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Csv,
-    Json,
+/// `export --format`'s names, from the exporters' own list (each with its help).
+fn export_formats() -> impl clap::builder::TypedValueParser<Value = export::Format> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        export::Format::FOR_EXPORT.iter().map(|(n, _, h)| PossibleValue::new(*n).help(*h)),
+    )
+    .try_map(|s| export::Format::for_export(&s))
 }
 
 #[derive(Args)]
@@ -481,8 +484,8 @@ struct ExportArgs {
     run: Option<i64>,
     #[arg(long, default_value = "virtperf.db")]
     db: PathBuf,
-    #[arg(long, value_enum, default_value = "csv")]
-    format: Format,
+    #[arg(long, default_value = "csv", value_parser = export_formats())]
+    format: export::Format,
     /// Write here instead of stdout
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -999,12 +1002,8 @@ fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Err(bad_input(e)),
     };
-    let format = match a.format {
-        Format::Csv => export::Format::Csv,
-        Format::Json => export::Format::Samples,
-    };
     let target =
-        export::Target::new(format, a.output.map(export::Dest::File).unwrap_or(export::Dest::Stdout));
+        export::Target::new(a.format, a.output.map(export::Dest::File).unwrap_or(export::Dest::Stdout));
     if let Err(e) = target.check() {
         return Err(bad_input(format!("-o: {e}")));
     }

@@ -47,6 +47,21 @@ pub enum Format {
 }
 
 impl Format {
+    /// What `virtperf export --format NAME` writes: the names the command accepts, each with its
+    /// format and what it is. The one list (the CLI parses with [`Format::for_export`]).
+    pub const FOR_EXPORT: &'static [(&'static str, Format, &'static str)] = &[
+        ("csv", Format::Csv, "every raw sample as CSV"),
+        ("json", Format::Samples, "every trial with its samples, detail and CPU series as JSON"),
+    ];
+
+    /// The format `export --format NAME` names, or what it accepts.
+    pub fn for_export(name: &str) -> Result<Format, String> {
+        Self::FOR_EXPORT.iter().find(|(n, _, _)| *n == name).map(|(_, f, _)| *f).ok_or_else(|| {
+            let names: Vec<&str> = Self::FOR_EXPORT.iter().map(|(n, _, _)| *n).collect();
+            format!("`{name}` is not an export format; give one of: {}", names.join(", "))
+        })
+    }
+
     pub fn exporter(self) -> Box<dyn Exporter> {
         match self {
             Format::Summary => Box::new(text::Summary),
@@ -300,6 +315,18 @@ mod tests {
 
     /// Every text output of one fixture run, whole (as hyperfine checks its exports with insta):
     /// a change to any of them shows in review as a changed snapshot under `src/export/snapshots/`.
+    /// `export --format`'s names come from one list, each naming a format whose exporter exists.
+    #[test]
+    fn export_format_names_are_one_list() {
+        assert_eq!(Format::for_export("csv"), Ok(Format::Csv));
+        assert_eq!(Format::for_export("json"), Ok(Format::Samples));
+        let e = Format::for_export("xml").unwrap_err();
+        assert!(e.contains("csv, json"), "{e}");
+        for (name, f, help) in Format::FOR_EXPORT {
+            assert!(!help.is_empty() && !f.exporter().what().is_empty(), "{name}");
+        }
+    }
+
     #[test]
     fn outputs_of_a_fixture_run_are_as_their_snapshots() {
         let dir = tempfile::tempdir().unwrap();
