@@ -4,9 +4,11 @@
 //! source file's `crate::…` paths and fails when a module reaches its own layer's side or above
 //! it — naming the file, the line and the two layers. Rust's module system allows any path, so
 //! without this nothing notices a circle closing again (it happened once: issue 29).
+//! Beside it, the source check of workload names (no code outside crates/workload decides on
+//! one), and the walker over source files that these checks and `env/`'s share.
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
@@ -102,7 +104,8 @@ mod tests {
         out
     }
 
-    fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    /// Every `.rs` file below `dir` (the source checks here and in `env/`).
+    pub(crate) fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -180,5 +183,46 @@ mod tests {
         assert_eq!(u, want.map(|(l, m)| (l, m.to_string())).to_vec());
         assert_eq!(module_of("env/cgroup.rs"), "env/");
         assert_eq!(module_of("main.rs"), "main.rs");
+    }
+
+    /// Outside crates/workload no code decides on a workload's name: the orchestrator and the report
+    /// ask the workload (`report_section`, `read_host_files`, `needs_scratch`, …) or name the
+    /// type it drives (`Load.kind()`), so that adding a workload touches the files the recipe in
+    /// docs/architecture.md lists and no others.
+    #[test]
+    fn no_code_outside_the_workloads_decides_on_a_workloads_name() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        for krate in ["crates/virtperf/src", "crates/report/src"] {
+            sources(&root.join(krate), &mut files);
+        }
+        let mut wrong = Vec::new();
+        for f in &files {
+            let rel = f.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(f).unwrap();
+            if text.starts_with("//! Test") || rel.ends_with("fixtures.rs") {
+                continue;
+            }
+            for (i, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("#[cfg(test)]") {
+                    break;
+                }
+                let code = line.split("//").next().unwrap_or("");
+                for k in virtperf_workload::kinds() {
+                    let named = [
+                        format!("kind == \"{k}\""),
+                        format!("kind != \"{k}\""),
+                        format!("kind() == \"{k}\""),
+                        format!("find(\"{k}\")"),
+                        format!("kind: \"{k}\".into()"),
+                        format!("kind: \"{k}\".to_string()"),
+                    ];
+                    if named.iter().any(|n| code.contains(n.as_str())) {
+                        wrong.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "decided on a workload's name (ask the workload):\n{}", wrong.join("\n"));
     }
 }

@@ -189,58 +189,6 @@ mod tests {
         }
     }
 
-    /// Outside this crate no code decides on a workload's name: the orchestrator and the report
-    /// ask the workload (`report_section`, `read_host_files`, `needs_scratch`, …) or name the
-    /// type it drives (`Load.kind()`), so that adding a workload touches the files the recipe in
-    /// docs/architecture.md lists and no others.
-    #[test]
-    fn no_code_outside_the_workloads_decides_on_a_workloads_name() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut files = Vec::new();
-        for krate in ["crates/virtperf/src", "crates/report/src"] {
-            rs_files(&root.join(krate), &mut files);
-        }
-        let mut wrong = Vec::new();
-        for f in &files {
-            let rel = f.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(f).unwrap();
-            if text.starts_with("//! Test") || rel.ends_with("fixtures.rs") {
-                continue;
-            }
-            for (i, line) in text.lines().enumerate() {
-                if line.trim_start().starts_with("#[cfg(test)]") {
-                    break;
-                }
-                let code = line.split("//").next().unwrap_or("");
-                for k in kinds() {
-                    let named = [
-                        format!("kind == \"{k}\""),
-                        format!("kind != \"{k}\""),
-                        format!("kind() == \"{k}\""),
-                        format!("find(\"{k}\")"),
-                        format!("kind: \"{k}\".into()"),
-                        format!("kind: \"{k}\".to_string()"),
-                    ];
-                    if named.iter().any(|n| code.contains(n.as_str())) {
-                        wrong.push(format!("{rel}:{}: {}", i + 1, line.trim()));
-                    }
-                }
-            }
-        }
-        assert!(wrong.is_empty(), "decided on a workload's name (ask the workload):\n{}", wrong.join("\n"));
-    }
-
-    fn rs_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                rs_files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-
     #[test]
     fn every_metric_name_is_unique_and_declared_once() {
         let mut seen = std::collections::BTreeSet::new();

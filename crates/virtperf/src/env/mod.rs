@@ -71,7 +71,7 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let mut files = Vec::new();
         for krate in ["crates/virtperf/src", "crates/report/src", "crates/workload/src"] {
-            rs_files(&root.join(krate), &mut files);
+            crate::layers::tests::sources(&root.join(krate), &mut files);
         }
         let mut wrong = Vec::new();
         for f in &files {
@@ -115,17 +115,6 @@ mod tests {
                 index.contains(&format!("| `{k}` |")),
                 "docs/environments/README.md has no row for `{k}`"
             );
-        }
-    }
-
-    fn rs_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                rs_files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
         }
     }
 
