@@ -440,7 +440,10 @@ pub(crate) fn history_and_ab_give_verdicts_ci_can_act_on() -> Outcome {
             a.display().to_string(),
             b.display().to_string(),
             "--runs".into(),
-            "2".into(),
+            // Four a side: Welch's interval over 2 runs a side has as little as 1 degree of
+            // freedom (t = 12.7), too wide for ×0.5 on a busy host (CI once said inconclusive);
+            // over 4 a side t ≤ 3.2, and ABBAABBA cancels a linear drift.
+            "4".into(),
             "--dir".into(),
             dir.display().to_string(),
             "--run-args".into(),
@@ -463,7 +466,7 @@ pub(crate) fn history_and_ab_give_verdicts_ci_can_act_on() -> Outcome {
         .filter(|l| l.starts_with("ab: run "))
         .filter_map(|l| l.split(": ").nth(2).and_then(|x| x.chars().next()))
         .collect();
-    assert_eq!(order, "ABBA", "{err}");
+    assert_eq!(order, "ABBAABBA", "{err}");
     let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = c["changes"]
         .as_array()
@@ -473,10 +476,10 @@ pub(crate) fn history_and_ab_give_verdicts_ci_can_act_on() -> Outcome {
         .unwrap_or_else(|| panic!("{c:#}"));
     assert_eq!(
         (row["verdict"].as_str(), row["a_n"].as_u64(), row["b_n"].as_u64()),
-        (Some("regression"), Some(2), Some(2)),
+        (Some("regression"), Some(4), Some(4)),
         "{row:#}"
     );
-    for k in 1..=4 {
+    for k in 1..=8 {
         assert!(
             std::fs::read_dir(&dir)
                 .unwrap()
@@ -490,7 +493,7 @@ pub(crate) fn history_and_ab_give_verdicts_ci_can_act_on() -> Outcome {
     let again = vp(&args.iter().map(String::as_str).collect::<Vec<_>>(), &fx.env());
     let err = String::from_utf8_lossy(&again.stderr);
     assert_eq!(again.status.code(), Some(4), "{err}");
-    assert!(err.contains("holds 2 run(s) of A and 2 of B") && !err.contains("ab: run "), "{err}");
+    assert!(err.contains("holds 4 run(s) of A and 4 of B") && !err.contains("ab: run "), "{err}");
     assert!(String::from_utf8_lossy(&again.stdout).contains("REGRESSION"));
 
     // Bad input: exit 2, nothing made.
