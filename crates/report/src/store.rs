@@ -266,6 +266,14 @@ impl Drop for Store {
     }
 }
 
+/// The pilots a run's manifest records (`precision.pilots`), empty where none.
+pub fn pilots_of(manifest: &serde_json::Value) -> std::collections::BTreeMap<String, u32> {
+    manifest["precision"]["pilots"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), u32::try_from(v.as_u64()?).ok()?))).collect())
+        .unwrap_or_default()
+}
+
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
@@ -999,6 +1007,42 @@ impl Store {
             "UPDATE runs SET status = ?2, finished_at = ?3 WHERE id = ?1",
             params![run, status, finished],
         )?;
+        Ok(())
+    }
+
+    /// Precision mode's pilots decided so far (`manifest.precision.pilots`: a paired ratio's key
+    /// → the blocks its pilot holds; see `report::paired::Design`).
+    pub fn pilots(&self, run: i64) -> Result<std::collections::BTreeMap<String, u32>> {
+        let m = self.run(run)?.manifest;
+        Ok(pilots_of(&m))
+    }
+
+    /// Records pilots precision mode decided (merged with those recorded before, never changing
+    /// one): decided once, when a ratio's first blocks are in, they are what its report's
+    /// interval rests on, in this process and after a `--resume`.
+    pub fn record_pilots(&self, run: i64, pilots: &[(String, u32)]) -> Result<()> {
+        if pilots.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.unchecked_transaction()?;
+        let text: String = tx.query_row("SELECT manifest FROM runs WHERE id = ?1", [run], |r| r.get(0))?;
+        let mut m: serde_json::Value =
+            serde_json::from_str(&text).context("the run's manifest is not JSON")?;
+        let Some(top) = m.as_object_mut() else { anyhow::bail!("run {run}'s manifest is not a JSON object") };
+        let precision = top.entry("precision").or_insert_with(|| serde_json::json!({}));
+        if !precision.is_object() {
+            *precision = serde_json::json!({});
+        }
+        let map =
+            precision.as_object_mut().map(|p| p.entry("pilots").or_insert_with(|| serde_json::json!({})));
+        let Some(map) = map else { anyhow::bail!("run {run}'s manifest has no room for pilots") };
+        if let Some(map) = map.as_object_mut() {
+            for (k, n) in pilots {
+                map.entry(k.clone()).or_insert_with(|| serde_json::json!(n));
+            }
+        }
+        tx.execute("UPDATE runs SET manifest = ?2 WHERE id = ?1", params![run, m.to_string()])?;
+        tx.commit()?;
         Ok(())
     }
 

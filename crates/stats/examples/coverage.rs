@@ -14,10 +14,11 @@ fn main() {
         "scenario", "ratio", "unpaired, stop at 99 %", "paired, stop at 99 %", "paired, two-stage 95 %"
     );
     let only = std::env::args().nth(2);
+    let seed: u64 = std::env::args().nth(3).and_then(|a| a.parse().ok()).unwrap_or(7);
     for s in scenarios().into_iter().filter(|s| only.as_deref().is_none_or(|o| s.name.starts_with(o))) {
-        let u = summarise(&s, runs, 7, run_unpaired);
-        let p = summarise(&s, runs, 7, |s, seed| run_paired(s, seed, Rule::StopWhenMet));
-        let t = summarise(&s, runs, 7, |s, seed| run_paired(s, seed, Rule::TwoStage));
+        let u = summarise(&s, runs, seed, run_unpaired);
+        let p = summarise(&s, runs, seed, |s, seed| run_paired(s, seed, Rule::StopWhenMet));
+        let t = summarise(&s, runs, seed, |s, seed| run_paired(s, seed, Rule::TwoStage));
         for i in 0..u.len() {
             let cell = |x: (f64, f64, f64)| {
                 format!("{:>5.1} % {:>5.1} % ±{:>6.1} %", x.0 * 100.0, x.1 * 100.0, x.2 * 100.0)

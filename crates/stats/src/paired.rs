@@ -89,6 +89,16 @@ pub fn log_ratios(pairs: &[Pair]) -> Option<(Vec<f64>, usize)> {
     Some((values, pairs.len()))
 }
 
+/// The pairs of the first `n` blocks `pairs` hold (in block order): a ratio's pilot, which may
+/// hold more blocks than the plan's minimum and skips a block it was not measured in.
+pub fn first_blocks(pairs: &[Pair], n: usize) -> Vec<Pair> {
+    let mut blocks: Vec<i64> = pairs.iter().map(|p| p.block).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    blocks.truncate(n);
+    pairs.iter().copied().filter(|p| blocks.binary_search(&p.block).is_ok()).collect()
+}
+
 /// The paired ratio of `pairs` with its interval at `level` (0.95 for 95 %).
 pub fn paired_ratio(pairs: &[Pair], level: f64) -> Option<PairedRatio> {
     paired_ratio_stein(pairs, level, None)
@@ -180,6 +190,36 @@ pub fn units_needed_stein(sd_log: f64, df: f64, target: f64, level: f64, min: us
         (n as usize).clamp(min, max)
     } else {
         max
+    }
+}
+
+/// The blocks a ratio needs in all, in up to three stages: Stein's second stage sized from its
+/// pilot (its first `pilot` blocks; at least the pilot itself), and, once those are in, a third
+/// sized the same way from all of them — where the run's spread came out larger than the pilot's
+/// (Stein's interval then takes the run's, and would miss the target), its blocks so far size the
+/// rest once more (Hall's three-stage procedure; each stage's count is fixed by the blocks before
+/// it, so it is recomputed the same from the stored data). `min` and `max` bound every count.
+/// None while the pilot has no spread (below two blocks).
+pub fn blocks_needed(
+    pairs: &[Pair],
+    pilot: usize,
+    target: f64,
+    level: f64,
+    min: usize,
+    max: usize,
+) -> Option<usize> {
+    let spread = |n: usize| {
+        paired_ratio(&first_blocks(pairs, n), level)
+            .filter(|r| r.blocks >= 2)
+            .map(|r| (r.sd_log, r.df, r.blocks))
+    };
+    let (sd, df, _) = spread(pilot)?;
+    let second = units_needed_stein(sd, df, target, level, min, max).max(pilot);
+    match spread(second) {
+        Some((sd, df, blocks)) if blocks >= second => {
+            Some(units_needed_stein(sd, df, target, level, min, max).max(second))
+        }
+        _ => Some(second),
     }
 }
 

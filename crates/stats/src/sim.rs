@@ -82,6 +82,12 @@ pub struct Scenario {
     pub min_blocks: usize,
     /// Repetitions per launch in the plan's minimum.
     pub reps: usize,
+    /// Cheap ratios' pilots grow beyond the minimum ([`sequential::pilot_blocks`]), as precision
+    /// mode's do; false: every pilot is the minimum.
+    pub grow_pilot: bool,
+    /// A ratio whose blocks came out noisier than its pilot is sized once more from them
+    /// ([`crate::paired::blocks_needed`]), as precision mode's are; false: two stages only.
+    pub third_stage: bool,
 }
 
 /// The host's bursts over a run: (start, end, factor).
@@ -263,17 +269,52 @@ pub fn run_paired(s: &Scenario, seed: u64, rule: sequential::Rule) -> Vec<Ended>
             .map(|e| s.envs[e].launch_secs / s.cases + s.reps as f64 * s.envs[e].trial_secs)
             .sum()
     };
+    // Two-stage: each ratio's pilot, grown where its blocks are cheap against the budget (decided
+    // from costs alone), run before any ratio is sized.
+    // A ratio the minimum already sizes within itself keeps it.
+    let pilot_n: Vec<usize> = (0..k)
+        .map(|e| match (e, rule, s.grow_pilot) {
+            (0, _, _) | (_, sequential::Rule::StopWhenMet, _) | (_, _, false) => s.min_blocks,
+            _ if crate::paired::paired_ratio(&pairs[e], 0.95).is_some_and(|r| {
+                r.blocks >= 2 && sequential::keeps_minimum(r.sd_log, r.df, s.target, r.blocks)
+            }) =>
+            {
+                s.min_blocks
+            }
+            _ => sequential::pilot_blocks(s.min_blocks, unit_cost(&[e]), s.budget),
+        })
+        .collect();
+    let blocks_of = |p: &[Pair]| {
+        crate::paired::log_ratios(p).map_or(0, |_| {
+            let mut b: Vec<i64> = p.iter().map(|x| x.block).collect();
+            b.sort_unstable();
+            b.dedup();
+            b.len()
+        })
+    };
+    loop {
+        let members: Vec<usize> = (1..k).filter(|&e| blocks_of(&pairs[e]) < pilot_n[e]).collect();
+        if members.is_empty() || w.spent() {
+            break;
+        }
+        run_block(&mut w, &members, s.reps, &mut pairs, block);
+        block += 1;
+    }
     // The pilot's spread (sd of its block log-ratios, its df), for Stein's interval.
     let pilot_sd: Vec<Option<(f64, f64)>> = (0..k)
         .map(|e| {
-            crate::paired::paired_ratio(&pairs[e], 0.95).filter(|r| r.blocks >= 2).map(|r| (r.sd_log, r.df))
+            crate::paired::paired_ratio(&crate::paired::first_blocks(&pairs[e], pilot_n[e]), 0.95)
+                .filter(|r| r.blocks >= 2)
+                .map(|r| (r.sd_log, r.df))
         })
         .collect();
     // Two-stage: what each ratio needs, sized once from the pilot (the plan's minimum).
     let pilot: Vec<usize> = (0..k)
         .map(|e| match (e, rule) {
             (0, _) | (_, sequential::Rule::StopWhenMet) => 0,
-            (_, sequential::Rule::TwoStage) => sequential::watch(&pairs[e], s.target, rule).needed,
+            (_, sequential::Rule::TwoStage) => {
+                sequential::watch(&pairs[e], s.target, rule).needed.max(pilot_n[e])
+            }
         })
         .collect();
     loop {
@@ -284,7 +325,19 @@ pub fn run_paired(s: &Scenario, seed: u64, rule: sequential::Rule) -> Vec<Ended>
             .map(|e| {
                 let mut x = sequential::watch(&pairs[e], s.target, rule);
                 if rule == sequential::Rule::TwoStage {
-                    x.needed = pilot[e];
+                    x.needed = if s.third_stage {
+                        crate::paired::blocks_needed(
+                            &pairs[e],
+                            pilot_n[e],
+                            s.target,
+                            0.95,
+                            sequential::MIN_UNITS as usize,
+                            sequential::MAX_BLOCKS,
+                        )
+                        .unwrap_or(pilot[e])
+                    } else {
+                        pilot[e]
+                    };
                     x.met = x.blocks >= x.needed;
                 }
                 sequential::Watched { env: e, ..x }
@@ -393,6 +446,8 @@ pub fn scenarios() -> Vec<Scenario> {
         budget,
         min_blocks: 4,
         reps,
+        grow_pilot: true,
+        third_stage: true,
     };
     vec![
         run(
@@ -448,12 +503,13 @@ mod tests {
     /// What the report states, held to it: the paired design's 95 % intervals (two-stage, with
     /// Stein's interval) cover the true ratio at least 94 % of the time in every simulated cell —
     /// bursts of the whole host, contaminated trials, a shared baseline, launches of 1 and of 25
-    /// repetitions, runs ended by the budget. 1000 runs a cell: the binomial standard error at
-    /// 95 % is 0.7 points. (Measured with 2000: 94.2–97.5 %.)
+    /// repetitions, runs ended by the budget, pilots grown where blocks are cheap and a third
+    /// stage. 2000 runs a cell: the binomial standard error at 95 % is 0.5 points (with 1000, one
+    /// cell's true 95.5 % drew 93.9 %). (Measured: 94.4–97.0 %.)
     #[test]
     fn paired_intervals_cover_at_their_level_in_every_cell() {
         for s in scenarios() {
-            let r = summarise(&s, 1000, 11, |s, seed| run_paired(s, seed, Rule::TwoStage));
+            let r = summarise(&s, 2000, 11, |s, seed| run_paired(s, seed, Rule::TwoStage));
             for (i, (cov, met, w)) in r.iter().enumerate() {
                 eprintln!(
                     "{} ratio {}: coverage {:.1} %, {:.1} % within target, median ±{:.1} %",
@@ -519,6 +575,48 @@ mod tests {
             two_met >= 0.8 * stop_met,
             "two-stage met {two_met:.2} cells' worth, stop-when-met {stop_met:.2}"
         );
+    }
+
+    /// Pilots grown where blocks are cheap ([`sequential::pilot_blocks`]) state narrower intervals
+    /// than pilots of the plan's minimum in the same budget (Stein's interval keeps its pilot's
+    /// t(0.975, n₀ − 1): 3.18 for 4 blocks, 2.13 for 16) and bring more ratios to their target; so
+    /// does a third stage, where a ratio's blocks came out noisier than its pilot. Coverage of all
+    /// of it is checked above. (Measured, 300 runs a cell: medians narrower in 10 of 10 cells,
+    /// ±6.7 against ±7.5 % in the system-call cell, ±11.3 against ±22.9 % in the solver's; cells'
+    /// worth met 2.89 against 2.36 for pilots of the minimum, and against 2.22 with two stages.)
+    #[test]
+    fn grown_pilots_and_a_third_stage_state_narrower_intervals_and_meet_more() {
+        let (mut narrower, mut cells) = (0, 0);
+        let (mut grown, mut fixed, mut two) = (0.0, 0.0, 0.0);
+        let twostage = |s: &Scenario, seed| run_paired(s, seed, Rule::TwoStage);
+        for s in scenarios() {
+            let g = summarise(&s, 300, 17, twostage);
+            let f = summarise(&Scenario { grow_pilot: false, ..s.clone() }, 300, 17, twostage);
+            let t = summarise(&Scenario { third_stage: false, ..s.clone() }, 300, 17, twostage);
+            for (i, ((a, b), c)) in g.iter().zip(&f).zip(&t).enumerate() {
+                eprintln!(
+                    "{} ratio {}: grown {:.1} % met ±{:.1} %, of the minimum {:.1} % met ±{:.1} %, two stages {:.1} % met",
+                    s.name,
+                    i + 1,
+                    a.1 * 100.0,
+                    a.2 * 100.0,
+                    b.1 * 100.0,
+                    b.2 * 100.0,
+                    c.1 * 100.0,
+                );
+                narrower += usize::from(a.2 < b.2);
+                cells += 1;
+                grown += a.1;
+                fixed += b.1;
+                two += c.1;
+            }
+        }
+        assert!(narrower * 10 >= cells * 8, "grown pilots narrower in {narrower} of {cells} cells");
+        assert!(
+            grown >= 1.1 * fixed,
+            "grown pilots met {grown:.2} cells' worth, pilots of the minimum {fixed:.2}"
+        );
+        assert!(grown >= 1.1 * two, "three stages met {grown:.2} cells' worth, two {two:.2}");
     }
 
     /// Bursts of the whole host cancel in pairs: with bursts and nothing else, a paired syscall

@@ -228,8 +228,10 @@ pub fn paired_cells(
         *s = (s.0 + ms / 1e3, s.1 + 1.0);
     }
     costs.start = starts.into_iter().map(|(e, (sum, n))| (e, sum / n)).collect();
-    let design =
-        virtperf_report::report::paired::Design { paired_order: true, pilot_blocks: Some(exp.launches) };
+    use virtperf_report::report::paired::Design;
+    let recorded = store.pilots(run_id)?;
+    let mut decided: Vec<(String, u32)> = Vec::new();
+    let budget_s = p.budget_ms as f64 / 1e3;
     let get = |e: usize, c: usize, m: &str| values.get(&(e, c, m.to_string())).cloned().unwrap_or_default();
     let mut out = Vec::new();
     for &e in envs {
@@ -248,19 +250,66 @@ pub fn paired_cells(
                     continue;
                 }
                 let pairs = virtperf_report::report::paired::pairs(&get(e, c, &metric), &base_values);
-                let stated = virtperf_report::report::paired::stated(&pairs, &design);
-                let pilot = virtperf_report::report::paired::pilot_spread(&pairs, exp.launches);
+                let groups = virtperf_stats::sim::log_groups(&pairs);
+                let pair_cost = costs.trial(e, c) + costs.trial(b, c);
+                let launch_cost =
+                    costs.start.get(&e).copied().unwrap_or(0.0) + costs.start.get(&b).copied().unwrap_or(0.0);
+                let reps =
+                    sequential::reps_per_launch(&groups, pair_cost, launch_cost, exp.reps.max(1) as usize);
+                // This ratio alone: its environment's and its baseline's launches, their
+                // warm-ups and repetitions of its case.
+                let block_secs = costs.block(b, &[e], &[(c, reps)], &|x, y| x == e && y == c);
+                // Its pilot: decided once its first `launches` blocks are in, from what a block
+                // of it costs against the budget (never from its spread), and recorded.
+                let key = Design::key(e, c, &metric);
+                let pilot_n = match recorded.get(&key) {
+                    Some(&n) => n,
+                    None if groups.len() >= exp.launches as usize && block_secs > 0.0 => {
+                        // A ratio its minimum already sizes within itself keeps it (the
+                        // two-stage procedure of the minimum stops there); the rest grow.
+                        let min = exp.launches as usize;
+                        let done_at_min = virtperf_report::report::paired::pilot_spread(&pairs, exp.launches)
+                            .is_some_and(|(sd, df)| sequential::keeps_minimum(sd, df, target, min));
+                        let n = if done_at_min {
+                            min
+                        } else {
+                            sequential::pilot_blocks(min, block_secs, budget_s)
+                        };
+                        let n = u32::try_from(n).unwrap_or(exp.launches);
+                        decided.push((key, n));
+                        n
+                    }
+                    None => exp.launches,
+                };
+                let stated = virtperf_report::report::paired::stated(&pairs, Some(pilot_n));
                 let blocks = stated.map_or(0, |r| r.blocks);
+                let pilot_done = blocks >= pilot_n as usize;
+                let pilot = virtperf_report::report::paired::pilot_spread(&pairs, pilot_n);
+                let (min, max) = (sequential::MIN_UNITS as usize, sequential::MAX_BLOCKS);
                 let needed = match pilot {
-                    Some((sd, df)) => virtperf_stats::paired::units_needed_stein(
-                        sd,
-                        df,
+                    // Stein, sized from the whole pilot (and once more from the blocks it asked
+                    // for, where they came out noisier: `blocks_needed`); while the pilot is still
+                    // growing, what it will likely ask (its spread so far on the pilot's degrees
+                    // of freedom), at least the pilot itself.
+                    Some(_) if pilot_done => virtperf_stats::paired::blocks_needed(
+                        &pairs,
+                        pilot_n as usize,
                         target,
                         0.95,
-                        sequential::MIN_UNITS as usize,
-                        sequential::MAX_BLOCKS,
-                    ),
-                    None => sequential::MIN_UNITS as usize,
+                        min,
+                        max,
+                    )
+                    .unwrap_or(pilot_n as usize),
+                    Some((sd, _)) => virtperf_stats::paired::units_needed_stein(
+                        sd,
+                        f64::from(pilot_n) - 1.0,
+                        target,
+                        0.95,
+                        min,
+                        max,
+                    )
+                    .max(pilot_n as usize),
+                    None => min.max(pilot_n as usize),
                 };
                 let rhw = stated.filter(|r| r.blocks >= 2).map_or(f64::INFINITY, |r| r.relative_half_width());
                 // A ratio with no pairs to stand on (its trials fail, its values are not
@@ -268,12 +317,6 @@ pub fn paired_cells(
                 if stated.is_none() && blocks == 0 && !pairs.is_empty() {
                     continue;
                 }
-                let groups = virtperf_stats::sim::log_groups(&pairs);
-                let pair_cost = costs.trial(e, c) + costs.trial(b, c);
-                let launch_cost =
-                    costs.start.get(&e).copied().unwrap_or(0.0) + costs.start.get(&b).copied().unwrap_or(0.0);
-                let reps =
-                    sequential::reps_per_launch(&groups, pair_cost, launch_cost, exp.reps.max(1) as usize);
                 let watched = sequential::Watched {
                     env: e,
                     blocks,
@@ -281,15 +324,15 @@ pub fn paired_cells(
                     rhw,
                     target,
                     needed,
-                    met: blocks >= needed && pilot.is_some(),
-                    // This ratio alone: its environment's and its baseline's launches, their
-                    // warm-ups and repetitions of its case.
-                    block_secs: costs.block(b, &[e], &[(c, reps)], &|x, y| x == e && y == c),
+                    met: pilot_done && blocks >= needed && pilot.is_some(),
+                    block_secs,
+                    launch_secs: launch_cost,
                 };
                 out.push(PairedCell { env: e, base: b, case: c, metric, watched, reps });
             }
         }
     }
+    store.record_pilots(run_id, &decided)?;
     Ok((out, costs))
 }
 

@@ -123,8 +123,8 @@ fn side_ratio(a: &Side, b: &Side, level: f64) -> Option<Overhead> {
 }
 
 /// The paired ratio of `pairs` as the report states it (Stein's interval for a precision run).
-fn paired_overhead(pairs: &[virtperf_stats::paired::Pair], design: &paired::Design) -> Option<Overhead> {
-    let r = paired::stated(pairs, design)?;
+fn paired_overhead(pairs: &[virtperf_stats::paired::Pair], pilot: Option<u32>) -> Option<Overhead> {
+    let r = paired::stated(pairs, pilot)?;
     let ci = r.ci.map(|(l, h)| [l, h]);
     Some(Overhead {
         ratio: r.ratio,
@@ -547,8 +547,10 @@ fn precision_report(
                 };
                 let pairs = tally.pairs(c, &metric, e, b);
                 // From the spread its interval rests on now (the pilot's or the run's, the larger).
-                paired::stated(&pairs, &how.design).filter(|r| r.blocks >= 2).map(|r| (r.sd_log, r.df)).map(
-                    |(sd, df)| {
+                paired::stated(&pairs, how.design.pilot(e, c, &metric))
+                    .filter(|r| r.blocks >= 2)
+                    .map(|r| (r.sd_log, r.df))
+                    .map(|(sd, df)| {
                         let needed = virtperf_stats::paired::units_needed_stein(
                             sd,
                             df,
@@ -561,8 +563,7 @@ fn precision_report(
                         let per_block =
                             start_s(e) + start_s(b) + (warmup + 1.0) * (trial_s(e, c) + trial_s(b, c));
                         Needs { more_blocks: more, seconds: more as f64 * per_block }
-                    },
-                )
+                    })
             }
             _ => None,
         };
@@ -1067,7 +1068,10 @@ fn result_rows(
                         let paired = (how.estimate == paired::Estimate::Paired)
                             .then(|| {
                                 let b = base_idx?;
-                                paired_overhead(&tally.pairs(case.idx, shown, ei, b), &how.design)
+                                paired_overhead(
+                                    &tally.pairs(case.idx, shown, ei, b),
+                                    how.design.pilot(ei, case.idx, shown),
+                                )
                             })
                             .flatten();
                         paired.or_else(|| side_ratio(&s, b, level))

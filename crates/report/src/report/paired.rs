@@ -38,13 +38,17 @@ impl Estimate {
 }
 
 /// What a run's stored experiment and manifest say about its ratios: the order its trials ran in
-/// (paired or not) and, for a precision run, the blocks of its pilot.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// (paired or not) and, for a precision run, the blocks of its pilots.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Design {
     /// The trials ran in case groups.
     pub paired_order: bool,
     /// Precision mode's pilot: the plan's minimum blocks (None: not a precision run).
     pub pilot_blocks: Option<u32>,
+    /// Pilots precision mode grew beyond the minimum, by ratio ([`Design::key`]; the manifest's
+    /// `precision.pilots`): a ratio whose blocks are cheap against the budget is sized from more
+    /// (`virtperf_stats::sequential::pilot_blocks`).
+    pub pilots: std::collections::BTreeMap<String, u32>,
 }
 
 impl Design {
@@ -61,7 +65,17 @@ impl Design {
         let pilot_blocks = manifest["precision"]
             .is_object()
             .then(|| manifest["launches"].as_u64().unwrap_or(1).max(1) as u32);
-        Design { paired_order, pilot_blocks }
+        Design { paired_order, pilot_blocks, pilots: crate::store::pilots_of(manifest) }
+    }
+    /// A paired ratio's key among the pilots: its environment, case and metric (as measured: the
+    /// host clock's twin where the report headlines it).
+    pub fn key(env: usize, case: usize, metric: &str) -> String {
+        format!("{env}:{case}:{metric}")
+    }
+    /// The blocks of a ratio's pilot: the one recorded for it, else the plan's minimum (None:
+    /// not a precision run).
+    pub fn pilot(&self, env: usize, case: usize, metric: &str) -> Option<u32> {
+        self.pilot_blocks.map(|min| self.pilots.get(&Design::key(env, case, metric)).copied().unwrap_or(min))
     }
     /// The estimate a report states unless asked for the other: paired where the trials ran in
     /// case groups.
@@ -83,18 +97,18 @@ pub fn pairs(env: &[(Slot, f64)], base: &[(Slot, f64)]) -> Vec<Pair> {
         .collect()
 }
 
-/// The pilot's spread and degrees of freedom (the first `pilot_blocks` blocks), where it has two
-/// blocks or more.
+/// The pilot's spread and degrees of freedom (the ratio's first `pilot_blocks` blocks), where it
+/// has two blocks or more.
 pub fn pilot_spread(pairs: &[Pair], pilot_blocks: u32) -> Option<(f64, f64)> {
-    let pilot: Vec<Pair> = pairs.iter().copied().filter(|p| p.block < i64::from(pilot_blocks)).collect();
+    let pilot = virtperf_stats::paired::first_blocks(pairs, pilot_blocks as usize);
     paired_ratio(&pilot, 0.95).filter(|r| r.blocks >= 2).map(|r| (r.sd_log, r.df))
 }
 
 /// The paired ratio a report states for `pairs` at 95 %: Stein's interval for a precision run
-/// (its blocks were sized from the pilot), the plain one otherwise.
-pub fn stated(pairs: &[Pair], design: &Design) -> Option<PairedRatio> {
-    let pilot = design.pilot_blocks.and_then(|b| pilot_spread(pairs, b));
-    paired_ratio_stein(pairs, 0.95, pilot)
+/// (its blocks were sized from its pilot of `pilot` blocks, [`Design::pilot`]), the plain one
+/// otherwise.
+pub fn stated(pairs: &[Pair], pilot: Option<u32>) -> Option<PairedRatio> {
+    paired_ratio_stein(pairs, 0.95, pilot.and_then(|b| pilot_spread(pairs, b)))
 }
 
 #[cfg(test)]
@@ -114,7 +128,14 @@ mod tests {
     #[test]
     fn the_design_is_read_from_the_run() {
         let m = serde_json::json!({"order": "paired", "precision": {"percent": 5.0}, "launches": 4});
-        assert_eq!(Design::of("", &m), Design { paired_order: true, pilot_blocks: Some(4) });
+        assert_eq!(
+            Design::of("", &m),
+            Design { paired_order: true, pilot_blocks: Some(4), ..Default::default() }
+        );
+        // A pilot precision mode grew is that ratio's; the others keep the minimum.
+        let m = serde_json::json!({"order": "paired", "precision": {"percent": 5.0, "pilots": {"1:4:memcpy_time": 16}}, "launches": 4});
+        let d = Design::of("", &m);
+        assert_eq!((d.pilot(1, 4, "memcpy_time"), d.pilot(1, 3, "pde_time")), (Some(16), Some(4)));
         assert_eq!(Design::of("", &m).default_estimate(), Estimate::Paired);
         // Older runs: the stored experiment says its order.
         let d = Design::of("name = \"x\"\norder = \"random\"\n", &serde_json::json!({}));
@@ -133,13 +154,18 @@ mod tests {
                 .collect()
         };
         let quiet_pilot = mk(&[0.01, -0.01, 0.0, 0.005, 0.1, -0.1, 0.08, -0.09]);
-        let d = Design { paired_order: true, pilot_blocks: Some(4) };
-        let s = stated(&quiet_pilot, &d).unwrap();
+        let s = stated(&quiet_pilot, Some(4)).unwrap();
         let plain = paired_ratio(&quiet_pilot, 0.95).unwrap();
         assert_eq!(s.ci, plain.ci, "the run's own spread is the larger");
         let noisy_pilot = mk(&[0.1, -0.1, 0.08, -0.09, 0.01, -0.01, 0.0, 0.005]);
-        let s = stated(&noisy_pilot, &d).unwrap();
+        let s = stated(&noisy_pilot, Some(4)).unwrap();
         assert!(s.relative_half_width() > paired_ratio(&noisy_pilot, 0.95).unwrap().relative_half_width());
         assert_eq!(s.df, 3.0, "the pilot's degrees of freedom");
+        // A pilot of all eight blocks: the whole run's spread and degrees of freedom.
+        assert_eq!(stated(&noisy_pilot, Some(8)).unwrap().df, 7.0);
+        // A block the ratio was not measured in is not its pilot's: its first four it was.
+        let mut gap = noisy_pilot.clone();
+        gap.retain(|p| p.block != 2);
+        assert_eq!(pilot_spread(&gap, 4), paired_ratio(&gap[..4], 0.95).map(|r| (r.sd_log, r.df)));
     }
 }

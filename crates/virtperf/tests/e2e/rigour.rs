@@ -290,6 +290,14 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     let o = &row["overhead"];
     assert_eq!((o["estimate"].as_str(), o["ci_level"].as_f64()), (Some("paired"), Some(0.95)), "{o}");
     assert_eq!(o["blocks"].as_u64(), Some(b.len() as u64), "{o}");
+    // Its pilot was decided once its minimum was in, and recorded for the report and a resume:
+    // the minimum where that already sized it, else grown (a 20 ms case is cheap against 60 s).
+    let manifest: String =
+        db_conn(&reach.db).query_row("SELECT manifest FROM runs", [], |r| r.get(0)).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let pilot = manifest["precision"]["pilots"]["1:0:cpu_rate"].as_u64();
+    assert!(pilot.is_some_and(|n| (4..=16).contains(&n)), "{manifest:#}");
+    assert!(b.len() as u64 >= pilot.unwrap_or(0), "the run holds its whole pilot: {} blocks", b.len());
     let cell = &doc["precision"]["cells"][0];
     println!(
         "    {target} (a third of the pilot's ±{h4:.2} %): {} blocks, ±{:.2} %, met {}, needs {}",
@@ -298,6 +306,7 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
         cell["met"],
         cell["needs"]
     );
+    println!("    its pilot: {} blocks", pilot.unwrap_or(0));
     // An impossible target: set aside at once (its blocks would take longer than the budget),
     // said with what it would need; the budget is not spent on it.
     let tight = Fixture::new();
