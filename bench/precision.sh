@@ -7,7 +7,8 @@
 #      adding a launch of the furthest cell's noisier side and stopping at a 99 % interval;
 #   B. examples/default.toml as it ships: order = "paired" (case groups), equal counts, the
 #      geometric mean of paired ratios over launch blocks, precision mode planning blocks of the
-#      baseline and the environments that need them by value per second (Stein's two-stage, 95 %).
+#      baseline and the environments that need them by value per second (Stein's, each ratio's pilot
+#      grown where its blocks are cheap, a third stage where its blocks came out noisier; 95 %).
 # Printed: wall times; per ratio (environment × workload × headline metric) the half-width each
 # states (A at its 99 %, B at 95 %); how many are within ±5 % and ±2 % (target: B ≥ 3 × A and ≥ 15
 # of 45 within ±5 %); the median half-widths; B's data read unpaired (report --estimate unpaired);

@@ -1800,7 +1800,7 @@ fn render_levels(r: &Report) -> String {
             })
             .collect();
         let how = if p.rule == "two-stage" {
-            "paired launch blocks sized from the first ones (Stein's two-stage), 95 % intervals".to_string()
+            "paired launch blocks sized from each ratio's pilot (Stein's, in two or three stages), 95 % intervals".to_string()
         } else {
             format!(
                 "intervals at the {} % level, which keeps their coverage at 95 % under the stopping rule",
