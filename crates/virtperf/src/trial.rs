@@ -1352,6 +1352,9 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             lost_at: k.lost_at,
             // Direction `out`: the receiver is the tester's; what its socket dropped is its loss.
             tester_drops: if st.direction == "out" { k.receiver_drops.unwrap_or(0) } else { 0 },
+            // Direction `in`: the receiver is the DUT's; its socket's drops are
+            // the DUT's own loss (its queue full), not the path's.
+            dut_drops: if st.direction == "out" { 0 } else { k.receiver_drops.unwrap_or(0) },
             latency: client["latency"].clone(),
             // Over the whole step (learning and drain included): what the DUT spent on it.
             dut_cpu_pct: c0

@@ -520,6 +520,8 @@ pub fn rfc2544_run() -> Report {
         b2b_of: None,
         b2b_notes: Vec::new(),
         tester_drops: 0,
+        lost: 0,
+        dut_drops: 0,
         tester_bound: false,
         ndr_confirmed: true,
         ndr_undetermined: false,

@@ -1157,6 +1157,8 @@ mod tests {
             b2b_of: None,
             b2b_notes: Vec::new(),
             tester_drops: 0,
+            lost: 0,
+            dut_drops: 0,
             tester_bound: false,
             ndr_confirmed: true,
             ndr_undetermined: false,

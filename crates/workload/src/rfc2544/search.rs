@@ -58,6 +58,10 @@ pub struct Measured {
     /// Frames the tester's own receiving socket dropped (direction `out`: the DUT sends to the
     /// tester): a loss of the tester's, not the DUT's.
     pub tester_drops: u64,
+    /// Frames the DUT's receiving socket dropped (direction `in`): its queue was
+    /// full — the receiver did not keep up or was descheduled — a loss of the DUT's, said apart
+    /// from the path's.
+    pub dut_drops: u64,
 }
 
 impl Measured {
@@ -327,6 +331,9 @@ pub struct Step {
     /// Frames the tester's receiving socket dropped (direction `out`).
     #[serde(skip_serializing_if = "is_zero")]
     pub tester_drops: u64,
+    /// Frames the DUT's receiving socket dropped (direction `in`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dut_drops: u64,
 }
 
 fn is_zero(x: &u64) -> bool {
@@ -371,6 +378,7 @@ impl<E> Log<'_, '_, E> {
             failed_by: None,
             lost_at: m.lost_at.clone(),
             tester_drops: m.tester_drops,
+            dut_drops: m.dut_drops,
         });
         Ok(m)
     }
