@@ -275,6 +275,18 @@ pub fn keeps_minimum(sd: f64, df: f64, target: f64, blocks: usize) -> bool {
     crate::paired::units_needed_stein(sd, df, target, KEEP_LEVEL, MIN_UNITS as usize, MAX_BLOCKS) <= blocks
 }
 
+/// A ratio's pilot, decided once its `min` blocks are in: the minimum where their spread
+/// (`spread`: sd and df, None below two blocks) already sizes it ([`keeps_minimum`]), else grown
+/// where its blocks are cheap ([`pilot_blocks`]). Precision mode and the simulation both decide
+/// with it.
+pub fn pilot_of(spread: Option<(f64, f64)>, min: usize, target: f64, block_secs: f64, budget: f64) -> usize {
+    if spread.is_some_and(|(sd, df)| keeps_minimum(sd, df, target, min)) {
+        min
+    } else {
+        pilot_blocks(min, block_secs, budget)
+    }
+}
+
 /// A paired ratio as the block planner sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Watched {

@@ -275,25 +275,19 @@ pub fn run_paired(s: &Scenario, seed: u64, rule: sequential::Rule) -> Vec<Ended>
     let pilot_n: Vec<usize> = (0..k)
         .map(|e| match (e, rule, s.grow_pilot) {
             (0, _, _) | (_, sequential::Rule::StopWhenMet, _) | (_, _, false) => s.min_blocks,
-            _ if crate::paired::paired_ratio(&pairs[e], 0.95).is_some_and(|r| {
-                r.blocks >= 2 && sequential::keeps_minimum(r.sd_log, r.df, s.target, r.blocks)
-            }) =>
-            {
-                s.min_blocks
-            }
-            _ => sequential::pilot_blocks(s.min_blocks, unit_cost(&[e]), s.budget),
+            _ => sequential::pilot_of(
+                crate::paired::paired_ratio(&pairs[e], 0.95)
+                    .filter(|r| r.blocks >= 2)
+                    .map(|r| (r.sd_log, r.df)),
+                s.min_blocks,
+                s.target,
+                unit_cost(&[e]),
+                s.budget,
+            ),
         })
         .collect();
-    let blocks_of = |p: &[Pair]| {
-        crate::paired::log_ratios(p).map_or(0, |_| {
-            let mut b: Vec<i64> = p.iter().map(|x| x.block).collect();
-            b.sort_unstable();
-            b.dedup();
-            b.len()
-        })
-    };
     loop {
-        let members: Vec<usize> = (1..k).filter(|&e| blocks_of(&pairs[e]) < pilot_n[e]).collect();
+        let members: Vec<usize> = (1..k).filter(|&e| log_groups(&pairs[e]).len() < pilot_n[e]).collect();
         if members.is_empty() || w.spent() {
             break;
         }

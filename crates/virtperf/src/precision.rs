@@ -267,14 +267,13 @@ pub fn paired_cells(
                     None if groups.len() >= exp.launches as usize && block_secs > 0.0 => {
                         // A ratio its minimum already sizes within itself keeps it (the
                         // two-stage procedure of the minimum stops there); the rest grow.
-                        let min = exp.launches as usize;
-                        let done_at_min = virtperf_report::report::paired::pilot_spread(&pairs, exp.launches)
-                            .is_some_and(|(sd, df)| sequential::keeps_minimum(sd, df, target, min));
-                        let n = if done_at_min {
-                            min
-                        } else {
-                            sequential::pilot_blocks(min, block_secs, budget_s)
-                        };
+                        let n = sequential::pilot_of(
+                            virtperf_report::report::paired::pilot_spread(&pairs, exp.launches),
+                            exp.launches as usize,
+                            target,
+                            block_secs,
+                            budget_s,
+                        );
                         let n = u32::try_from(n).unwrap_or(exp.launches);
                         decided.push((key, n));
                         n
