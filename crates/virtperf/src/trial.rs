@@ -1320,6 +1320,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             reflect: st.direction == "reflect",
             learning_ms: st.learning_ms,
             drain_ms: st.drain_ms,
+            rcvbuf: st.dut_rcvbuf.unwrap_or(0),
             tag,
         }
         .params();
@@ -1355,6 +1356,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             // Direction `in`: the receiver is the DUT's; its socket's drops are
             // the DUT's own loss (its queue full), not the path's.
             dut_drops: if st.direction == "out" { 0 } else { k.receiver_drops.unwrap_or(0) },
+            dut_rcvbuf: if st.direction == "out" { None } else { server["rcvbuf"].as_u64() },
             latency: client["latency"].clone(),
             // Over the whole step (learning and drain included): what the DUT spent on it.
             dut_cpu_pct: c0

@@ -523,6 +523,7 @@ pub fn rfc2544_run() -> Report {
         lost: 0,
         dut_drops: 0,
         tester_bound: false,
+        ran_throughput: true,
         ndr_confirmed: true,
         ndr_undetermined: false,
         gen_limited: false,

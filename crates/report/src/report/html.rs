@@ -641,7 +641,7 @@ fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String
             .collect()
     };
     let mut tp = series(&l.throughput);
-    if !l.line_max.is_empty() {
+    if !tp.is_empty() && !l.line_max.is_empty() {
         tp.push(Line {
             name: "theoretical maximum (line rate)".into(),
             color: 6,
@@ -650,7 +650,10 @@ fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String
             points: l.line_max.clone(),
         });
     }
-    let mut inner = figs.add(figures::lines(
+    // §26.1's NDR where its throughput test ran (a run of MLRsearch alone has none).
+    let mut inner = String::new();
+    if !tp.is_empty() {
+        inner += &figs.add(figures::lines(
         "rfc2544-throughput",
         "RFC 2544 throughput (NDR) against frame size, per environment and direction (hollow: in), and the theoretical maximum",
         "frame size (bytes, log scale)",
@@ -659,6 +662,7 @@ fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String
         true,
         false,
     ));
+    }
     let mut mlr = series(&l.mlr);
     if !mlr.is_empty() {
         if !l.line_max.is_empty() {
@@ -1159,6 +1163,7 @@ mod tests {
             tester_drops: 0,
             lost: 0,
             dut_drops: 0,
+            ran_throughput: true,
             tester_bound: false,
             ndr_confirmed: true,
             ndr_undetermined: false,

@@ -38,6 +38,12 @@ pub struct Row {
     /// `in`: its queue full — the receiver did not keep up or was descheduled).
     pub lost: u64,
     pub dut_drops: u64,
+    /// The DUT's receiving buffer as its socket kept it (bytes; directions `in` and `reflect`),
+    /// and what `dut_rcvbuf` asked for (None: the kernel's default).
+    pub dut_rcvbuf: Option<u64>,
+    pub dut_rcvbuf_asked: Option<u64>,
+    /// §26.1's throughput test ran (tests `throughput`, or `latency` without `mlrsearch`).
+    pub ran_throughput: bool,
     pub tester_bound: bool,
     pub dut_cpu_pct: Option<f64>,
     pub guest_cpu_pct: Option<f64>,
@@ -91,6 +97,7 @@ impl Row {
         if d.frame_size == 0 {
             return None;
         }
+        let ran_throughput = d.throughput.is_some();
         let t = d.throughput.unwrap_or_default();
         let ndr_cpu = t.ndr_cpu.unwrap_or_default();
         let mlr = d.mlrsearch.unwrap_or_default();
@@ -119,6 +126,9 @@ impl Row {
             tester_drops: t.tester_drops,
             lost: d.steps.iter().map(|s| s.sent.saturating_sub(s.received)).sum(),
             dut_drops: d.steps.iter().map(|s| s.dut_drops).sum(),
+            dut_rcvbuf: d.dut_rcvbuf,
+            dut_rcvbuf_asked: d.dut_rcvbuf_asked,
+            ran_throughput,
             tester_bound: t.tester_bound,
             dut_cpu_pct: ndr_cpu.dut_host_pct,
             guest_cpu_pct: ndr_cpu.guest_pct,
@@ -177,21 +187,74 @@ pub fn notes(rows: &[Row]) -> Vec<String> {
             }
         ));
     }
-    for r in rows.iter().filter(|r| r.lost > 0 && r.dut_drops > 0) {
-        out.push(format!(
-            "{} · {} · {} B: of the {} frames its steps lost, {} ({:.0} %) were dropped at the DUT's own receiving socket — its queue full: the receiver did not keep up or was descheduled — not on the path",
-            r.environment,
-            r.direction,
-            r.frame_size,
-            r.lost,
-            r.dut_drops,
-            r.dut_drops as f64 / r.lost as f64 * 100.0
-        ));
-    }
+    out.extend(dut_drop_notes(rows));
     for r in rows {
         for n in &r.b2b_notes {
             out.push(format!("back-to-back {} · {} · {} B: {n}", r.environment, r.direction, r.frame_size));
         }
+    }
+    out
+}
+
+/// Per cell (environment · direction · frame size, its repetitions together): the share of the
+/// frames its steps lost that the DUT's own receiving socket dropped, and the buffer that socket
+/// had — what sets the NDR at a loss ratio of 0 on a host where the DUT's receiver is
+/// descheduled. Where `dut_rcvbuf` asked for a buffer, what each environment's DUT got.
+fn dut_drop_notes(rows: &[Row]) -> Vec<String> {
+    let buf = |b: Option<u64>| b.map(super::disk::size_text).unwrap_or_else(|| "?".into());
+    let mut out = Vec::new();
+    let mut cells: Vec<(&str, &str, u64)> = Vec::new();
+    for r in rows {
+        let k = (r.environment.as_str(), r.direction.as_str(), r.frame_size);
+        if !cells.contains(&k) {
+            cells.push(k);
+        }
+    }
+    for (env, dir, size) in cells {
+        let reps: Vec<&Row> = rows
+            .iter()
+            .filter(|r| (r.environment.as_str(), r.direction.as_str(), r.frame_size) == (env, dir, size))
+            .collect();
+        let (lost, drops) = reps.iter().fold((0, 0), |(l, d), r| (l + r.lost, d + r.dut_drops));
+        if lost == 0 || drops == 0 {
+            continue;
+        }
+        let over = if reps.len() > 1 { format!(" over {} repetitions", reps.len()) } else { String::new() };
+        let kept = reps.iter().find_map(|r| r.dut_rcvbuf);
+        let asked = reps.iter().find_map(|r| r.dut_rcvbuf_asked);
+        out.push(format!(
+            "{env} · {dir} · {size} B: of the {lost} frames its steps lost{over}, {drops} ({:.0} %) were dropped at the DUT's own receiving socket ({}) — its queue full: the receiver did not keep up or was descheduled — not on the path{}",
+            drops as f64 / lost as f64 * 100.0,
+            match (kept, asked) {
+                (Some(k), Some(_)) => format!("{} buffer, as dut_rcvbuf asked", buf(Some(k))),
+                (Some(k), None) => format!("{} buffer, the kernel's default", buf(Some(k))),
+                (None, _) => "the kernel's default buffer".to_string(),
+            },
+            if asked.is_some() { "" } else { "; dut_rcvbuf gives it a larger queue (docs/rfc2544.md)" }
+        ));
+    }
+    let mut envs: Vec<(&str, Option<u64>, Option<u64>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.dut_rcvbuf_asked.is_some() && r.direction != "out") {
+        if !envs.iter().any(|(e, _, _)| *e == r.environment) {
+            envs.push((&r.environment, r.dut_rcvbuf_asked, r.dut_rcvbuf));
+        }
+    }
+    if let Some((_, asked, _)) = envs.first() {
+        // The kernel keeps twice what a socket sets: a DUT kept less than that where it could
+        // not be forced past net.core.rmem_max (no CAP_NET_ADMIN, a user-space stack's limit).
+        let want = asked.unwrap_or(0) * 2;
+        let each: Vec<String> = envs
+            .iter()
+            .map(|(e, _, kept)| {
+                let short = kept.is_some_and(|k| k < want);
+                format!("{e} {}{}", buf(*kept), if short { " (less: not forced there)" } else { "" })
+            })
+            .collect();
+        out.push(format!(
+            "the DUT's receiving buffer: dut_rcvbuf asked {} (the kernel keeps twice that); kept: {}",
+            buf(*asked),
+            each.join(", ")
+        ));
     }
     out
 }
@@ -341,6 +404,38 @@ pub fn render(rows: &[Row]) -> String {
     let mut sizes: Vec<u64> = rows.iter().map(|r| r.frame_size).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.environment.clone(), r.direction.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    // §26.1's table where its throughput test ran (a run of `tests = [mlrsearch]` has none).
+    let strict = rows.iter().any(|r| r.ran_throughput);
+    if strict {
+        out += &strict_table(rows, &sizes, &keys);
+    }
+    let mlr = render_mlr(rows, &sizes, &keys);
+    // A blank line parts it from the strict table's legend, not from the section's title.
+    out += if strict { &mlr } else { mlr.trim_start_matches('\n') };
+    out += &detail_table(rows);
+    for line in notes(rows) {
+        out += &line;
+        out += "\n";
+    }
+    if rows.iter().any(|r| !r.latency.is_null() || r.latency_note.is_some()) {
+        out += "latency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
+                 trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
+                 frame); RFC 2544 §26.2 defines latency one way through the DUT, so a round trip holds both \
+                 directions and the echo; published from 20 tagged frames\n";
+    }
+    out
+}
+
+/// §26.1's throughput table: the NDR by frame size per environment · direction (with
+/// repetitions: the mean and its interval), under the theoretical maximum.
+fn strict_table(rows: &[Row], sizes: &[u64], keys: &[(String, String)]) -> String {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
@@ -349,20 +444,13 @@ pub fn render(rows: &[Row]) -> String {
     head.extend(sizes.iter().map(|s| format!("{s} B")));
     t.set_header(head);
     let mut theory = vec!["theoretical maximum".to_string()];
-    for s in &sizes {
+    for s in sizes {
         theory.push(num(rows.iter().find(|r| r.frame_size == *s).map(|r| r.line_max_fps)));
     }
     t.add_row(theory);
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for r in rows {
-        let k = (r.environment.clone(), r.direction.clone());
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    for (env, dir) in &keys {
+    for (env, dir) in keys {
         let mut cells = vec![format!("{env} · {dir}")];
-        for s in &sizes {
+        for s in sizes {
             let reps: Vec<&Row> = rows
                 .iter()
                 .filter(|r| &r.environment == env && &r.direction == dir && r.frame_size == *s)
@@ -416,10 +504,29 @@ pub fn render(rows: &[Row]) -> String {
         }
         t.add_row(cells);
     }
-    out += &t.to_string();
+    let mut out = t.to_string();
     out += "\n≥ the tester's limit, not the DUT's (directions in and reflect: the DUT lost nothing at the highest rate the tester's generator sent; out: the tester's receiver dropped what the next rate lost); † the DUT's own sending limit (direction out: the generator runs inside it, and it lost nothing at the highest rate it sent); ? not confirmed by the final full-length trial (stores before 2026-11-25); n/d not determined: no rate passed a full-length trial\n";
-    out += &render_mlr(rows, &sizes, &keys);
+    out
+}
 
+/// The detail table: per trial, what §26.1's NDR, latency, frame-loss and back-to-back tests
+/// found (rows with none of them — a run of MLRsearch alone — are left out).
+fn detail_table(rows: &[Row]) -> String {
+    let shown: Vec<&Row> = rows
+        .iter()
+        .filter(|r| {
+            r.ndr_fps.is_some()
+                || r.pdr_fps.is_some()
+                || r.dut_cpu_pct.is_some()
+                || !r.latency.is_null()
+                || r.latency_note.is_some()
+                || !r.loss_curve.is_empty()
+                || r.b2b_mean.is_some()
+        })
+        .collect();
+    if shown.is_empty() {
+        return String::new();
+    }
     let mut d = comfy_table::Table::new();
     d.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
@@ -433,7 +540,7 @@ pub fn render(rows: &[Row]) -> String {
         "loss % by offered % of top",
         "back-to-back frames",
     ]);
-    for r in rows {
+    for r in shown {
         let l = &r.latency;
         let mut lat = if l["count"].as_u64().unwrap_or(0) > 0 {
             format!(
@@ -474,17 +581,7 @@ pub fn render(rows: &[Row]) -> String {
             },
         ]);
     }
-    out += &d.to_string();
-    out += "\n";
-    for line in notes(rows) {
-        out += &line;
-        out += "\n";
-    }
-    out += "latency: round trip of tagged frames at the NDR rate, on the generator's clock, tags from the \
-             trial's second quarter on (in/out: the receiver echoes the tags; reflect: the DUT returns every \
-             frame); RFC 2544 §26.2 defines latency one way through the DUT, so a round trip holds both \
-             directions and the echo; published from 20 tagged frames\n";
-    out
+    format!("{d}\n")
 }
 
 /// One cell of the MLRsearch table: a figure per repetition → the figure (one), or the mean with
@@ -737,9 +834,38 @@ mod tests {
         }});
         let row = Row::from_detail("host", &d).unwrap();
         assert_eq!((row.lost, row.dut_drops), (200, 190));
-        let n = notes(&[row]);
+        let n = notes(std::slice::from_ref(&row));
         assert!(
-            n.iter().any(|l| l.starts_with("host · in · 1518 B: of the 200 frames its steps lost, 190 (95 %) were dropped at the DUT's own receiving socket")),
+            n.iter().any(|l| l.starts_with("host · in · 1518 B: of the 200 frames its steps lost, 190 (95 %) were dropped at the DUT's own receiving socket (the kernel's default buffer)")
+                && l.ends_with("dut_rcvbuf gives it a larger queue (docs/rfc2544.md)")),
+            "{n:?}"
+        );
+        // Repetitions of a cell are one line, their losses summed; the buffer each DUT kept is said.
+        let mut d2 = d.clone();
+        d2["rfc2544"]["dut_rcvbuf"] = serde_json::json!(212_992);
+        let n = notes(&[row, Row::from_detail("host", &d2).unwrap()]);
+        let lines: Vec<&String> = n.iter().filter(|l| l.contains("receiving socket")).collect();
+        assert_eq!(lines.len(), 1, "{n:?}");
+        assert!(
+            lines[0].contains("of the 400 frames its steps lost over 2 repetitions, 380 (95 %)"),
+            "{n:?}"
+        );
+        assert!(lines[0].contains("(208KiB buffer, the kernel's default)"), "{n:?}");
+        // Asked for a buffer: what each environment kept, and one that could not have it.
+        let asked = |env: &str, kept: u64| {
+            let mut d = d.clone();
+            d["rfc2544"]["dut_rcvbuf"] = serde_json::json!(kept);
+            d["rfc2544"]["dut_rcvbuf_asked"] = serde_json::json!(4u64 << 20);
+            Row::from_detail(env, &d).unwrap()
+        };
+        let n = notes(&[asked("host", 8 << 20), asked("container", 8 << 20), asked("gvisor", 4 << 20)]);
+        assert!(
+            n.iter().any(|l| l
+                == "the DUT's receiving buffer: dut_rcvbuf asked 4MiB (the kernel keeps twice that); kept: host 8MiB, container 8MiB, gvisor 4MiB (less: not forced there)"),
+            "{n:?}"
+        );
+        assert!(
+            n.iter().any(|l| l.contains("(8MiB buffer, as dut_rcvbuf asked)") && !l.contains("gives it")),
             "{n:?}"
         );
         let quiet =
@@ -776,6 +902,7 @@ mod tests {
             lost: 0,
             dut_drops: 0,
             tester_bound: false,
+            ran_throughput: true,
             steps: 10,
             ..Default::default()
         };
@@ -867,6 +994,31 @@ mod tests {
         assert!(!c[0].contains("emulated"), "{c:?}");
         let c = compare(&[row("a", "out", 64, 1.0, 200.0), row("b", "out", 64, 1.0, 100.0)]);
         assert!(c[0].contains("a forwarded 2.00× b's") && c[0].contains("no interval"), "{c:?}");
+    }
+
+    /// A run of MLRsearch alone (`tests = [mlrsearch]`) ran no §26.1 test: its report has the
+    /// MLRsearch table, and neither a strict table of `n/d` nor a detail table of dashes.
+    #[test]
+    fn mlrsearch_alone_shows_only_what_ran() {
+        let d = serde_json::json!({"rfc2544": {
+            "direction": "in", "frame_size": 1518, "line_max_fps": 81_274.0, "tests": ["mlrsearch"],
+            "mlrsearch": {"goals": [
+                {"name": "NDR", "conditional_fps": 60_000.0, "converged": true},
+                {"name": "PDR", "conditional_fps": 70_000.0, "converged": true},
+            ]},
+            "steps": [{"test": "throughput", "phase": "probe", "sent": 100, "received": 100}],
+        }});
+        let row = Row::from_detail("host", &d).unwrap();
+        assert!(!row.ran_throughput);
+        let text = render(&[row.clone(), row]);
+        assert!(text.contains("MLRsearch (RFC 9971)") && text.contains("60000"), "{text}");
+        assert!(!text.contains("throughput, NDR frames/s") && !text.contains("n/d"), "{text}");
+        assert!(text.matches('┌').count() == 1 && !text.contains("latency: round trip"), "{text}");
+        // With §26.1's throughput test, both tables.
+        let mut d = d.clone();
+        d["rfc2544"]["throughput"] = serde_json::json!({"ndr_fps": 50_000.0, "ndr_confirmed": true});
+        let text = render(&[Row::from_detail("host", &d).unwrap()]);
+        assert!(text.contains("throughput, NDR frames/s") && text.matches('┌').count() == 3, "{text}");
     }
 
     /// A trial's detail comes from the agent, which runs inside an untrusted guest: reading any

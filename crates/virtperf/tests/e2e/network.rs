@@ -185,7 +185,7 @@ pub(crate) fn mlrsearch_finds_conditional_throughput_native_and_container() -> O
     // 250 ms trials, a 500 ms sum and a 10 % width: a load decided in one or two short trials, a
     // search of a few loads.
     line += " --workload rfc2544:quick=true,frame_size=64,direction=in,tests=[mlrsearch,latency],\
-             mlr_trial_duration=250ms,mlr_duration_sum=500ms,mlr_width=10";
+             mlr_trial_duration=250ms,mlr_duration_sum=500ms,mlr_width=10,dut_rcvbuf=1MiB";
     let doc = fx.json(&line);
     let rows = doc["rfc2544"].as_array().expect("an rfc2544 section");
     assert!(!rows.is_empty());
@@ -204,11 +204,19 @@ pub(crate) fn mlrsearch_finds_conditional_throughput_native_and_container() -> O
             "{what}"
         );
         assert!(r["latency"]["count"].as_u64().unwrap_or(0) >= 20, "{what}: latency at MLRsearch's NDR");
+        // The DUT's receiving buffer, as asked: root forces it (the kernel keeps twice what was
+        // set); a DUT that may not keeps what net.core.rmem_max lets it, and says so.
+        let kept = r["dut_rcvbuf"].as_u64().unwrap_or_else(|| panic!("{what}: the DUT's buffer kept"));
+        assert_eq!(r["dut_rcvbuf_asked"].as_u64(), Some(1 << 20), "{what}");
+        if r["environment"] == "native" {
+            assert_eq!(kept, 2 << 20, "{what}: forced as root");
+        }
         println!(
-            "    {} in 64 B: MLRsearch NDR {ndr:.0} fps, PDR {pdr:.0} fps, {} trials in {:.1} s",
+            "    {} in 64 B: MLRsearch NDR {ndr:.0} fps, PDR {pdr:.0} fps, {} trials in {:.1} s, DUT buffer {} KiB",
             r["environment"],
             r["mlr_trials"],
-            r["mlr_wall_ms"].as_f64().unwrap_or(0.0) / 1e3
+            r["mlr_wall_ms"].as_f64().unwrap_or(0.0) / 1e3,
+            kept >> 10
         );
     }
     for t in fx.export()["trials"].as_array().unwrap() {
@@ -221,6 +229,9 @@ pub(crate) fn mlrsearch_finds_conditional_throughput_native_and_container() -> O
     }
     let text = fx.text("report");
     assert!(text.contains("MLRsearch (RFC 9971)"), "{text}");
+    assert!(text.contains("the DUT's receiving buffer: dut_rcvbuf asked 1MiB"), "{text}");
+    // §26.1's search did not run: no table of its NDR.
+    assert!(!text.contains("throughput, NDR frames/s"), "{text}");
     Outcome::Pass
 }
 

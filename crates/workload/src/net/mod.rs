@@ -25,7 +25,7 @@ pub use common::{NetError, UDP_FRAME_OVERHEAD};
 
 pub use rr::{TcpRr, UdpRr};
 pub(crate) use sock::*;
-pub use sock::{max_socket_buffer, socket_drops, socket_drops_in};
+pub use sock::{max_socket_buffer, rcvbuf_of, set_rcvbuf, socket_drops, socket_drops_in};
 pub use tcp::TcpStream;
 pub use udp::{udp_payload, UdpStream};
 

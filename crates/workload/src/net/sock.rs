@@ -194,6 +194,49 @@ pub(crate) fn size_buffers(s: &UdpSocket, role: &NetRole) {
     }
 }
 
+/// Gives a socket under test a receiving buffer of `bytes` (RFC 2544's `dut_rcvbuf`, asked by
+/// the user): forced past `net.core.rmem_max` where the process may (CAP_NET_ADMIN), else as far as
+/// the limit lets it. What it got is read back ([`rcvbuf_of`]) and reported per environment, so a
+/// DUT that could not have it is seen, never silently compared with one that did.
+pub fn set_rcvbuf(s: &UdpSocket, bytes: u64) {
+    use std::os::fd::AsRawFd;
+    let size = bytes.min(i32::MAX as u64 / 2) as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt reads sizeof(c_int) bytes from `size`, a live stack value.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &size as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
+/// A socket's receiving buffer as the kernel keeps it (SO_RCVBUF read back: twice what was set,
+/// for its bookkeeping), bytes.
+pub fn rcvbuf_of(s: &UdpSocket) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `v`, a live stack value, and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &mut v as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0 && v > 0).then_some(v as u64)
+}
+
 pub(crate) const BATCH: usize = 64;
 
 /// Sends each of `bufs` with one sendmmsg on a connected socket, `lens[i]` bytes of buffer `i`

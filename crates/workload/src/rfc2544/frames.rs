@@ -366,6 +366,12 @@ impl Workload for Frames {
                 help: "after the last frame, how long frames in flight are still counted",
             },
             ParamSpec {
+                name: "rcvbuf",
+                kind: ParamKind::Size { min: 0, max: 1 << 30 },
+                default: Some("0"),
+                help: "the receiving socket's buffer where it is the side under test (SO_RCVBUF, forced where root); 0 = the kernel's default",
+            },
+            ParamSpec {
                 name: "tag",
                 kind: ParamKind::Int { min: 0, max: 65535 },
                 default: Some("1"),
@@ -431,6 +437,8 @@ pub struct StepRequest {
     pub reflect: bool,
     pub learning_ms: u64,
     pub drain_ms: u64,
+    /// The DUT's receiving buffer, bytes (RFC 2544's `dut_rcvbuf`); 0 = the kernel's default.
+    pub rcvbuf: u64,
     /// A fresh tag per step: a late frame of the step before is stale, never counted.
     pub tag: u16,
 }
@@ -447,6 +455,7 @@ impl StepRequest {
             ("latency", json!(true)),
             ("learning", json!(self.learning_ms)),
             ("drain", json!(self.drain_ms)),
+            ("rcvbuf", json!(self.rcvbuf)),
             ("tag", json!(self.tag)),
         ]
         .into_iter()
@@ -570,6 +579,10 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
     let peer = peer_ip(role)?;
     let s = UdpSocket::bind(addr(&role.bind, role.port)?).map_err(sock_err("bind"))?;
     size_buffers(&s, role);
+    let asked = p.opt_u64("rcvbuf").unwrap_or(0);
+    if !role.instrument && asked > 0 {
+        crate::net::set_rcvbuf(&s, asked);
+    }
     s.set_read_timeout(Some(Duration::from_millis(50))).map_err(sock_err("SO_RCVTIMEO"))?;
     ctx.ready();
     let (dur, learning, drain) = (p.u64("duration")?, p.u64("learning")?, p.u64("drain")?);
@@ -656,6 +669,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
             "account": acc.to_json(), "fin_total": fin_total, "echoed": echoed,
             "lost_at": fin_total.and_then(|n| acc.losses(n)),
             "socket_drops": crate::net::socket_drops(role.port),
+            "rcvbuf": crate::net::rcvbuf_of(&s),
         }),
     })
 }
@@ -1002,13 +1016,34 @@ mod tests {
             reflect: true,
             learning_ms: 20,
             drain_ms: 100,
+            rcvbuf: 1 << 20,
             tag: 3,
         };
         let p = crate::params::revalidate(Frames.params(), &req.params()).unwrap();
         assert_eq!(
-            (p["frame_size"].as_u64(), p["mode"].as_str(), p["tag"].as_u64()),
-            (Some(512), Some("reflect"), Some(3))
+            (p["frame_size"].as_u64(), p["mode"].as_str(), p["tag"].as_u64(), p["rcvbuf"].as_u64()),
+            (Some(512), Some("reflect"), Some(3), Some(1 << 20))
         );
+    }
+
+    #[test]
+    fn a_duts_receiving_buffer_is_what_was_asked_where_it_may_be() {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let default = crate::net::rcvbuf_of(&s).unwrap();
+        let limit = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        crate::net::set_rcvbuf(&s, 4 << 20);
+        let got = crate::net::rcvbuf_of(&s).unwrap();
+        // The kernel keeps twice what was set. Root forces it past rmem_max; anyone else gets
+        // up to rmem_max (twice, as kept), never less than the default it had.
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        match (root, limit) {
+            (true, _) => assert_eq!(got, 8 << 20, "forced as root"),
+            (false, Some(max)) => assert_eq!(got, (2 * max.min(4 << 20)).max(default)),
+            (false, None) => assert!(got >= default),
+        }
     }
 
     #[test]

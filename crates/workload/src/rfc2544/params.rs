@@ -74,6 +74,12 @@ const PARAMS: &[ParamSpec] = &[
     dur("learning", "learning frames, then this wait, before each trial (default 500ms; quick 20ms)"),
     dur("settle", "wait between trials (default 2s; quick 50ms)"),
     dur("drain", "after a trial, how long frames in flight still count (RFC: 2s; quick 100ms)"),
+    ParamSpec {
+        name: "dut_rcvbuf",
+        kind: ParamKind::Size { min: 4096, max: 1 << 30 },
+        default: None,
+        help: "the DUT's receiving socket buffer (SO_RCVBUF, forced where the DUT is root); default: the kernel's (net.core.rmem_default) — the queue that absorbs the DUT's receiver being descheduled; the report says what each DUT got",
+    },
     dur("mlr_trial_duration", "MLRsearch (RFC 9971) goal final trial duration (default 1s, as FD.io CSIT)"),
     dur("mlr_initial_duration", "MLRsearch goal initial trial duration: the first trial at a load (default: mlr_trial_duration)"),
     dur("mlr_duration_sum", "MLRsearch goal duration sum: trial time that decides a load (default 21s, as CSIT; quick 5s)"),
@@ -131,6 +137,8 @@ pub struct Settings {
     /// exceed ratio and width given.
     pub mlr_goals: [Goal; 2],
     pub mlr_max_trials: u64,
+    /// The DUT's receiving buffer asked for, bytes; None: the kernel's default.
+    pub dut_rcvbuf: Option<u64>,
 }
 
 impl Settings {
@@ -169,6 +177,7 @@ impl Settings {
                 [ndr, Goal { loss_ratio: pdr_loss, ..ndr }.named(PDR.name)]
             },
             mlr_max_trials: p.opt_u64("mlr_max_trials").unwrap_or(q(120, 400)),
+            dut_rcvbuf: p.opt_u64("dut_rcvbuf"),
         })
     }
     pub fn runs(&self, test: &str) -> bool {

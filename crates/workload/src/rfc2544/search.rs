@@ -62,6 +62,9 @@ pub struct Measured {
     /// full — the receiver did not keep up or was descheduled — a loss of the DUT's, said apart
     /// from the path's.
     pub dut_drops: u64,
+    /// The DUT's receiving socket's buffer as the kernel reports it (SO_RCVBUF, bytes of
+    /// truesize): the queue that absorbs the DUT's receiver being descheduled (direction `in`).
+    pub dut_rcvbuf: Option<u64>,
 }
 
 impl Measured {
@@ -108,6 +111,13 @@ pub struct Detail {
     /// The highest rate searched: the line's maximum, or 98 % of the generator's.
     pub top_fps: f64,
     pub generator_limited_probe: bool,
+    /// The DUT's receiving socket's buffer (SO_RCVBUF as read back, bytes; directions `in` and
+    /// `reflect`): the kernel's default unless `dut_rcvbuf` asked for more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dut_rcvbuf: Option<u64>,
+    /// What `dut_rcvbuf` asked for, bytes (the kernel keeps twice that, for its overhead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dut_rcvbuf_asked: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
     /// RFC 9971's search (test `mlrsearch`), beside §26.1's.
@@ -507,6 +517,8 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Detail
 
     // The highest rate searched: the line's maximum, or what the generator reaches when it is less.
     let probe = log.step("probe", StepSpec::timed("throughput", line_max, st.search_ms))?;
+    detail.dut_rcvbuf = probe.dut_rcvbuf;
+    detail.dut_rcvbuf_asked = st.dut_rcvbuf;
     let top = if probe.gen_limited { probe.sent_fps * 0.98 } else { line_max };
     let res = (top * st.resolution_pct / 100.0).max(1.0);
     detail.generator_max_fps = probe.sent_fps;
