@@ -262,7 +262,48 @@ pub fn sweep(state_dir: &Path) -> Vec<String> {
         }
         let _ = std::fs::remove_file(&path);
     }
+    swept.extend(sweep_temporaries(state_dir, &swept));
     swept
+}
+
+/// The temporaries of writes cut short (`write_atomic`'s `.NAME.tmp-PID`, a kill -9 between its
+/// write and its rename) whose writer no longer runs. A ledger's temporary may hold entries its
+/// ledger never got (the first save of a run killed mid-way): those still readable are undone
+/// unless the ledger's sweep (`done`) already undid them.
+fn sweep_temporaries(state_dir: &Path, done: &[String]) -> Vec<String> {
+    let mut swept = Vec::new();
+    let Ok(rd) = std::fs::read_dir(state_dir) else { return swept };
+    for ent in rd.flatten() {
+        let name = ent.file_name().to_string_lossy().into_owned();
+        let Some(writer) = temporary_writer(&name) else { continue };
+        if process_start(writer).is_some() {
+            continue;
+        }
+        let path = ent.path();
+        if name.starts_with(".ledger-") {
+            if let Some(file) =
+                std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<File>(&b).ok())
+            {
+                for e in file.entries.iter().rev() {
+                    let what = format!("{e:?}");
+                    if !done.contains(&what) {
+                        undo(e, state_dir);
+                        swept.push(what);
+                    }
+                }
+            }
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            swept.push(format!("temporary {}", path.display()));
+        }
+    }
+    swept
+}
+
+/// `.ledger-12.json.tmp-12` → 12: the pid of the process whose atomic write left it.
+fn temporary_writer(name: &str) -> Option<u32> {
+    let (_, pid) = name.strip_prefix('.')?.rsplit_once(".tmp-")?;
+    pid.parse().ok()
 }
 
 #[cfg(test)]
@@ -311,6 +352,34 @@ mod tests {
         assert!(!state.join("ledger-1.json").exists());
         let status = child.wait().unwrap();
         assert!(!status.success(), "the leftover process was killed");
+    }
+
+    /// A kill -9 between write_atomic's write and its rename leaves `.ledger-PID.json.tmp-PID`:
+    /// the next start removes it (undoing what only it recorded) once its writer is gone, and
+    /// leaves a live writer's alone.
+    #[test]
+    fn temporaries_of_a_dead_writer_are_swept() {
+        assert_eq!(temporary_writer(".ledger-12.json.tmp-12"), Some(12));
+        assert_eq!(temporary_writer("ledger-12.json"), None);
+        assert_eq!(temporary_writer(".key.tmp-x"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path();
+        let only_there = state.join("run-only-in-the-temporary");
+        std::fs::create_dir_all(&only_there).unwrap();
+        let dead = u32::MAX - 3;
+        let file =
+            File { owner: dead, owner_start: 1, entries: vec![Entry::Dir { path: only_there.clone() }] };
+        let tmp = state.join(format!(".ledger-{dead}.json.tmp-{dead}"));
+        std::fs::write(&tmp, serde_json::to_vec(&file).unwrap()).unwrap();
+        // Cut short mid-write: not JSON, removed all the same.
+        let torn = state.join(format!(".key.tmp-{dead}"));
+        std::fs::write(&torn, b"{\"own").unwrap();
+        let mine = state.join(format!(".ledger-1.json.tmp-{}", std::process::id()));
+        std::fs::write(&mine, b"{}").unwrap();
+        let swept = sweep(state);
+        assert!(!tmp.exists() && !torn.exists() && !only_there.exists(), "{swept:?}");
+        assert!(mine.exists(), "a live writer's temporary stays");
+        assert_eq!(swept.len(), 3, "{swept:?}");
     }
 
     #[test]
