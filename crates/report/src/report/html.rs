@@ -697,6 +697,26 @@ fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String
             log,
         ));
     }
+    // MLRsearch's figures as the terminal tables them: per environment · direction · goal, the
+    // conditional throughput by frame size (the mean, its interval and CV over repetitions).
+    let (sizes, keys) = super::rfc2544::sizes_and_keys(&r.rfc2544);
+    let mut table = String::new();
+    if let Some(m) = super::rfc2544::mlr_table(&r.rfc2544, &sizes, &keys) {
+        table += "<div class=\"tw\"><table><tr>";
+        for h in &m.head {
+            let _ = write!(table, "<th>{}</th>", esc(h));
+        }
+        table += "</tr>";
+        for row in &m.rows {
+            table += "<tr>";
+            for (i, c) in row.iter().enumerate() {
+                let _ =
+                    write!(table, "{}{}</td>", if i == 0 { "<td>" } else { "<td class=\"num\">" }, esc(c));
+            }
+            table += "</tr>";
+        }
+        let _ = write!(table, "</table></div>\n<p class=\"muted\">{}</p>\n", esc(&m.legend));
+    }
     // What the text report says below its tables: results that disagree, the tester's drops,
     // what each back-to-back figure rests on.
     let mut notes = super::rfc2544::compare(&r.rfc2544);
@@ -709,7 +729,7 @@ fn rfc2544(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String
         }
         list += "</ul>\n";
     }
-    format!("<h2 id=\"rfc2544\">RFC 2544</h2>\n{}{list}", grid(&inner))
+    format!("<h2 id=\"rfc2544\">RFC 2544</h2>\n{}{table}{list}", grid(&inner))
 }
 
 /// All pairs: one heat map per workload and metric, rows send to columns.
@@ -1197,6 +1217,22 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("the tester's receiver dropped 12 frames"), "{html}");
+        assert!(!html.contains("MLRsearch (RFC 9971) conditional"), "no MLRsearch ran: no table");
+        // MLRsearch's figures: the terminal's table, on the page.
+        let mut m = rfc_row("a", 64, 400.0);
+        m.mlr_ndr_fps = Some(512.0);
+        m.mlr_pdr_fps = Some(640.0);
+        m.mlr_converged = true;
+        m.mlr_goals = vec!["NDR — loss ratio 0 %".into(), "PDR — loss ratio 0.5 %".into()];
+        r.rfc2544 = vec![m];
+        let html = rfc2544(&r, &mut figs, &|_| 0);
+        assert!(
+            html.contains("<th>MLRsearch (RFC 9971) conditional throughput, frames/s</th><th>64 B</th>")
+                && html.contains("<td>a · out · NDR</td><td class=\"num\">512.0</td>")
+                && html.contains("<td>a · out · PDR</td><td class=\"num\">640.0</td>")
+                && html.contains("goals: NDR — loss ratio 0 %; PDR — loss ratio 0.5 %"),
+            "{html}"
+        );
         r.failures = vec![crate::report::Failure {
             environment: "a".into(),
             workload: "w".into(),

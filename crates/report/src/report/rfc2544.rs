@@ -401,16 +401,7 @@ pub fn render(rows: &[Row]) -> String {
         out += " — QUICK profile: shortened trials and coarse searches, not the RFC's 60 s trials";
     }
     out += "\n";
-    let mut sizes: Vec<u64> = rows.iter().map(|r| r.frame_size).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for r in rows {
-        let k = (r.environment.clone(), r.direction.clone());
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
+    let (sizes, keys) = sizes_and_keys(rows);
     // §26.1's table where its throughput test ran (a run of `tests = [mlrsearch]` has none).
     let strict = rows.iter().any(|r| r.ran_throughput);
     if strict {
@@ -621,20 +612,44 @@ fn mlr_cell(reps: &[&Row], of: fn(&Row) -> Option<f64>, limited: fn(&Row) -> boo
 /// RFC 9971's table (where `mlrsearch` ran): per environment · direction, each goal's
 /// conditional throughput by frame size, the goals' parameters, and how environments compare.
 fn render_mlr(rows: &[Row], sizes: &[u64], keys: &[(String, String)]) -> String {
-    let Some(first) = rows.iter().find(|r| !r.mlr_goals.is_empty()) else { return String::new() };
+    let Some(m) = mlr_table(rows, sizes, keys) else { return String::new() };
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_width(WIDTH);
+    t.set_header(m.head);
+    for r in m.rows {
+        t.add_row(r);
+    }
+    let mut out = format!("\n{t}\n{}\n", m.legend);
+    for line in compare(rows) {
+        out += &line;
+        out += "\n";
+    }
+    out
+}
+
+/// MLRsearch's table as cells, for the terminal and the page alike.
+pub struct MlrTable {
+    pub head: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// What the figures are, the goals' parameters and the marks.
+    pub legend: String,
+}
+
+/// Per environment · direction · goal, each frame size's conditional throughput (one figure, or
+/// the mean with its interval and CV over repetitions); None where MLRsearch did not run.
+pub fn mlr_table(rows: &[Row], sizes: &[u64], keys: &[(String, String)]) -> Option<MlrTable> {
+    let first = rows.iter().find(|r| !r.mlr_goals.is_empty())?;
     let mut head = vec!["MLRsearch (RFC 9971) conditional throughput, frames/s".to_string()];
     head.extend(sizes.iter().map(|s| format!("{s} B")));
-    t.set_header(head);
     type Of = fn(&Row) -> Option<f64>;
     type Limited = fn(&Row) -> bool;
     let goals: [(&str, Of, Limited); 2] = [
         ("NDR", |r| r.mlr_ndr_fps, |r| r.mlr_gen_limited),
         ("PDR", |r| r.mlr_pdr_fps, |r| r.mlr_pdr_gen_limited),
     ];
+    let mut body = Vec::new();
     for (env, dir) in keys {
         for (goal, of, limited) in goals {
             let mut cells = vec![format!("{env} · {dir} · {goal}")];
@@ -646,19 +661,29 @@ fn render_mlr(rows: &[Row], sizes: &[u64], keys: &[(String, String)]) -> String 
                     .collect();
                 cells.push(mlr_cell(&reps, of, limited));
             }
-            t.add_row(cells);
+            body.push(cells);
         }
     }
-    let mut out = format!("\n{t}\n");
-    out += &format!(
-        "each goal's conditional throughput: its relevant lower bound × (1 − the loss ratio at its exceed ratio's quantile of that load's trials), a figure that repeats where §26.1's single-trial NDR does not (docs/rfc2544.md); goals: {}; ≥ the tester's generator ran out first (its relevant upper bound lost mostly frames never sent: the DUT's figure is at least that); † the DUT's own sending limit (direction out); ~ stopped at mlr_max_trials before its width\n",
+    let legend = format!(
+        "each goal's conditional throughput: its relevant lower bound × (1 − the loss ratio at its exceed ratio's quantile of that load's trials), a figure that repeats where §26.1's single-trial NDR does not (docs/rfc2544.md); goals: {}; ≥ the tester's generator ran out first (its relevant upper bound lost mostly frames never sent: the DUT's figure is at least that); † the DUT's own sending limit (direction out); ~ stopped at mlr_max_trials before its width",
         first.mlr_goals.join("; ")
     );
-    for line in compare(rows) {
-        out += &line;
-        out += "\n";
+    Some(MlrTable { head, rows: body, legend })
+}
+
+/// The frame sizes and environment · direction keys of the rows, in the order met.
+pub fn sizes_and_keys(rows: &[Row]) -> (Vec<u64>, Vec<(String, String)>) {
+    let mut sizes: Vec<u64> = rows.iter().map(|r| r.frame_size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.environment.clone(), r.direction.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
     }
-    out
+    (sizes, keys)
 }
 
 /// How the environments' MLRsearch NDRs compare, per direction, each pair over the frame sizes
