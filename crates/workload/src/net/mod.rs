@@ -157,15 +157,7 @@ mod tests {
 
     #[test]
     fn only_the_instrument_gets_buffers_beyond_the_kernels_defaults() {
-        use std::os::fd::AsRawFd;
-        let size_of = |s: &UdpSocket, opt| {
-            let (mut v, mut len): (libc::c_int, libc::socklen_t) = (0, 4);
-            // SAFETY: getsockopt writes at most `len` (4) bytes into `v`, which we own.
-            unsafe {
-                libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, opt, &mut v as *mut _ as *mut _, &mut len)
-            };
-            v as i64
-        };
+        let size_of = |s: &UdpSocket, opt| sock::socket_int(s, opt).unwrap() as i64;
         let role = |instrument| NetRole {
             side: virtperf_proto::Side::Server,
             bind: "127.0.0.1".into(),

@@ -175,22 +175,12 @@ pub fn socket_drops_in(table: &str, port: u16) -> Option<u64> {
 /// in flight overran the emulated wire's backlog, 97–98 % of a GbE ceiling, while the container's
 /// sender, clocked by its default buffer, got 99.9 %.)
 pub(crate) fn size_buffers(s: &UdpSocket, role: &NetRole) {
-    use std::os::fd::AsRawFd;
     if !role.instrument {
         return;
     }
-    let size: libc::c_int = 8 << 20;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        // SAFETY: setsockopt reads sizeof(c_int) bytes from `size`; failure (not root) is harmless.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &size as *const _ as *const libc::c_void,
-                4,
-            );
-        }
+        // Failure (not root) is harmless: the instrument then keeps what the limits give it.
+        set_socket_int(s, opt, 8 << 20);
     }
 }
 
@@ -199,28 +189,33 @@ pub(crate) fn size_buffers(s: &UdpSocket, role: &NetRole) {
 /// the limit lets it. What it got is read back ([`rcvbuf_of`]) and reported per environment, so a
 /// DUT that could not have it is seen, never silently compared with one that did.
 pub fn set_rcvbuf(s: &UdpSocket, bytes: u64) {
-    use std::os::fd::AsRawFd;
     let size = bytes.min(i32::MAX as u64 / 2) as libc::c_int;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt reads sizeof(c_int) bytes from `size`, a live stack value.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &size as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            return;
-        }
-    }
+    let _ = set_socket_int(s, libc::SO_RCVBUFFORCE, size) || set_socket_int(s, libc::SO_RCVBUF, size);
 }
 
 /// A socket's receiving buffer as the kernel keeps it (SO_RCVBUF read back: twice what was set,
 /// for its bookkeeping), bytes.
 pub fn rcvbuf_of(s: &UdpSocket) -> Option<u64> {
+    socket_int(s, libc::SO_RCVBUF).filter(|v| *v > 0).map(|v| v as u64)
+}
+
+/// Sets an integer SOL_SOCKET option; whether the kernel took it.
+fn set_socket_int(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt reads sizeof(c_int) bytes from `v`, a live stack value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            &v as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Reads an integer SOL_SOCKET option.
+pub(crate) fn socket_int(s: &UdpSocket, opt: libc::c_int) -> Option<libc::c_int> {
     use std::os::fd::AsRawFd;
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -229,12 +224,12 @@ pub fn rcvbuf_of(s: &UdpSocket) -> Option<u64> {
         libc::getsockopt(
             s.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
+            opt,
             &mut v as *mut _ as *mut libc::c_void,
             &mut len,
         )
     };
-    (r == 0 && v > 0).then_some(v as u64)
+    (r == 0).then_some(v)
 }
 
 pub(crate) const BATCH: usize = 64;
