@@ -64,6 +64,10 @@ pub struct Counting {
     /// Event name (`syscalls`, `forks`, `execs`, `signals`) → tracepoint id.
     #[serde(default)]
     pub tracepoints: BTreeMap<String, u64>,
+    /// Only what getrusage says (faults, switches, CPU): two calls each side of a timed trial,
+    /// where the full counters would slow it.
+    #[serde(default)]
+    pub rusage_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -463,6 +467,7 @@ mod tests {
                     count: Some(Counting {
                         boot_id: "b".into(),
                         tracepoints: [("syscalls".to_string(), 443)].into_iter().collect(),
+                        rusage_only: false,
                     }),
                 },
                 armed: true,

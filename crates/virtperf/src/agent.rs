@@ -243,7 +243,8 @@ fn run_one(
     let begun: Mutex<Option<Mark>> = Mutex::new(None);
     // Counters, opened on this thread (the run's: its threads and children inherit them) and
     // started with the timed region.
-    let counters = Mutex::new(count.map(virtperf_workload::counts::Counters::open));
+    let counters =
+        Mutex::new(count.map(|c| virtperf_workload::counts::Counters::open(c, prepared.has_peer())));
     let begin = || {
         let Ok(mut b) = begun.lock() else { return };
         if b.is_some() {
@@ -275,6 +276,10 @@ fn run_one(
     };
     let ctx = virtperf_workload::RunCtx::with_hooks(&slot.stop, &ready, &begin, None, &others).with_lap(&lap);
     let res = prepared.run(&ctx);
+    // What is counted ends with the work, before this function's own bookkeeping.
+    if let Some(c) = counters.lock().ok().as_deref_mut().and_then(Option::as_mut) {
+        c.stop();
+    }
     let t1 = monotonic_ns();
     let cpu1 = virtperf_workload::thread_cpu();
     let sys1 = if timed_by_host { None } else { system_cpu() };

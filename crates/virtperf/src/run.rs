@@ -1052,6 +1052,7 @@ impl<'a> Session<'a> {
         let counting = exp.explain.then(|| virtperf_proto::Counting {
             boot_id: virtperf_workload::counts::boot_id().unwrap_or_default(),
             tracepoints: virtperf_workload::counts::host_tracepoint_ids().unwrap_or_default(),
+            rusage_only: false,
         });
         Ok(Session {
             ctx: Ctx {
@@ -1495,6 +1496,14 @@ impl Ctx<'_> {
         }
         if count_pass {
             spec.count = self.counting.clone();
+        } else if self.counting.is_some()
+            && !t.warmup
+            && env::find(&w.exp.envs[e].kind).is_some_and(|k| k.is_baseline())
+        {
+            // The baseline's timed trials say their own faults (getrusage: two calls each side,
+            // a microsecond natively): a warm-up's allocator state is not theirs — memcpy's
+            // counted pass reused its buffers, its timed trials faulted them in afresh.
+            spec.count = Some(virtperf_proto::Counting { rusage_only: true, ..Default::default() });
         }
         // The lab's switch, where it is a process: alive, or the trial fails; its CPU during the
         // trial is a row of its own (xenmon's dom0 line).

@@ -144,6 +144,9 @@ pub const METRIC_NAMES: &[&str] = &[
     "pipe_rr_time",
     "unix_rr_time",
     "fileop_time",
+    "fdop_time",
+    "stat_time",
+    "readdir_time",
     "fork_time",
     "exec_time",
     "signal_time",
@@ -599,6 +602,203 @@ pub static FILEOP: Micro = Micro {
     body: fileop_body,
 };
 
+// ---- the file system's calls, one class each: descriptor, path lookup, directory read --------
+//
+// `fileop` times a whole open + fstat + close of a file of its own (in /tmp: a sandbox's tmpfs);
+// these three time each class alone, on the tree programs read (the image's /usr: behind gVisor's
+// gofer, UML's hostfs), so the explain model can price find's getdents and stats apart from its
+// fcntls and closes (docs/explain.md).
+
+/// Where the file system's microbenchmarks look when not told: the first of these that is a
+/// directory with entries in this environment (a busybox guest has no /usr/lib).
+const TREE_DIRS: [&str; 5] = ["/usr/lib", "/usr/bin", "/usr", "/bin", "/"];
+
+const fn tree_dir_param() -> ParamSpec {
+    ParamSpec {
+        name: "dir",
+        kind: ParamKind::Text,
+        default: None,
+        help: "the directory to work on [default: the first of /usr/lib, /usr/bin, /usr, /bin, / that has entries: the image's tree, which gVisor serves through its gofer and UML through hostfs]",
+    }
+}
+
+/// The directory to work on and its entries' names (not . and ..), read before the timed region.
+fn tree_dir(p: &Params) -> Result<(std::path::PathBuf, Vec<std::ffi::CString>), MicroError> {
+    use std::os::unix::ffi::OsStrExt;
+    let names = |d: &std::path::Path| -> std::io::Result<Vec<std::ffi::CString>> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(d)? {
+            let n = e?.file_name();
+            if let Ok(c) = std::ffi::CString::new(n.as_bytes()) {
+                v.push(c);
+            }
+        }
+        v.sort();
+        Ok(v)
+    };
+    if let Some(d) = p.0.get("dir").and_then(Value::as_str) {
+        let d = std::path::PathBuf::from(d);
+        let v = names(&d).map_err(|e| OsError::new(format!("cannot list {}", d.display()), e))?;
+        if v.is_empty() {
+            return Err(check(format!("{} is empty: give a directory with entries", d.display())));
+        }
+        return Ok((d, v));
+    }
+    for d in TREE_DIRS {
+        let d = std::path::PathBuf::from(d);
+        if let Ok(v) = names(&d) {
+            if !v.is_empty() {
+                return Ok((d, v));
+            }
+        }
+    }
+    Err(check(format!("none of {} can be listed here: give dir", TREE_DIRS.join(", "))))
+}
+
+/// Opens `dir` as a directory descriptor, closed on drop.
+struct DirFd(libc::c_int);
+
+impl DirFd {
+    fn open(dir: &std::path::Path) -> Result<DirFd, MicroError> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|e| check(e.to_string()))?;
+        // SAFETY: a NUL-terminated path that outlives the call.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(OsError::last(format!("open {}", dir.display())).into());
+        }
+        Ok(DirFd(fd))
+    }
+}
+
+impl Drop for DirFd {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor this struct owns, closed once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn fdop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
+    let n = iters(p);
+    let (dir, _) = tree_dir(p)?;
+    let d = DirFd::open(&dir)?;
+    ctx.begin();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: duplicates a descriptor this function holds open.
+        let fd = unsafe { libc::fcntl(d.0, libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(OsError::last(format!("fcntl F_DUPFD of {}", dir.display())).into());
+        }
+        // SAFETY: fstat fills a stat struct we own, on the descriptor just made.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let ok = unsafe { libc::fstat(fd, &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        // SAFETY: closes the descriptor made above, once.
+        unsafe { libc::close(fd) };
+        if !ok {
+            return Err(check(format!("fstat of a duplicate of {}: not that directory", dir.display())));
+        }
+    }
+    let ns = elapsed_ns(t0);
+    Ok(Timed { ops: n, ns, extra: json!({"dir": dir.display().to_string()}) })
+}
+
+pub static FDOP: Micro = Micro {
+    kind: "fdop",
+    summary: "a descriptor's own calls, no path: fcntl(F_DUPFD) + fstat + close of a directory of the image's tree (find's fcntls and closes; a sandbox that forwards fstat to its gofer pays here)",
+    params: &[iterations("fcntl + fstat + close cycles per trial"), crate::workload::TARGET_TIME, tree_dir_param()],
+    metric: &[metric("fdop_time", "time per fcntl + fstat + close")],
+    ops: iters,
+    count: "iterations",
+    body: fdop_body,
+};
+
+fn stat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
+    let n = iters(p);
+    let (dir, names) = tree_dir(p)?;
+    let d = DirFd::open(&dir)?;
+    ctx.begin();
+    let t0 = Instant::now();
+    for i in 0..n {
+        let name = &names[(i % names.len() as u64) as usize];
+        // SAFETY: fstatat fills a stat struct we own; a NUL-terminated name relative to an open
+        // directory.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstatat(d.0, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+            return Err(OsError::last(format!("stat {}/{}", dir.display(), name.to_string_lossy())).into());
+        }
+    }
+    let ns = elapsed_ns(t0);
+    Ok(Timed { ops: n, ns, extra: json!({"dir": dir.display().to_string(), "entries": names.len()}) })
+}
+
+pub static STAT: Micro = Micro {
+    kind: "stat",
+    summary: "a path looked up: fstatat of each entry of a directory of the image's tree in turn, relative to the directory, as find and du do (gVisor asks its gofer, UML its host)",
+    params: &[iterations("lookups per trial"), crate::workload::TARGET_TIME, tree_dir_param()],
+    metric: &[metric("stat_time", "time per fstatat of an entry")],
+    ops: iters,
+    count: "iterations",
+    body: stat_body,
+};
+
+fn readdir_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
+    let n = iters(p);
+    let (dir, names) = tree_dir(p)?;
+    // Each listing: open, getdents64 into a 32 KiB buffer (glibc's readdir's) until it returns 0,
+    // close — what find, du and ls do per directory.
+    let mut buf = vec![0u8; 32 << 10];
+    let list = |buf: &mut [u8]| -> Result<(u64, u64), MicroError> {
+        let d = DirFd::open(&dir)?;
+        let (mut calls, mut bytes) = (0u64, 0u64);
+        loop {
+            // SAFETY: getdents64 writes at most buf.len() bytes into the buffer we own.
+            let r = unsafe { libc::syscall(libc::SYS_getdents64, d.0, buf.as_mut_ptr(), buf.len()) };
+            calls += 1;
+            if r < 0 {
+                return Err(OsError::last(format!("getdents64 {}", dir.display())).into());
+            }
+            if r == 0 {
+                return Ok((calls, bytes));
+            }
+            bytes += r as u64;
+        }
+    };
+    ctx.begin();
+    let t0 = Instant::now();
+    let mut calls = 0;
+    for _ in 0..n {
+        let (c, bytes) = list(&mut buf)?;
+        // Each entry is at least 24 bytes (a record header and a name).
+        if bytes < 24 * names.len() as u64 {
+            return Err(check(format!(
+                "a listing of {} returned {bytes} bytes for {} entries",
+                dir.display(),
+                names.len()
+            )));
+        }
+        calls += c;
+    }
+    let ns = elapsed_ns(t0);
+    Ok(Timed {
+        ops: n,
+        ns,
+        extra: json!({"dir": dir.display().to_string(), "entries": names.len(), "getdents_per_listing": calls as f64 / n as f64}),
+    })
+}
+
+pub static READDIR: Micro = Micro {
+    kind: "readdir",
+    summary: "a directory listed: open, getdents64 until the end, close, of a directory of the image's tree, as find, du and ls do per directory",
+    params: &[iterations("listings per trial"), crate::workload::TARGET_TIME, tree_dir_param()],
+    metric: &[metric("readdir_time", "time per listing (open + getdents64 to the end + close)")],
+    ops: iters,
+    count: "iterations",
+    body: readdir_body,
+};
+
 /// A pair of connected descriptors (a pipe each way, or a socketpair), closed on drop.
 struct Fds(Vec<libc::c_int>);
 
@@ -871,6 +1071,9 @@ mod tests {
             (&PIPE_RR, "iterations", 2000),
             (&UNIX_RR, "iterations", 2000),
             (&FILEOP, "iterations", 2000),
+            (&FDOP, "iterations", 2000),
+            (&STAT, "iterations", 2000),
+            (&READDIR, "iterations", 200),
             (&FORK, "iterations", 50),
             (&SIGNAL, "iterations", 20_000),
         ] {
@@ -880,11 +1083,48 @@ mod tests {
         }
     }
 
+    /// The file system's classes work on the directory asked for, and say what is wrong with one
+    /// that is not there or empty.
+    #[test]
+    fn the_file_system_microbenchmarks_use_the_directory_given() {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            std::fs::write(d.path().join(format!("f{i}")), b"x").unwrap();
+        }
+        let dir = d.path().display().to_string();
+        for w in [&FDOP, &STAT, &READDIR] {
+            let raw: std::collections::BTreeMap<String, Value> =
+                serde_json::from_value(json!({"iterations": 20, "dir": dir})).unwrap();
+            let p = crate::params::revalidate(w.params(), &raw).unwrap();
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let t = (w.body)(&Params(&p), &RunCtx::new(&stop, &|| {}, None)).unwrap();
+            assert_eq!((t.ops, t.extra["dir"].as_str()), (20, Some(dir.as_str())), "{}", w.kind);
+            if w.kind != "fdop" {
+                assert_eq!(t.extra["entries"], 5, "{}", w.kind);
+            }
+        }
+        // A listing of five entries is one getdents64 with them and one that says the end.
+        let raw = serde_json::from_value(json!({"iterations": 3, "dir": dir})).unwrap();
+        let p = crate::params::revalidate(READDIR.params(), &raw).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let t = (READDIR.body)(&Params(&p), &RunCtx::new(&stop, &|| {}, None)).unwrap();
+        assert_eq!(t.extra["getdents_per_listing"], 2.0);
+        let empty = tempfile::tempdir().unwrap();
+        for (d, needle) in
+            [(empty.path().display().to_string(), "is empty"), ("/nonexistent-vp".into(), "cannot list")]
+        {
+            let raw = serde_json::from_value(json!({"iterations": 3, "dir": d})).unwrap();
+            let p = crate::params::revalidate(STAT.params(), &raw).unwrap();
+            let e = (STAT.body)(&Params(&p), &RunCtx::new(&stop, &|| {}, None)).err().unwrap();
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+
     #[test]
     fn metric_names_list_every_microbenchmark() {
         let all = [
             &CPUID, &CLOCK, &RDTSC, &PAGEFAULT, &MMAP, &MEMLAT, &CTXSWITCH, &PIPE_RR, &UNIX_RR, &FILEOP,
-            &FORK, &EXEC, &SIGNAL,
+            &FDOP, &STAT, &READDIR, &FORK, &EXEC, &SIGNAL,
         ];
         let names: Vec<&str> = all.iter().map(|w| w.metric[0].name).collect();
         assert_eq!(names, METRIC_NAMES);

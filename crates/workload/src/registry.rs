@@ -32,6 +32,9 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &micro::PIPE_RR,
     &micro::UNIX_RR,
     &micro::FILEOP,
+    &micro::FDOP,
+    &micro::STAT,
+    &micro::READDIR,
     &micro::FORK,
     &micro::EXEC,
     &micro::SIGNAL,
@@ -104,6 +107,13 @@ pub struct Prepared {
 }
 
 /// Validates a workload request (agent side): known kind, parameters within their schema.
+impl Prepared {
+    /// The run has a network peer (a flow's side).
+    pub fn has_peer(&self) -> bool {
+        self.net.is_some()
+    }
+}
+
 pub fn prepare(spec: &WorkloadSpec) -> Result<Prepared, Refusal> {
     let workload = find(&spec.kind).ok_or_else(|| {
         Refusal::new(
@@ -281,6 +291,9 @@ mod tests {
             "stream": {"elements": 1000, "ntimes": 2},
             "syscall": {"iterations": 100},
             "fileop": {"iterations": 100},
+            "fdop": {"iterations": 100},
+            "stat": {"iterations": 100},
+            "readdir": {"iterations": 10},
             "cpuid": {"iterations": 100},
             "clock": {"iterations": 100},
             "rdtsc": {"iterations": 100},

@@ -383,10 +383,14 @@ iterations = [10, 20]
         let kinds: Vec<&str> = e.cases.iter().map(|c| c.kind.as_str()).collect();
         // The given syscall case stands for its mechanism; every other one is added after.
         assert_eq!(kinds.iter().filter(|k| **k == "syscall").count(), 1, "{kinds:?}");
+        // Every mechanism but the packets' (no network workload here: nothing sends one).
         for m in virtperf_workload::counts::MECHANISMS {
-            assert!(kinds.contains(&m.kind), "{} missing from {kinds:?}", m.kind);
+            assert_eq!(kinds.contains(&m.kind), m.kind != "udp_rr", "{} in {kinds:?}", m.kind);
         }
         assert_eq!(&kinds[..2], &["syscall", "memcpy"]);
+        // A network workload brings the packets' price (a udp_rr case) along.
+        let net = parse(&format!("{text}[[workload]]\nkind = \"tcp_rr\"\n")).unwrap();
+        assert!(net.cases.iter().any(|c| c.kind == "udp_rr"), "{:?}", net.cases);
         // Rendered and read again: the same cases, none added twice.
         assert_eq!(parse(&e.to_toml()).unwrap(), e);
         // Counting happens on the warm-up: none is refused, naming the key.

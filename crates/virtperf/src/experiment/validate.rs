@@ -808,7 +808,13 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
 /// case of that kind, whatever its parameters, counts as there).
 fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     let mut out = raw.clone();
+    // Packets are counted for network workloads only, and priced by one (which needs the lab).
+    let network =
+        raw.workloads.iter().any(|w| virtperf_workload::find(&w.kind).is_some_and(|k| k.needs_peer()));
     for m in virtperf_workload::counts::MECHANISMS {
+        if m.event == "packets_rx" && !network {
+            continue;
+        }
         if !raw.workloads.iter().any(|w| w.kind == m.kind) {
             out.workloads.push(super::flags::read_flag("explain = true", m.kind)?);
         }

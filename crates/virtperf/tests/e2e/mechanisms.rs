@@ -258,6 +258,12 @@ pub(crate) fn explain_prices_events_and_predicts_from_them() -> Outcome {
             );
             // find is system calls: its model is well above native, and says so.
             assert!(p > 1.5, "{env}: find predicted at {p:.2}× from {f}");
+            // find lists directories, looks up their entries and closes what it opened: each
+            // class counted, and each priced by its own microbenchmark.
+            for ev in ["syscalls_dir", "syscalls_path", "syscalls_fd"] {
+                assert!(f["rates_per_ms"][ev].as_f64().unwrap_or(0.0) > 0.0, "{env}: find has no {ev}: {f}");
+                assert!(price(env, ev).is_some(), "{env}: no price for {ev}");
+            }
         }
     }
     if counted {
