@@ -225,7 +225,7 @@ fn rates(
     // Page faults from the timed trials themselves where they said them (getrusage, on the
     // baseline's): a warm-up's allocator state is not theirs — memcpy's counted pass reused the
     // buffers of the pass before it, its timed trials faulted theirs in afresh (none against
-    // 5 000 here).
+    // 2 561 here).
     let timed: Vec<f64> = rows
         .trials
         .iter()
@@ -553,7 +553,16 @@ fn shares_line(c: &Cell) -> String {
 /// cost less one) as 100 %, split into each mechanism's share and what they leave unexplained
 /// (grey); a model above the measurement runs past the 100 % line, which is drawn.
 pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> {
-    use super::svg::{color, fit, legend, Anchor, Canvas, SMALL, TEXT, W};
+    use super::svg::{fit, legend, Anchor, Canvas, SMALL, TEXT, W};
+    // One colour per mechanism, none twice (the page's 8-colour palette would repeat after 8 of
+    // the 13), none grey (that is "not explained"); the same mechanism the same colour in every
+    // environment's figure.
+    const MECH_COLOURS: [&str; 13] = [
+        "#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#332288", "#882255",
+        "#44AA99", "#117733", "#AA4499", "#661100",
+    ];
+    const _: () = assert!(MECH_COLOURS.len() >= MECHANISMS.len());
+    let color = |i: usize| MECH_COLOURS[i % MECH_COLOURS.len()];
     let cells: Vec<&Cell> = x.cells.iter().filter(|c| c.environment == env && !c.mechanism).collect();
     if cells.is_empty() {
         return Err(format!("{env}: no workload to explain besides the mechanism cases"));
@@ -561,9 +570,17 @@ pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> 
     let (left, right) = (200.0, 250.0);
     let span = W - left - right;
     let row_h = 26.0;
+    // The legend names the mechanisms that colour some bar here.
+    let drawn = |m: &virtperf_workload::counts::Mechanism| {
+        cells.iter().any(|c| {
+            let flat = c.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0);
+            !flat && c.shares.iter().any(|s| s.event == m.event && s.share > 0.0)
+        })
+    };
     let entries: Vec<(String, String, bool)> = MECHANISMS
         .iter()
         .enumerate()
+        .filter(|(_, m)| drawn(m))
         .map(|(i, m)| (m.what.to_string(), color(i).to_string(), false))
         .chain(std::iter::once(("not explained".to_string(), "#d5d8dc".to_string(), false)))
         .collect();
