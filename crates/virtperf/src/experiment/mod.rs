@@ -391,6 +391,13 @@ iterations = [10, 20]
         // A network workload brings the packets' price (a udp_rr case) along.
         let net = parse(&format!("{text}[[workload]]\nkind = \"tcp_rr\"\n")).unwrap();
         assert!(net.cases.iter().any(|c| c.kind == "udp_rr"), "{:?}", net.cases);
+        // Its flows as long as the shortest the experiment's network workloads have.
+        let net = parse(&format!(
+            "{text}[[workload]]\nkind = \"tcp_rr\"\nduration = \"2s\"\n[[workload]]\nkind = \"udp_stream\"\nduration = \"500ms\"\n"
+        ))
+        .unwrap();
+        let rr = net.cases.iter().find(|c| c.kind == "udp_rr").unwrap();
+        assert_eq!(rr.params.get("duration"), Some(&serde_json::json!(500)), "{:?}", rr.params);
         // Rendered and read again: the same cases, none added twice.
         assert_eq!(parse(&e.to_toml()).unwrap(), e);
         // Counting happens on the warm-up: none is refused, naming the key.

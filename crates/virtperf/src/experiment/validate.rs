@@ -816,7 +816,13 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
             continue;
         }
         if !raw.workloads.iter().any(|w| w.kind == m.kind) {
-            out.workloads.push(super::flags::read_flag("explain = true", m.kind)?);
+            // The packets' price in flows as long as the shortest the experiment gives its network
+            // workloads (its default, 1 s, doubled the explain example's run).
+            let spec = match shortest_flow(raw).filter(|_| m.event == "packets_rx") {
+                Some(d) => format!("{}:duration={d}ms", m.kind),
+                None => m.kind.to_string(),
+            };
+            out.workloads.push(super::flags::read_flag("explain = true", &spec)?);
         }
     }
     if let Some(w) = raw.settings.get("warmup").filter(|w| matches!(w.value, Raw::Int(0))) {
@@ -827,6 +833,17 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
         ));
     }
     Ok(out)
+}
+
+/// The shortest `duration` (ms) given to a network workload, as written; None where none is.
+fn shortest_flow(raw: &RawExperiment) -> Option<u64> {
+    raw.workloads
+        .iter()
+        .filter(|w| virtperf_workload::find(&w.kind).is_some_and(|k| k.needs_peer()))
+        .flat_map(|w| w.params.iter().filter(|(k, _, _)| k == "duration"))
+        .flat_map(|(_, vals, _)| vals.iter())
+        .filter_map(|v| virtperf_workload::params::parse_duration_ms(&v.to_string()))
+        .min()
 }
 
 /// Step 2: each environment against its kind's schema (names unique; `instances` swept; `host`
