@@ -628,10 +628,21 @@ veth0: 6400     100    0    0    0     0          0         0      640      10  
             unsafe { std::ptr::write_volatile(map.ptr.add(i), 1) };
         }
         drop(map);
-        let t0 = std::time::Instant::now();
         let out = c.finish(1);
-        assert!(t0.elapsed() < std::time::Duration::from_millis(5), "finish waited");
         assert!(out["ru_minflt"].as_u64().unwrap() >= 60, "{out}");
+        // Nothing waited for (the full counters wait 5 ms for exited threads' counts): the
+        // fastest of three finishes, so a hog's preemption of one does not decide.
+        let fastest = (0..3)
+            .map(|_| {
+                let mut c = Counters::open(&spec, false);
+                c.start();
+                let t0 = std::time::Instant::now();
+                c.finish(1);
+                t0.elapsed()
+            })
+            .min()
+            .unwrap();
+        assert!(fastest < std::time::Duration::from_millis(5), "finish waited {fastest:?}");
         for k in ["syscalls", "faults_minor", "io_rchar", "net_rx_packets", "missing"] {
             assert!(out.get(k).is_none(), "{k} in {out}");
         }
