@@ -615,6 +615,25 @@ veth0: 6400     100    0    0    0     0          0         0      640      10  
         assert!(c.finish(1).get("net_tx_packets").is_none());
     }
 
+    /// An older run's one class of file system calls (`syscalls_file`, priced by `fileop`) reads
+    /// as descriptor calls, so its report still prices them; what no class holds is the rest.
+    #[test]
+    fn an_older_runs_file_class_reads_as_descriptor_calls() {
+        let old = json!({"syscalls": 100, "syscalls_file": 30, "syscalls_io": 20});
+        let ev = model_events(&old);
+        assert_eq!((ev["syscalls_fd"], ev["syscalls_io"], ev["syscalls"]), (30.0, 20.0, 50.0));
+        assert!(!ev.contains_key("syscalls_path") && !ev.contains_key("syscalls_dir"));
+        let m = MECHANISMS.iter().find(|m| m.event == "syscalls_fd").unwrap();
+        assert_eq!((m.kind, m.older), ("fdop", Some("fileop")));
+        // Today's classes, each its own.
+        let now = json!({"syscalls": 100, "syscalls_fd": 10, "syscalls_path": 20, "syscalls_dir": 5, "syscalls_file": 99});
+        let ev = model_events(&now);
+        assert_eq!(
+            (ev["syscalls_fd"], ev["syscalls_path"], ev["syscalls_dir"], ev["syscalls"]),
+            (10.0, 20.0, 5.0, 65.0)
+        );
+    }
+
     /// A timed trial's counts: getrusage's alone, no counter opened, nothing waited for.
     #[test]
     fn rusage_only_counts_faults_without_counters() {
