@@ -34,8 +34,6 @@ pub struct Counters {
     start: Option<Snapshot>,
     /// A network run: the packets of its network namespace's interfaces are counted too.
     network: bool,
-    /// [`Counters::stop`] has disabled the counters.
-    stopped: bool,
     /// What switching them on and off counts by itself (`own_counts`), taken from every count.
     own: BTreeMap<&'static str, u64>,
     /// `Counting::rusage_only`: getrusage alone, on a timed trial.
@@ -268,57 +266,49 @@ fn counter(
     }
 }
 
+/// The perf counters `spec` asks for, disabled, on the calling thread; and what could not be
+/// opened, with why.
+fn open_perf(spec: &Counting) -> (Vec<(&'static str, Counter)>, Vec<String>) {
+    let mut perf = Vec::new();
+    let mut missing = Vec::new();
+    for (name, ev) in SOFTWARE {
+        match counter(ev, name.starts_with("faults_")) {
+            Ok(c) => perf.push((name, c)),
+            Err(e) => missing.push(format!("{name}: perf_event_open: {e}")),
+        }
+    }
+    let same_kernel = !spec.boot_id.is_empty() && boot_id().as_deref() == Some(spec.boot_id.as_str());
+    for (name, _, filter) in TRACEPOINTS {
+        match spec.tracepoints.get(name) {
+            Some(&id) if same_kernel => {
+                match counter(Tracepoint::with_id(id), false)
+                    .and_then(|c| filter.map_or(Ok(()), |f| set_filter(&c, f)).map(|()| c))
+                {
+                    Ok(c) => perf.push((name, c)),
+                    Err(e) => missing.push(format!("{name}: perf_event_open: {e}")),
+                }
+            }
+            Some(_) => {
+                missing.push(format!("{name}: not the host's kernel (its tracepoint ids do not hold here)"))
+            }
+            None => missing.push(format!("{name}: the host has no tracepoint for it")),
+        }
+    }
+    (perf, missing)
+}
+
 impl Counters {
     /// Opens the counters `spec` asks for, disabled, on the calling thread (the run's: threads
     /// and processes it creates inherit them). `network`: the run has a peer, so the packets its
     /// network namespace's interfaces send and receive are counted (elsewhere they would be the
     /// host's other traffic).
     pub fn open(spec: &Counting, network: bool) -> Counters {
-        if spec.rusage_only {
-            return Counters {
-                perf: Vec::new(),
-                missing: Vec::new(),
-                start: None,
-                network: false,
-                stopped: false,
-                own: BTreeMap::new(),
-                light: true,
-            };
+        let light = spec.rusage_only;
+        let (perf, missing) = if light { (Vec::new(), Vec::new()) } else { open_perf(spec) };
+        let mut c = Counters { perf, missing, start: None, network, own: BTreeMap::new(), light };
+        if !light {
+            c.own = c.own_counts();
         }
-        let mut perf = Vec::new();
-        let mut missing = Vec::new();
-        for (name, ev) in SOFTWARE {
-            match counter(ev, name.starts_with("faults_")) {
-                Ok(c) => perf.push((name, c)),
-                Err(e) => missing.push(format!("{name}: perf_event_open: {e}")),
-            }
-        }
-        let same_kernel = !spec.boot_id.is_empty() && boot_id().as_deref() == Some(spec.boot_id.as_str());
-        for (name, _, filter) in TRACEPOINTS {
-            match spec.tracepoints.get(name) {
-                Some(&id) if same_kernel => {
-                    match counter(Tracepoint::with_id(id), false)
-                        .and_then(|c| filter.map_or(Ok(()), |f| set_filter(&c, f)).map(|()| c))
-                    {
-                        Ok(c) => perf.push((name, c)),
-                        Err(e) => missing.push(format!("{name}: perf_event_open: {e}")),
-                    }
-                }
-                Some(_) => missing
-                    .push(format!("{name}: not the host's kernel (its tracepoint ids do not hold here)")),
-                None => missing.push(format!("{name}: the host has no tracepoint for it")),
-            }
-        }
-        let mut c = Counters {
-            perf,
-            missing,
-            start: None,
-            network,
-            stopped: false,
-            own: BTreeMap::new(),
-            light: false,
-        };
-        c.own = c.own_counts();
         c
     }
 
@@ -341,15 +331,12 @@ impl Counters {
     }
 
     /// Disables every counter: the first call after [`Counters::start`] ends what is counted
-    /// (the agent calls it as soon as the workload returns, before its own bookkeeping).
+    /// (the agent calls it as soon as the workload returns, before its own bookkeeping; a second
+    /// call, as `finish` makes, changes nothing).
     pub fn stop(&mut self) {
-        if self.stopped || self.start.is_none() {
-            return;
-        }
         for (_, c) in &mut self.perf {
             let _ = c.disable();
         }
-        self.stopped = true;
     }
 
     /// What switching the counters on and off counts by itself: each counter sees the resets,
@@ -359,9 +346,7 @@ impl Counters {
     /// subtracted. (Not after the run: a reset leaves the counts of children that have exited.)
     fn own_counts(&mut self) -> BTreeMap<&'static str, u64> {
         let _ = self.switch_on();
-        for (_, c) in &mut self.perf {
-            let _ = c.disable();
-        }
+        self.stop();
         self.perf.iter_mut().filter_map(|(name, c)| Some((*name, c.read().ok()?))).collect()
     }
 
@@ -379,15 +364,14 @@ impl Counters {
         let end = Snapshot::now(self.network, self.light);
         let mut out = serde_json::Map::new();
         out.insert("elapsed_ns".into(), json!(elapsed_ns));
-        let mut counted = Vec::new();
         for (name, c) in &mut self.perf {
             match c.read() {
-                Ok(v) => counted.push((*name, v)),
+                Ok(v) => {
+                    let own = self.own.get(name).copied().unwrap_or(0);
+                    out.insert((*name).into(), json!(v.saturating_sub(own)));
+                }
                 Err(e) => self.missing.push(format!("{name}: read: {e}")),
             }
-        }
-        for (name, v) in counted {
-            out.insert(name.into(), json!(v.saturating_sub(self.own.get(name).copied().unwrap_or(0))));
         }
         if self.own.values().any(|v| *v > 0) {
             out.insert("counters_own".into(), json!(self.own));

@@ -11,6 +11,7 @@
 //! (lmbench and stress-ng are not in a busybox guest, and their output would need parsing).
 
 use std::hint::black_box;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -655,38 +656,21 @@ fn tree_dir(p: &Params) -> Result<(std::path::PathBuf, Vec<std::ffi::CString>), 
     Err(check(format!("none of {} can be listed here: give dir", TREE_DIRS.join(", "))))
 }
 
-/// Opens `dir` as a directory descriptor, closed on drop.
-struct DirFd(libc::c_int);
-
-impl DirFd {
-    fn open(dir: &std::path::Path) -> Result<DirFd, MicroError> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|e| check(e.to_string()))?;
-        // SAFETY: a NUL-terminated path that outlives the call.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(OsError::last(format!("open {}", dir.display())).into());
-        }
-        Ok(DirFd(fd))
-    }
-}
-
-impl Drop for DirFd {
-    fn drop(&mut self) {
-        // SAFETY: the descriptor this struct owns, closed once.
-        unsafe { libc::close(self.0) };
-    }
+/// Opens `dir` (open's O_RDONLY | O_CLOEXEC, as std's File does: a directory opens so too),
+/// closed on drop.
+fn open_dir(dir: &std::path::Path) -> Result<std::fs::File, MicroError> {
+    std::fs::File::open(dir).map_err(|e| OsError::new(format!("open {}", dir.display()), e).into())
 }
 
 fn fdop_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     let (dir, _) = tree_dir(p)?;
-    let d = DirFd::open(&dir)?;
+    let d = open_dir(&dir)?;
     ctx.begin();
     let t0 = Instant::now();
     for _ in 0..n {
         // SAFETY: duplicates a descriptor this function holds open.
-        let fd = unsafe { libc::fcntl(d.0, libc::F_DUPFD_CLOEXEC, 0) };
+        let fd = unsafe { libc::fcntl(d.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
         if fd < 0 {
             return Err(OsError::last(format!("fcntl F_DUPFD of {}", dir.display())).into());
         }
@@ -717,7 +701,7 @@ pub static FDOP: Micro = Micro {
 fn stat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
     let (dir, names) = tree_dir(p)?;
-    let d = DirFd::open(&dir)?;
+    let d = open_dir(&dir)?;
     ctx.begin();
     let t0 = Instant::now();
     for i in 0..n {
@@ -726,7 +710,7 @@ fn stat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
         // directory.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        if unsafe { libc::fstatat(d.0, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        if unsafe { libc::fstatat(d.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
             return Err(OsError::last(format!("stat {}/{}", dir.display(), name.to_string_lossy())).into());
         }
     }
@@ -751,11 +735,12 @@ fn readdir_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     // close — what find, du and ls do per directory.
     let mut buf = vec![0u8; 32 << 10];
     let list = |buf: &mut [u8]| -> Result<(u64, u64), MicroError> {
-        let d = DirFd::open(&dir)?;
+        let d = open_dir(&dir)?;
         let (mut calls, mut bytes) = (0u64, 0u64);
         loop {
             // SAFETY: getdents64 writes at most buf.len() bytes into the buffer we own.
-            let r = unsafe { libc::syscall(libc::SYS_getdents64, d.0, buf.as_mut_ptr(), buf.len()) };
+            let r =
+                unsafe { libc::syscall(libc::SYS_getdents64, d.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
             calls += 1;
             if r < 0 {
                 return Err(OsError::last(format!("getdents64 {}", dir.display())).into());

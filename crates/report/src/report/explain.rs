@@ -193,13 +193,17 @@ fn rates(
 ) -> Option<BTreeMap<&'static str, (f64, f64)>> {
     let mut per: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let work_share = warmup_share(&rows.cases[case], row);
-    for t in rows.trials.iter().filter(|t| {
-        t.env_idx == base
-            && t.case_idx == case
-            && t.warmup
-            && t.peer_idx.is_none()
-            && t.status == crate::store::TrialStatus::Ok
-    }) {
+    // The case's stored trials in the baseline: its warm-ups (counted) or its timed ones.
+    let trials = |warmup: bool| {
+        rows.trials.iter().filter(move |t| {
+            t.env_idx == base
+                && t.case_idx == case
+                && t.warmup == warmup
+                && t.peer_idx.is_none()
+                && t.status == crate::store::TrialStatus::Ok
+        })
+    };
+    for t in trials(true) {
         let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
         // A pass without its span (an agent that could not time it) is left out, not the case.
         let Some(elapsed) = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0) else {
@@ -226,16 +230,7 @@ fn rates(
     // baseline's): a warm-up's allocator state is not theirs — memcpy's counted pass reused the
     // buffers of the pass before it, its timed trials faulted theirs in afresh (none against
     // 2 561 here).
-    let timed: Vec<f64> = rows
-        .trials
-        .iter()
-        .filter(|t| {
-            t.env_idx == base
-                && t.case_idx == case
-                && !t.warmup
-                && t.peer_idx.is_none()
-                && t.status == crate::store::TrialStatus::Ok
-        })
+    let timed: Vec<f64> = trials(false)
         .filter_map(|t| {
             let c = rows.detail(t.id).and_then(pass_counts)?;
             let elapsed = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0)?;
@@ -501,8 +496,11 @@ pub fn event_words(event: &str) -> &str {
     MECHANISMS.iter().find(|m| m.event == event).map_or(event, |m| m.what)
 }
 
-/// What explains a cell, largest share first: "system calls 71 %, context switches 6 %, not
-/// explained 23 %".
+/// The measured interval holds 1: no overhead shown.
+fn flat(c: &Cell) -> bool {
+    c.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0)
+}
+
 /// A measured interval that holds 1 in words: "no measurable overhead" where the measurement
 /// itself lies near 1, "inconclusive (0.6–320×)" where only the interval's width holds it there
 /// (a 14× measured with an interval from 0.6× is no evidence of "no overhead").
@@ -515,8 +513,10 @@ fn flat_words(c: &Cell) -> String {
     }
 }
 
+/// What explains a cell, largest share first: "system calls 71 %, context switches 6 %, not
+/// explained 23 %".
 fn shares_line(c: &Cell) -> String {
-    let flat = c.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0);
+    let flat = flat(c);
     // No overhead measured: what the model expected instead, where it expected one.
     let base = if flat { c.predicted - 1.0 } else { c.measured - 1.0 };
     if flat && c.predicted_ci[0] <= 1.0 {
@@ -572,10 +572,7 @@ pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> 
     let row_h = 26.0;
     // The legend names the mechanisms that colour some bar here.
     let drawn = |m: &virtperf_workload::counts::Mechanism| {
-        cells.iter().any(|c| {
-            let flat = c.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0);
-            !flat && c.shares.iter().any(|s| s.event == m.event && s.share > 0.0)
-        })
+        cells.iter().any(|c| !flat(c) && c.shares.iter().any(|s| s.event == m.event && s.share > 0.0))
     };
     let entries: Vec<(String, String, bool)> = MECHANISMS
         .iter()
@@ -612,9 +609,8 @@ pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> 
         let y = top + row_h * k as f64;
         let name = fit(&cell.workload, left - 14.0, SMALL);
         c.text(left - 8.0, y + row_h / 2.0, &name, Anchor::End, SMALL, Some(&cell.workload));
-        let flat = cell.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0);
         let label = format!("measured {}, model {}", times(cell.measured), times(cell.predicted));
-        if flat {
+        if flat(cell) {
             c.text(
                 left + 4.0,
                 y + row_h / 2.0,

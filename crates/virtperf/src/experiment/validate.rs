@@ -809,16 +809,16 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
 fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     let mut out = raw.clone();
     // Packets are counted for network workloads only, and priced by one (which needs the lab).
-    let network =
-        raw.workloads.iter().any(|w| virtperf_workload::find(&w.kind).is_some_and(|k| k.needs_peer()));
+    let network = raw.workloads.iter().any(is_network);
+    // The packets' price in flows as long as the shortest the experiment gives its network
+    // workloads (its default, 1 s, doubled the explain example's run).
+    let flow_ms = shortest_flow(raw);
     for m in virtperf_workload::counts::MECHANISMS {
         if m.event == "packets_rx" && !network {
             continue;
         }
         if !raw.workloads.iter().any(|w| w.kind == m.kind) {
-            // The packets' price in flows as long as the shortest the experiment gives its network
-            // workloads (its default, 1 s, doubled the explain example's run).
-            let spec = match shortest_flow(raw).filter(|_| m.event == "packets_rx") {
+            let spec = match flow_ms.filter(|_| m.event == "packets_rx") {
                 Some(d) => format!("{}:duration={d}ms", m.kind),
                 None => m.kind.to_string(),
             };
@@ -835,11 +835,16 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     Ok(out)
 }
 
+/// A network workload (a flow with a peer: it needs the lab).
+fn is_network(w: &RawItem) -> bool {
+    virtperf_workload::find(&w.kind).is_some_and(|k| k.needs_peer())
+}
+
 /// The shortest `duration` (ms) given to a network workload, as written; None where none is.
 fn shortest_flow(raw: &RawExperiment) -> Option<u64> {
     raw.workloads
         .iter()
-        .filter(|w| virtperf_workload::find(&w.kind).is_some_and(|k| k.needs_peer()))
+        .filter(|w| is_network(w))
         .flat_map(|w| w.params.iter().filter(|(k, _, _)| k == "duration"))
         .flat_map(|(_, vals, _)| vals.iter())
         .filter_map(|v| virtperf_workload::params::parse_duration_ms(&v.to_string()))
