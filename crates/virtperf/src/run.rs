@@ -795,13 +795,19 @@ fn needs_scratch(exp: &Experiment) -> bool {
 struct Progress {
     bar: Option<ProgressBar>,
     total: u64,
+    /// The plan's own trials; beyond them, precision mode's additions.
+    planned: u64,
     done: u64,
     started: Instant,
     last_line: Instant,
+    /// Precision mode's budget: no further launch starts after it.
+    budget_end: Option<Instant>,
+    /// The bar shows the precision phase (no total, no ETA: the budget decides).
+    precision_style: bool,
 }
 
 impl Progress {
-    fn new(total: u64, show: bool) -> Progress {
+    fn new(total: u64, show: bool, budget_end: Option<Instant>) -> Progress {
         let bar = (std::io::stderr().is_terminal() && show).then(|| {
             let b = ProgressBar::new(total);
             if let Ok(style) = ProgressStyle::with_template(
@@ -811,24 +817,67 @@ impl Progress {
             }
             b
         });
-        Progress { bar, total, done: 0, started: Instant::now(), last_line: Instant::now() }
+        Progress {
+            bar,
+            total,
+            planned: total,
+            done: 0,
+            started: Instant::now(),
+            last_line: Instant::now(),
+            budget_end,
+            precision_style: false,
+        }
     }
+
+    /// Past the plan, precision mode adds blocks one at a time: a total that grows with every
+    /// block and an ETA of 0 say nothing; the budget's end does.
+    fn in_precision(&self) -> bool {
+        self.budget_end.is_some() && self.done > self.planned
+    }
+
+    /// Whether the trial just done gets a line (without a terminal): one every 5 s, and the
+    /// plan's last trial. Precision mode's blocks each end at a new total, so "done == total"
+    /// printed a line per block (134 of the default run's 182 lines).
+    fn due(&self) -> bool {
+        self.last_line.elapsed() >= Duration::from_secs(5) || self.done == self.planned
+    }
+
+    /// The line (or the bar's message) for the trial just done.
+    fn line(&self, msg: &str) -> String {
+        let el = self.started.elapsed().as_secs_f64();
+        match self.budget_end.filter(|_| self.in_precision()) {
+            Some(end) => format!(
+                "{} trials ({} planned, {} added by precision mode), {el:.0}s elapsed, budget ends in {:.0}s ({msg})",
+                self.done,
+                self.planned,
+                self.done - self.planned,
+                end.saturating_duration_since(Instant::now()).as_secs_f64()
+            ),
+            None => {
+                let eta = el / self.done.max(1) as f64 * self.total.saturating_sub(self.done) as f64;
+                format!("{}/{} trials, {el:.0}s elapsed, ETA {eta:.0}s ({msg})", self.done, self.total)
+            }
+        }
+    }
+
     fn tick(&mut self, msg: &str) {
         self.done += 1;
+        let precision = self.in_precision();
         match &self.bar {
             Some(b) => {
+                if precision && !self.precision_style {
+                    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}") {
+                        b.set_style(style);
+                    }
+                    self.precision_style = true;
+                }
                 b.set_position(self.done);
-                b.set_message(msg.to_string());
+                b.set_message(if precision { self.line(msg) } else { msg.to_string() });
             }
             None => {
-                if self.last_line.elapsed() >= Duration::from_secs(5) || self.done == self.total {
+                if self.due() {
                     self.last_line = Instant::now();
-                    let el = self.started.elapsed().as_secs_f64();
-                    let eta = el / self.done as f64 * (self.total - self.done) as f64;
-                    eprintln!(
-                        "virtperf: {}/{} trials, {:.0}s elapsed, ETA {:.0}s ({msg})",
-                        self.done, self.total, el, eta
-                    );
+                    eprintln!("virtperf: {}", self.line(msg));
                 }
             }
         }
@@ -1816,7 +1865,8 @@ fn execute_inner(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -
             }
         }
     }
-    let progress = std::sync::Mutex::new(Progress::new(pending.len() as u64, opts.progress));
+    let budget_end = exp.precision.map(|p| started + Duration::from_millis(p.budget_ms));
+    let progress = std::sync::Mutex::new(Progress::new(pending.len() as u64, opts.progress, budget_end));
     let ended_how = std::sync::Mutex::new(Ended::default());
     // The switch's processes (OVS's daemon, the driver domain's QEMU): their CPU is a row of
     // every network trial, and one that dies fails the trial in flight.
@@ -1879,4 +1929,33 @@ fn execute_inner(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -
         _ if rep.trials.ok == 0 && (rep.trials.failed + rep.trials.skipped) > 0 => ExitStatus::Failure,
         _ => ExitStatus::Success,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_past_the_plan_says_the_budget_not_a_growing_total() {
+        let mut p = Progress::new(3, false, Some(Instant::now() + Duration::from_secs(60)));
+        p.last_line = Instant::now();
+        p.done = 2;
+        assert!(!p.due(), "within 5 s of the last line");
+        p.done = 3;
+        assert!(p.due(), "the plan's last trial gets its line");
+        assert!(p.line("native / cpu").starts_with("3/3 trials"), "{}", p.line("x"));
+        // Precision mode adds a block of 2 and runs it: done == total again, but no line.
+        p.grow(2);
+        p.done = 5;
+        assert_eq!(p.total, 5);
+        assert!(!p.due(), "a block's end is not a line of its own");
+        let l = p.line("native / cpu");
+        assert!(l.starts_with("5 trials (3 planned, 2 added by precision mode)"), "{l}");
+        assert!(l.contains("budget ends in 60s") || l.contains("budget ends in 59s"), "{l}");
+        assert!(!l.contains("ETA"), "{l}");
+        // Without a budget the total and the ETA stay.
+        let mut q = Progress::new(4, false, None);
+        q.done = 2;
+        assert!(q.line("x").starts_with("2/4 trials") && q.line("x").contains("ETA"));
+    }
 }

@@ -949,6 +949,28 @@ fn explain(r: &Report, figs: &mut Figs) -> String {
             h.cells,
             h.within_interval
         );
+        let own: Vec<String> = x
+            .cells
+            .iter()
+            .filter(|c| c.environment == h.environment)
+            .filter_map(|c| {
+                let parts: Vec<String> = c
+                    .own_counts
+                    .iter()
+                    .map(|k| format!("{} {}", k.what, super::explain::times(k.ratio)))
+                    .collect();
+                (!parts.is_empty()).then(|| format!("{}: {}", esc(&c.workload), esc(&parts.join(", "))))
+            })
+            .collect();
+        if !own.is_empty() {
+            lines += &format!(
+                "<li>{}'s own counts differ from {}'s for the same work (the model priced {}'s): {}</li>",
+                esc(&h.environment),
+                esc(&x.baseline),
+                esc(&x.baseline),
+                own.join("; ")
+            );
+        }
     }
     format!(
         "<h2 id=\"explain\">Why: the overhead explained</h2>\n<p>The model: {}'s time + Σ events × their extra cost in the environment — the events counted in {}'s warm-ups, their costs solved from this run's mechanism cases (<code>virtperf report --explain</code>, docs/explain.md).</p><ul>{lines}</ul>\n{}",
