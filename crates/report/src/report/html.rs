@@ -959,12 +959,12 @@ fn explain(r: &Report, figs: &mut Figs) -> String {
                     .iter()
                     .map(|k| format!("{} {}", k.what, super::explain::times(k.ratio)))
                     .collect();
-                (!parts.is_empty()).then(|| format!("{}: {}", esc(&c.workload), esc(&parts.join(", "))))
+                (!parts.is_empty()).then(|| format!("{} — {}", esc(&c.workload), esc(&parts.join(", "))))
             })
             .collect();
         if !own.is_empty() {
             lines += &format!(
-                "<li>{}'s own counts differ from {}'s for the same work (the model priced {}'s): {}</li>",
+                "<li>counted in {} itself, for the same work, against {}'s (the model prices {}'s counts): {}</li>",
                 esc(&h.environment),
                 esc(&x.baseline),
                 esc(&x.baseline),
