@@ -802,8 +802,6 @@ struct Progress {
     last_line: Instant,
     /// Precision mode's budget: no further launch starts after it.
     budget_end: Option<Instant>,
-    /// The bar shows the precision phase (no total, no ETA: the budget decides).
-    precision_style: bool,
 }
 
 impl Progress {
@@ -825,7 +823,6 @@ impl Progress {
             started: Instant::now(),
             last_line: Instant::now(),
             budget_end,
-            precision_style: false,
         }
     }
 
@@ -865,11 +862,11 @@ impl Progress {
         let precision = self.in_precision();
         match &self.bar {
             Some(b) => {
-                if precision && !self.precision_style {
+                // The first trial past the plan: the bar drops its total and ETA (the budget decides).
+                if precision && self.done == self.planned + 1 {
                     if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}") {
                         b.set_style(style);
                     }
-                    self.precision_style = true;
                 }
                 b.set_position(self.done);
                 b.set_message(if precision { self.line(msg) } else { msg.to_string() });

@@ -120,13 +120,21 @@ const OWN_COUNT_FACTOR: f64 = 1.5;
 /// ... where native's pass held at least this many (fewer say nothing about a rate).
 const OWN_COUNT_MIN: f64 = 20.0;
 
-fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+/// A case's stored trials in one environment, alone (no peer) and ok: its warm-ups (the counted
+/// passes) or its timed trials.
+fn case_trials(
+    rows: &RunRows,
+    env: usize,
+    case: usize,
+    warmup: bool,
+) -> impl Iterator<Item = &crate::store::TrialRow> {
+    rows.trials.iter().filter(move |t| {
+        t.env_idx == env
+            && t.case_idx == case
+            && t.warmup == warmup
+            && t.peer_idx.is_none()
+            && t.status == crate::store::TrialStatus::Ok
+    })
 }
 
 /// [`OWN_COUNTS`] of one environment's counted warm-ups of a case: (per unit of work, per pass),
@@ -141,14 +149,7 @@ fn own_counts(
     row: &ResultRow,
 ) -> BTreeMap<&'static str, (f64, f64)> {
     let mut per: BTreeMap<&'static str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    let passes = rows.trials.iter().filter(|t| {
-        t.env_idx == env
-            && t.case_idx == case
-            && t.warmup
-            && t.peer_idx.is_none()
-            && t.status == crate::store::TrialStatus::Ok
-    });
-    for t in passes {
+    for t in case_trials(rows, env, case, true) {
         let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
         let elapsed = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0);
         let value = t.samples.iter().find(|s| s.metric == row.metric).map(|s| s.value).filter(|v| *v > 0.0);
@@ -172,7 +173,8 @@ fn own_counts(
             }
         }
     }
-    per.into_iter().filter_map(|(e, (mut u, mut p))| Some((e, (median(&mut u)?, median(&mut p)?)))).collect()
+    // Each list holds a pass at least: it was made by its first push.
+    per.into_iter().map(|(e, (u, p))| (e, (virtperf_stats::median(&u), virtperf_stats::median(&p)))).collect()
 }
 
 /// The environment's own counts that are not native's for the same work ([`CountCheck`]).
@@ -306,17 +308,7 @@ fn rates(
 ) -> Option<BTreeMap<&'static str, (f64, f64)>> {
     let mut per: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let work_share = warmup_share(&rows.cases[case], row);
-    // The case's stored trials in the baseline: its warm-ups (counted) or its timed ones.
-    let trials = |warmup: bool| {
-        rows.trials.iter().filter(move |t| {
-            t.env_idx == base
-                && t.case_idx == case
-                && t.warmup == warmup
-                && t.peer_idx.is_none()
-                && t.status == crate::store::TrialStatus::Ok
-        })
-    };
-    for t in trials(true) {
+    for t in case_trials(rows, base, case, true) {
         let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
         // A pass without its span (an agent that could not time it) is left out, not the case.
         let Some(elapsed) = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0) else {
@@ -343,7 +335,7 @@ fn rates(
     // baseline's): a warm-up's allocator state is not theirs — memcpy's counted pass reused the
     // buffers of the pass before it, its timed trials faulted theirs in afresh (none against
     // 2 561 here).
-    let timed: Vec<f64> = trials(false)
+    let timed: Vec<f64> = case_trials(rows, base, case, false)
         .filter_map(|t| {
             let c = rows.detail(t.id).and_then(pass_counts)?;
             let elapsed = c.get("elapsed_ns").and_then(Value::as_f64).filter(|e| *e > 0.0)?;
@@ -481,7 +473,19 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
             c.map(|c| (c.idx, m))
         })
         .collect();
-    let base_idx = rows.envs.iter().find(|e| e.name == base_name).map(|e| e.idx);
+    // The baseline's own counts of each case, once for every environment compared with them.
+    let base_counts: BTreeMap<usize, BTreeMap<&'static str, (f64, f64)>> =
+        match rows.envs.iter().find(|e| e.name == base_name) {
+            Some(b) => rows
+                .cases
+                .iter()
+                .filter_map(|c| {
+                    let row = headline(r, &base_name, &c.label)?;
+                    Some((c.idx, own_counts(rows, b.idx, c.idx, &r.results[row])))
+                })
+                .collect(),
+            None => BTreeMap::new(),
+        };
     let mut costs_out = Vec::new();
     let mut cells = Vec::new();
     let mut hits = Vec::new();
@@ -564,13 +568,9 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 h.within_interval += usize::from(within_interval);
             }
             // The same work's counts on both sides: each side's pass per its own headline.
-            let own_counts = match (base_idx, headline(r, &base_name, &c.label)) {
-                (Some(b), Some(base_row)) => count_checks(
-                    &own_counts(rows, env.idx, c.idx, &r.results[m.row]),
-                    &own_counts(rows, b, c.idx, &r.results[base_row]),
-                ),
-                _ => Vec::new(),
-            };
+            let own_counts = base_counts.get(&c.idx).map_or_else(Vec::new, |base| {
+                count_checks(&own_counts(rows, env.idx, c.idx, &r.results[m.row]), base)
+            });
             cells.push(Cell {
                 environment: env.name.clone(),
                 workload: c.label.clone(),
@@ -672,14 +672,19 @@ fn shares_line(c: &Cell) -> String {
     }
 }
 
+/// Each of a cell's own counts that are not the baseline's, in words: "packets sent 2.0×", then
+/// `suffix`.
+pub fn own_counts_words(c: &Cell, suffix: &str) -> Vec<String> {
+    c.own_counts.iter().map(|k| format!("{} {}{suffix}", k.what, times(k.ratio))).collect()
+}
+
 /// A cell's own counts that are not the baseline's, in words: "counted in gvisor itself, for the
 /// same work: packets sent 2.0× native's — the model prices native's counts".
 pub fn own_counts_line(c: &Cell, baseline: &str) -> Option<String> {
     if c.own_counts.is_empty() {
         return None;
     }
-    let parts: Vec<String> =
-        c.own_counts.iter().map(|k| format!("{} {} {baseline}'s", k.what, times(k.ratio))).collect();
+    let parts = own_counts_words(c, &format!(" {baseline}'s"));
     Some(format!(
         "counted in {} itself, for the same work: {} — the model prices {baseline}'s counts",
         c.environment,

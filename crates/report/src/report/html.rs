@@ -954,11 +954,7 @@ fn explain(r: &Report, figs: &mut Figs) -> String {
             .iter()
             .filter(|c| c.environment == h.environment)
             .filter_map(|c| {
-                let parts: Vec<String> = c
-                    .own_counts
-                    .iter()
-                    .map(|k| format!("{} {}", k.what, super::explain::times(k.ratio)))
-                    .collect();
+                let parts = super::explain::own_counts_words(c, "");
                 (!parts.is_empty()).then(|| format!("{} — {}", esc(&c.workload), esc(&parts.join(", "))))
             })
             .collect();
