@@ -196,7 +196,7 @@ const STYLE: &str = r#"
 @media (prefers-color-scheme:dark){:root{--fg:#e6e6e6;--bg:#15171a;--muted:#a9afb6;--line:#3a3f45;--head:#22272d;--accent:#56b4e9;--good:#4cc38a;--bad:#ff8a80;--grid:#2c3137;--band:#1c2024;--ax:#aab}}
 html{background:var(--bg);color:var(--fg)}
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:1em 24px;background:var(--bg);color:var(--fg)}
-h1{font-size:1.5em;margin:.2em 0}h2{border-bottom:2px solid var(--accent);padding-bottom:.15em;margin-top:1.8em}h3{margin:1.3em 0 .4em}
+h1{font-size:1.5em;margin:.2em 0}h2{border-bottom:2px solid var(--accent);padding-bottom:.15em;margin-top:1.8em}h3{margin:1.3em 0 .4em}h1,h2,h3,p,li,figcaption{overflow-wrap:break-word}
 a{color:var(--accent)}
 .lead{font-size:1.05em;max-width:72em}.lead li{margin:.35em 0}
 .figs{display:grid;grid-template-columns:1fr;gap:18px 24px;align-items:start}
