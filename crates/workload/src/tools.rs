@@ -206,6 +206,11 @@ pub fn writable_tmp(scratch: Option<&str>) -> Option<PathBuf> {
 /// output collected; the timed region starts right before the spawn. The tool gets a writable
 /// `TMPDIR` ([`writable_tmp`]).
 pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, ToolError> {
+    run_tool_in(argv, ctx, begin, None)
+}
+
+/// [`run_tool`] with the tool's working directory `cwd` (else the agent's own).
+pub fn run_tool_in(argv: &[String], ctx: &RunCtx, begin: bool, cwd: Option<&Path>) -> Result<Ran, ToolError> {
     let prog = find_program(&argv[0])?;
     let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| ToolError::NoTmp(prog.clone()))?;
     let mut cmd = Command::new(&prog);
@@ -214,6 +219,9 @@ pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, ToolE
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
     if begin {
         ctx.begin();
     }
@@ -903,7 +911,7 @@ impl Workload for CommandLine {
                 name: "cmd",
                 kind: ParamKind::Text,
                 default: None,
-                help: "the command line (shell words; no shell is run)",
+                help: "the command line (shell words; no shell is run), run in a fresh empty working directory removed after each trial (read inputs by absolute path)",
             },
             ParamSpec {
                 name: "json",
@@ -996,7 +1004,18 @@ impl Workload for CommandLine {
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let argv = shlex::split(p.str("cmd")?).filter(|w| !w.is_empty()).ok_or(ToolError::NoCommand)?;
-        let ran = run_tool(&argv, ctx, true)?;
+        // A fresh, empty working directory per trial, in the environment's temporary directory
+        // (natively the agent's, which virtperf records and removes with the instance), removed
+        // when the trial ends however it ends: what the command writes by a relative path is
+        // the same kind of place in every environment and is not left behind.
+        let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| ToolError::NoTmp(argv[0].clone()))?;
+        let cwd = tempfile::Builder::new().prefix("virtperf-cmd-").tempdir_in(&tmp).map_err(|source| {
+            ToolError::Start {
+                prog: format!("{} (its working directory in {})", argv[0], tmp.display()),
+                source,
+            }
+        })?;
+        let ran = run_tool_in(&argv, ctx, true, Some(cwd.path()))?;
         ran.check()?;
         let unit = p.str("unit").unwrap_or("");
         let mut s = vec![sample("command_time", ran.seconds, "s")];
@@ -1078,6 +1097,32 @@ mod tests {
             .to_string()
             .contains("matches nothing"));
         assert!(regex_metric("x", "(").unwrap_err().to_string().contains("bad regular expression"));
+    }
+
+    #[test]
+    fn a_command_runs_in_a_fresh_directory_of_its_own_removed_after_the_trial() {
+        let p: std::collections::BTreeMap<String, serde_json::Value> =
+            [("cmd".to_string(), json!("sh -c 'pwd; ls -A; touch made-here'"))].into();
+        let run = || {
+            let out = CommandLine.run(&Params(&p), &RunCtx::detached()).unwrap();
+            let text = out.extra["tool"]["stdout"].as_str().unwrap().to_string();
+            let mut lines = text.lines();
+            let dir = PathBuf::from(lines.next().unwrap());
+            (dir, lines.map(str::to_string).collect::<Vec<_>>())
+        };
+        let (a, listed) = run();
+        assert!(listed.is_empty(), "the directory was empty when the command began: {listed:?}");
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with("virtperf-cmd-"), "{}", a.display());
+        assert!(a.starts_with(writable_tmp(None).unwrap()), "{} in the temporary directory", a.display());
+        assert!(!a.exists(), "{} removed with what the command made in it", a.display());
+        let (b, listed) = run();
+        assert!(listed.is_empty() && b != a, "each trial its own: {} then {}", a.display(), b.display());
+        // A command that fails leaves nothing either.
+        let p: std::collections::BTreeMap<String, serde_json::Value> =
+            [("cmd".to_string(), json!("sh -c 'touch x; pwd >&2; exit 3'"))].into();
+        let e = CommandLine.run(&Params(&p), &RunCtx::detached()).unwrap_err().to_string();
+        let dir = e.lines().find_map(|l| l.split_whitespace().find(|w| w.contains("virtperf-cmd-"))).unwrap();
+        assert!(!std::path::Path::new(dir).exists(), "{dir} left behind by a failed command: {e}");
     }
 
     #[test]

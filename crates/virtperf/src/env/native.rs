@@ -21,12 +21,17 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
     help: "pin the agent to these CPUs (taskset list, e.g. 0 or 0-1)",
 }];
 
-/// Removes the accounting cgroup (the agent is gone by then: rmdir of an empty cgroup).
+/// Removes the accounting cgroup (the agent is gone by then: rmdir of an empty cgroup) and the
+/// agent's temporary directory.
 struct NativeTeardown {
     cgroup: Option<String>,
+    tmp: Option<std::path::PathBuf>,
 }
 impl Teardown for NativeTeardown {
     fn teardown(&mut self, ledger: &mut Ledger) {
+        if let Some(d) = self.tmp.take() {
+            ledger.remove_dir(&d);
+        }
         if let Some(rel) = self.cgroup.take() {
             let e = crate::ledger::Entry::Cgroup { rel };
             // The process must have left the cgroup before it can be removed.
@@ -104,11 +109,29 @@ impl Environment for Native {
                 });
             }
         }
-        let netns = super::launch::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref())?;
+        // The agent's TMPDIR: a directory of this run's, recorded before it is made and removed
+        // with the instance (or by the next start's sweep), so that what the tools and commands
+        // it runs write there is never left on the host.
+        let tmp = ctx.run_dir.join(format!("native-{}", ctx.instance_id));
+        ctx.ledger.create_dir(&tmp).map_err(|e| LaunchError::Prepare(format!("{}: {e}", tmp.display())))?;
+        cmd.env("TMPDIR", &tmp);
+        let netns = match super::launch::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
+            Ok(n) => n,
+            Err(e) => {
+                ctx.ledger.remove_dir(&tmp);
+                return Err(e);
+            }
+        };
         let started = Instant::now();
         let spawned = spawn_piped(&mut cmd, "native agent", ctx.ledger, true);
         drop(netns);
-        let (child, stdin, stdout, tail) = spawned?;
+        let (child, stdin, stdout, tail) = match spawned {
+            Ok(x) => x,
+            Err(e) => {
+                ctx.ledger.remove_dir(&tmp);
+                return Err(e);
+            }
+        };
         let conn = Conn::new(stdout, Box::new(stdin), tail);
         let cg = super::cgroup::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
         let scratch = ctx.scratch_dir.as_ref().map(|d| super::launch::Scratch {
@@ -128,6 +151,7 @@ impl Environment for Native {
             own_clock: false,
             teardown: Box::new(NativeTeardown {
                 cgroup: cg.map(|_| format!("virtperf/{}", ctx.instance_id)),
+                tmp: Some(tmp),
             }),
             conn,
             pauser: None,
