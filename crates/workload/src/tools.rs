@@ -206,11 +206,12 @@ pub fn writable_tmp(scratch: Option<&str>) -> Option<PathBuf> {
 /// output collected; the timed region starts right before the spawn. The tool gets a writable
 /// `TMPDIR` ([`writable_tmp`]).
 pub fn run_tool(argv: &[String], ctx: &RunCtx, begin: bool) -> Result<Ran, ToolError> {
-    run_tool_in(argv, ctx, begin, None)
+    run_tool_in(argv, ctx, begin, false)
 }
 
-/// [`run_tool`] with the tool's working directory `cwd` (else the agent's own).
-pub fn run_tool_in(argv: &[String], ctx: &RunCtx, begin: bool, cwd: Option<&Path>) -> Result<Ran, ToolError> {
+/// [`run_tool`], with `fresh_dir` in a fresh empty working directory of its own made in that
+/// `TMPDIR` and removed when the tool has ended, however it ended (else in the agent's own).
+pub fn run_tool_in(argv: &[String], ctx: &RunCtx, begin: bool, fresh_dir: bool) -> Result<Ran, ToolError> {
     let prog = find_program(&argv[0])?;
     let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| ToolError::NoTmp(prog.clone()))?;
     let mut cmd = Command::new(&prog);
@@ -219,9 +220,16 @@ pub fn run_tool_in(argv: &[String], ctx: &RunCtx, begin: bool, cwd: Option<&Path
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
+    // Held to the end of this function, whose return drops it: the directory is removed then.
+    let _cwd = if fresh_dir {
+        let d = tempfile::Builder::new().prefix("virtperf-cmd-").tempdir_in(&tmp).map_err(|source| {
+            ToolError::Start { prog: format!("{prog} (its working directory in {})", tmp.display()), source }
+        })?;
+        cmd.current_dir(d.path());
+        Some(d)
+    } else {
+        None
+    };
     if begin {
         ctx.begin();
     }
@@ -1008,14 +1016,7 @@ impl Workload for CommandLine {
         // (natively the agent's, which virtperf records and removes with the instance), removed
         // when the trial ends however it ends: what the command writes by a relative path is
         // the same kind of place in every environment and is not left behind.
-        let tmp = writable_tmp(ctx.scratch()).ok_or_else(|| ToolError::NoTmp(argv[0].clone()))?;
-        let cwd = tempfile::Builder::new().prefix("virtperf-cmd-").tempdir_in(&tmp).map_err(|source| {
-            ToolError::Start {
-                prog: format!("{} (its working directory in {})", argv[0], tmp.display()),
-                source,
-            }
-        })?;
-        let ran = run_tool_in(&argv, ctx, true, Some(cwd.path()))?;
+        let ran = run_tool_in(&argv, ctx, true, true)?;
         ran.check()?;
         let unit = p.str("unit").unwrap_or("");
         let mut s = vec![sample("command_time", ran.seconds, "s")];

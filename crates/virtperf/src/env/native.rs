@@ -115,16 +115,14 @@ impl Environment for Native {
         let tmp = ctx.run_dir.join(format!("native-{}", ctx.instance_id));
         ctx.ledger.create_dir(&tmp).map_err(|e| LaunchError::Prepare(format!("{}: {e}", tmp.display())))?;
         cmd.env("TMPDIR", &tmp);
-        let netns = match super::launch::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()) {
-            Ok(n) => n,
-            Err(e) => {
-                ctx.ledger.remove_dir(&tmp);
-                return Err(e);
-            }
-        };
-        let started = Instant::now();
-        let spawned = spawn_piped(&mut cmd, "native agent", ctx.ledger, true);
-        drop(netns);
+        let mut started = Instant::now();
+        let spawned = super::launch::join_netns_on_spawn(&mut cmd, ctx.netns.as_deref()).and_then(|netns| {
+            started = Instant::now();
+            let spawned = spawn_piped(&mut cmd, "native agent", ctx.ledger, true);
+            drop(netns);
+            spawned
+        });
+        // Not spawned: the directory goes now (once spawned, the teardown removes it).
         let (child, stdin, stdout, tail) = match spawned {
             Ok(x) => x,
             Err(e) => {
