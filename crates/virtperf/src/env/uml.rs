@@ -661,7 +661,7 @@ mod tests {
             let own = predicted(&f, "virtperf's UML kernel", false);
             assert!(own.ok, "{name}: the patched kernel sizes its buffer from the host");
             match name {
-                "intel-xeon" => {
+                "intel-xeon" | "intel-xeon-amx" => {
                     assert!(!packaged.ok && packaged.xstate, "{name}");
                     assert!(
                         packaged.reason.contains("11008 bytes") && packaged.reason.contains("intel-xeon"),

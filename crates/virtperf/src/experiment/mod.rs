@@ -157,6 +157,15 @@ mod tests {
                             let l = z.line();
                             assert!(l.contains("instead of") && l.contains("`uml` has mem = 640 MiB"), "{l}");
                         }
+                        // 4 × 480 MiB per array would be 5760 MiB: clamped to 3 × 160 MiB as well.
+                        "intel-xeon-amx" => {
+                            assert_eq!(
+                                (z.bytes_derived, z.bytes_used),
+                                (5760 << 20, 480 << 20),
+                                "{}",
+                                z.line()
+                            );
+                        }
                         other => panic!("no expectation for profile {other}"),
                     }
                 }

@@ -413,6 +413,7 @@ pub fn profiles() -> Vec<(&'static str, HostFacts)> {
         ("amd-epyc", include_str!("../../../../host-profiles/amd-epyc.toml")),
         ("intel-xeon", include_str!("../../../../host-profiles/intel-xeon.toml")),
         ("intel-xeon-cascadelake", include_str!("../../../../host-profiles/intel-xeon-cascadelake.toml")),
+        ("intel-xeon-amx", include_str!("../../../../host-profiles/intel-xeon-amx.toml")),
     ]
     .into_iter()
     .map(|(n, t)| (n, HostFacts::read(&format!("host-profiles/{n}.toml"), t).expect("a valid profile")))
@@ -456,6 +457,12 @@ mod tests {
         assert_eq!(cl.legacy_uml_fits(), Some(true), "the packaged UML runs on Cascade Lake");
         assert_eq!(cl.llc_bytes, Some(36608 << 10));
         assert!(cl.kvm.pvm && !cl.has_qdisc("netem") && cl.has_qdisc("htb"));
+        // AMX enabled (11008 bytes of XSAVE in use, not only at most) and a 480 MiB L3.
+        let amx = &p["intel-xeon-amx"];
+        assert_eq!((amx.xsave_enabled, amx.xsave_max), (Some(11008), Some(11008)));
+        assert_eq!(amx.legacy_uml_fits(), Some(false), "UML ≤ 6.12 panics with AMX enabled");
+        assert_eq!(amx.llc_bytes, Some(480 << 20));
+        assert!(amx.kvm.pvm && !amx.has_qdisc("netem") && amx.has_qdisc("tbf"));
         for f in p.values() {
             assert_eq!(f.cpus, 2);
             assert!(f.memory_bytes.is_some_and(|m| m > 20 << 30));

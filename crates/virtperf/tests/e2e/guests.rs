@@ -169,7 +169,17 @@ fn host_xsave_size() -> Option<u32> {
 
 /// Boots `kernel` under `strace -e ptrace` to an init that forks a child, and returns the
 /// `iov_len` of every NT_X86_XSTATE GETREGSET and SETREGSET it made.
-fn xstate_sizes_of(kernel: &str, dir: &std::path::Path) -> (Vec<u64>, Vec<u64>) {
+/// What a UML kernel did booting under strace: the NT_X86_XSTATE sizes it handed ptrace, and
+/// whether it reached its init (a kernel whose buffer the host refuses dies at its first process
+/// instead), with its console.
+struct XstateTrace {
+    get: Vec<u64>,
+    set: Vec<u64>,
+    reached: bool,
+    console: Vec<String>,
+}
+
+fn xstate_sizes_of(kernel: &str, dir: &std::path::Path) -> XstateTrace {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
     let init = dir.join("init.sh");
@@ -249,11 +259,8 @@ fn xstate_sizes_of(kernel: &str, dir: &std::path::Path) -> (Vec<u64>, Vec<u64>) 
             get.push(n);
         }
     }
-    assert!(
-        console.iter().any(|l| l.contains("xstate-probe")) || set.is_empty(),
-        "{kernel} booted without reaching its init: {console:?}"
-    );
-    (get, set)
+    let reached = console.iter().any(|l| l.contains("xstate-probe"));
+    XstateTrace { get, set, reached, console }
 }
 
 fn kill_group(pid: u32) {
@@ -294,7 +301,11 @@ pub(crate) fn uml_patched_kernel_uses_the_hosts_xsave_size() -> Outcome {
     let kernel = k["path"].as_str().unwrap().to_string();
     assert_eq!(k["boots_here"], true, "{k}");
     let dir = tempdir();
-    let (get, set) = xstate_sizes_of(&kernel, dir.path());
+    let XstateTrace { get, set, reached, console } = xstate_sizes_of(&kernel, dir.path());
+    assert!(
+        reached || set.is_empty(),
+        "virtperf's UML kernel {kernel} booted without reaching its init: {console:?}"
+    );
     assert!(set.len() >= 10, "too few SETREGSET calls traced ({}): did the guest run?", set.len());
     assert!(set.iter().all(|&n| n == host as u64), "SETREGSET sizes {:?} vs host {host}", uniq(&set));
     let other: Vec<u64> = get.iter().copied().filter(|&n| n != host as u64).collect();
@@ -307,8 +318,30 @@ pub(crate) fn uml_patched_kernel_uses_the_hosts_xsave_size() -> Outcome {
     let mut note = format!("host XSAVE {host} bytes; patched kernel: {} SETREGSET all {host}", set.len());
     if has("linux.uml") {
         let d2 = tempdir();
-        let (pg, ps) = xstate_sizes_of("/usr/bin/linux.uml", d2.path());
+        let XstateTrace { get: pg, set: ps, reached, console } =
+            xstate_sizes_of("/usr/bin/linux.uml", d2.path());
         note += &format!("; packaged linux.uml asks GETREGSET {:?} SETREGSET {:?}", uniq(&pg), uniq(&ps));
+        if !reached {
+            let last = console.iter().find(|l| l.contains("ptrace set fp regs")).cloned().unwrap_or_default();
+            // Where the packaged kernel dies (AMX: the host refuses its compile-time buffer), it
+            // must be for the reason doctor gives, and doctor must not offer it as `uml`.
+            assert!(
+                ps.iter().any(|&n| n != host as u64),
+                "the packaged linux.uml died without reaching its init, yet every SETREGSET it made had the host's {host} bytes: {:?}; its console: {console:?}",
+                uniq(&ps)
+            );
+            let rows = doctor_rows().unwrap_or_else(|e| panic!("{e}"));
+            let uml = rows.iter().find(|r| r["environment"] == "uml").expect("doctor's uml row");
+            let detail = uml["detail"].as_str().unwrap_or("");
+            assert!(
+                detail.contains("packaged linux.uml cannot") && detail.contains("virtperf's UML kernel"),
+                "the packaged linux.uml cannot boot here, yet doctor's uml row does not say so and use virtperf's kernel: {uml}"
+            );
+            note += &format!(
+                ", refused by this host ({host} bytes): it dies at its first process (\"{}\"), and doctor runs `uml` on virtperf's kernel",
+                last.trim()
+            );
+        }
     }
     println!("    {note}");
     Outcome::Pass

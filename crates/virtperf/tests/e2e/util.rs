@@ -989,7 +989,10 @@ pub fn uml_kernels() -> Vec<(&'static str, &'static str)> {
         .unwrap_or_default()
         .to_string();
     let mut out = vec![("uml", "")];
-    if detail.contains("the packaged") {
+    // doctor's `uml` row names the kernel `auto` picked: the packaged one where it boots ("the
+    // packaged linux.uml 6.1.176 boots here"), else virtperf's ("the packaged linux.uml cannot
+    // save this CPU's XSAVE state …; using virtperf's UML kernel …"): both name the packaged one.
+    if !detail.contains("using virtperf's UML kernel") {
         match doctor_unusable("uml:kernel=virtperf") {
             None => out.push(("uml-virtperf", "kernel=virtperf")),
             Some(why) => dropped("virtperf's UML kernel beside the packaged one", &why),
