@@ -25,10 +25,10 @@ run: deps-run
 	$(BIN) run examples/default.toml --db $(DB) --html $(dir $(DB))report.html
 
 # Unit tests, then end-to-end tests that really start agents and containers (a test whose
-# requirement is missing, e.g. root for containers, prints `skipped: reason`), then lint.
+# requirement is missing, e.g. root for containers, prints `skipped: reason`); lint runs beside
+# them at the lowest priority (scripts/test.sh), and both must pass.
 test: build
-	VIRTPERF_UNIT_REQUIRE=1 $(CARGO) test --release --workspace --locked
-	@scripts/lint.sh
+	@scripts/test.sh
 
 # The whole suite beside one CPU hog (stress-ng --cpu 1): a user's machine is often busy, and every
 # test that measures the machine must pass there too (docs/testing.md, "Under load").

@@ -149,6 +149,10 @@ struct ImageBuildArgs {
     /// for CPUs whose XSAVE area the packaged linux.uml cannot hold, e.g. AMX)
     #[arg(long, conflicts_with_all = ["kernel", "kernel_package", "extra"])]
     uml: bool,
+    /// Compilers run at once for the UML kernel (default: this host's CPUs); 1 builds gently
+    /// beside other work
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: Option<u16>,
     #[arg(long)]
     json: bool,
 }
@@ -1036,8 +1040,9 @@ fn cmd_doctor(a: DoctorArgs) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-fn cmd_image_build_uml(json: bool) -> anyhow::Result<ExitStatus> {
-    let k = match image::uml::ensure(&image::cache_dir(), host::host_cpus()) {
+fn cmd_image_build_uml(json: bool, jobs: Option<u16>) -> anyhow::Result<ExitStatus> {
+    let jobs = jobs.map_or_else(host::host_cpus, usize::from);
+    let k = match image::uml::ensure(&image::cache_dir(), jobs) {
         Ok(k) => k,
         Err(image::ImageError::Missing(m)) => {
             eprintln!("error: {m}");
@@ -1066,7 +1071,11 @@ fn cmd_image_build_uml(json: bool) -> anyhow::Result<ExitStatus> {
 
 fn cmd_image_build(a: ImageBuildArgs) -> anyhow::Result<ExitStatus> {
     if a.uml {
-        return cmd_image_build_uml(a.json);
+        return cmd_image_build_uml(a.json, a.jobs);
+    }
+    if a.jobs.is_some() {
+        eprintln!("error: --jobs sets the compilers of the UML kernel's build: give it with --uml");
+        return Ok(ExitStatus::BadInput);
     }
     let spec = image::ImageSpec {
         kernel: match a.kernel {

@@ -190,7 +190,7 @@ pub(crate) fn examples_validate() -> Outcome {
             let detail = uml["detail"].as_str().unwrap_or_default();
             if has("linux.uml") {
                 match name.as_str() {
-                    "intel-xeon" => assert!(
+                    "intel-xeon" | "intel-xeon-amx" => assert!(
                         detail.contains("cannot save this CPU's XSAVE state (11008 bytes")
                             && detail.contains("predicted"),
                         "{uml}"

@@ -739,6 +739,29 @@ pub fn gluster_processes() -> Vec<String> {
     out
 }
 
+/// `virtperf image build --uml` in the background at nice 19 with one compiler (no more than the
+/// one CPU hog every test is made to pass beside), its output in a file of its own:
+/// the first test that needs the kernel waits for it on the cache's lock and finds it built (a
+/// cached kernel makes it return at once). Stopped if still running when the guard drops; the
+/// path is its log's.
+pub fn build_uml_kernel_in_background() -> Option<(Spawned, PathBuf)> {
+    if !is_root() || !has("nice") {
+        return None;
+    }
+    let log = std::env::temp_dir().join(format!("virtperf-e2e-uml-kernel-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).ok()?;
+    let err = file.try_clone().ok()?;
+    let child = Command::new("nice")
+        .args(["-n", "19", exe(), "image", "build", "--uml", "--jobs", "1"])
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .spawn()
+        .ok()?;
+    println!("background: virtperf image build --uml --jobs 1 at nice 19 (log: {})", log.display());
+    Some((Spawned::new(child, "virtperf image build --uml (background)"), log))
+}
+
 /// Running QEMU processes and their `-name` (a virtperf guest's is `vpPID-…`, after its run).
 pub fn qemu_guests() -> Vec<(u32, String)> {
     let mut out = Vec::new();
