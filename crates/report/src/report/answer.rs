@@ -241,6 +241,39 @@ pub fn within_target(r: &Report) -> (usize, usize) {
     (within, v.len())
 }
 
+/// Environments held to some CPUs (`cpuset`, a guest's `pin`), in one sentence: their figures
+/// hold for that placement (a ptrace sandbox's system call cost 2–3× more, and ×3 between
+/// launches, where the scheduler put its two threads on different CPUs of a nested host).
+fn placement(r: &Report) -> Option<String> {
+    let cpus = r.manifest["host_cpus"].as_u64();
+    let mut by_set: Vec<(String, Vec<&str>)> = Vec::new();
+    for e in &r.environments {
+        let Some(set) = e.params.get("cpuset").or_else(|| e.params.get("pin")).and_then(|v| v.as_str())
+        else {
+            continue;
+        };
+        let set = match (set, cpus) {
+            ("last", Some(n)) if n > 0 => format!("{}", n - 1),
+            (s, _) => s.to_string(),
+        };
+        match by_set.iter_mut().find(|(s, _)| *s == set) {
+            Some((_, names)) => names.push(&e.name),
+            None => by_set.push((set, vec![&e.name])),
+        }
+    }
+    if by_set.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = by_set
+        .iter()
+        .map(|(set, names)| {
+            let cpu = if set.contains([',', '-']) { "CPUs" } else { "CPU" };
+            format!("{} on {cpu} {set} only", names.join(", "))
+        })
+        .collect();
+    Some(format!("placement: {} (cpuset): their figures hold for that placement", parts.join("; ")))
+}
+
 /// What changes how the numbers read, before them: each a sentence.
 pub fn caveats(r: &Report) -> Vec<String> {
     let mut out = Vec::new();
@@ -271,6 +304,9 @@ pub fn caveats(r: &Report) -> Vec<String> {
     }
     for l in super::hosts_note(&r.manifest).lines() {
         out.push(l.to_string());
+    }
+    if let Some(p) = placement(r) {
+        out.push(p);
     }
     // A shaped link: what each figure is to be held against.
     for l in super::ceiling_notes(r).lines() {
@@ -691,6 +727,26 @@ mod tests {
             "inconclusive: the baseline varies too much"
         );
         assert_eq!(verdict(1.2, None, 0.05).line(), "no interval (one sample a side)");
+    }
+
+    #[test]
+    fn environments_held_to_cpus_are_said_before_the_numbers() {
+        let mut r = crate::report::fixtures::default_run();
+        assert!(placement(&r).is_none(), "no environment pinned: nothing said");
+        r.manifest["host_cpus"] = serde_json::json!(2);
+        for e in r.environments.iter_mut() {
+            match e.name.as_str() {
+                "gvisor" | "uml" => e.params = serde_json::json!({"cpuset": "last"}),
+                "qemu-virtio" => e.params = serde_json::json!({"pin": "0-1"}),
+                _ => {}
+            }
+        }
+        let p = placement(&r).expect("a placement line");
+        assert_eq!(
+            p,
+            "placement: gvisor, uml on CPU 1 only; qemu-virtio on CPUs 0-1 only (cpuset): their figures hold for that placement"
+        );
+        assert!(caveats(&r).contains(&p));
     }
 
     #[test]

@@ -213,6 +213,32 @@ fn controller_dir(controller: &str) -> Option<(PathBuf, bool)> {
     offered.split_whitespace().any(|c| c == controller).then(|| (root.to_path_buf(), true))
 }
 
+/// Fills cgroup v1's `cpuset/virtperf` (the parent of every container's group) with its own
+/// parent's CPUs and memory nodes. A new v1 cpuset group starts with none, and a child cannot be
+/// given CPUs its parent lacks: runc fills the intermediate group itself, runsc does not (gVisor
+/// with a `cpuset` failed to start: "write /sys/fs/cgroup/cpuset/virtperf/ID/cpuset.cpus:
+/// permission denied" whenever no runc container had made the parent first). The caller records
+/// the group in the ledger before. Nothing to do on cgroup v2 or without the controller.
+pub fn prepare_v1_cpuset_parent() -> Result<(), String> {
+    let Some((root, false)) = controller_dir("cpuset") else { return Ok(()) };
+    let dir = root.join("virtperf");
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    }
+    for f in ["cpuset.cpus", "cpuset.mems"] {
+        let mine = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        if mine.trim().is_empty() {
+            let theirs = std::fs::read_to_string(root.join(f))
+                .map_err(|e| format!("{}: {e}", root.join(f).display()))?;
+            std::fs::write(dir.join(f), theirs.trim())
+                .map_err(|e| format!("{}: {e}", dir.join(f).display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Limits put on a guest's host processes through its cgroup.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {

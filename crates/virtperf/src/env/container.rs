@@ -46,7 +46,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "cpuset",
         kind: ParamKind::Text,
         default: None,
-        help: "CPUs the container may use, e.g. 0 or 0-1",
+        help: "CPUs the container may use, e.g. 0, 0-1, or last (the host's last CPU)",
     },
     ParamSpec {
         name: "disk",
@@ -287,8 +287,11 @@ pub fn oci_config(
             .insert("cpu".into(), json!({"quota": (c * period as f64).round() as i64, "period": period}));
     }
     if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
+        // `last` and the like resolved to the CPU numbers the runtime reads (checked before).
+        let list =
+            crate::host::check_cpuset(set).map_or_else(|_| set.to_string(), |c| crate::host::cpuset_list(&c));
         let cpu = resources.entry("cpu").or_insert_with(|| json!({}));
-        cpu["cpus"] = json!(set);
+        cpu["cpus"] = json!(list);
     }
     if let Some(m) = params.get("memory").and_then(Value::as_u64) {
         resources.insert("memory".into(), json!({"limit": m}));
@@ -499,6 +502,12 @@ pub(super) fn launch_oci(
         }
         // The shared parent first, so that it is removed last (rmdir fails while another run uses it).
         ctx.ledger.record_once(Entry::Cgroup { rel: "virtperf".into() });
+        if params.get("cpuset").is_some() {
+            if let Err(e) = super::cgroup::prepare_v1_cpuset_parent() {
+                teardown.teardown(ctx.ledger);
+                return Err(LaunchError::Prepare(format!("cannot prepare the cpuset cgroup: {e}")));
+            }
+        }
         ctx.ledger.record(Entry::Cgroup { rel: format!("virtperf/{id}") });
         ctx.ledger.record(Entry::Container {
             runtime: runtime.clone(),

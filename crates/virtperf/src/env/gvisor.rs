@@ -37,7 +37,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "cpuset",
         kind: ParamKind::Text,
         default: None,
-        help: "CPUs the sandbox may use, e.g. 0 or 0-1",
+        help: "CPUs the sandbox may use, e.g. 0, 0-1, or last (the host's last CPU)",
     },
     ParamSpec {
         name: "disk",

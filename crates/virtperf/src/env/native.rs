@@ -18,7 +18,7 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "cpuset",
     kind: ParamKind::Text,
     default: None,
-    help: "pin the agent to these CPUs (taskset list, e.g. 0 or 0-1)",
+    help: "pin the agent to these CPUs (taskset list, e.g. 0 or 0-1, or last: the host's last CPU)",
 }];
 
 /// Removes the accounting cgroup (the agent is gone by then: rmdir of an empty cgroup) and the
@@ -93,21 +93,7 @@ impl Environment for Native {
         cmd.arg("agent");
         if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
             let cpus = crate::host::check_cpuset(set).map_err(LaunchError::Prepare)?;
-            use std::os::unix::process::CommandExt;
-            // SAFETY: sched_setaffinity on the calling (child) thread with a stack cpu_set_t;
-            // nothing is allocated between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    for &c in &cpus {
-                        libc::CPU_SET(c, &mut set);
-                    }
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            crate::host::pin_on_spawn(&mut cmd, cpus);
         }
         // The agent's TMPDIR: a directory of this run's, recorded before it is made and removed
         // with the instance (or by the next start's sweep), so that what the tools and commands

@@ -58,6 +58,14 @@ const PARAMS: &[ParamSpec] = &[
         default: Some("256MiB"),
         help: "size of the scratch disk",
     },
+    ParamSpec {
+        name: "cpuset",
+        kind: ParamKind::Text,
+        default: None,
+        help: "pin the guest's host processes (its kernel and every process it runs) to these CPUs \
+               (`1`, `0-1`, or `last`: the host's last CPU): a guest system call is a ptrace hand-off between two of them, and \
+               across CPUs it costs more and varies by launch",
+    },
 ];
 
 /// The scratch disk's device node in the guest (`ubd0=` on the command line).
@@ -493,6 +501,9 @@ impl Environment for Uml {
             .then(|| ("disk_size", params.get("disk_size").and_then(Value::as_u64).unwrap_or(256 << 20)))
     }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
+        if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
+            crate::host::check_cpuset(s).map_err(|e| ParamError::new("cpuset", e))?;
+        }
         match params.get("kernel").and_then(Value::as_str).unwrap_or("auto") {
             "auto" | "packaged" | "virtperf" => Ok(()),
             p if std::path::Path::new(p).is_file() => Ok(()),
@@ -592,6 +603,15 @@ impl Environment for Uml {
         cmd.args(kernel_args(mem, &init, ctx.guest_net.as_ref(), ubd.as_deref()))
             // UML backs guest memory with a file in TMPDIR: keep it in the run's scratch.
             .env("TMPDIR", &dir);
+        if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
+            match crate::host::check_cpuset(set) {
+                Ok(cpus) => crate::host::pin_on_spawn(&mut cmd, cpus),
+                Err(e) => {
+                    teardown.teardown(ctx.ledger);
+                    return Err(LaunchError::Prepare(e));
+                }
+            }
+        }
         let limits = super::cgroup::Limits { memory_bytes: Some(mem + UML_MEMORY_OVERHEAD), cpu_cap: None };
         let mut inst = super::launch::launch_guest(ctx, cmd, "linux.uml", None, limits, teardown, false)?;
         inst.scratch = scratch;

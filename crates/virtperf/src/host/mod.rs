@@ -216,10 +216,39 @@ pub fn host_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
+/// CPUs as a list the kernel and OCI runtimes read (`0,1`).
+pub fn cpuset_list(cpus: &[usize]) -> String {
+    cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Makes `cmd`'s process start on `cpus` only (its threads and children inherit the mask): the
+/// `cpuset` of native's agent and of UML's kernel.
+pub fn pin_on_spawn(cmd: &mut std::process::Command, cpus: Vec<usize>) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sched_setaffinity on the calling (child) thread with a stack cpu_set_t; nothing is
+    // allocated between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in &cpus {
+                libc::CPU_SET(c, &mut set);
+            }
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Parses a cpuset list like `0`, `0-1`, `0,2-3` and checks every CPU exists here (in the host's
-/// [`facts`]).
+/// [`facts`]); `last` is the host's last CPU (one CPU on any host, away from CPU 0: what an
+/// experiment meant for every machine writes).
 pub fn check_cpuset(s: &str) -> Result<Vec<usize>, String> {
     let online = facts().cpus;
+    if s.trim() == "last" {
+        return Ok(vec![online.saturating_sub(1)]);
+    }
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim) {
         let (a, b) = match part.split_once('-') {
@@ -228,7 +257,7 @@ pub fn check_cpuset(s: &str) -> Result<Vec<usize>, String> {
         };
         let (a, b): (usize, usize) = match (a.parse(), b.parse()) {
             (Ok(a), Ok(b)) if a <= b => (a, b),
-            _ => return Err(format!("`{s}` is not a CPU list like 0, 0-1 or 0,2")),
+            _ => return Err(format!("`{s}` is not a CPU list like 0, 0-1 or 0,2 (or last)")),
         };
         if b >= online {
             return Err(format!("CPU {b} does not exist: this host has CPUs 0-{}", online - 1));
@@ -395,6 +424,8 @@ mod tests {
     #[test]
     fn cpusets() {
         assert_eq!(check_cpuset("0").unwrap(), vec![0]);
+        assert_eq!(check_cpuset("last").unwrap(), vec![facts().cpus - 1]);
+        assert_eq!(cpuset_list(&check_cpuset("0,0-1").unwrap()), "0,0,1");
         assert!(check_cpuset("9999").unwrap_err().contains("does not exist"));
         assert!(check_cpuset("1-0").is_err());
         assert!(check_cpuset("x").is_err());
