@@ -83,6 +83,12 @@ impl Workload for UdpStream {
                 default: Some("0"),
                 help: "offered datagrams per second; 0 = as fast as possible",
             },
+            ParamSpec {
+                name: "batch",
+                kind: ParamKind::Int { min: 1, max: 64 },
+                default: Some("64"),
+                help: "datagrams per sendmmsg call (1: a call of its own for each, as iperf3 sends)",
+            },
         ]
     }
     fn metrics(&self) -> &'static [MetricSpec] {
@@ -222,6 +228,7 @@ impl Workload for UdpStream {
                 size_buffers(&s, role);
                 s.connect(addr(&role.peer, role.port)?).map_err(sock_err("connect"))?;
                 let rate = p.u64("rate")?;
+                let batch = (p.opt_u64("batch").unwrap_or(BATCH as u64) as usize).clamp(1, BATCH);
                 let mut bufs = vec![vec![0u8; payload]; BATCH];
                 let lens = [payload; BATCH];
                 let t0 = Instant::now();
@@ -231,7 +238,7 @@ impl Workload for UdpStream {
                     if elapsed >= dur {
                         break;
                     }
-                    let mut n = BATCH;
+                    let mut n = batch;
                     if rate > 0 {
                         // Pace: never ahead of rate × elapsed; small batches keep bursts short.
                         let due = (rate as f64 * elapsed.as_secs_f64()) as u64;
@@ -240,7 +247,7 @@ impl Workload for UdpStream {
                             std::thread::sleep(wait.min(Duration::from_millis(1)));
                             continue;
                         }
-                        n = ((due - seq) as usize).min(BATCH);
+                        n = ((due - seq) as usize).min(batch);
                     }
                     for (i, b) in bufs.iter_mut().take(n).enumerate() {
                         stamp(b, role.flow, seq + i as u64 + 1);
