@@ -53,7 +53,6 @@ fn main() {
         faults::database_disk_full_stops_the_run_resumably,
         faults::state_directory_disk_full_stops_the_run_resumably,
         cli::doctor_lists_every_kind_with_fixes,
-        containers::avionics_1000_reps_native_and_container,
         rigour::calibration_fits_each_environment_to_its_target_time,
         rigour::launches_run_blocks_on_fresh_launches_and_intervals_cover_them,
         rigour::precision_mode_stops_at_its_target_or_its_budget_and_resumes,
@@ -78,6 +77,10 @@ fn main() {
         guests::uml_patched_kernel_uses_the_hosts_xsave_size,
         guests::uml_guest_boots_joins_the_lab_and_is_swept,
         guests::uml_where_the_packaged_kernel_cannot_run,
+        // Held to a < 1 % spread where the host allows it: after the first minutes, which
+        // scripts/test.sh gives to the UML kernel's build and the lint at nice 19 (beside them
+        // the host's own memcpy spread rose to 12-14 % and the target was left out, said).
+        containers::avionics_1000_reps_native_and_container,
         network::gbe_wire_runs_within_2_percent_of_its_ceiling,
         network::link_delay_shows_in_round_trips_or_is_refused,
         guests::qemu_guests_carry_tcp_through_virtio_and_e1000,

@@ -124,7 +124,11 @@ pub(crate) fn mechanisms_run_everywhere_and_make_physical_sense() -> Outcome {
         ("uml", "fork_time", "fork", 2.0),
         ("uml-virtperf", "syscall_time", "syscall", 10.0),
         ("uml-virtperf", "fork_time", "fork", 2.0),
-        ("qemu", "memlat_time", "size=16KiB", 2.0),
+        // A TCG guest's L1-resident chase: every load through the soft TLB's check, on the
+        // chain's critical path. Measured on the AMX host: ×3.2, ×3.3 and ×1.77 of native in
+        // three suite runs (×2.0 was the bound until the ×1.77 one); under KVM it is native
+        // speed, ×1.0–1.1. The bound lies between the two.
+        ("qemu", "memlat_time", "size=16KiB", 1.4),
     ] {
         if !ran.contains(&e) {
             continue;
