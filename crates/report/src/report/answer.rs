@@ -241,36 +241,45 @@ pub fn within_target(r: &Report) -> (usize, usize) {
     (within, v.len())
 }
 
-/// Environments held to some CPUs (`cpuset`, a guest's `pin`), in one sentence: their figures
-/// hold for that placement (a ptrace sandbox's system call cost 2–3× more, and ×3 between
-/// launches, where the scheduler put its two threads on different CPUs of a nested host).
+/// Environments held to some CPUs (`cpuset`, a guest's `pin`) and the lab's tester (`tester_cpu`,
+/// where the lab's packets are then received too), in one sentence: their figures hold for that
+/// placement (a ptrace sandbox's system call cost 2–3× more, and ×3 between launches, where the
+/// scheduler put its two threads on different CPUs of a nested host; a TCP stream's goodput was
+/// 9–10 or 15 Gbit/s by which CPU received its packets).
 fn placement(r: &Report) -> Option<String> {
     let cpus = r.manifest["host_cpus"].as_u64();
+    let named = |set: &str| match (set, cpus) {
+        ("last", Some(n)) if n > 0 => format!("{}", n - 1),
+        (s, _) => s.to_string(),
+    };
     let mut by_set: Vec<(String, Vec<&str>)> = Vec::new();
     for e in &r.environments {
         let Some(set) = e.params.get("cpuset").or_else(|| e.params.get("pin")).and_then(|v| v.as_str())
         else {
             continue;
         };
-        let set = match (set, cpus) {
-            ("last", Some(n)) if n > 0 => format!("{}", n - 1),
-            (s, _) => s.to_string(),
-        };
+        let set = named(set);
         match by_set.iter_mut().find(|(s, _)| *s == set) {
             Some((_, names)) => names.push(&e.name),
             None => by_set.push((set, vec![&e.name])),
         }
     }
-    if by_set.is_empty() {
+    let tester = r.manifest["lab"]["tester_cpuset"].as_str().map(named);
+    if by_set.is_empty() && tester.is_none() {
         return None;
     }
-    let parts: Vec<String> = by_set
+    let on = |set: &str| if set.contains([',', '-']) { format!("CPUs {set}") } else { format!("CPU {set}") };
+    let every = by_set.len() == 1 && by_set[0].1.len() == r.environments.len() && r.environments.len() > 1;
+    let mut parts: Vec<String> = by_set
         .iter()
         .map(|(set, names)| {
-            let cpu = if set.contains([',', '-']) { "CPUs" } else { "CPU" };
-            format!("{} on {cpu} {set} only", names.join(", "))
+            let who = if every { "every environment".to_string() } else { names.join(", ") };
+            format!("{who} on {} only", on(set))
         })
         .collect();
+    if let Some(t) = tester {
+        parts.push(format!("the lab's tester and its packets' receive work on {}", on(&t)));
+    }
     Some(format!("placement: {} (cpuset): their figures hold for that placement", parts.join("; ")))
 }
 
@@ -747,6 +756,27 @@ mod tests {
             "placement: gvisor, uml on CPU 1 only; qemu-virtio on CPUs 0-1 only (cpuset): their figures hold for that placement"
         );
         assert!(caveats(&r).contains(&p));
+        // The tester pinned: said with where the lab's packets are received.
+        r.manifest["lab"] = serde_json::json!({"tester_cpuset": "0"});
+        assert_eq!(
+            placement(&r).expect("a placement line"),
+            "placement: gvisor, uml on CPU 1 only; qemu-virtio on CPUs 0-1 only; the lab's tester and its packets' receive work on CPU 0 (cpuset): their figures hold for that placement"
+        );
+        // Every environment on one CPU: said so, not listed.
+        for e in r.environments.iter_mut() {
+            e.params = serde_json::json!({"cpuset": "last"});
+        }
+        assert_eq!(
+            placement(&r).expect("a placement line"),
+            "placement: every environment on CPU 1 only; the lab's tester and its packets' receive work on CPU 0 (cpuset): their figures hold for that placement"
+        );
+        for e in r.environments.iter_mut() {
+            e.params = serde_json::json!({});
+        }
+        assert_eq!(
+            placement(&r).expect("the tester alone is a placement"),
+            "placement: the lab's tester and its packets' receive work on CPU 0 (cpuset): their figures hold for that placement"
+        );
     }
 
     #[test]

@@ -220,20 +220,26 @@ pub fn endpoint_addr(i: usize) -> Ipv4Addr {
 
 /// The `rps_cpus` mask of every online CPU (comma-separated 32-bit groups, as sysfs writes it).
 pub fn all_cpus_mask(n: usize) -> String {
-    let n = n.max(1);
-    let mut groups: Vec<String> = (0..n.div_ceil(32))
-        .map(|g| {
-            let bits = (n - g * 32).min(32);
-            format!("{:x}", if bits == 32 { u32::MAX } else { (1u32 << bits) - 1 })
-        })
-        .collect();
-    groups.reverse();
-    groups.join(",")
+    cpus_mask(&(0..n.max(1)).collect::<Vec<_>>())
+}
+
+/// The `rps_cpus` mask of these CPUs (comma-separated 32-bit groups, most significant first).
+pub fn cpus_mask(cpus: &[usize]) -> String {
+    let groups_n = cpus.iter().max().map_or(1, |m| m / 32 + 1);
+    let mut groups = vec![0u32; groups_n];
+    for &c in cpus {
+        groups[c / 32] |= 1 << (c % 32);
+    }
+    groups.iter().rev().map(|g| format!("{g:x}")).collect::<Vec<_>>().join(",")
 }
 
 /// Turns on receive packet steering over every CPU for `dev`'s receive queue in `ns`.
 pub(crate) fn steer_flows(ns: &str, dev: &str) -> Result<(), LabError> {
-    let mask = all_cpus_mask(crate::host::host_cpus());
+    steer_flows_to(ns, dev, &all_cpus_mask(crate::host::host_cpus()))
+}
+
+/// Receive packet steering of `dev`'s receive queue in `ns` to the CPUs of `mask`.
+fn steer_flows_to(ns: &str, dev: &str, mask: &str) -> Result<(), LabError> {
     let script = format!("echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus");
     sh("ip", &["netns", "exec", ns, "sh", "-c", &script])
 }
@@ -309,6 +315,16 @@ impl Lab {
             sh("ip", &["-n", &hub, "link", "set", "br0", "up"])?;
         }
         let mtu = self.spec.mtu.to_string();
+        // Where the lab's packets are received (RPS): with the tester pinned, on the tester's
+        // CPUs — the wire, the switch and the other machine's side all on one side of the host,
+        // every environment's packets taking the same way on every launch. Hashed over every
+        // CPU instead, each flow's receive work landed on the environment's CPU or on another
+        // by its port numbers: a TCP stream's goodput was 9-10 or 15 Gbit/s from one trial to
+        // the next, a 1-byte exchange 6, 35 or 70 µs (docs/lab.md, "Placement").
+        let rps = match &self.spec.tester_cpuset {
+            Some(set) => cpus_mask(&crate::host::check_cpuset(set).map_err(LabError::Unavailable)?),
+            None => all_cpus_mask(crate::host::host_cpus()),
+        };
         let ends: Vec<(Endpoint, bool)> = std::iter::once((self.tester.clone(), !pairs))
             .chain(self.endpoints.iter().cloned().map(|e| (e, pairs)))
             .collect();
@@ -345,7 +361,7 @@ impl Lab {
                 sh("ip", &["-n", w, "link", "add", "br0", "type", "bridge"])?;
                 for d in ["wh", "wt"] {
                     sh("ip", &["-n", w, "link", "set", d, "master", "br0", "up"])?;
-                    steer_flows(w, d)?;
+                    steer_flows_to(w, d, &rps)?;
                 }
                 sh("ip", &["-n", w, "link", "set", "br0", "up"])?;
             }
@@ -380,10 +396,10 @@ impl Lab {
             // whichever CPU sent them, so a sender that moves between CPUs (or a qdisc dequeued
             // from a timer) reorders a TCP flow (iperf3: ~24 000 retransmits in 3 s unshaped).
             // RPS steers each flow to one CPU by its hash: 0 retransmits, the same goodput.
-            steer_flows(ns, "eth0")?;
-            steer_flows(&hub, &h)?;
+            steer_flows_to(ns, "eth0", &rps)?;
+            steer_flows_to(&hub, &h, &rps)?;
             if let Some(tap) = &ep.tap {
-                steer_flows(ns, tap)?;
+                steer_flows_to(ns, tap, &rps)?;
             }
             if *shaped {
                 match &wire {
@@ -505,6 +521,11 @@ mod tests {
         assert_eq!(all_cpus_mask(2), "3");
         assert_eq!(all_cpus_mask(32), "ffffffff");
         assert_eq!(all_cpus_mask(40), "ff,ffffffff");
+        assert_eq!(cpus_mask(&[0]), "1");
+        assert_eq!(cpus_mask(&[1]), "2");
+        assert_eq!(cpus_mask(&[0, 2, 3]), "d");
+        assert_eq!(cpus_mask(&[33]), "2,0");
+        assert_eq!(cpus_mask(&[]), "0");
         // Delay or loss need netem (not exercised on kernels without CONFIG_NET_SCH_NETEM).
         let netem =
             LabSpec { rate_bps: Some(1_000_000_000), delay_us: 500, loss_pct: 0.1, ..Default::default() };
