@@ -26,8 +26,8 @@ use super::{Report, ResultRow};
 pub enum Verdict {
     /// The whole interval within ±target of 1.
     Same { half: f64 },
-    /// The interval holds 1 but reaches beyond the target.
-    Inconclusive { half: f64 },
+    /// The interval holds 1 but reaches beyond the target (`from`–`to` times the baseline's cost).
+    Inconclusive { half: f64, from: f64, to: f64 },
     /// The interval lies above 1: `factor` times the baseline's cost (the interval: `from`–`to`
     /// times).
     Slower { factor: f64, half: f64, from: f64, to: f64 },
@@ -54,7 +54,7 @@ pub fn verdict(cost: f64, ci: Option<[f64; 2]>, target: f64) -> Verdict {
     if lo >= 1.0 - target && hi <= 1.0 + target {
         Verdict::Same { half }
     } else if lo <= 1.0 && hi >= 1.0 {
-        Verdict::Inconclusive { half }
+        Verdict::Inconclusive { half, from: lo, to: hi }
     } else if cost > 1.0 {
         Verdict::Slower { factor: cost, half, from: lo, to: hi }
     } else {
@@ -90,12 +90,16 @@ pub fn ratio_numbers(o: &super::Overhead) -> String {
     }
 }
 
-/// A factor with 2–3 significant digits: 163, 16, 6.2, 1.8.
+/// A factor with 2–3 significant digits: 163, 16, 6.2, 1.8; below 0.95, two: 0.42, 0.0031 (the
+/// low end of an inconclusive interval).
 pub fn fmt_factor(f: f64) -> String {
     if f >= 9.95 {
         format!("{f:.0}")
-    } else {
+    } else if f >= 0.95 || !(f > 0.0 && f.is_finite()) {
         format!("{f:.1}")
+    } else {
+        let digits = (-f.log10()).floor() as usize + 2;
+        format!("{f:.digits$}")
     }
 }
 
@@ -137,7 +141,7 @@ impl Verdict {
         };
         match *self {
             Verdict::Same { half } => ("≈ same".into(), fmt_half(half)),
-            Verdict::Inconclusive { half } => ("inconclusive".into(), fmt_half(half)),
+            Verdict::Inconclusive { half, from, to } => ("inconclusive".into(), width(half, from, to)),
             Verdict::Slower { factor, half, from, to } => (how(factor, "slower"), width(half, from, to)),
             Verdict::Faster { factor, half, from, to } => (how(factor, "faster"), width(half, from, to)),
             Verdict::NoInterval { why } if why == BASELINE_VARIES => {
@@ -233,7 +237,7 @@ pub fn within_target(r: &Report) -> (usize, usize) {
     let within = v
         .iter()
         .filter(|v| match v {
-            Verdict::Same { half } | Verdict::Inconclusive { half } => *half <= t * 100.0,
+            Verdict::Same { half } | Verdict::Inconclusive { half, .. } => *half <= t * 100.0,
             Verdict::Slower { half, .. } | Verdict::Faster { half, .. } => *half <= t * 100.0,
             Verdict::NoInterval { .. } => false,
         })
