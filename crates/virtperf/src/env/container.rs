@@ -566,6 +566,7 @@ pub(super) fn launch_oci(
             start_time: Default::default(),
             rtt: Default::default(),
             rtt_jitter: Default::default(),
+            go_floor: None,
             id: String::new(),
             own_clock: false,
             agent_pid: 0,

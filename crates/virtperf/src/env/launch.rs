@@ -289,6 +289,7 @@ pub fn launch_guest(
         start_time: Default::default(),
         rtt: Default::default(),
         rtt_jitter: Default::default(),
+        go_floor: None,
         id: String::new(),
         own_clock: false,
         teardown: Box::new(teardown),
@@ -323,6 +324,9 @@ pub struct Instance {
     pub rtt: Duration,
     /// Spread of those round trips (second-longest minus second-shortest of 9).
     pub rtt_jitter: Duration,
+    /// The shortest `go` span of an armed no-op measured on this instance so far (what an armed
+    /// trial's host span has subtracted; `trial::single`).
+    pub go_floor: Option<Duration>,
     /// The instance's id (`vpPID-ENV-LAUNCH`), also its cgroup's name below `virtperf/`.
     pub id: String,
     /// Its environment keeps time with a clock of its own ([`Environment::own_clock`]).

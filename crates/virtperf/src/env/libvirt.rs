@@ -720,6 +720,7 @@ fn attach(
         start_time: Default::default(),
         rtt: Default::default(),
         rtt_jitter: Default::default(),
+        go_floor: None,
         id: String::new(),
         own_clock: false,
         teardown: Box::new(teardown),

@@ -131,6 +131,7 @@ impl Environment for Native {
             start_time: Default::default(),
             rtt: Default::default(),
             rtt_jitter: Default::default(),
+            go_floor: None,
             id: String::new(),
             own_clock: false,
             teardown: Box::new(NativeTeardown {

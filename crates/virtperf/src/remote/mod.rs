@@ -535,6 +535,7 @@ pub fn launch(
         start_time: Default::default(),
         rtt: Default::default(),
         rtt_jitter: Default::default(),
+        go_floor: None,
         id: String::new(),
         own_clock: false,
         teardown: Box::new(RemoteTeardown),
