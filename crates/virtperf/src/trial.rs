@@ -799,22 +799,26 @@ fn go_overhead(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Duration
     let mut attempts = Vec::with_capacity(GO_ATTEMPTS);
     for _ in 0..GO_ATTEMPTS {
         let a = go_calibration(p, who, deadline)?;
-        let steady = a.1 <= a.0 / 2;
         attempts.push(a);
-        if steady {
+        if steady(a) {
             break;
         }
     }
     Ok(steadiest(&attempts))
 }
 
-/// Of calibrations (median, spread), the first steady one (spread at most half the median), else
-/// the one with the smallest median: a stall only lengthens the runs it falls on.
+/// A calibration (median, spread) whose runs agree: spread at most half the median.
+fn steady((median, spread): (Duration, Duration)) -> bool {
+    spread <= median / 2
+}
+
+/// Of calibrations (median, spread), the first [`steady`] one, else the one with the smallest
+/// median: a stall only lengthens the runs it falls on.
 fn steadiest(attempts: &[(Duration, Duration)]) -> (Duration, Duration) {
     attempts
         .iter()
         .copied()
-        .find(|a| a.1 <= a.0 / 2)
+        .find(|&a| steady(a))
         .or_else(|| attempts.iter().copied().min_by_key(|a| a.0))
         .unwrap_or_default()
 }
