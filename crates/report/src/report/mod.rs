@@ -703,7 +703,9 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
     } else {
         0.95
     };
-    let tally = Tally::of(trials);
+    // How late the host woke after an idle spell, measured at the run's start (older runs: 0).
+    let wake_ns = info.manifest["host_wake"]["max_us"].as_f64().unwrap_or(0.0) * 1e3;
+    let tally = Tally::of(trials, wake_ns);
     let (clock_checks, disagrees) = clock_checks(&tally, envs, cases);
     let how = Stating { level, estimate, design };
     let mut results = result_rows(rows, &tally, &bases, &disagrees, &how);
@@ -872,7 +874,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn of(trials: &[TrialRow]) -> Tally {
+    fn of(trials: &[TrialRow], wake_ns: f64) -> Tally {
         let mut y = Tally::default();
         for t in trials {
             match t.status {
@@ -923,7 +925,7 @@ impl Tally {
                 _ => None,
             };
             for [h, g, rtt, jit] in own.into_iter().chain(t.clock_instances.iter().copied()) {
-                let tol = clock_tolerance_ns(rtt as f64, jit as f64, g as f64);
+                let tol = clock_tolerance_ns(rtt as f64, jit as f64, wake_ns, g as f64);
                 y.clocks.entry((t.case_idx, t.env_idx)).or_default().push((h as f64, g as f64, tol));
             }
             if !t.clock_instances.is_empty() {
@@ -1453,7 +1455,16 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
                 )
             })
             .collect();
-        out += &format!("clock check (host − guest per armed trial, median): {}\n", parts.join("; "));
+        let w = &r.manifest["host_wake"];
+        let wake = match (w["max_us"].as_f64(), w["median_us"].as_f64(), w["idle_ms"].as_u64()) {
+            (Some(max), Some(med), Some(idle)) => format!(
+                " (allowed for: this host ran a thread woken after {idle} ms idle up to {:.2} ms late, median {:.2})",
+                max / 1e3,
+                med / 1e3
+            ),
+            _ => String::new(),
+        };
+        out += &format!("clock check (host − guest per armed trial, median): {}{wake}\n", parts.join("; "));
     }
     if !r.clock_rates.is_empty() {
         let parts: Vec<String> = r
@@ -1926,6 +1937,21 @@ pub fn summary_test_report() -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host's wake latency after an idle spell widens a trial's clock check where it exceeds
+    /// the calibration's allowance, and only there.
+    #[test]
+    fn the_hosts_wake_latency_widens_the_clock_check() {
+        // native intmix: 29 ms on its timer, a 39 us calibration with a 20 us spread.
+        let (rtt, jit, g) = (39e3, 20e3, 29e6);
+        let without = clock_tolerance_ns(rtt, jit, 0.0, g);
+        assert!((without - 390e3).abs() < 1.0, "{without}");
+        // Woken up to 0.33 ms late: that, not 0.1 ms, is the absolute part.
+        let with = clock_tolerance_ns(rtt, jit, 330e3, g);
+        assert!((with - 620e3).abs() < 1.0, "{with}");
+        // Below what the calibration allows, it changes nothing.
+        assert_eq!(clock_tolerance_ns(rtt, jit, 50e3, g), without);
+    }
 
     /// A precision cell whose launches' first trial is unlike the rest is said, on the side it
     /// was seen, in the text report's words; cells without it say nothing.
