@@ -60,6 +60,10 @@ pub struct EventCost {
     /// Extra ns per event (per ns for `cpu_user_ns`), and its 95 % interval.
     pub delta_ns: f64,
     pub ci: [f64; 2],
+    /// Its mechanism case's ratio holds 1 here: priced at 0, not solved; `ci` is that ratio's
+    /// interval over the case's own rate of the event.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_difference: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -504,6 +508,35 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 }
             }
         }
+        // A mechanism whose ratio's interval holds 1 shows no difference here: its event is
+        // priced at 0, not solved. Solved, such prices are noise around zero, and over a program's
+        // many events their sum strayed far from it (the container's tar modelled at -0.23x and
+        // -0.87x, its mechanisms all within their intervals of 1). The interval stays: the
+        // ratio's bounds over the case's own rate of the event, in the cells' intervals.
+        let (zeroed, used): (Vec<_>, Vec<_>) = used.into_iter().partition(|u| no_difference(u.2.ci));
+        let mut zero_se: Vec<(&'static str, f64)> = Vec::new();
+        for u in &zeroed {
+            let own = case_rates.get(&u.0).and_then(|m| m.get(u.1.event)).map_or(0.0, |v| v.0);
+            let ci = zero_price_interval(u.2.ci, own);
+            zero_se.push((u.1.event, (ci[1] - ci[0]) / (2.0 * 1.96)));
+            costs_out.push(EventCost {
+                environment: env.name.clone(),
+                event: u.1.event,
+                what: u.1.what,
+                from: rows.cases[u.0].label.clone(),
+                delta_ns: 0.0,
+                ci,
+                no_difference: true,
+            });
+        }
+        if !zeroed.is_empty() {
+            let list: Vec<&str> = zeroed.iter().map(|u| u.1.what).collect();
+            notes.push(format!(
+                "{}: no difference from {base_name} measured for {} (each mechanism's ratio holds 1): priced at 0, their intervals kept",
+                env.name,
+                list.join(", ")
+            ));
+        }
         let events: Vec<&'static str> = used.iter().map(|u| u.1.event).collect();
         let rate = |c: usize, e: &str| case_rates.get(&c).and_then(|m| m.get(e)).map_or(0.0, |v| v.0);
         let a: Vec<Vec<f64>> = used.iter().map(|u| events.iter().map(|e| rate(u.0, e)).collect()).collect();
@@ -524,6 +557,7 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 from: rows.cases[u.0].label.clone(),
                 delta_ns: x[i],
                 ci: [x[i] - half, x[i] + half],
+                no_difference: false,
             });
         }
         let mut h = Hits { environment: env.name.clone(), cells: 0, within_20: 0, within_interval: 0 };
@@ -547,9 +581,10 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                     .iter()
                     .enumerate()
                     .map(|(k, e)| (x[k] * rt.get(e).map_or(0.0, |v| v.1)).powi(2))
-                    .sum::<f64>();
+                    .sum::<f64>()
+                + zero_se.iter().map(|(e, se)| (rt.get(e).map_or(0.0, |v| v.0) * se).powi(2)).sum::<f64>();
             let half = 1.96 * var.sqrt();
-            let mechanism = used.iter().any(|u| u.0 == c.idx);
+            let mechanism = used.iter().chain(&zeroed).any(|u| u.0 == c.idx);
             let overhead = m.cost - 1.0;
             let shares: Vec<Share> = contrib
                 .iter()
@@ -607,6 +642,9 @@ pub fn times(x: f64) -> String {
 
 /// One event's price: "+56 µs" per event, "×1.02" for user-mode CPU (ns per ns).
 fn price(c: &EventCost) -> String {
+    if c.no_difference {
+        return format!("{} 0", c.what);
+    }
     if c.event == "cpu_user_ns" {
         return format!("{} ×{:.2}", c.what, 1.0 + c.delta_ns);
     }
@@ -621,7 +659,30 @@ pub fn event_words(event: &str) -> &str {
 
 /// The measured interval holds 1: no overhead shown.
 fn flat(c: &Cell) -> bool {
-    c.measured_ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0)
+    holds_one(c.measured_ci)
+}
+
+/// An interval of a ratio that holds 1.
+fn holds_one(ci: Option<[f64; 2]>) -> bool {
+    ci.is_some_and(|[l, h]| l <= 1.0 && h >= 1.0)
+}
+
+/// A mechanism's ratio that shows no difference: its interval holds 1 and lies within
+/// 0.8–1.25× ([`flat_words`]' "no measurable overhead"). A wide one that holds 1 is inconclusive,
+/// not evidence of none: gVisor's `pipe_rr` at 6.5× over a test's few trials, priced at 0, put
+/// the model at 1.15×.
+fn no_difference(ci: Option<[f64; 2]>) -> bool {
+    holds_one(ci) && ci.is_some_and(|[l, h]| l >= 0.8 && h <= 1.25)
+}
+
+/// The interval of an event's price where its mechanism case showed no difference: the case's
+/// ratio interval less 1, over the case's own rate of the event (events per ns) — what the event
+/// alone could cost and leave that ratio as measured.
+fn zero_price_interval(ratio_ci: Option<[f64; 2]>, own_rate: f64) -> [f64; 2] {
+    match ratio_ci {
+        Some([l, h]) if own_rate > 0.0 => [(l - 1.0) / own_rate, (h - 1.0) / own_rate],
+        _ => [0.0, 0.0],
+    }
 }
 
 /// A cell the mechanisms do not explain: more than half of a measured overhead left over, and the
@@ -907,11 +968,11 @@ pub fn render(x: &Explain, width: usize) -> String {
             }
         }
     }
-    for n in &x.notes {
-        out += &format!("\nnote: {n}");
-    }
     if !x.notes.is_empty() {
         out += "\n";
+    }
+    for n in &x.notes {
+        out += &hang("note: ", n, width);
     }
     out
 }
@@ -941,6 +1002,37 @@ mod tests {
     }
 
     #[test]
+    fn an_event_whose_mechanism_shows_no_difference_costs_nothing_within_its_interval() {
+        // A container's fork: 1.00x [0.97, 1.04] over 0.002 forks per us.
+        assert!(
+            no_difference(Some([0.97, 1.04])) && !no_difference(Some([1.01, 1.3])) && !no_difference(None)
+        );
+        // Holding 1 by its width alone is no evidence of none.
+        assert!(holds_one(Some([0.5, 80.0])) && !no_difference(Some([0.5, 80.0])));
+        let rate = 2e-6;
+        let [lo, hi] = zero_price_interval(Some([0.97, 1.04]), rate);
+        assert!((lo + 15_000.0).abs() < 1e-6 && (hi - 20_000.0).abs() < 1e-6, "{lo} {hi}");
+        assert_eq!(zero_price_interval(Some([0.97, 1.04]), 0.0), [0.0, 0.0]);
+        // In a prediction: no share of the cost, all of its uncertainty.
+        let c = EventCost {
+            environment: "container".into(),
+            event: "processes",
+            what: "process creations",
+            from: "fork".into(),
+            delta_ns: 0.0,
+            ci: [lo, hi],
+            no_difference: true,
+        };
+        let rates: BTreeMap<&'static str, (f64, f64)> = [("processes", (1e-6, 0.0))].into();
+        let (cost, [l, h], shares) = predict(&rates, &[&c]);
+        assert_eq!(cost, 1.0);
+        assert!(shares.is_empty());
+        let half = 1.96 * 1e-6 * (35_000.0 / (2.0 * 1.96));
+        assert!((h - l - 2.0 * half).abs() < 1e-9, "{l} {h}");
+        assert_eq!(price(&c), "process creations 0");
+    }
+
+    #[test]
     fn a_prediction_is_one_plus_rates_times_prices() {
         let cost = |event: &'static str, d: f64, half: f64| EventCost {
             environment: "e".into(),
@@ -949,6 +1041,7 @@ mod tests {
             from: String::new(),
             delta_ns: d,
             ci: [d - half, d + half],
+            no_difference: false,
         };
         let (a, b) = (cost("syscalls", 1000.0, 196.0), cost("faults_minor", 500.0, 0.0));
         // 1 call per µs at +1 µs each, 0.2 faults per µs at +0.5 µs: 1 + 1 + 0.1.

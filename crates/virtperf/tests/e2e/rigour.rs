@@ -249,7 +249,40 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     let (out, doc, secs) = run(&loose, "90%", "60s", "1");
     let p = &doc["precision"];
     assert_eq!((p["met"].as_u64(), p["rule"].as_str()), (Some(1), Some("two-stage")), "{p:#}");
-    assert_eq!(blocks(&loose.db).len(), 4, "no block beyond the minimum");
+    // No block beyond the minimum — unless the pilot's own four blocks were wider than the
+    // target (CI, on a busy host: 13 blocks, a trial of the four stalled), which the pairs say.
+    let pilot_half = {
+        let c = db_conn(&loose.db);
+        let mut st = c
+            .prepare(
+                "SELECT t.block, t.env_idx, s.value FROM trials t JOIN samples s ON s.trial_id = t.id \
+                 WHERE t.warmup = 0 AND t.status = 'ok' AND s.metric = 'cpu_rate' AND t.block < 4",
+            )
+            .unwrap();
+        let rows: Vec<(i64, i64, f64)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let logs: Vec<f64> = (0..4)
+            .filter_map(|b| {
+                let side = |e: i64| rows.iter().find(|r| r.0 == b && r.1 == e).map(|r| r.2);
+                Some((side(1)? / side(0)?).ln())
+            })
+            .collect();
+        let n = logs.len() as f64;
+        let m = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        // Student's t at 95 % with 3 degrees of freedom.
+        ((3.182 * sd / n.sqrt()).exp() - 1.0) * 100.0
+    };
+    let nblocks = blocks(&loose.db).len();
+    if pilot_half < 0.8 * 90.0 {
+        assert_eq!(nblocks, 4, "no block beyond the minimum (the pilot's pairs: ±{pilot_half:.0} %)");
+    } else {
+        println!("    the pilot's four blocks ±{pilot_half:.0} % against ±90 %: {nblocks} blocks, met");
+        assert!(nblocks > 4 || pilot_half < 90.0, "a pilot of ±{pilot_half:.0} % was not grown");
+    }
     assert!(!String::from_utf8_lossy(&out.stderr).contains("budget") && secs < 30.0);
     // A reachable target: more blocks, every one paired (both environments, back to back), and
     // the ratio ends with the blocks its pilot asked for — or met. Reachable is the host's to
