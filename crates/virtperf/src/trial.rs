@@ -157,11 +157,20 @@ impl Parties<'_, '_> {
 
     fn wait(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(Reply, Instant), Fail> {
         let cancel = self.cancel;
-        let r = self.inst(who)?.conn.wait(tag, deadline, cancel).map_err(|e| fail(who, what, e));
-        if !matches!(r, Ok((Reply::Started | Reply::Armed | Reply::Lap { .. }, _))) {
+        let r = self.inst(who)?.conn.wait(tag, deadline, cancel);
+        // Ended: its result, or its error reply. A run that did not answer in time is still in
+        // flight, and stopped with the others when the trial is abandoned: forgotten, a UDP
+        // sender past its deadline went on for its whole duration, and the tester's server kept
+        // receiving it on the port the next trials needed ("Address already in use").
+        let ended = match &r {
+            Ok((Reply::Started | Reply::Armed | Reply::Lap { .. }, _)) => false,
+            Ok(_) | Err(crate::env::conn::CallError::Agent { .. }) => true,
+            Err(_) => false,
+        };
+        if ended {
             self.in_flight.retain(|x| *x != (who, tag));
         }
-        r
+        r.map_err(|e| fail(who, what, e))
     }
 
     fn wait_started(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<Instant, Fail> {
@@ -217,12 +226,29 @@ impl Parties<'_, '_> {
         }
     }
 
-    /// Best effort: asks every run still in flight to stop and forgets it.
+    /// Best effort: asks every run still in flight to stop, waits a moment for each to end (its
+    /// result or its error: a server's socket is closed by then), and forgets it. Forgotten
+    /// while still running, a tester's UDP server kept its port, and the next trials on that
+    /// tester failed to bind it ("Address already in use": four trials after gVisor's MTU-sized
+    /// UDP sender hung, in an explain run).
     fn abandon(&mut self) {
         let never = AtomicBool::new(false);
+        let mut stopping = Vec::new();
         for (who, tag) in std::mem::take(&mut self.in_flight) {
             if let Ok(inst) = self.inst(who) {
-                let _ = inst.conn.call(Request::Stop { target: tag }, Duration::from_secs(2), &never);
+                if inst.conn.call(Request::Stop { target: tag }, STOP_WAIT, &never).is_ok() {
+                    stopping.push((who, tag));
+                } else {
+                    inst.conn.forget(tag);
+                }
+            }
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        for (who, tag) in stopping {
+            if let Ok(inst) = self.inst(who) {
+                while let Ok((Reply::Started | Reply::Armed | Reply::Lap { .. }, _)) =
+                    inst.conn.wait(tag, deadline, &never)
+                {}
                 inst.conn.forget(tag);
             }
         }
@@ -782,6 +808,9 @@ const GO_CALIBRATIONS: usize = 5;
 /// The most laps one run may mark (a disk run marks one per phase and one at the end): more are
 /// dropped, so a flooding agent cannot grow the host's memory.
 const MAX_LAPS: usize = 64;
+
+/// How long an abandoned run is given to acknowledge its stop, and then to end.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// Calibrations of the `go` span made before a trial at most, when one's runs disagree.
 const GO_ATTEMPTS: usize = 3;

@@ -222,6 +222,40 @@ pub(crate) fn silent_peer_ends_trial_at_deadline_sigterm_removes_lab() -> Outcom
     Outcome::Pass
 }
 
+/// A UDP sender still sending at its trial's deadline (a 10 s flow, 3 s allowed: as gVisor's
+/// MTU-sized sender went on past 30 s in an explain run) is stopped with the trial: the tester's
+/// server then lets go of its port, and the next trial binds it. Before, the run that missed its
+/// deadline was forgotten unstopped, and every following trial on that tester failed with
+/// "Address already in use".
+pub(crate) fn a_sender_past_its_deadline_leaves_the_testers_port_free() -> Outcome {
+    if let Some(why) = need_root_and("ip") {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let out = fx.vp("run --env native --workload udp_stream:duration=10s,frame_size=1518,name=long \
+         --workload udp_stream:duration=1s,frame_size=1518,name=short --reps 2 --warmup 0 \
+         --timeout 3s --order interleaved");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
+    let failed: Vec<(String, String)> = c
+        .prepare(
+            "SELECT c.label, t.reason FROM trials t JOIN cases c ON c.idx = t.case_idx \
+             WHERE t.status = 'failed' ORDER BY t.seq",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}\n{stderr}");
+    for (case, why) in &failed {
+        assert!(case == "long" && why.contains("no answer"), "{failed:?}");
+    }
+    assert_eq!(count_trials(&fx.db, "ok"), 2, "the short flows after each long one bound the port: {stderr}");
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
+
 /// The database's disk fills up in the middle of a run: the trial that cannot be stored stops
 /// the run with a message naming the database, the full disk and the resume command (exit 1);
 /// the trials stored before stay, the run is marked interrupted, nothing is left behind; with

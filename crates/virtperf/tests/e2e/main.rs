@@ -73,6 +73,7 @@ fn main() {
         faults::one_dead_instance_fails_only_its_trial,
         network::all_pairs_matrix_covers_every_ordered_pair,
         faults::silent_peer_ends_trial_at_deadline_sigterm_removes_lab,
+        faults::a_sender_past_its_deadline_leaves_the_testers_port_free,
         guests::gvisor_serves_syscalls_and_joins_the_lab,
         guests::uml_patched_kernel_uses_the_hosts_xsave_size,
         guests::uml_guest_boots_joins_the_lab_and_is_swept,

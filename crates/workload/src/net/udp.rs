@@ -182,9 +182,14 @@ impl Workload for UdpStream {
                     let got = recv_batch(&s, &mut bufs);
                     let now = Instant::now();
                     let now_ns = crate::workload::now_ns();
+                    // Stopped ends it even while datagrams keep coming (a sender that cannot be
+                    // stopped would otherwise hold this port for good).
+                    if ctx.stopped() {
+                        break;
+                    }
                     if got.is_empty() {
                         let idle = first.is_some() && now.duration_since(last) > Duration::from_secs(2);
-                        if ctx.stopped() || now > until || idle {
+                        if now > until || idle {
                             break;
                         }
                         continue;
