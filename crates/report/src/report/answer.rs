@@ -192,6 +192,17 @@ pub fn emulated(r: &Report) -> Vec<(String, String)> {
 }
 
 /// A budget as a person says it: "4 min 30 s", "90 s", "2 h".
+/// A span in seconds, as a person says it: "0.5 s", "15.6 s", "2 min 5 s".
+fn secs_words(ms: f64) -> String {
+    if ms >= 60_000.0 {
+        format!("{} min {:.0} s", (ms / 60_000.0).floor(), (ms % 60_000.0) / 1e3)
+    } else if ms >= 10_000.0 {
+        format!("{:.0} s", ms / 1e3)
+    } else {
+        format!("{:.1} s", ms / 1e3)
+    }
+}
+
 fn budget_words(ms: u64) -> String {
     let s = ms / 1000;
     match (s / 60, s % 60) {
@@ -387,6 +398,17 @@ pub fn caveats(r: &Report) -> Vec<String> {
         out.push(format!(
             "background load not reached for {} / {}: {:.0} % of the {:.0} % target",
             l.environment, l.workload, l.achieved_mean, l.target_percent
+        ));
+    }
+    for st in &r.stalls {
+        out.push(format!(
+            "stalled: {} / {}: {} of {} trials took up to {} where {} was planned (the environment paused; its ratio's interval holds the pause)",
+            st.environment,
+            st.workload,
+            st.trials,
+            st.of,
+            secs_words(st.longest_ms),
+            secs_words(st.planned_ms)
         ));
     }
     for f in r.failures.iter().take(3) {

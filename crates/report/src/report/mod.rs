@@ -348,6 +348,61 @@ pub struct Failure {
     pub reason: String,
 }
 
+/// Timed trials of a workload with a planned `duration` that took far longer than planned (more
+/// than twice it and a second): a stall of the environment (gVisor's `tcp_stream`: a 0.5 s flow
+/// took 15.6 s), which the ratio's interval carries without saying why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stall {
+    pub environment: String,
+    pub workload: String,
+    pub trials: usize,
+    /// Timed trials of the cell.
+    pub of: usize,
+    pub planned_ms: f64,
+    pub longest_ms: f64,
+}
+
+/// A trial that took more than this many times its planned duration, and a second more, stalled.
+const STALL_FACTOR: f64 = 2.0;
+
+fn stalls(rows: &RunRows) -> Vec<Stall> {
+    // (environment, case) → (stalled, timed, planned ms, longest ms)
+    let mut by: BTreeMap<(usize, usize), (usize, usize, f64, f64)> = BTreeMap::new();
+    for t in rows.trials.iter().filter(|t| t.status == TrialStatus::Ok && !t.warmup) {
+        let Some(planned) = rows
+            .cases
+            .iter()
+            .find(|c| c.idx == t.case_idx)
+            .and_then(|c| c.params.get("duration"))
+            .and_then(serde_json::Value::as_f64)
+            .filter(|d| *d > 0.0)
+        else {
+            continue;
+        };
+        let Some(ms) = t.host_ns.map(|h| h as f64 / 1e6) else { continue };
+        let e = by.entry((t.env_idx, t.case_idx)).or_insert((0, 0, planned, 0.0));
+        e.1 += 1;
+        if ms > STALL_FACTOR * planned + 1000.0 {
+            e.0 += 1;
+            e.3 = e.3.max(ms);
+        }
+    }
+    let name = |i: usize| rows.envs.iter().find(|e| e.idx == i).map(|e| e.name.clone()).unwrap_or_default();
+    let label =
+        |i: usize| rows.cases.iter().find(|c| c.idx == i).map(|c| c.label.clone()).unwrap_or_default();
+    by.into_iter()
+        .filter(|(_, v)| v.0 > 0)
+        .map(|((e, c), (n, of, planned, longest))| Stall {
+            environment: name(e),
+            workload: label(c),
+            trials: n,
+            of,
+            planned_ms: planned,
+            longest_ms: longest,
+        })
+        .collect()
+}
+
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub run_id: i64,
@@ -376,6 +431,9 @@ pub struct Report {
     pub clock_rates: Vec<ClockRate>,
     pub trials: Counts,
     pub failures: Vec<Failure>,
+    /// Timed trials that took far longer than their planned duration.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<Stall>,
     /// Trials run again with `--resume RUN --retry-failed`: how their earlier attempts ended.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retried: Vec<Retried>,
@@ -757,6 +815,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         clock_rates: clock_rates(rows),
         trials: tally.counts,
         failures,
+        stalls: stalls(rows),
         retried: rows
             .retried
             .iter()
@@ -1920,6 +1979,7 @@ pub fn summary_test_report() -> Report {
         clock_rates: Vec::new(),
         trials: Counts::default(),
         failures: Vec::new(),
+        stalls: Vec::new(),
         retried: Vec::new(),
         non_finite: Vec::new(),
         ceilings: Vec::new(),
@@ -1937,6 +1997,52 @@ pub fn summary_test_report() -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flow that took far longer than planned is a stall, counted over the cell's timed trials;
+    /// a warm-up's, a slightly slow one's, and a workload without a planned duration are not.
+    #[test]
+    fn a_flow_far_longer_than_planned_is_a_stall() {
+        use crate::store::{CaseRow, EnvRow, TrialRow};
+        let env = |idx: usize, name: &str| EnvRow { idx, name: name.into(), ..Default::default() };
+        let t = |env_idx: usize, case_idx: usize, ms: f64, warmup: bool| TrialRow {
+            env_idx,
+            case_idx,
+            warmup,
+            status: TrialStatus::Ok,
+            host_ns: Some((ms * 1e6) as i64),
+            ..Default::default()
+        };
+        let rows = RunRows {
+            envs: vec![env(0, "native"), env(1, "gvisor")],
+            cases: vec![
+                CaseRow {
+                    idx: 0,
+                    label: "tcp_stream".into(),
+                    params: serde_json::json!({"duration": 500}),
+                    ..Default::default()
+                },
+                CaseRow {
+                    idx: 1,
+                    label: "pde".into(),
+                    params: serde_json::json!({"n": 256}),
+                    ..Default::default()
+                },
+            ],
+            trials: vec![
+                t(0, 0, 520.0, false),
+                t(0, 0, 1900.0, false), // slow, under 2 × 0.5 s + 1 s
+                t(1, 0, 15_600.0, false),
+                t(1, 0, 530.0, false),
+                t(1, 0, 9_000.0, true), // a warm-up
+                t(1, 1, 60_000.0, false),
+            ],
+            ..Default::default()
+        };
+        let s = stalls(&rows);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!((s[0].environment.as_str(), s[0].workload.as_str()), ("gvisor", "tcp_stream"));
+        assert_eq!((s[0].trials, s[0].of, s[0].planned_ms, s[0].longest_ms), (1, 2, 500.0, 15_600.0));
+    }
 
     /// The host's wake latency after an idle spell widens a trial's clock check where it exceeds
     /// the calibration's allowance, and only there.
