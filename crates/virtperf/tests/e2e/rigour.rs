@@ -330,8 +330,16 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
     let pilot = manifest["precision"]["pilots"]["1:0:cpu_rate"].as_u64();
     assert!(pilot.is_some_and(|n| (4..=16).contains(&n)), "{manifest:#}");
-    assert!(b.len() as u64 >= pilot.unwrap_or(0), "the run holds its whole pilot: {} blocks", b.len());
     let cell = &doc["precision"]["cells"][0];
+    // Its whole pilot — unless, while the pilot grew, its spread so far asked for more than the
+    // budget holds, and it was set aside, said with what it needs (CI: 10 blocks of a pilot of
+    // more, on a busy host).
+    let set_aside = cell["met"] == false && cell["needs"]["more_blocks"].as_u64().is_some();
+    assert!(
+        b.len() as u64 >= pilot.unwrap_or(0) || set_aside,
+        "the run holds its whole pilot ({} blocks of {pilot:?}) or set it aside: {cell}",
+        b.len()
+    );
     println!(
         "    {target} (a third of the pilot's ±{h4:.2} %): {} blocks, ±{:.2} %, met {}, needs {}",
         b.len(),
