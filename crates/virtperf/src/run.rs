@@ -110,10 +110,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
     });
     // Armed trials (fixed work on the DUT alone) are timed on the host's clock too; how late this
     // host wakes after an idle spell widens their clock check (none without them: 0.2 s saved).
-    let armed = exp.cases.iter().any(|c| {
-        !c.network && virtperf_workload::find(&c.kind).is_some_and(|w| !w.procedure() && !w.cluster())
-    });
-    let host_wake = armed.then(crate::host::wake_latency);
+    let host_wake = exp.cases.iter().any(crate::trial::armed_alone).then(crate::host::wake_latency);
     serde_json::json!({
         "lab": lab,
         "host_wake": host_wake,

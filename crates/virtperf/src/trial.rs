@@ -157,17 +157,14 @@ impl Parties<'_, '_> {
 
     fn wait(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(Reply, Instant), Fail> {
         let cancel = self.cancel;
-        let r = self.inst(who)?.conn.wait(tag, deadline, cancel);
-        // Ended: its result, or its error reply. A run that did not answer in time is still in
-        // flight, and stopped with the others when the trial is abandoned: forgotten, a UDP
-        // sender past its deadline went on for its whole duration, and the tester's server kept
-        // receiving it on the port the next trials needed ("Address already in use").
-        let ended = match &r {
-            Ok((Reply::Started | Reply::Armed | Reply::Lap { .. }, _)) => false,
-            Ok(_) | Err(crate::env::conn::CallError::Agent { .. }) => true,
-            Err(_) => false,
-        };
-        if ended {
+        let conn = &mut self.inst(who)?.conn;
+        let r = conn.wait(tag, deadline, cancel);
+        // In flight until it ended (its result, or its error reply: the connection's own record).
+        // A run that did not answer in time is still in flight, and stopped with the others when
+        // the trial is abandoned: forgotten, a UDP sender past its deadline went on for its whole
+        // duration, and the tester's server kept receiving it on the port the next trials needed
+        // ("Address already in use").
+        if !conn.is_live(tag) {
             self.in_flight.retain(|x| *x != (who, tag));
         }
         r.map_err(|e| fail(who, what, e))
@@ -888,6 +885,13 @@ fn go_subtrahend(span: Duration, guest_ns: u64, calibration: Duration, floor: Du
     } else {
         calibration
     }
+}
+
+/// Whether `case`'s trials run on the DUT alone and armed (`single`): timed on the host's clock
+/// too, and so clock-checked. The others are procedures, clusters and network workloads (`body`
+/// dispatches in that order).
+pub fn armed_alone(case: &Case) -> bool {
+    !case.network && virtperf_workload::find(&case.kind).is_some_and(|w| !w.procedure() && !w.cluster())
 }
 
 /// A workload on the DUT alone, armed: its setup happens before `go`, so the host's clock spans

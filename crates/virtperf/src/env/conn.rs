@@ -219,6 +219,12 @@ impl Conn {
     }
 
     /// Stops expecting replies for `tag` (an abandoned request); late frames are then dropped.
+    /// Whether request `tag` is still open: sent, and neither its last reply (a result, an error)
+    /// arrived nor was it forgotten.
+    pub fn is_live(&self, tag: u64) -> bool {
+        self.live.contains(&tag)
+    }
+
     pub fn forget(&mut self, tag: u64) {
         self.live.remove(&tag);
         self.stash.retain(|(f, _)| f.tag != tag);
