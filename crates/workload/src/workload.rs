@@ -335,6 +335,12 @@ pub trait Workload: Sync {
     fn needs_peer(&self) -> bool {
         false
     }
+    /// True for a network workload whose sender goes on without waiting for answers (a stream):
+    /// its packets are a pipeline, each costing its way through the stack in bulk, not a round
+    /// trip's wake-ups — the explain model prices them so (docs/explain.md, "Packets").
+    fn streams(&self) -> bool {
+        false
+    }
     /// Checks that need the host (a socket buffer the kernel allows), before anything is created.
     fn check(&self, _p: &Params) -> Result<(), ParamError> {
         Ok(())

@@ -248,6 +248,24 @@ pub fn pass_counts(detail: &Value) -> Option<Value> {
     (!sum.is_empty()).then_some(Value::Object(sum))
 }
 
+/// A case's timed trials in one environment whose sender stalled — a send that waited its
+/// whole time for room in the socket's buffer and moved nothing (`send_stalls` of the side in
+/// the environment) — and how many timed trials there are. A stalled sender's rate is its
+/// waits', not its packets' cost: gVisor's netstack took 1 518-byte datagrams at 1.4 kpps, in
+/// bursts between 100 ms waits, against native's 442–690 kpps.
+fn stalled_trials(rows: &RunRows, env: usize, case: usize) -> (usize, usize) {
+    let stalled = |d: &Value| {
+        d.get("flows").and_then(Value::as_array).is_some_and(|flows| {
+            flows.iter().any(|f| {
+                let side = f.get("dut").and_then(Value::as_str).unwrap_or("client");
+                f[side]["send_stalls"].as_u64().is_some_and(|n| n > 0)
+            })
+        })
+    };
+    case_trials(rows, env, case, false)
+        .fold((0, 0), |(s, n), t| (s + usize::from(rows.detail(t.id).is_some_and(stalled)), n + 1))
+}
+
 /// One cell's measured cost on time, with its log-scale standard error.
 struct Measured {
     row: usize,
@@ -312,6 +330,7 @@ fn rates(
 ) -> Option<BTreeMap<&'static str, (f64, f64)>> {
     let mut per: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let work_share = warmup_share(&rows.cases[case], row);
+    let streams = virtperf_workload::find(&rows.cases[case].kind).is_some_and(|w| w.streams());
     for t in case_trials(rows, base, case, true) {
         let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
         // A pass without its span (an agent that could not time it) is left out, not the case.
@@ -331,7 +350,7 @@ fn rates(
             }
             _ => 1.0,
         };
-        for (e, n) in model_events(&c) {
+        for (e, n) in model_events(&c, streams) {
             per.entry(e).or_default().push(n / elapsed * speed);
         }
     }
@@ -462,17 +481,29 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
     if let Some(why) = r.manifest["explain"]["why"].as_str() {
         notes.push(format!("no system call, process or signal counts natively: {why}"));
     }
-    // The mechanism case of each event: the first case of its kind with counts.
+    // The mechanism case of each event: the first case of its kind (and parameters) with counts.
     let mechs: Vec<(usize, &virtperf_workload::counts::Mechanism)> = MECHANISMS
         .iter()
         .filter_map(|m| {
-            let counted =
-                |kind: &str| rows.cases.iter().find(|c| c.kind == kind && case_rates.contains_key(&c.idx));
+            let counted = |kind: &str| {
+                rows.cases.iter().find(|c| {
+                    let param = |k: &str| {
+                        c.params.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                    };
+                    c.kind == kind
+                        && (m.priced_by(kind, param) || m.older == Some(kind))
+                        && case_rates.contains_key(&c.idx)
+                })
+            };
             let c = counted(m.kind).or_else(|| m.older.and_then(counted));
             // Unpriced matters only where some case has such events (packets: network runs).
             let seen = case_rates.values().any(|r| r.get(m.event).is_some_and(|v| v.0 > 0.0));
             if c.is_none() && seen {
-                notes.push(format!("{}: no counted `{}` case, so their cost is not priced", m.what, m.kind));
+                notes.push(format!(
+                    "{}: no counted `{}` case, so their cost is not priced",
+                    m.what,
+                    m.spec()
+                ));
             }
             c.map(|c| (c.idx, m))
         })
@@ -497,15 +528,22 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
         // The mechanisms this environment measured, and their events' rates in them.
         let mut used: Vec<(usize, &virtperf_workload::counts::Mechanism, Measured)> = Vec::new();
         for (c, m) in &mechs {
-            let Some(i) = headline(r, &env.name, &rows.cases[*c].label) else {
-                notes.push(format!("{}: no ratio for `{}`, {} not priced", env.name, m.kind, m.what));
+            let label = &rows.cases[*c].label;
+            let Some(i) = headline(r, &env.name, label) else {
+                notes.push(format!("{}: no ratio for `{label}`, {} not priced", env.name, m.what));
                 continue;
             };
+            let (stalled, trials) = stalled_trials(rows, env.idx, *c);
+            if stalled > 0 {
+                notes.push(format!(
+                    "{}: `{label}`'s sender stalled in {stalled} of {trials} trials (a send waited its whole 100 ms for room in the socket's buffer): its rate is the waits', not its packets' cost, so {} are not priced",
+                    env.name, m.what
+                ));
+                continue;
+            }
             match measured(r, i).filter(|x| x.se_log.is_finite()) {
                 Some(x) => used.push((*c, m, x)),
-                None => {
-                    notes.push(format!("{}: `{}` has no interval, {} not priced", env.name, m.kind, m.what))
-                }
+                None => notes.push(format!("{}: `{label}` has no interval, {} not priced", env.name, m.what)),
             }
         }
         // A mechanism whose ratio's interval holds 1 shows no difference here: its event is
@@ -584,7 +622,8 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                     .sum::<f64>()
                 + zero_se.iter().map(|(e, se)| (rt.get(e).map_or(0.0, |v| v.0) * se).powi(2)).sum::<f64>();
             let half = 1.96 * var.sqrt();
-            let mechanism = used.iter().chain(&zeroed).any(|u| u.0 == c.idx);
+            // A mechanism case is one wherever it ran, priced here or not (a stalled sender's).
+            let mechanism = mechs.iter().any(|(m, _)| *m == c.idx);
             let overhead = m.cost - 1.0;
             let shares: Vec<Share> = contrib
                 .iter()
@@ -766,11 +805,11 @@ pub fn own_counts_line(c: &Cell, baseline: &str) -> Option<String> {
 pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> {
     use super::svg::{fit, legend, Anchor, Canvas, SMALL, TEXT, W};
     // One colour per mechanism, none twice (the page's 8-colour palette would repeat after 8 of
-    // the 13), none grey (that is "not explained"); the same mechanism the same colour in every
+    // the 14), none grey (that is "not explained"); the same mechanism the same colour in every
     // environment's figure.
-    const MECH_COLOURS: [&str; 13] = [
+    const MECH_COLOURS: [&str; 14] = [
         "#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#332288", "#882255",
-        "#44AA99", "#117733", "#AA4499", "#661100",
+        "#44AA99", "#117733", "#AA4499", "#661100", "#999933",
     ];
     const _: () = assert!(MECH_COLOURS.len() >= MECHANISMS.len());
     let color = |i: usize| MECH_COLOURS[i % MECH_COLOURS.len()];
@@ -1082,6 +1121,39 @@ mod tests {
         let r = rates(&rows, 0, 0, &row).unwrap();
         assert!((r["faults_minor"].0 - 0.3).abs() < 1e-12 && r["faults_minor"].1 > 0.0, "{r:?}");
         assert_eq!(r["syscalls"], (0.1, 0.0));
+    }
+
+    /// A stream's packets, sent and received, are one bulk event; a mechanism case whose sender
+    /// stalled is found (its rate is its waits').
+    #[test]
+    fn a_streams_packets_count_in_bulk_and_a_stalled_sender_is_found() {
+        let trial = |id: i64, warmup: bool| crate::store::TrialRow {
+            id,
+            warmup,
+            status: crate::store::TrialStatus::Ok,
+            ..Default::default()
+        };
+        let case = |kind: &str| crate::store::CaseRow { kind: kind.into(), ..Default::default() };
+        let flow = |stalls: u64| {
+            serde_json::json!({"flows": [{"dut": "client", "server": {}, "client": {
+                "send_stalls": stalls,
+                "counts": {"net_rx_packets": 10, "net_tx_packets": 90, "elapsed_ns": 1000}}}]})
+        };
+        let mut rows = RunRows { cases: vec![case("udp_stream")], ..Default::default() };
+        rows.trials = vec![trial(1, true), trial(2, false), trial(3, false)];
+        for (id, stalls) in [(1, 0), (2, 0), (3, 0)] {
+            rows.details.insert(id, (Some(flow(stalls)), Vec::new()));
+        }
+        let row = crate::report::test_row("native", 1.0, 0.0, "higher");
+        let r = rates(&rows, 0, 0, &row).unwrap();
+        assert_eq!((r.get("stream_packets"), r.get("packets_rx")), (Some(&(0.1, 0.0)), None));
+        assert_eq!(stalled_trials(&rows, 0, 0), (0, 2));
+        rows.details.insert(3, (Some(flow(7)), Vec::new()));
+        assert_eq!(stalled_trials(&rows, 0, 0), (1, 2), "timed trials only, a stalled one counted");
+        // A request/response: its received packets, each answered.
+        rows.cases[0] = case("udp_rr");
+        let r = rates(&rows, 0, 0, &row).unwrap();
+        assert_eq!((r.get("stream_packets"), r.get("packets_rx")), (None, Some(&(0.01, 0.0))));
     }
 
     #[test]

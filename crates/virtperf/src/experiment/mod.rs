@@ -394,7 +394,7 @@ iterations = [10, 20]
         assert_eq!(kinds.iter().filter(|k| **k == "syscall").count(), 1, "{kinds:?}");
         // Every mechanism but the packets' (no network workload here: nothing sends one).
         for m in virtperf_workload::counts::MECHANISMS {
-            assert_eq!(kinds.contains(&m.kind), m.kind != "udp_rr", "{} in {kinds:?}", m.kind);
+            assert_eq!(kinds.contains(&m.kind), !m.network(), "{} in {kinds:?}", m.kind);
         }
         assert_eq!(&kinds[..2], &["syscall", "memcpy"]);
         // A network workload brings the packets' price (a udp_rr case) along.
@@ -402,11 +402,30 @@ iterations = [10, 20]
         assert!(net.cases.iter().any(|c| c.kind == "udp_rr"), "{:?}", net.cases);
         // Its flows as long as the shortest the experiment's network workloads have.
         let net = parse(&format!(
-            "{text}[[workload]]\nkind = \"tcp_rr\"\nduration = \"2s\"\n[[workload]]\nkind = \"udp_stream\"\nduration = \"500ms\"\n"
+            "{text}[[workload]]\nkind = \"tcp_rr\"\nduration = \"2s\"\n[[workload]]\nkind = \"udp_stream\"\nframe_size = 64\nduration = \"500ms\"\n"
         ))
         .unwrap();
         let rr = net.cases.iter().find(|c| c.kind == "udp_rr").unwrap();
         assert_eq!(rr.params.get("duration"), Some(&serde_json::json!(500)), "{:?}", rr.params);
+        // A stream's packets are priced by an MTU-sized udp_stream, added beside the 64-byte
+        // stream the experiment explains (that one is a workload, not the price).
+        let streams: Vec<_> = net.cases.iter().filter(|c| c.kind == "udp_stream").collect();
+        assert_eq!(streams.len(), 2, "{:?}", net.cases);
+        let mtu = streams.iter().find(|c| c.label == "udp_mtu").unwrap();
+        assert_eq!(
+            (mtu.params.get("frame_size"), mtu.params.get("direction"), mtu.params.get("duration")),
+            (Some(&serde_json::json!(1518)), Some(&serde_json::json!("out")), Some(&serde_json::json!(500))),
+            "{:?}",
+            mtu.params
+        );
+        // A udp_stream at its default frame size (1518) is the price itself: none added; a
+        // sweep holding 1518 holds it too.
+        for given in ["", "frame_size = [64, 1518]\n"] {
+            let own = parse(&format!("{text}[[workload]]\nkind = \"udp_stream\"\n{given}")).unwrap();
+            let n = own.cases.iter().filter(|c| c.kind == "udp_stream").count();
+            assert_eq!(n, if given.is_empty() { 1 } else { 2 }, "{given}: {:?}", own.cases);
+            assert!(own.cases.iter().all(|c| c.label != "udp_mtu"), "{given}");
+        }
         // Rendered and read again: the same cases, none added twice.
         assert_eq!(parse(&e.to_toml()).unwrap(), e);
         // Counting happens on the warm-up: none is refused, naming the key.

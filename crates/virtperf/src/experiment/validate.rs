@@ -805,7 +805,7 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
 }
 
 /// `explain = true`: the experiment with the mechanism cases the model needs that it lacks (a
-/// case of that kind, whatever its parameters, counts as there).
+/// case of that kind, with the parameters the mechanism names, counts as there).
 fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     let mut out = raw.clone();
     // Packets are counted for network workloads only, and priced by one (which needs the lab).
@@ -814,14 +814,17 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     // workloads (its default, 1 s, doubled the explain example's run).
     let flow_ms = shortest_flow(raw);
     for m in virtperf_workload::counts::MECHANISMS {
-        if m.event == "packets_rx" && !network {
+        if m.network() && !network {
             continue;
         }
-        if !raw.workloads.iter().any(|w| w.kind == m.kind) {
-            let spec = match flow_ms.filter(|_| m.event == "packets_rx") {
-                Some(d) => format!("{}:duration={d}ms", m.kind),
-                None => m.kind.to_string(),
-            };
+        if !raw.workloads.iter().any(|w| stands_for(w, &m)) {
+            let mut parts: Vec<String> = m.name.map(|n| format!("name={n}")).into_iter().collect();
+            parts.extend(m.params.iter().map(|(k, v)| format!("{k}={v}")));
+            if let Some(d) = flow_ms.filter(|_| m.network()) {
+                parts.push(format!("duration={d}ms"));
+            }
+            let spec =
+                if parts.is_empty() { m.kind.to_string() } else { format!("{}:{}", m.kind, parts.join(",")) };
             out.workloads.push(super::flags::read_flag("explain = true", &spec)?);
         }
     }
@@ -833,6 +836,21 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
         ));
     }
     Ok(out)
+}
+
+/// The workload as written gives a case that prices `m`: its kind, and each parameter `m` names
+/// given that value (one of a sweep's) or left at that default; `payload`, which overrides the
+/// frame size, not given.
+fn stands_for(w: &RawItem, m: &virtperf_workload::counts::Mechanism) -> bool {
+    let default = |k: &str| {
+        virtperf_workload::find(&w.kind).and_then(|x| x.params().iter().find(|p| p.name == k)?.default)
+    };
+    w.kind == m.kind
+        && (m.params.is_empty() || !w.params.iter().any(|(k, _, _)| k == "payload"))
+        && m.params.iter().all(|(k, v)| match w.params.iter().find(|(pk, _, _)| pk == k) {
+            Some((_, vals, _)) => vals.iter().any(|x| x.to_string() == *v),
+            None => default(k) == Some(*v),
+        })
 }
 
 /// A network workload (a flow with a peer: it needs the lab).

@@ -173,6 +173,9 @@ impl Workload for TcpStream {
     fn needs_peer(&self) -> bool {
         true
     }
+    fn streams(&self) -> bool {
+        true
+    }
     fn link_bound(&self, _p: &Params) -> Option<(&'static str, crate::workload::LinkBound)> {
         Some(("tcp_goodput", crate::workload::LinkBound::TcpGoodput))
     }
