@@ -106,11 +106,6 @@ pub struct Mechanism {
 }
 
 impl Mechanism {
-    /// Packets are counted for network workloads only, and priced by one (which needs the lab).
-    pub fn network(&self) -> bool {
-        crate::find(self.kind).is_some_and(|w| w.needs_peer())
-    }
-
     /// The case that prices it, as a flag writes it: `udp_stream:frame_size=1518,direction=out,…`.
     pub fn spec(&self) -> String {
         let params: Vec<String> = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -675,7 +670,6 @@ veth0: 6400     100    0    0    0     0          0         0      640      10  
         assert!(bulk.priced_by("udp_stream", params("1518")));
         assert!(!bulk.priced_by("udp_stream", params("64")), "a 64-byte stream is a workload, not the price");
         assert!(!bulk.priced_by("tcp_stream", params("1518")));
-        assert!(bulk.network() && !MECHANISMS[0].network());
         // A mechanism without parameters: any case of its kind.
         let rr_m = MECHANISMS.iter().find(|m| m.event == "packets_rx").unwrap();
         assert!(rr_m.priced_by("udp_rr", |_| None));

@@ -394,7 +394,7 @@ iterations = [10, 20]
         assert_eq!(kinds.iter().filter(|k| **k == "syscall").count(), 1, "{kinds:?}");
         // Every mechanism but the packets' (no network workload here: nothing sends one).
         for m in virtperf_workload::counts::MECHANISMS {
-            assert_eq!(kinds.contains(&m.kind), !m.network(), "{} in {kinds:?}", m.kind);
+            assert_eq!(kinds.contains(&m.kind), !validate::priced_by_a_flow(&m), "{} in {kinds:?}", m.kind);
         }
         assert_eq!(&kinds[..2], &["syscall", "memcpy"]);
         // A network workload brings the packets' price (a udp_rr case) along.

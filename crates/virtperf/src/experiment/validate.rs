@@ -814,13 +814,13 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     // workloads (its default, 1 s, doubled the explain example's run).
     let flow_ms = shortest_flow(raw);
     for m in virtperf_workload::counts::MECHANISMS {
-        if m.network() && !network {
+        if priced_by_a_flow(&m) && !network {
             continue;
         }
         if !raw.workloads.iter().any(|w| stands_for(w, &m)) {
             let mut parts: Vec<String> = m.name.map(|n| format!("name={n}")).into_iter().collect();
             parts.extend(m.params.iter().map(|(k, v)| format!("{k}={v}")));
-            if let Some(d) = flow_ms.filter(|_| m.network()) {
+            if let Some(d) = flow_ms.filter(|_| priced_by_a_flow(&m)) {
                 parts.push(format!("duration={d}ms"));
             }
             let spec =
@@ -836,6 +836,11 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
         ));
     }
     Ok(out)
+}
+
+/// A mechanism priced by a network workload (packets: a flow with the lab's tester).
+pub(super) fn priced_by_a_flow(m: &virtperf_workload::counts::Mechanism) -> bool {
+    virtperf_workload::find(m.kind).is_some_and(|w| w.needs_peer())
 }
 
 /// The workload as written gives a case that prices `m`: its kind, and each parameter `m` names
