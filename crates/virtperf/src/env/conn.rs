@@ -51,9 +51,9 @@ pub enum CallError {
     /// the agent answered with an error reply
     #[error("agent error ({code:?}{}): {message}", kind.map(|k| format!(": {k:?}")).unwrap_or_default())]
     Agent { code: proto::ErrorCode, message: String, kind: Option<proto::FailureKind> },
-    /// writing to the agent failed
-    #[error("cannot write to the agent: {0}")]
-    Write(std::io::Error),
+    /// writing to the agent failed (its line ended: the tail's last words say why)
+    #[error("cannot write to the agent: {0}{1}")]
+    Write(std::io::Error, String),
 }
 
 /// A bounded tail of lines (stderr of the agent or its runtime, a guest console).
@@ -206,16 +206,24 @@ impl Conn {
     pub fn send(&mut self, req: Request) -> Result<u64, CallError> {
         let tag = self.next_tag;
         self.next_tag += 1;
-        proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(CallError::Write)?;
+        proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(|e| self.write_failed(e))?;
         self.live.insert(tag);
         Ok(tag)
+    }
+
+    /// A write to the agent failed: its line ended, as a read would find a moment later. The
+    /// tail says why (a remote host's session: "the SSH connection to host `b` closed"), once
+    /// the stderr follower has caught its last words — as a read's end waits for them.
+    fn write_failed(&self, e: std::io::Error) -> CallError {
+        std::thread::sleep(Duration::from_millis(20));
+        CallError::Write(e, self.tail.render())
     }
 
     /// Sends a request that gets no reply when it succeeds (`go`).
     pub fn send_oneway(&mut self, req: Request) -> Result<(), CallError> {
         let tag = self.next_tag;
         self.next_tag += 1;
-        proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(CallError::Write)
+        proto::write_frame(&mut self.writer, "", &Frame::new(tag, req)).map_err(|e| self.write_failed(e))
     }
 
     /// Stops expecting replies for `tag` (an abandoned request); late frames are then dropped.
@@ -366,6 +374,27 @@ mod tests {
         assert_eq!(telling_line(&["a".into(), "b\u{1b}[0m".into()]).unwrap(), "b[0m");
         assert!(telling_line(&["x".repeat(500)]).unwrap().chars().count() <= QUOTE_MAX + 1);
         assert_eq!(telling_line(&[]), None);
+    }
+
+    /// A write into a line that ended says why, as a read at its end does: a remote host's
+    /// sshd dying mid-trial failed the trial with "Broken pipe" alone when the next request was
+    /// being sent, and with the session's last words when a reply was awaited.
+    #[test]
+    fn a_failed_write_says_the_agents_last_words() {
+        struct Gone;
+        impl Write for Gone {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let tail = Tail::default();
+        tail.push("the SSH connection to host `b` closed".into());
+        let mut c = Conn::new(std::io::empty(), Box::new(Gone), tail);
+        let e = c.send(Request::Ping).unwrap_err().to_string();
+        assert!(e.contains("cannot write to the agent") && e.contains("host `b` closed"), "{e}");
     }
 
     #[test]
