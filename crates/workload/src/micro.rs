@@ -624,20 +624,22 @@ const fn tree_dir_param() -> ParamSpec {
     }
 }
 
+/// A directory's entries' names (not . and ..), sorted.
+fn names(d: &std::path::Path) -> std::io::Result<Vec<std::ffi::CString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(d)? {
+        let n = e?.file_name();
+        if let Ok(c) = std::ffi::CString::new(n.as_bytes()) {
+            v.push(c);
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
 /// The directory to work on and its entries' names (not . and ..), read before the timed region.
 fn tree_dir(p: &Params) -> Result<(std::path::PathBuf, Vec<std::ffi::CString>), MicroError> {
-    use std::os::unix::ffi::OsStrExt;
-    let names = |d: &std::path::Path| -> std::io::Result<Vec<std::ffi::CString>> {
-        let mut v = Vec::new();
-        for e in std::fs::read_dir(d)? {
-            let n = e?.file_name();
-            if let Ok(c) = std::ffi::CString::new(n.as_bytes()) {
-                v.push(c);
-            }
-        }
-        v.sort();
-        Ok(v)
-    };
     if let Some(d) = p.0.get("dir").and_then(Value::as_str) {
         let d = std::path::PathBuf::from(d);
         let v = names(&d).map_err(|e| OsError::new(format!("cannot list {}", d.display()), e))?;
@@ -754,23 +756,20 @@ fn open_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     // The directory given, else the first of the tree's with OPEN_FILES regular files (/usr/lib
     // holds 1 here, /usr/bin 786), else the one with the most.
     let mut best: Option<(std::path::PathBuf, std::fs::File, Vec<std::ffi::CString>)> = None;
-    let given = p.0.get("dir").and_then(Value::as_str).is_some();
-    let candidates: Vec<Option<&str>> =
-        if given { vec![None] } else { TREE_DIRS.iter().map(|d| Some(*d)).collect() };
-    for c in candidates {
-        let (dir, names) = match c {
-            None => tree_dir(p)?,
-            Some(d) => {
-                let one: std::collections::BTreeMap<String, Value> =
-                    [("dir".to_string(), Value::from(d))].into();
-                match tree_dir(&Params(&one)) {
-                    Ok(x) => x,
-                    Err(_) => continue,
-                }
-            }
+    // Listed one at a time, as tree_dir takes them: unlistable and empty ones passed over.
+    let listed = |d: &&str| {
+        let v = names(std::path::Path::new(d)).ok().filter(|v| !v.is_empty())?;
+        Some((std::path::PathBuf::from(d), v))
+    };
+    let candidates: Box<dyn Iterator<Item = (std::path::PathBuf, Vec<std::ffi::CString>)>> =
+        if p.0.get("dir").and_then(Value::as_str).is_some() {
+            Box::new(std::iter::once(tree_dir(p)?))
+        } else {
+            Box::new(TREE_DIRS.iter().filter_map(listed))
         };
+    for (dir, entries) in candidates {
         let d = open_dir(&dir)?;
-        let files = regular_files(&d, names);
+        let files = regular_files(&d, entries);
         if best.as_ref().is_none_or(|b| files.len() > b.2.len()) {
             best = Some((dir, d, files));
         }

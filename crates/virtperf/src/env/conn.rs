@@ -212,11 +212,16 @@ impl Conn {
     }
 
     /// A write to the agent failed: its line ended, as a read would find a moment later. The
-    /// tail says why (a remote host's session: "the SSH connection to host `b` closed"), once
-    /// the stderr follower has caught its last words — as a read's end waits for them.
+    /// tail says why (a remote host's session: "the SSH connection to host `b` closed").
     fn write_failed(&self, e: std::io::Error) -> CallError {
+        CallError::Write(e, self.last_words())
+    }
+
+    /// The tail's telling line once the stderr follower has had a moment to catch the agent's
+    /// (or its session's) last words: its line has just ended, on a read or a write.
+    fn last_words(&self) -> String {
         std::thread::sleep(Duration::from_millis(20));
-        CallError::Write(e, self.tail.render())
+        self.tail.render()
     }
 
     /// Sends a request that gets no reply when it succeeds (`go`).
@@ -287,9 +292,7 @@ impl Conn {
                 Ok(Event::Garbage(g)) => return Err(CallError::Protocol(g)),
                 Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
                     self.closed = true;
-                    // Give the stderr follower a moment to catch the last words.
-                    std::thread::sleep(Duration::from_millis(20));
-                    return Err(CallError::Exited(self.tail.render()));
+                    return Err(CallError::Exited(self.last_words()));
                 }
                 Err(RecvTimeoutError::Timeout) => continue,
             }
