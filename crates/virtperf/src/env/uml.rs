@@ -143,7 +143,7 @@ pub fn kernel_args(mem: u64, init: &Path, net: Option<&GuestNet>, ubd: Option<&P
         "quiet".into(),
     ];
     if let Some(n) = net {
-        a.push(format!("vec0:transport=tap,ifname={}", n.tap));
+        a.push(format!("vec0:transport=hybrid,ifname={},gro=1", n.tap));
     }
     if let Some(img) = ubd {
         a.push(format!("ubd0={}", img.display()));
@@ -638,7 +638,7 @@ mod tests {
         assert!(a.contains(&"con0=null,fd:2".to_string()), "kernel messages go to stderr");
         assert!(a.contains(&"con1=fd:0,fd:1".to_string()), "the agent's line is stdin/stdout");
         assert!(a.contains(&"mem=256M".to_string()) && a.contains(&"ro".to_string()));
-        assert!(a.contains(&"vec0:transport=tap,ifname=tap0".to_string()));
+        assert!(a.contains(&"vec0:transport=hybrid,ifname=tap0,gro=1".to_string()));
         let s = init_script(Path::new("/usr/bin/virtperf"), Some(&net), true);
         assert!(s.contains("mount -t ext4 /dev/ubda /tmp/scratch"), "{s}");
         assert!(s.contains("ip addr add 198.18.0.11/24 dev vec0"));

@@ -42,7 +42,7 @@ pub(crate) fn rr_samples(
 pub(crate) fn rr_aggregation(metric: &str) -> crate::workload::Aggregation {
     if metric.ends_with("_rate") {
         crate::workload::Aggregation::Window { series: "transactions", scale: 1.0 }
-    } else if metric.ends_with("_timeouts") {
+    } else if metric.ends_with("_timeouts") || metric.ends_with("_waits") {
         crate::workload::Aggregation::Sum
     } else {
         crate::workload::Aggregation::Pooled
@@ -78,6 +78,12 @@ pub(crate) fn rr_metrics(prefix: &'static str) -> &'static [MetricSpec] {
             MetricSpec { name: "tcp_rr_p90", unit: "us", better: Better::Lower, help: "90th percentile" },
             MetricSpec { name: "tcp_rr_p99", unit: "us", better: Better::Lower, help: "99th percentile" },
             MetricSpec { name: "tcp_rr_p999", unit: "us", better: Better::Lower, help: "99.9th percentile" },
+            MetricSpec {
+                name: "tcp_rr_waits",
+                unit: "trans",
+                better: Better::Lower,
+                help: "transactions that took 50 ms or more: a lost or unread segment waited for its retransmission",
+            },
         ],
         _ => &[
             MetricSpec {
@@ -117,6 +123,12 @@ pub(crate) const RR_PARAMS: &[ParamSpec] = &[
         help: "response bytes",
     },
 ];
+
+/// A transaction this long waited for a retransmission: TCP retransmits after 200 ms at the
+/// earliest (a tail-loss probe with one segment in flight, the same), where a scheduling delay on a
+/// busy host is milliseconds. UML's `tap` transport made two such waits a 500 ms trial
+/// (docs/environments/uml.md).
+pub(crate) const WAIT: Duration = Duration::from_millis(50);
 
 /// TCP request/response (netperf TCP_RR): one connection, one transaction in flight.
 pub struct TcpRr;
@@ -232,7 +244,11 @@ impl Workload for TcpRr {
                 let secs = t0.elapsed().as_secs_f64();
                 let series = sampler.finish([start_ns, 0], [crate::workload::now_ns(), h.len()]);
                 let _ = c.shutdown(std::net::Shutdown::Both);
-                Ok(rr_samples("tcp_rr", &h, secs, serde_json::json!({"series": {"transactions": series}})))
+                let waits = h.count_between(WAIT.as_nanos() as u64, u64::MAX);
+                let mut o =
+                    rr_samples("tcp_rr", &h, secs, serde_json::json!({"series": {"transactions": series}}));
+                o.samples.push(sample("tcp_rr_waits", waits as f64, "trans"));
+                Ok(o)
             }
         }
     }
