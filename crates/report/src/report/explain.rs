@@ -266,6 +266,23 @@ fn stalled_trials(rows: &RunRows, env: usize, case: usize) -> (usize, usize) {
         .fold((0, 0), |(s, n), t| (s + usize::from(rows.detail(t.id).is_some_and(stalled)), n + 1))
 }
 
+/// A case's timed trials in one environment where a request or response was lost — `udp_rr`'s
+/// unanswered requests (each a 100 ms timeout), `tcp_rr`'s transactions that waited for a
+/// retransmission (50 ms or more) — and the lost ones' count. Their time is the timeouts', not
+/// the packets' cost: UML's `tap` transport lost 3 requests a 500 ms `udp_rr` trial, 300 ms of its
+/// 500, and priced a packet at +261 µs where its round trip took 55 µs more than native's.
+fn lossy_trials(rows: &RunRows, env: usize, case: usize) -> (usize, f64) {
+    case_trials(rows, env, case, false).fold((0, 0.0), |(n, lost), t| {
+        let here: f64 = t
+            .samples
+            .iter()
+            .filter(|s| s.metric.ends_with("_rr_timeouts") || s.metric.ends_with("_rr_waits"))
+            .map(|s| s.value)
+            .sum();
+        (n + usize::from(here > 0.0), lost + here)
+    })
+}
+
 /// One cell's measured cost on time, with its log-scale standard error.
 struct Measured {
     row: usize,
@@ -537,6 +554,14 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
             if stalled > 0 {
                 notes.push(format!(
                     "{}: `{label}`'s sender stalled in {stalled} of {trials} trials (a send waited its whole 100 ms for room in the socket's buffer): its rate is the waits', not its packets' cost, so {} are not priced",
+                    env.name, m.what
+                ));
+                continue;
+            }
+            let (lossy, lost) = lossy_trials(rows, env.idx, *c);
+            if lossy > 0 {
+                notes.push(format!(
+                    "{}: `{label}` lost {lost:.0} requests or responses in {lossy} of {trials} trials (each waited for a timeout or a retransmission): its rate is the waits', not its packets' cost, so {} are not priced",
                     env.name, m.what
                 ));
                 continue;
@@ -1154,6 +1179,15 @@ mod tests {
         rows.cases[0] = case("udp_rr");
         let r = rates(&rows, 0, 0, &row).unwrap();
         assert_eq!((r.get("stream_packets"), r.get("packets_rx")), (None, Some(&(0.01, 0.0))));
+        // One whose requests went unanswered: timed trials only, each lost one counted.
+        let lost = |metric: &str, v: f64| {
+            vec![virtperf_proto::Sample { metric: metric.into(), value: v, unit: "trans".into() }]
+        };
+        assert_eq!(lossy_trials(&rows, 0, 0), (0, 0.0));
+        rows.trials[0].samples = lost("udp_rr_timeouts", 9.0);
+        rows.trials[1].samples = lost("udp_rr_timeouts", 3.0);
+        rows.trials[2].samples = lost("tcp_rr_waits", 0.0);
+        assert_eq!(lossy_trials(&rows, 0, 0), (1, 3.0), "the warm-up's 9 are not the price's");
     }
 
     #[test]
