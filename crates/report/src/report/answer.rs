@@ -299,6 +299,26 @@ fn placement(r: &Report) -> Option<String> {
 }
 
 /// What changes how the numbers read, before them: each a sentence.
+/// Request/response results that lost exchanges: `udp_rr`'s unanswered requests (a 100 ms
+/// timeout each), `tcp_rr`'s transactions that waited for a retransmission (50 ms or more). UML's
+/// NIC lost two a `tcp_rr` trial, 200 ms each, for months of reports that said only "slower".
+pub(crate) fn lost_exchanges(r: &Report) -> impl Iterator<Item = &super::ResultRow> {
+    r.results.iter().filter(|x| {
+        x.instance.is_none()
+            && (x.metric.ends_with("_rr_timeouts") || x.metric.ends_with("_rr_waits"))
+            && x.mean > 0.0
+    })
+}
+
+/// A mean count of lost exchanges, as a person says it ("2", "0.3").
+pub(crate) fn fmt_lost(n: f64) -> String {
+    if n >= 10.0 || (n - n.round()).abs() < 0.05 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
+
 pub fn caveats(r: &Report) -> Vec<String> {
     let mut out = Vec::new();
     let emu = emulated(r);
@@ -392,6 +412,15 @@ pub fn caveats(r: &Report) -> Vec<String> {
         out.push(format!(
             "receiver-limited: {} (the receiving socket dropped datagrams: the receiver, not the path, set the figure)",
             limited.join(", ")
+        ));
+    }
+    let lost: Vec<String> = lost_exchanges(r)
+        .map(|x| format!("{} / {} ({} a trial)", x.environment, x.workload, fmt_lost(x.mean)))
+        .collect();
+    if !lost.is_empty() {
+        out.push(format!(
+            "lost: {} (requests or responses that waited for a timeout or a retransmission: the rate holds the waits, not only the path's cost)",
+            lost.join(", ")
         ));
     }
     for l in r.loads.iter().filter(|l| !l.reached) {
@@ -762,6 +791,28 @@ mod tests {
             "inconclusive: the baseline varies too much"
         );
         assert_eq!(verdict(1.2, None, 0.05).line(), "no interval (one sample a side)");
+    }
+
+    /// Exchanges lost in a request/response run are said before the numbers, per environment
+    /// and workload; none lost (every clean run), nothing said.
+    #[test]
+    fn lost_exchanges_are_said_before_the_numbers() {
+        let mut r = crate::report::fixtures::default_run();
+        let row = |env: &str, metric: &str, mean: f64| {
+            let mut x = crate::report::test_row(env, mean, 0.0, "lower");
+            (x.workload, x.metric) = (metric.split('_').take(2).collect::<Vec<_>>().join("_"), metric.into());
+            x
+        };
+        r.results.push(row("uml", "tcp_rr_waits", 0.0));
+        assert!(!caveats(&r).iter().any(|c| c.starts_with("lost:")), "none lost, none said");
+        r.results.push(row("uml", "tcp_rr_waits", 2.0));
+        r.results.push(row("qemu-e1000", "udp_rr_timeouts", 0.33));
+        let said: Vec<String> = caveats(&r).into_iter().filter(|c| c.starts_with("lost:")).collect();
+        assert_eq!(
+            said,
+            ["lost: uml / tcp_rr (2 a trial), qemu-e1000 / udp_rr (0.3 a trial) (requests or responses that waited for a timeout or a retransmission: the rate holds the waits, not only the path's cost)"]
+        );
+        assert_eq!((fmt_lost(12.4), fmt_lost(1.98), fmt_lost(0.26)), ("12".into(), "2".into(), "0.3".into()));
     }
 
     #[test]

@@ -1749,6 +1749,15 @@ fn shortfall_notes(r: &Report) -> String {
             fmt_num(x.mean)
         );
     }
+    for x in answer::lost_exchanges(r) {
+        out += &format!(
+            "lost: in {} / {} {} requests or responses a trial waited for a timeout or a retransmission (`{}`): the rate holds those waits, not only the path's cost\n",
+            x.environment,
+            x.workload,
+            answer::fmt_lost(x.mean),
+            x.metric
+        );
+    }
     for l in r.loads.iter().filter(|l| !l.reached) {
         out += &format!(
             "background load not reached for {} / {}: {:.1} % of the {:.0} % target over the workload's window (the loader's CPU was oversubscribed: the workload, or other loaders, took its share)\n",

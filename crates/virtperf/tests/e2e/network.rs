@@ -111,11 +111,30 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
     let rows = doc["rfc2544"].as_array().expect("an rfc2544 section");
     let n_env = if with_container { 2 } else { 1 };
     assert_eq!(rows.len(), n_env * 2 * 3, "{rows:#?}");
+    let mut determined: std::collections::BTreeMap<String, usize> = Default::default();
     for r in rows {
         let what = format!("{} {} {}: {r}", r["environment"], r["direction"], r["frame_size"]);
         let line = r["line_max_fps"].as_f64().unwrap();
+        let curve = r["loss_curve"].as_array().unwrap();
+        assert_eq!(curve[0][0], 100, "{what}: frame loss starts at 100 %");
+        assert!(r["b2b_mean"].as_f64().unwrap() > 0.0, "{what}");
+        assert!(r["steps"].as_u64().unwrap() >= 5, "{what}");
+        assert_eq!(r["quick"], true);
         let ndr = r["ndr_fps"].as_f64().unwrap_or(0.0);
         let pdr = r["pdr_fps"].as_f64().unwrap_or(0.0);
+        if r["ndr_undetermined"] == true {
+            // No full-length trial passed, down to 1/256 of the searched rate: a host busy enough
+            // for that (it happened once in a suite beside the lint, native `in` at 64 B losing
+            // at every confirmed rate) is said, never a throughput: no NDR, no latency at it.
+            assert!(r["ndr_fps"].is_null() && r["ndr_confirmed"] == false, "{what}");
+            assert_eq!(r["latency_note"], "n/d: no NDR", "{what}");
+            println!(
+                "    {} {} {}: NDR undetermined (frames lost at every confirmed rate)",
+                r["environment"], r["direction"], r["frame_size"]
+            );
+            continue;
+        }
+        *determined.entry(r["environment"].to_string()).or_default() += 1;
         // A software path passes something; never more than the line allows; PDR >= NDR.
         assert!(
             ndr > 0.0 && ndr <= line * 1.000_001 && pdr >= ndr,
@@ -123,13 +142,14 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
         );
         assert!(r["latency"]["count"].as_u64().unwrap_or(0) >= 20, "{what}: {}", r["latency"]);
         assert!(r["latency"]["min_us"].as_f64().unwrap() > 0.0, "{what}");
-        let curve = r["loss_curve"].as_array().unwrap();
-        assert_eq!(curve[0][0], 100, "{what}: frame loss starts at 100 %");
-        assert!(r["b2b_mean"].as_f64().unwrap() > 0.0, "{what}");
-        assert!(r["steps"].as_u64().unwrap() >= 5, "{what}");
         assert!(r["dut_cpu_pct"].as_f64().is_some(), "{what}: no DUT CPU");
-        assert_eq!(r["quick"], true);
     }
+    // At most one case in six of an environment may go undetermined: a path that passes nothing
+    // at all is a broken path, not a busy host.
+    for (env, n) in &determined {
+        assert!(*n >= 5, "{env}: an NDR in only {n} of its 6 cases");
+    }
+    assert_eq!(determined.len(), n_env, "every environment determined an NDR somewhere: {determined:?}");
     // Every step is stored with its trial, with what the generator reached.
     let x = fx.export();
     for t in x["trials"].as_array().unwrap() {
