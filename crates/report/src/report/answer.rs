@@ -298,10 +298,9 @@ fn placement(r: &Report) -> Option<String> {
     Some(format!("placement: {} (cpuset): their figures hold for that placement", parts.join("; ")))
 }
 
-/// What changes how the numbers read, before them: each a sentence.
 /// Request/response results that lost exchanges: `udp_rr`'s unanswered requests (a 100 ms
 /// timeout each), `tcp_rr`'s transactions that waited for a retransmission (50 ms or more). UML's
-/// NIC lost two a `tcp_rr` trial, 200 ms each, for months of reports that said only "slower".
+/// NIC lost two a `tcp_rr` trial, 200 ms each, in reports that said only "slower".
 pub(crate) fn lost_exchanges(r: &Report) -> impl Iterator<Item = &super::ResultRow> {
     r.results.iter().filter(|x| {
         x.instance.is_none()
@@ -319,6 +318,7 @@ pub(crate) fn fmt_lost(n: f64) -> String {
     }
 }
 
+/// What changes how the numbers read, before them: each a sentence.
 pub fn caveats(r: &Report) -> Vec<String> {
     let mut out = Vec::new();
     let emu = emulated(r);

@@ -232,6 +232,7 @@ mod tests {
         let (_, c) = loopback_pair(&TcpRr, &json!({"duration": 200}), 47104).unwrap();
         assert!(value(&c.samples, "tcp_rr_rate") > 100.0);
         assert!(value(&c.samples, "tcp_rr_p50") <= value(&c.samples, "tcp_rr_p99"));
+        assert_eq!(value(&c.samples, "tcp_rr_waits"), 0.0, "a loopback transaction waited 50 ms");
         assert!(c.extra["histogram_us"].as_array().is_some_and(|h| !h.is_empty()));
         let (_, c) =
             loopback_pair(&UdpRr, &json!({"duration": 200, "request": 32, "response": 64}), 47105).unwrap();
