@@ -550,18 +550,18 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 notes.push(format!("{}: no ratio for `{label}`, {} not priced", env.name, m.what));
                 continue;
             };
+            // A case that spent its time waiting — a stalled sender, a lost request or response —
+            // prices its waits, not its event.
             let (stalled, trials) = stalled_trials(rows, env.idx, *c);
-            if stalled > 0 {
+            let waited = if stalled > 0 {
+                Some(format!("`{label}`'s sender stalled in {stalled} of {trials} trials (a send waited its whole 100 ms for room in the socket's buffer)"))
+            } else {
+                let (lossy, lost) = lossy_trials(rows, env.idx, *c);
+                (lossy > 0).then(|| format!("`{label}` lost {lost:.0} requests or responses in {lossy} of {trials} trials (each waited for a timeout or a retransmission)"))
+            };
+            if let Some(why) = waited {
                 notes.push(format!(
-                    "{}: `{label}`'s sender stalled in {stalled} of {trials} trials (a send waited its whole 100 ms for room in the socket's buffer): its rate is the waits', not its packets' cost, so {} are not priced",
-                    env.name, m.what
-                ));
-                continue;
-            }
-            let (lossy, lost) = lossy_trials(rows, env.idx, *c);
-            if lossy > 0 {
-                notes.push(format!(
-                    "{}: `{label}` lost {lost:.0} requests or responses in {lossy} of {trials} trials (each waited for a timeout or a retransmission): its rate is the waits', not its packets' cost, so {} are not priced",
+                    "{}: {why}: its rate is the waits', not its packets' cost, so {} are not priced",
                     env.name, m.what
                 ));
                 continue;
