@@ -148,6 +148,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "fdop_time",
     "stat_time",
     "open_time",
+    "fstat_time",
     "readdir_time",
     "fork_time",
     "exec_time",
@@ -751,10 +752,10 @@ fn regular_files(d: &std::fs::File, names: Vec<std::ffi::CString>) -> Vec<std::f
 /// file opened over and over is one the sandbox has just opened.
 const OPEN_FILES: usize = 16;
 
-fn open_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
-    let n = iters(p);
-    // The directory given, else the first of the tree's with OPEN_FILES regular files (/usr/lib
-    // holds 1 here, /usr/bin 786), else the one with the most.
+/// The directory to open files in and its regular files: the directory given, else the first of
+/// the tree's with OPEN_FILES regular files (/usr/lib holds 1 here, /usr/bin 786), else the one
+/// with the most — with the directory open.
+fn tree_files(p: &Params) -> Result<(std::path::PathBuf, std::fs::File, Vec<std::ffi::CString>), MicroError> {
     let mut best: Option<(std::path::PathBuf, std::fs::File, Vec<std::ffi::CString>)> = None;
     // Listed one at a time, as tree_dir takes them: unlistable and empty ones passed over.
     let listed = |d: &&str| {
@@ -777,13 +778,16 @@ fn open_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
             break;
         }
     }
-    let (dir, d, files) = match best {
-        Some(b) if !b.2.is_empty() => b,
-        Some(b) => {
-            return Err(check(format!("{} has no regular file to open: give a dir that has", b.0.display())))
-        }
-        None => return Err(check(format!("none of {} can be listed here: give dir", TREE_DIRS.join(", ")))),
-    };
+    match best {
+        Some(b) if !b.2.is_empty() => Ok(b),
+        Some(b) => Err(check(format!("{} has no regular file to open: give a dir that has", b.0.display()))),
+        None => Err(check(format!("none of {} can be listed here: give dir", TREE_DIRS.join(", ")))),
+    }
+}
+
+fn open_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
+    let n = iters(p);
+    let (dir, d, files) = tree_files(p)?;
     ctx.begin();
     let t0 = Instant::now();
     for i in 0..n {
@@ -809,6 +813,56 @@ pub static OPEN: Micro = Micro {
     ops: iters,
     count: "iterations",
     body: open_body,
+};
+
+fn fstat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
+    let n = iters(p);
+    let (dir, d, mut files) = tree_files(p)?;
+    files.truncate(OPEN_FILES);
+    let mut fds = Vec::with_capacity(files.len());
+    for name in &files {
+        // SAFETY: a NUL-terminated name relative to an open directory.
+        let fd = unsafe { libc::openat(d.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(OsError::last(format!("open {}/{}", dir.display(), name.to_string_lossy())).into());
+        }
+        // SAFETY: a descriptor just opened, owned by the File from here on (closed on drop).
+        fds.push(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+    }
+    let empty = c"";
+    ctx.begin();
+    let t0 = Instant::now();
+    for i in 0..n {
+        let f = &fds[(i % fds.len() as u64) as usize];
+        // glibc's fstat since 2.33, called as the system call itself: newfstatat(fd, "",
+        // AT_EMPTY_PATH) whichever libc this binary meets, so the count names it as programs make it.
+        // SAFETY: fills a stat struct we own; an empty NUL-terminated path and an open descriptor.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let r = unsafe {
+            libc::syscall(libc::SYS_newfstatat, f.as_raw_fd(), empty.as_ptr(), &mut st, libc::AT_EMPTY_PATH)
+        };
+        let name =
+            || format!("{}/{}", dir.display(), files[(i % fds.len() as u64) as usize].to_string_lossy());
+        if r != 0 {
+            return Err(OsError::last(format!("fstat of {}", name())).into());
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(check(format!("fstat of {}: not the regular file opened", name())));
+        }
+    }
+    let ns = elapsed_ns(t0);
+    Ok(Timed { ops: n, ns, extra: json!({"dir": dir.display().to_string(), "entries": fds.len()}) })
+}
+
+pub static FSTAT: Micro = Micro {
+    kind: "fstat",
+    summary: "a descriptor's attributes: fstat — newfstatat(fd, \"\", AT_EMPTY_PATH), as glibc makes it — of each of up to 16 regular files of a directory of the image's tree, open, in turn, as tar does after each open (UML answers from its inode; gVisor asks its gofer)",
+    params: &[iterations("fstats per trial"), crate::workload::TARGET_TIME, tree_dir_param()],
+    metric: &[metric("fstat_time", "time per fstat of an open file")],
+    ops: iters,
+    count: "iterations",
+    body: fstat_body,
 };
 
 fn readdir_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
@@ -1142,6 +1196,7 @@ mod tests {
             (&FDOP, "iterations", 2000),
             (&STAT, "iterations", 2000),
             (&OPEN, "iterations", 2000),
+            (&FSTAT, "iterations", 2000),
             (&READDIR, "iterations", 200),
             (&FORK, "iterations", 50),
             (&SIGNAL, "iterations", 20_000),
@@ -1161,7 +1216,7 @@ mod tests {
             std::fs::write(d.path().join(format!("f{i}")), b"x").unwrap();
         }
         let dir = d.path().display().to_string();
-        for w in [&FDOP, &STAT, &OPEN, &READDIR] {
+        for w in [&FDOP, &STAT, &OPEN, &FSTAT, &READDIR] {
             let raw: std::collections::BTreeMap<String, Value> =
                 serde_json::from_value(json!({"iterations": 20, "dir": dir})).unwrap();
             let p = crate::params::revalidate(w.params(), &raw).unwrap();
@@ -1193,7 +1248,7 @@ mod tests {
     fn metric_names_list_every_microbenchmark() {
         let all = [
             &CPUID, &CLOCK, &RDTSC, &PAGEFAULT, &MMAP, &MEMLAT, &CTXSWITCH, &PIPE_RR, &UNIX_RR, &FILEOP,
-            &FDOP, &STAT, &OPEN, &READDIR, &FORK, &EXEC, &SIGNAL,
+            &FDOP, &STAT, &OPEN, &FSTAT, &READDIR, &FORK, &EXEC, &SIGNAL,
         ];
         let names: Vec<&str> = all.iter().map(|w| w.metric[0].name).collect();
         assert_eq!(names, METRIC_NAMES);

@@ -832,9 +832,9 @@ pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> 
     // One colour per mechanism, none twice (the page's 8-colour palette would repeat after 8 of
     // the 15), none grey (that is "not explained"); the same mechanism the same colour in every
     // environment's figure.
-    const MECH_COLOURS: [&str; 15] = [
+    const MECH_COLOURS: [&str; 16] = [
         "#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#332288", "#882255",
-        "#44AA99", "#117733", "#AA4499", "#661100", "#999933", "#FB9A99",
+        "#44AA99", "#117733", "#AA4499", "#661100", "#999933", "#FB9A99", "#6699CC",
     ];
     const _: () = assert!(MECH_COLOURS.len() >= MECHANISMS.len());
     let color = |i: usize| MECH_COLOURS[i % MECH_COLOURS.len()];

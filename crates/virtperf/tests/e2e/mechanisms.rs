@@ -286,6 +286,19 @@ pub(crate) fn explain_prices_events_and_predicts_from_them() -> Outcome {
                 assert!(f["rates_per_ms"][ev].as_f64().unwrap_or(0.0) > 0.0, "{env}: find has no {ev}: {f}");
                 assert!(price(env, ev).is_some(), "{env}: no price for {ev}");
             }
+            // It fstats each directory it opens (newfstatat(fd, "", AT_EMPTY_PATH) from glibc
+            // 2.33 on): apart from its lookups where the host's kernel names that flag, and
+            // priced by `fstat` — a third to a half of find's newfstatat here.
+            if doc["manifest"]["explain"]["tracepoints"].get("fstats").is_some() {
+                let rate = |ev: &str| f["rates_per_ms"][ev].as_f64().unwrap_or(0.0);
+                let share = rate("fstats") / (rate("fstats") + rate("syscalls_path"));
+                assert!((0.1..0.9).contains(&share), "{env}: fstats {share:.2} of find's stats: {f}");
+                assert!(price(env, "fstats").is_some(), "{env}: no price for fstats");
+            } else {
+                println!(
+                    "  skipped: fstats apart from lookups: the host names no syscalls:sys_enter_newfstatat"
+                );
+            }
         }
     }
     if counted {
