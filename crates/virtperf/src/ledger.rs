@@ -297,7 +297,7 @@ fn sweep_orphans() -> Vec<String> {
             swept.push(format!("cgroup {rel} (its owner gone, no ledger)"));
         }
     }
-    for ent in std::fs::read_dir("/run/netns").into_iter().flatten().flatten() {
+    for ent in std::fs::read_dir(crate::host::NETNS_DIR).into_iter().flatten().flatten() {
         let name = ent.file_name().to_string_lossy().into_owned();
         if crate::host::netns_is_ours(&name) && dead(&name) {
             crate::host::delete_netns(&name);

@@ -296,8 +296,11 @@ pub fn thaw(dir: &Path) {
 }
 
 pub fn netns_path(name: &str) -> PathBuf {
-    PathBuf::from("/run/netns").join(name)
+    PathBuf::from(NETNS_DIR).join(name)
 }
+
+/// Where `ip netns` keeps its named namespaces' files.
+pub const NETNS_DIR: &str = "/run/netns";
 
 /// Whether `name` is a namespace name this tool makes: `vp` and a digit, no path.
 pub fn netns_is_ours(name: &str) -> bool {
