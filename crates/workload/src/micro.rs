@@ -131,7 +131,7 @@ impl Workload for Micro {
     }
 }
 
-const PAGE: u64 = 4096;
+pub(crate) const PAGE: u64 = 4096;
 
 /// The per-operation metrics of every microbenchmark here (the report's mechanisms section).
 pub const METRIC_NAMES: &[&str] = &[
