@@ -675,7 +675,6 @@ mod tests {
         assert!(r4 > r1 * 0.5 && r4 < r1 * 2.0, "the rate is a rate: {r1} vs {r4} Mops/s");
     }
 
-    #[test]
     /// A fork since the last trial leaves the kept buffers copy-on-write: the copies must not
     /// pay for it (the faults happen before the clock starts).
     #[test]
