@@ -624,6 +624,11 @@ const SPREAD_DIR_PARAM: ParamSpec = ParamSpec {
     help: "one directory whose entries to work on in turn [default: none: 2 048 regular files under /usr/share (else /usr/lib, /usr, /), breadth first, each by its path from there — files met once, as a program meets them, more than gVisor keeps at hand]",
 };
 
+/// The `dir` a file system microbenchmark was given, if any.
+fn given_dir<'a>(p: &'a Params) -> Option<&'a str> {
+    p.0.get("dir").and_then(Value::as_str)
+}
+
 const fn tree_dir_param() -> ParamSpec {
     ParamSpec {
         name: "dir",
@@ -649,7 +654,7 @@ fn names(d: &std::path::Path) -> std::io::Result<Vec<std::ffi::CString>> {
 
 /// The directory to work on and its entries' names (not . and ..), read before the timed region.
 fn tree_dir(p: &Params) -> Result<(std::path::PathBuf, Vec<std::ffi::CString>), MicroError> {
-    if let Some(d) = p.0.get("dir").and_then(Value::as_str) {
+    if let Some(d) = given_dir(p) {
         let d = std::path::PathBuf::from(d);
         let v = names(&d).map_err(|e| OsError::new(format!("cannot list {}", d.display()), e))?;
         if v.is_empty() {
@@ -760,7 +765,7 @@ fn spread_files() -> Result<(std::path::PathBuf, std::fs::File, Vec<std::ffi::CS
 
 fn stat_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
-    let (dir, d, names) = if p.0.get("dir").and_then(Value::as_str).is_some() {
+    let (dir, d, names) = if given_dir(p).is_some() {
         let (dir, names) = tree_dir(p)?;
         let d = open_dir(&dir)?;
         (dir, d, names)
@@ -823,7 +828,7 @@ fn tree_files(p: &Params) -> Result<(std::path::PathBuf, std::fs::File, Vec<std:
         Some((std::path::PathBuf::from(d), v))
     };
     let candidates: Box<dyn Iterator<Item = (std::path::PathBuf, Vec<std::ffi::CString>)>> =
-        if p.0.get("dir").and_then(Value::as_str).is_some() {
+        if given_dir(p).is_some() {
             Box::new(std::iter::once(tree_dir(p)?))
         } else {
             Box::new(TREE_DIRS.iter().filter_map(listed))
@@ -847,8 +852,7 @@ fn tree_files(p: &Params) -> Result<(std::path::PathBuf, std::fs::File, Vec<std:
 
 fn open_body(p: &Params, ctx: &RunCtx) -> Result<Timed, MicroError> {
     let n = iters(p);
-    let (dir, d, files) =
-        if p.0.get("dir").and_then(Value::as_str).is_some() { tree_files(p)? } else { spread_files()? };
+    let (dir, d, files) = if given_dir(p).is_some() { tree_files(p)? } else { spread_files()? };
     ctx.begin();
     let t0 = Instant::now();
     for i in 0..n {
