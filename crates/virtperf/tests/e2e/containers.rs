@@ -143,11 +143,8 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
         return Outcome::Skip(why);
     }
     let fx = Fixture::new();
-    // memcpy of 800 MiB (~60 ms): a scheduling delay of a busy host's (1.5 ms beside a hog, on
-    // the host's span only) is within the clocks' 10 %; 80 MiB's 6 ms was not.
     let doc = fx.json(
         "run --env native --workload tcp_stream:duration=2s,load=[0,90],name=s \
-         --workload memcpy:size=4MiB,copies=200 --workload intmix:iterations=5000000 \
          --lab rate=1gbit,mtu=1500 --reps 3 --warmup 0",
     );
     let rows = doc["results"].as_array().unwrap();
@@ -199,7 +196,14 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
         checked += 1;
     }
     assert_eq!(checked, 6);
-    // (3) Two clocks, agreeing for native.
+    // (3) Two clocks, agreeing for native: a run of its own, five trials a case, since a cell's
+    // clocks disagree when most of its trials do and one busy moment of the suite (the host's end
+    // of a trial read 0.9 ms late in two of three) must not make a majority of three.
+    let doc = fx.json(
+        "run --env native --workload memcpy:size=4MiB,copies=200 --workload intmix:iterations=5000000 \
+         --reps 5 --warmup 0",
+    );
+    let rows = doc["results"].as_array().unwrap();
     for (w, m) in [("memcpy", "memcpy_time"), ("intmix", "intmix_rate")] {
         let r = rows
             .iter()
@@ -212,7 +216,7 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
     }
     let checks = doc["clock_checks"].as_array().unwrap();
     assert!(
-        checks.len() >= 2 && checks.iter().all(|c| c["agree"] == true && c["trials"] == 3),
+        checks.len() >= 2 && checks.iter().all(|c| c["agree"] == true && c["trials"] == 5),
         "{checks:#?}"
     );
     fx.assert_no_leftovers();
