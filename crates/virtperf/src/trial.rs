@@ -812,6 +812,17 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 /// Calibrations of the `go` span made before a trial at most, when one's runs disagree.
 const GO_ATTEMPTS: usize = 3;
 
+/// How long the host waits between an armed run's `armed` and its `go`, so that `go` finds the
+/// environment asleep rather than going to sleep. User-Mode Linux's idle (arch/um os_idle_sleep,
+/// 6.1 and 6.12 alike) is entered with the guest's interrupts off: a SIGIO that comes then is
+/// only marked pending, and the host sleep that follows lasts until the next timer signal — up to
+/// a tick, 10 ms at UML's HZ = 100. The agent goes idle right after `armed`, and a `go` written at
+/// once came in that window: 1 to 5 of every 16 UML `pde` trials had host spans 2.4-9.5 ms longer
+/// than the guest's own (its noops, 0.19 ms), which put UML's `pde` at 1.30x and its `memcpy` at
+/// 1.21x where the work costs what it does natively. Outside the span: it costs the trial only
+/// time.
+const GO_SETTLE: Duration = Duration::from_millis(1);
+
 /// The host-clock span of an armed run that does nothing: the cost of `go` reaching the agent,
 /// waking the run's thread and the result coming back — what an armed workload's host span
 /// includes besides its work. Median and spread (second-longest − second-shortest) of
@@ -861,6 +872,7 @@ fn go_calibration(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Durat
     for _ in 0..GO_CALIBRATIONS {
         let (tag, _) = p.send_run(who, noop.clone(), true)?;
         p.wait_armed(who, tag, deadline, "calibrating the host clock")?;
+        std::thread::sleep(GO_SETTLE);
         let go = p.go(who, tag)?;
         let r = p.wait_result(who, tag, deadline, "calibrating the host clock")?;
         spans.push(r.span_from(go));
@@ -919,6 +931,7 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     for (k, &tag) in tags.iter().enumerate() {
         p.wait_armed(Who::Dut(k), tag, deadline, "the workload")?;
     }
+    std::thread::sleep(GO_SETTLE);
     let mut gos = Vec::with_capacity(n);
     for (k, &tag) in tags.iter().enumerate() {
         gos.push(p.go(Who::Dut(k), tag)?);

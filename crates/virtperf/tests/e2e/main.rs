@@ -77,6 +77,7 @@ fn main() {
         guests::gvisor_serves_syscalls_and_joins_the_lab,
         guests::uml_patched_kernel_uses_the_hosts_xsave_size,
         guests::uml_guest_boots_joins_the_lab_and_is_swept,
+        guests::uml_host_spans_hold_the_work_not_a_tick,
         guests::uml_where_the_packaged_kernel_cannot_run,
         // Held to a < 1 % spread where the host allows it: after the first minutes, which
         // scripts/test.sh gives to the UML kernel's build and the lint at nice 19 (beside them
