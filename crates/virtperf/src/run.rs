@@ -114,6 +114,8 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
     serde_json::json!({
         "lab": lab,
         "host_wake": host_wake,
+        // Extra runsc flags a gVisor environment ran with (a different gVisor: said here).
+        "runsc_flags": std::env::var(env::container::RUNSC_FLAGS_VAR).ok().filter(|v| !v.trim().is_empty()),
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
         "host_kernel": facts.kernel,

@@ -352,6 +352,13 @@ pub fn caveats(r: &Report) -> Vec<String> {
     if let Some(p) = placement(r) {
         out.push(p);
     }
+    // gVisor run with extra runsc flags (VIRTPERF_RUNSC_FLAGS): another gVisor than the default
+    // one, and `--strace` alone makes each of its system calls several times dearer.
+    if let Some(f) = m["runsc_flags"].as_str() {
+        out.push(format!(
+            "runsc ran with {f} (VIRTPERF_RUNSC_FLAGS): gVisor's figures are of that configuration"
+        ));
+    }
     // A shaped link: what each figure is to be held against.
     for l in super::ceiling_notes(r).lines() {
         out.push(l.to_string());
@@ -813,6 +820,18 @@ mod tests {
             ["lost: uml / tcp_rr (2 a trial), qemu-e1000 / udp_rr (0.3 a trial) (requests or responses that waited for a timeout or a retransmission: the rate holds the waits, not only the path's cost)"]
         );
         assert_eq!((fmt_lost(12.4), fmt_lost(1.98), fmt_lost(0.26)), ("12".into(), "2".into(), "0.3".into()));
+    }
+
+    #[test]
+    fn runsc_flags_are_said_before_the_numbers() {
+        let mut r = crate::report::fixtures::default_run();
+        assert!(!caveats(&r).iter().any(|c| c.contains("runsc")), "none given: nothing said");
+        r.manifest["runsc_flags"] = serde_json::json!("--strace --gso=false");
+        let c = caveats(&r);
+        assert!(
+            c.iter().any(|c| c.starts_with("runsc ran with --strace --gso=false (VIRTPERF_RUNSC_FLAGS)")),
+            "{c:#?}"
+        );
     }
 
     #[test]

@@ -162,6 +162,36 @@ const BINDS: &[&str] = &["/usr", "/etc", "/opt"];
 /// Where the agent binary appears inside the container.
 const AGENT_PATH: &str = "/.virtperf/virtperf";
 
+/// Extra global flags for runsc, from `VIRTPERF_RUNSC_FLAGS` (words split on white space), for
+/// looking into gVisor: `--strace` logs every system call with its time in the Sentry (with
+/// `VIRTPERF_RUNSC_DEBUG`), `--gso=false` and the like try its network stack's options. Each word
+/// is a flag; the ones virtperf sets itself are refused. Recorded in the run's manifest.
+pub const RUNSC_FLAGS_VAR: &str = "VIRTPERF_RUNSC_FLAGS";
+
+/// The flags of [`RUNSC_FLAGS_VAR`], or what is wrong with them.
+pub fn runsc_extra_flags() -> Result<Vec<String>, String> {
+    runsc_flags_of(std::env::var(RUNSC_FLAGS_VAR).ok().as_deref().unwrap_or(""))
+}
+
+fn runsc_flags_of(value: &str) -> Result<Vec<String>, String> {
+    const OWN: [&str; 5] = ["root", "network", "platform", "overlay2", "debug-log"];
+    value
+        .split_whitespace()
+        .map(|w| {
+            let name = w.trim_start_matches('-').split('=').next().unwrap_or_default();
+            if !w.starts_with('-') || name.is_empty() {
+                Err(format!("`{w}` is not a flag: give runsc's global flags, e.g. `--strace --gso=false`"))
+            } else if name == "platform" {
+                Err(format!("`{w}`: give the environment's `platform` parameter instead (gvisor:platform=…)"))
+            } else if OWN.contains(&name) {
+                Err(format!("`{w}`: virtperf sets --{name} itself"))
+            } else {
+                Ok(w.to_string())
+            }
+        })
+        .collect()
+}
+
 fn runtime_of(params: &BTreeMap<String, Value>) -> &str {
     params.get("runtime").and_then(Value::as_str).unwrap_or("runc")
 }
@@ -538,6 +568,8 @@ pub(super) fn launch_oci(
             if let Some(pl) = params.get("platform").and_then(Value::as_str) {
                 cmd.arg(format!("--platform={pl}"));
             }
+            // Checked with the experiment (gVisor's `check`): nothing wrong is left here.
+            cmd.args(runsc_extra_flags().unwrap_or_default());
             if let (Some(d), Some("overlay")) = (&ctx.scratch_dir, params.get("disk").and_then(Value::as_str))
             {
                 cmd.arg(format!("--overlay2=all:{}", d.display()));
@@ -580,6 +612,23 @@ pub(super) fn launch_oci(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn runsc_flags_are_words_that_are_flags_and_not_virtperfs_own() {
+        assert_eq!(runsc_flags_of("").unwrap(), Vec::<String>::new());
+        assert_eq!(
+            runsc_flags_of("  --strace  --gso=false\t-software-gso=false ").unwrap(),
+            ["--strace", "--gso=false", "-software-gso=false"]
+        );
+        let e = runsc_flags_of("--strace true").unwrap_err();
+        assert!(e.contains("`true` is not a flag"), "{e}");
+        for own in ["--network=host", "--root=/x", "--overlay2=none", "--debug-log=/tmp/"] {
+            let e = runsc_flags_of(own).unwrap_err();
+            assert!(e.contains("virtperf sets"), "{own}: {e}");
+        }
+        assert!(runsc_flags_of("-platform=kvm").unwrap_err().contains("`platform` parameter"));
+        assert!(runsc_flags_of("--").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -87,6 +87,8 @@ impl Environment for Gvisor {
         PARAMS
     }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
+        super::container::runsc_extra_flags()
+            .map_err(|e| ParamError::new(super::container::RUNSC_FLAGS_VAR, e))?;
         super::container::Container.check(params)
     }
     fn availability(&self, params: &BTreeMap<String, Value>) -> Availability {
