@@ -115,7 +115,12 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "lab": lab,
         "host_wake": host_wake,
         // Extra runsc flags a gVisor environment ran with (a different gVisor: said here).
-        "runsc_flags": std::env::var(env::container::RUNSC_FLAGS_VAR).ok().filter(|v| !v.trim().is_empty()),
+        "runsc_flags": exp
+            .envs
+            .iter()
+            .any(|e| e.kind == "gvisor" && e.host.is_none())
+            .then(|| env::container::runsc_extra_flags().unwrap_or_default().join(" "))
+            .filter(|f| !f.is_empty()),
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
         "host_kernel": facts.kernel,
