@@ -130,12 +130,16 @@ impl Parties<'_, '_> {
         Ok((tag, sent))
     }
 
-    /// Waits until the armed run `tag` has done its setup (`started` comes first and is skipped).
+    /// Waits until the armed run `tag` has done its setup (`started` comes first and is skipped),
+    /// then [`GO_SETTLE`] more, so that its `go` finds the environment asleep.
     fn wait_armed(&mut self, who: Who, tag: u64, deadline: Instant, what: &str) -> Result<(), Fail> {
         loop {
             match self.wait(who, tag, deadline, what)? {
                 (Reply::Started, _) => continue,
-                (Reply::Armed, _) => return Ok(()),
+                (Reply::Armed, _) => {
+                    std::thread::sleep(GO_SETTLE);
+                    return Ok(());
+                }
                 (other, _) => {
                     return Err(Fail::Failed {
                         reason: format!("{what}: expected `armed`, got {}", brief(&other)),
@@ -820,7 +824,8 @@ const GO_ATTEMPTS: usize = 3;
 /// once came in that window: 1 to 5 of every 16 UML `pde` trials had host spans 2.4-9.5 ms longer
 /// than the guest's own (its noops, 0.19 ms), which put UML's `pde` at 1.30x and its `memcpy` at
 /// 1.21x where the work costs what it does natively. Outside the span: it costs the trial only
-/// time.
+/// time. Waited in [`Parties::wait_armed`], so every armed run gets it: a trial, its calibration's
+/// no-ops, the probes that size its work, the armed clients of a flow.
 const GO_SETTLE: Duration = Duration::from_millis(1);
 
 /// The host-clock span of an armed run that does nothing: the cost of `go` reaching the agent,
@@ -872,7 +877,6 @@ fn go_calibration(p: &mut Parties, who: Who, deadline: Instant) -> Result<(Durat
     for _ in 0..GO_CALIBRATIONS {
         let (tag, _) = p.send_run(who, noop.clone(), true)?;
         p.wait_armed(who, tag, deadline, "calibrating the host clock")?;
-        std::thread::sleep(GO_SETTLE);
         let go = p.go(who, tag)?;
         let r = p.wait_result(who, tag, deadline, "calibrating the host clock")?;
         spans.push(r.span_from(go));
@@ -931,7 +935,6 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
     for (k, &tag) in tags.iter().enumerate() {
         p.wait_armed(Who::Dut(k), tag, deadline, "the workload")?;
     }
-    std::thread::sleep(GO_SETTLE);
     let mut gos = Vec::with_capacity(n);
     for (k, &tag) in tags.iter().enumerate() {
         gos.push(p.go(Who::Dut(k), tag)?);
