@@ -118,9 +118,8 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "runsc_flags": exp
             .envs
             .iter()
-            .any(|e| e.kind == "gvisor" && e.host.is_none())
-            .then(|| env::container::runsc_extra_flags().unwrap_or_default().join(" "))
-            .filter(|f| !f.is_empty()),
+            .filter(|e| e.host.is_none())
+            .find_map(|e| env::find(&e.kind).and_then(|k| k.runtime_flags())),
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
         "host_kernel": facts.kernel,

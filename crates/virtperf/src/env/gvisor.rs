@@ -132,6 +132,10 @@ impl Environment for Gvisor {
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         crate::host::version_of("runsc")
     }
+    fn runtime_flags(&self) -> Option<String> {
+        let flags = super::container::runsc_extra_flags().unwrap_or_default();
+        (!flags.is_empty()).then(|| flags.join(" "))
+    }
     fn scratch(&self, params: &BTreeMap<String, Value>) -> Result<String, ParamError> {
         Ok(super::container::scratch_what("runsc", params, &crate::host::scratch_root()))
     }

@@ -223,6 +223,11 @@ pub trait Environment: Sync {
     fn runtime_version(&self, _params: &BTreeMap<String, Value>) -> Option<String> {
         None
     }
+    /// Extra flags the runtime underneath runs with, from the environment (for the manifest and
+    /// the report's caveats): a different configuration of it than the default.
+    fn runtime_flags(&self) -> Option<String> {
+        None
+    }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError>;
 }
 
