@@ -210,10 +210,11 @@ pub fn undo(e: &Entry, state_dir: &Path) {
             }
         }
         Entry::ScratchDir { path } => {
+            // Nothing below it decides anything: an environment writes there (a container's
+            // /scratch is this directory), so no file of it is read, only removed. What its
+            // workloads left running (a pfs server's glusterd and bricks) goes with the
+            // instance's cgroup or its container, which the host made and recorded itself.
             if path.join(SCRATCH_MARKER).is_file() {
-                // A pfs server a killed run left running on it (glusterd and its bricks, in the
-                // mount namespace it recorded there) goes first.
-                virtperf_workload::pfs::sweep(&virtperf_workload::pfs::home(path));
                 let _ = std::fs::remove_dir_all(path);
             } else {
                 // Recorded, but the marker was never written: only an empty directory goes.

@@ -713,9 +713,12 @@ fn kill_namespace(ino: u64) {
     }
 }
 
-/// Stops what a server left in `home` (a run killed with it): the processes of the mount
-/// namespace it recorded. Called before its directory is removed.
-pub fn sweep(home: &Path) {
+/// Stops what an earlier server of this environment left in `home` (its agent killed with it):
+/// the processes of the mount namespace it recorded. Only ever in the agent, on the environment's
+/// own side of its boundary, where the file was written: the host never reads it (a container
+/// writes its /scratch, and a namespace named there could be anyone's), and stops a killed run's
+/// servers with the instance's cgroup or container instead.
+fn sweep(home: &Path) {
     if let Some(ino) = std::fs::read_to_string(home.join("mntns")).ok().and_then(|s| s.trim().parse().ok()) {
         // Never our own namespace (a server's file copied elsewhere must not kill the agent's).
         if own_mntns() != Some(ino) && ns_inode(Path::new("/proc/self/ns/mnt")) != Some(ino) {

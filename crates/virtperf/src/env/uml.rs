@@ -127,14 +127,44 @@ pub fn init_script(agent: &Path, net: Option<&GuestNet>, disk: bool) -> String {
     s
 }
 
+/// What a UML guest's host processes see and may write: the guest's root (`hostfs=`) is a
+/// read-only view of the host's tree (`root`); outside it, its memory file's tmpfs (`mem` and
+/// room for UML's own mappings; also UML's `uml_dir`, where it keeps its pid and mconsole socket)
+/// and its scratch disk's image, which the guest reaches only through the view, read-only.
+pub fn confinement(
+    root: &Path,
+    mem_dir: &Path,
+    mem: u64,
+    ubd: Option<&Path>,
+) -> crate::host::confine::Confinement {
+    crate::host::confine::Confinement {
+        root_view: Some(root.to_path_buf()),
+        tmpfs: Some((mem_dir.to_path_buf(), mem + MEMORY_FILE_SLACK)),
+        writable_files: ubd.map(Path::to_path_buf).into_iter().collect(),
+    }
+}
+
+/// Room beyond `mem` in the tmpfs that holds UML's memory file.
+const MEMORY_FILE_SLACK: u64 = 64 << 20;
+
 /// The `linux.uml` command line.
-pub fn kernel_args(mem: u64, init: &Path, net: Option<&GuestNet>, ubd: Option<&Path>) -> Vec<String> {
+/// `root` is the host's tree as the guest sees it (a read-only view: [`confinement`]), `run_dir`
+/// where UML keeps its pid file and mconsole socket (its `uml_dir`, else `~/.uml` on the host).
+pub fn kernel_args(
+    mem: u64,
+    root: &Path,
+    run_dir: &Path,
+    init: &Path,
+    net: Option<&GuestNet>,
+    ubd: Option<&Path>,
+) -> Vec<String> {
     let mut a = vec![
         format!("mem={}M", mem >> 20),
         "root=/dev/root".into(),
         "rootfstype=hostfs".into(),
-        "hostfs=/".into(),
+        format!("hostfs={}", root.display()),
         "ro".into(),
+        format!("uml_dir={}", run_dir.display()),
         format!("init={}", init.display()),
         // Kernel console → stderr; the agent's line (tty1) → stdin/stdout; no other consoles.
         "con=null".into(),
@@ -269,18 +299,32 @@ fn probe_uncached(kernel: &Path, label: &str, cache: &Path) -> Probe {
         let _ = std::fs::remove_dir_all(&dir);
         return fail(format!("cannot write {}: {e}", init.display()));
     }
+    // Confined as a guest is (host/confine.rs): a probe's kernel writes nothing on the host either.
+    let (root, mem_dir) = (dir.join("root"), dir.join("mem"));
     let mut cmd = Command::new(kernel);
+    let confined =
+        [&root, &mem_dir].iter().try_for_each(std::fs::create_dir).map_err(|e| e.to_string()).and_then(
+            |_| {
+                crate::host::confine::on_spawn(&mut cmd, &confinement(&root, &mem_dir, 64 << 20, None))
+                    .map_err(|e| e.to_string())
+            },
+        );
+    if let Err(e) = confined {
+        let _ = std::fs::remove_dir_all(&dir);
+        return fail(format!("cannot confine it: {e}"));
+    }
     cmd.args([
         "mem=64M",
         "root=/dev/root",
         "rootfstype=hostfs",
-        "hostfs=/",
+        &format!("hostfs={}", root.display()),
         "ro",
+        &format!("uml_dir={}", mem_dir.display()),
         &format!("init={}", init.display()),
         "con=null",
         "con0=null,fd:2",
     ])
-    .env("TMPDIR", &dir)
+    .env("TMPDIR", &mem_dir)
     .stdin(std::process::Stdio::null())
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::piped())
@@ -599,10 +643,28 @@ impl Environment for Uml {
             teardown.teardown(ctx.ledger);
             return Err(LaunchError::Prepare(format!("cannot write the guest init: {e}")));
         }
-        let mut cmd = Command::new(&kernel);
-        cmd.args(kernel_args(mem, &init, ctx.guest_net.as_ref(), ubd.as_deref()))
-            // UML backs guest memory with a file in TMPDIR: keep it in the run's scratch.
-            .env("TMPDIR", &dir);
+        // UML backs guest memory with a file in TMPDIR: a tmpfs of its own mount namespace,
+        // where the host's file systems are read-only to it and its guest (host/confine.rs).
+        let (root, mem_dir) = (dir.join("root"), dir.join("mem"));
+        let confined = [&root, &mem_dir]
+            .iter()
+            .try_for_each(|d| {
+                std::fs::create_dir(d).map_err(|e| format!("cannot create {}: {e}", d.display()))
+            })
+            .and_then(|_| {
+                let c = confinement(&root, &mem_dir, mem, ubd.as_deref());
+                let mut cmd = Command::new(&kernel);
+                cmd.args(kernel_args(mem, &root, &mem_dir, &init, ctx.guest_net.as_ref(), ubd.as_deref()))
+                    .env("TMPDIR", &mem_dir);
+                crate::host::confine::on_spawn(&mut cmd, &c).map_err(|e| e.to_string()).map(|_| cmd)
+            });
+        let mut cmd = match confined {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                teardown.teardown(ctx.ledger);
+                return Err(LaunchError::Prepare(e));
+            }
+        };
         if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
             match crate::host::check_cpuset(set) {
                 Ok(cpus) => crate::host::pin_on_spawn(&mut cmd, cpus),
@@ -633,8 +695,19 @@ mod tests {
     #[test]
     fn console_and_agent_line_are_separate() {
         let net = GuestNet { tap: "tap0".into(), addr: "198.18.0.11".parse().unwrap(), mtu: 1500 };
-        let a = kernel_args(256 << 20, Path::new("/run/x/init.sh"), Some(&net), Some(Path::new("/s/i.img")));
+        let a = kernel_args(
+            256 << 20,
+            Path::new("/run/x/root"),
+            Path::new("/run/x/mem"),
+            Path::new("/run/x/init.sh"),
+            Some(&net),
+            Some(Path::new("/s/i.img")),
+        );
         assert!(a.contains(&"ubd0=/s/i.img".to_string()));
+        // The guest's root is the read-only view, never the host's `/` itself; UML's own files
+        // go to its namespace's tmpfs, not to ~/.uml on the host.
+        assert!(a.contains(&"hostfs=/run/x/root".to_string()) && !a.contains(&"hostfs=/".to_string()));
+        assert!(a.contains(&"uml_dir=/run/x/mem".to_string()));
         assert!(a.contains(&"con0=null,fd:2".to_string()), "kernel messages go to stderr");
         assert!(a.contains(&"con1=fd:0,fd:1".to_string()), "the agent's line is stdin/stdout");
         assert!(a.contains(&"mem=256M".to_string()) && a.contains(&"ro".to_string()));

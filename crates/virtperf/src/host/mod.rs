@@ -1,6 +1,7 @@
 //! The host layer: small facts and actions about the machine virtperf runs on, used by every
 //! other module and using none of them.
 
+pub mod confine;
 pub mod facts;
 
 pub use facts::{facts, HostFacts, KvmFacts};

@@ -20,6 +20,7 @@ mod pfs;
 mod remote;
 mod report;
 mod rigour;
+mod security;
 mod tools;
 mod util;
 
@@ -46,6 +47,8 @@ fn main() {
         cli::a_required_environment_that_would_skip_fails_its_test,
         cli::a_hung_virtperf_fails_its_test_with_the_command_line,
         cli::native_run_report_export_agree,
+        security::a_containers_scratch_cannot_name_a_host_process_to_kill,
+        security::a_uml_guest_cannot_write_the_hosts_root,
         faults::hung_agent_fails_trial_at_deadline_and_run_goes_on,
         faults::agent_killed_mid_trial_fails_that_trial_only,
         faults::sigterm_interrupts_then_resume_finishes_exactly_the_rest,

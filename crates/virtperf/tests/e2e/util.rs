@@ -162,6 +162,15 @@ impl Fixture {
         self
     }
 
+    /// The state directory elsewhere than in the temporary directory (which a guest may not see:
+    /// UML's init mounts a tmpfs of its own on /tmp).
+    pub fn with_state_dir(mut self, state: &Path) -> Fixture {
+        self.state = state.to_path_buf();
+        self.vars.retain(|(k, _)| k != "VIRTPERF_STATE_DIR");
+        self.vars.push(("VIRTPERF_STATE_DIR".into(), state.to_string_lossy().into_owned()));
+        self
+    }
+
     /// A scratch directory of its own (`VIRTPERF_SCRATCH`): where disk files and images land.
     pub fn with_scratch(self) -> Fixture {
         let scratch = self.scratch();
@@ -417,6 +426,7 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ("ip", "ip", "iproute2"),
     ("tc", "tc", "iproute2"),
     ("mount", "mount", "mount"),
+    ("unshare", "unshare", "util-linux"),
     ("iperf3", "iperf3", "iperf3"),
     ("fio", "fio", "fio"),
     ("strace", "strace", "strace"),
@@ -436,7 +446,7 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
 /// What a required environment brings with it: the host's root, and the programs its tests use.
 const IMPLIED: &[(&str, &[&str])] = &[
     ("native", &["root", "ip", "tc", "mount"]),
-    ("container", &["root", "runc"]),
+    ("container", &["root", "runc", "unshare"]),
     ("gvisor", &["root"]),
     ("uml", &["root", "strace", "mke2fs"]),
     ("qemu", &["root", "busybox", "mke2fs"]),
