@@ -206,8 +206,14 @@ pub enum Reply {
         samples: Vec<Sample>,
         guest_elapsed_ns: u64,
         guest_cpu: CpuTime,
-        /// Workload-specific detail (a latency histogram, a CPU time series).
-        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        /// Workload-specific detail (a latency histogram, a CPU time series): an object, or
+        /// absent. Anything else is refused as the frame is read, so that no part of the host
+        /// meets a number where it adds a key.
+        #[serde(
+            default,
+            skip_serializing_if = "serde_json::Value::is_null",
+            deserialize_with = "object_or_null"
+        )]
         extra: serde_json::Value,
         /// The whole system's CPU as the agent sees it, over the run (optional: older agents).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -432,6 +438,50 @@ pub fn decode_reply(line: &[u8]) -> Result<Option<Frame<Reply>>, String> {
     Ok(Some(frame))
 }
 
+/// Text from the other side of the boundary (an agent's error message, a guest's console, a
+/// tool's output) made safe to print: control characters but newline and tab — the terminal's
+/// escape sequences among them — and Unicode's direction overrides are shown as `\x1b`,
+/// `\u{202e}`, and the text is cut to `max` characters (an ellipsis says so). What is stored
+/// stays as it came; whatever prints it passes it through here.
+pub fn printable(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max * 4));
+    for (n, c) in s.chars().enumerate() {
+        if n >= max {
+            out.push('…');
+            break;
+        }
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            if (c as u32) < 0x100 {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A JSON object or null, refusing any other value (a result's `extra`).
+fn object_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    if v.is_object() || v.is_null() {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "a result's `extra` must be an object, not {}",
+            match v {
+                serde_json::Value::Bool(_) => "a boolean",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::String(_) => "a string",
+                _ => "an array",
+            }
+        )))
+    }
+}
+
 /// Writes one frame: optional prefix, JSON, newline, flush.
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, prefix: &str, frame: &Frame<T>) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(128);
@@ -446,6 +496,33 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, prefix: &str, frame: &Fram
 mod tests {
     use super::*;
     use std::io::Cursor;
+
+    #[test]
+    fn printable_text_carries_no_escape_sequence() {
+        let s = printable("red \u{1b}[31mX\u{1b}[0m\u{7}\ttab\nline \u{202e}txt \u{9b}2J", 100);
+        assert_eq!(s, "red \\x1b[31mX\\x1b[0m\\x07\ttab\nline \\u{202e}txt \\x9b2J");
+        assert!(!s.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+        assert_eq!(printable("abcdef", 3), "abc…");
+        assert_eq!(printable("é日本", 10), "é日本");
+    }
+
+    /// A well-formed result whose `extra` is not an object is refused when read (the host once
+    /// panicked adding a key to it, and the trial's helpers hung the run).
+    #[test]
+    fn a_result_whose_extra_is_not_an_object_is_refused() {
+        let line = |extra: &str| {
+            format!(
+                "{FRAME_PREFIX}{{\"v\":{VERSION},\"tag\":3,\"type\":\"result\",\"samples\":[],\"guest_elapsed_ns\":1,\"guest_cpu\":{{\"user_ns\":0,\"system_ns\":0}}{extra}}}"
+            )
+        };
+        let ok = decode_reply(line("").as_bytes());
+        assert!(matches!(ok, Ok(Some(_))), "{ok:?}");
+        assert!(matches!(decode_reply(line(",\"extra\":{\"a\":1}").as_bytes()), Ok(Some(_))));
+        for bad in ["5", "\"x\"", "[1]", "true"] {
+            let e = decode_reply(line(&format!(",\"extra\":{bad}")).as_bytes()).unwrap_err();
+            assert!(e.contains("must be an object"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn request_round_trip() {

@@ -1135,7 +1135,8 @@ impl Store {
                     rep: r.get(4)?,
                     warmup: r.get(5)?,
                     status: r.get(6)?,
-                    reason: r.get(7)?,
+                    // Printable whatever wrote it (an older virtperf stored agents' words raw).
+                    reason: r.get::<_, Option<String>>(7)?.map(|t| virtperf_proto::printable(&t, 4000)),
                     host_ns: r.get(8)?,
                     guest_ns: r.get(9)?,
                     host_cpu_ns: r.get(10)?,

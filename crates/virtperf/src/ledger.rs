@@ -4,7 +4,7 @@
 //! killed run costs at most one start's worth of cleanup, never a leak.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +51,8 @@ pub struct Ledger {
     path: PathBuf,
     state_dir: PathBuf,
     file: File,
+    /// Its entries undone and its file removed.
+    closed: bool,
 }
 
 /// Where virtperf keeps its ledger and per-run scratch: `$VIRTPERF_STATE_DIR`, else `/run/virtperf`
@@ -76,7 +78,7 @@ impl Ledger {
         let me = std::process::id();
         let file = File { owner: me, owner_start: process_start(me).unwrap_or(0), entries: Vec::new() };
         let path = state_dir.join(format!("ledger-{me}.json"));
-        let l = Ledger { path, state_dir, file };
+        let l = Ledger { path, state_dir, file, closed: false };
         l.save()?;
         Ok((l, swept))
     }
@@ -88,7 +90,7 @@ impl Ledger {
         let me = std::process::id();
         let file = File { owner: me, owner_start: process_start(me).unwrap_or(0), entries: Vec::new() };
         let path = state_dir.join(format!("ledger-{me}-w{n}.json"));
-        let l = Ledger { path, state_dir, file };
+        let l = Ledger { path, state_dir, file, closed: false };
         l.save()?;
         Ok(l)
     }
@@ -168,11 +170,28 @@ impl Ledger {
 
     /// Removes everything still recorded and the ledger file itself.
     pub fn close(mut self) {
+        self.undo_all();
+    }
+
+    fn undo_all(&mut self) {
         let entries = std::mem::take(&mut self.file.entries);
         for e in entries.iter().rev() {
             undo(e, &self.state_dir);
         }
-        let _ = std::fs::remove_file(&self.path);
+        if !self.closed {
+            let _ = std::fs::remove_file(&self.path);
+            self.closed = true;
+        }
+    }
+}
+
+/// A ledger left without [`Ledger::close`] — an early return, a panic unwinding through the run
+/// — undoes what it still holds there and then, rather than at the next start.
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.undo_all();
+        }
     }
 }
 
@@ -193,14 +212,10 @@ pub fn undo(e: &Entry, state_dir: &Path) {
         }
         Entry::Container { runtime, root, id } => {
             for args in [&["kill", id.as_str(), "KILL"][..], &["delete", "--force", id.as_str()][..]] {
-                let _ = Command::new(runtime)
-                    .arg("--root")
-                    .arg(root)
-                    .args(args)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
+                let _ = crate::host::command::status_within(
+                    Command::new(runtime).arg("--root").arg(root).args(args),
+                    crate::host::command::SHORT,
+                );
             }
         }
         Entry::Dir { path } => {

@@ -1138,11 +1138,16 @@ fn cmd_domain_xml(a: DomainXmlArgs) -> anyhow::Result<ExitStatus> {
 }
 
 fn main() -> ExitCode {
+    host::panics::install_hook();
     // `run --help` lists what the registries hold (see run_help).
     let matches = Cli::command().mut_subcommand("run", |c| c.after_help(run_help())).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // The host's facts may be replaced for validation (VIRTPERF_HOST_FACTS): a bad file is bad
     // input, refused before anything else (never in the agent, which runs inside environments).
+    if let Err(e) = host::panics::failpoints_from_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(ExitStatus::BadInput);
+    }
     if !matches!(cli.cmd, Cmd::Agent(_)) {
         if let Err(e) = host::facts::init() {
             eprintln!("error: {e}");

@@ -120,6 +120,13 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
             .iter()
             .filter(|e| e.host.is_none())
             .find_map(|e| env::find(&e.kind).and_then(|k| k.runtime_flags())),
+        // An agent replaced by another program (VIRTPERF_NATIVE_AGENT), by environment kind.
+        "agent_replaced": exp
+            .envs
+            .iter()
+            .filter(|e| e.host.is_none())
+            .filter_map(|e| env::find(&e.kind).and_then(|k| k.agent_replaced().map(|a| (e.kind.clone(), a))))
+            .collect::<BTreeMap<String, String>>(),
         "virtperf_version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("VIRTPERF_GIT_REV").unwrap_or("unknown"),
         "host_kernel": facts.kernel,
@@ -1290,6 +1297,8 @@ impl<'a> Session<'a> {
         w.store
             .record_trial(t.id, &outcome)
             .with_context(|| format!("cannot store trial {} in {}", t.id, w.opts.db.display()))?;
+        // A test's fault outside any trial (`trial-stored=panic`): the run ends, torn down.
+        fail::fail_point!("trial-stored");
         let pair = match peer {
             Some(p) => format!("{} → {}", exp.envs[e].name, exp.envs[p].name),
             None => exp.envs[e].name.clone(),
@@ -1764,10 +1773,11 @@ fn run_workers(
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
                 }
-                Err(_) => {
+                Err(p) => {
                     first_err.get_or_insert(anyhow::anyhow!(
-                        "the worker of host `{}` stopped unexpectedly (a bug: please report it)",
-                        share.machine()
+                        "the worker of host `{}` stopped at a bug (please report it): {}",
+                        share.machine(),
+                        virtperf_proto::printable(&crate::host::panics::take_last(p.as_ref()), 400)
                     ));
                 }
             }
@@ -1802,7 +1812,17 @@ fn stopped_how(run_id: i64, db: &Path, full: bool) -> String {
 /// error says how to resume.
 fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     store.keep_reserve(&opts.db);
-    execute_inner(store, run_id, exp, opts).map_err(|e| {
+    // A panic outside a trial (a trial's own are its failure: trial::run) unwinds through the
+    // ledgers, which undo what they hold as they go (Ledger's Drop); the run is left interrupted.
+    let ran =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute_inner(store, run_id, exp, opts)))
+            .unwrap_or_else(|p| {
+                Err(anyhow::anyhow!(
+                    "virtperf stopped at a bug (please report it): {}",
+                    virtperf_proto::printable(&crate::host::panics::take_last(p.as_ref()), 400)
+                ))
+            });
+    ran.map_err(|e| {
         // On a full disk, with the space the store kept for it.
         let _ = store.mark_interrupted(run_id);
         let how = stopped_how(run_id, &opts.db, virtperf_report::store::is_disk_full(&e));

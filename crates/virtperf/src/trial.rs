@@ -357,6 +357,30 @@ fn read_all(probes: &[CpuProbe]) -> Option<u64> {
     probes.iter().map(CpuProbe::read_ns).sum()
 }
 
+/// Sets its flag and wakes its thread when dropped, on every way out of a scope.
+struct StopOnDrop<'a>(&'a AtomicBool, std::thread::Thread);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        self.1.unpark();
+    }
+}
+
+/// A panic in a trial's body (a bug of virtperf's, whatever set it off) as the trial's failure:
+/// its message, and every party relaunched, since what they were doing is unknown.
+fn panicked(payload: &(dyn std::any::Any + Send), duts: usize) -> Fail {
+    let msg = crate::host::panics::take_last(payload);
+    Fail::Failed {
+        reason: format!(
+            "virtperf failed inside the trial (a bug: please report it): {}",
+            virtperf_proto::printable(&msg, 400)
+        ),
+        dut_broken: (0..duts).collect(),
+        tester_broken: true,
+    }
+}
+
 /// Runs one trial of `case` (whose resolved spec is `spec`) on every instance in `duts` at once.
 pub fn run<'b>(
     duts: &mut [Dut<'b>],
@@ -383,9 +407,14 @@ pub fn run<'b>(
     let t0 = Instant::now();
     let (body, series) = std::thread::scope(|s| {
         let sampler = s.spawn(|| sample_cpu(&probes, t0, &stop_sampling));
-        let body = body(&mut parties, case, spec, timeout);
-        stop_sampling.store(true, Ordering::Relaxed);
-        sampler.thread().unpark();
+        // The sampler stops however the body ends: a panic in it unwinds through this guard
+        // (the scope would otherwise wait for the sampler for ever, and the run hang).
+        let stop = StopOnDrop(&stop_sampling, sampler.thread().clone());
+        let body = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            body(&mut parties, case, spec, timeout)
+        }))
+        .unwrap_or_else(|p| Err(panicked(p.as_ref(), parties.duts.len())));
+        drop(stop);
         (body, sampler.join().unwrap_or_default())
     });
     let body = match body {
@@ -732,6 +761,8 @@ pub fn cpu_per_gbit(series: &[(&str, f64, u64)], bytes: u64, w_ms: (f64, f64)) -
 }
 
 fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) -> Result<Body, Fail> {
+    // A test's fault, where VIRTPERF_FAILPOINTS asks for one (`trial-body=panic`).
+    fail::fail_point!("trial-body");
     let deadline = Instant::now() + timeout;
     // Background load first, so that the work runs on an already loaded CPU: on the tester, or
     // on every instance of the environment under test.

@@ -359,6 +359,16 @@ pub fn caveats(r: &Report) -> Vec<String> {
             "runsc ran with {f} (VIRTPERF_RUNSC_FLAGS): gVisor's figures are of that configuration"
         ));
     }
+    // An agent that is not this virtperf's (VIRTPERF_NATIVE_AGENT): its figures are that
+    // program's.
+    if let Some(m) = m["agent_replaced"].as_object() {
+        for (kind, prog) in m {
+            out.push(format!(
+                "{kind}'s agent was {} (VIRTPERF_NATIVE_AGENT), not virtperf's: its figures are that program's",
+                virtperf_proto::printable(prog.as_str().unwrap_or("?"), 200)
+            ));
+        }
+    }
     // A shaped link: what each figure is to be held against.
     for l in super::ceiling_notes(r).lines() {
         out.push(l.to_string());

@@ -15,22 +15,67 @@ use virtperf_proto::{self as proto, Frame, Reply, Request};
 
 /// How often a wait checks for interruption.
 pub const SLICE: Duration = Duration::from_millis(50);
-/// Frames read ahead of the orchestrator: beyond this the reader waits (a flooding agent is
-/// slowed down, never buffered without bound).
+/// Frames read ahead of the orchestrator, at most: beyond this (or [`QUEUE_BYTES`]) the reader
+/// waits, and a flooding agent is slowed down, never buffered without bound.
 const QUEUE: usize = 1024;
-/// Early replies kept for requests still in flight; more is a protocol error.
+/// Bytes of frames read ahead, at most (as received: a frame is parsed only when the
+/// orchestrator takes it, one at a time). At least one whole frame always fits.
+pub const QUEUE_BYTES: usize = 8 << 20;
+/// Early replies kept for requests still in flight, at most, in count and in bytes as received;
+/// more is a protocol error.
 const STASH_MAX: usize = 1024;
+pub const STASH_BYTES: usize = 8 << 20;
 /// Lines of the agent's stderr (or a console) kept for error messages.
 const TAIL_LINES: usize = 40;
+/// Longest line of a tail kept, in characters (a frame is at most 1 MiB; a console line needs no
+/// more than this to say why).
+const LINE_MAX: usize = 2000;
+/// Longest error message of an agent's kept, in characters.
+const MESSAGE_MAX: usize = 4000;
 /// Size at which a console log on disk is rotated.
 pub const LOG_CAP: u64 = 1 << 20;
 
 #[derive(Debug)]
-pub enum Event {
-    Frame(Frame<Reply>, Instant),
-    /// A frame-prefixed line that did not parse.
-    Garbage(String),
+enum Event {
+    /// A frame-prefixed line as it came, and when it arrived (parsed when it is taken).
+    Frame(Vec<u8>, Instant),
+    /// A line longer than a frame may be.
+    Overlong,
     Eof,
+}
+
+/// Bytes of frames the reader has queued and the orchestrator not yet taken; the reader waits on
+/// it when full, and gives up once the connection is dropped.
+#[derive(Default)]
+struct Budget {
+    used: Mutex<usize>,
+    freed: std::sync::Condvar,
+    gone: AtomicBool,
+}
+
+impl Budget {
+    /// Waits until `n` more bytes fit (or nothing is queued: one frame always fits); false once
+    /// the connection is gone.
+    fn reserve(&self, n: usize) -> bool {
+        let Ok(mut used) = self.used.lock() else { return false };
+        while *used > 0 && *used + n > QUEUE_BYTES {
+            if self.gone.load(Ordering::Relaxed) {
+                return false;
+            }
+            match self.freed.wait_timeout(used, Duration::from_millis(100)) {
+                Ok((u, _)) => used = u,
+                Err(_) => return false,
+            }
+        }
+        *used += n;
+        true
+    }
+    fn release(&self, n: usize) {
+        if let Ok(mut used) = self.used.lock() {
+            *used = used.saturating_sub(n);
+        }
+        self.freed.notify_all();
+    }
 }
 
 /// Why a call to the agent did not produce the reply it asked for.
@@ -62,6 +107,8 @@ pub struct Tail(Arc<Mutex<VecDeque<String>>>);
 
 impl Tail {
     pub fn push(&self, line: String) {
+        // Kept printable (a console's escape sequences never reach a terminal) and bounded.
+        let line = proto::printable(&line, LINE_MAX);
         if let Ok(mut t) = self.0.lock() {
             if t.len() == TAIL_LINES {
                 t.pop_front();
@@ -142,14 +189,42 @@ pub fn telling_line(lines: &[String]) -> Option<String> {
 pub struct Conn {
     writer: Box<dyn Write + Send>,
     events: Receiver<Event>,
+    budget: Arc<Budget>,
+    /// Bytes (as received) of the frames in `stash`.
+    stashed_bytes: usize,
     next_tag: u64,
     pub tail: Tail,
     closed: bool,
     /// Tags still expecting replies; frames for them that arrive while another tag is awaited are
     /// kept in `stash` (an agent runs several requests at once: a server and a client, a load).
     live: std::collections::BTreeSet<u64>,
-    stash: Vec<(Frame<Reply>, Instant)>,
+    stash: Vec<Stashed>,
     relayed: Option<RelaySpans>,
+}
+
+/// An event of the reader as the orchestrator takes it.
+enum Parsed {
+    /// A reply, when it arrived, and its size as received.
+    Frame(Frame<Reply>, Instant, usize),
+    /// A frame-prefixed line that is not a reply (its error, printable), or an overlong line.
+    Garbage(String),
+    Eof,
+}
+
+/// An early reply kept for a request in flight.
+struct Stashed {
+    frame: Frame<Reply>,
+    at: Instant,
+    /// Its size as received (what [`STASH_BYTES`] counts).
+    bytes: usize,
+}
+
+/// The reader stops waiting for room once the connection is gone.
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.budget.gone.store(true, Ordering::Relaxed);
+        self.budget.freed.notify_all();
+    }
 }
 
 /// Spans (ns) a relay timed on its host, by the armed run's tag; filled by whoever reads the
@@ -161,39 +236,40 @@ impl Conn {
     pub fn new<R: Read + Send + 'static>(reader: R, writer: Box<dyn Write + Send>, tail: Tail) -> Conn {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let t = tail.clone();
+        let budget = Arc::new(Budget::default());
+        let b = budget.clone();
         std::thread::spawn(move || {
             let mut r = BufReader::with_capacity(64 * 1024, reader);
             loop {
-                match proto::read_line(&mut r) {
-                    Ok(line) => {
+                let ev = match proto::read_line(&mut r) {
+                    Ok(line) if line.starts_with(proto::FRAME_PREFIX.as_bytes()) => {
+                        // Stamped on arrival: the host's clock of the reply, whenever it is parsed.
                         let now = Instant::now();
-                        let ev = match proto::decode_reply(&line) {
-                            Ok(Some(f)) => Event::Frame(f, now),
-                            Ok(None) => {
-                                t.push(String::from_utf8_lossy(&line).into_owned());
-                                continue;
-                            }
-                            Err(e) => Event::Garbage(e),
-                        };
-                        if tx.send(ev).is_err() {
+                        if !b.reserve(line.len()) {
                             break;
                         }
+                        Event::Frame(line, now)
                     }
-                    Err(proto::FrameError::TooLong) => {
-                        if tx.send(Event::Garbage("overlong line".into())).is_err() {
-                            break;
-                        }
+                    Ok(line) => {
+                        t.push(String::from_utf8_lossy(&line).into_owned());
+                        continue;
                     }
+                    Err(proto::FrameError::TooLong) => Event::Overlong,
                     Err(_) => {
                         let _ = tx.send(Event::Eof);
                         break;
                     }
+                };
+                if tx.send(ev).is_err() {
+                    break;
                 }
             }
         });
         Conn {
             writer,
             events: rx,
+            budget,
+            stashed_bytes: 0,
             next_tag: 1,
             tail,
             closed: false,
@@ -201,6 +277,41 @@ impl Conn {
             stash: Vec::new(),
             relayed: None,
         }
+    }
+
+    /// The next event of the reader, a frame parsed (its bytes given back to the budget).
+    fn next_event(&mut self, timeout: Duration) -> Result<Parsed, RecvTimeoutError> {
+        match self.events.recv_timeout(timeout)? {
+            Event::Frame(line, at) => {
+                self.budget.release(line.len());
+                Ok(match proto::decode_reply(&line) {
+                    Ok(Some(f)) => Parsed::Frame(f, at, line.len()),
+                    Ok(None) => Parsed::Garbage("a frame without its prefix".into()),
+                    Err(e) => Parsed::Garbage(proto::printable(&e, MESSAGE_MAX)),
+                })
+            }
+            Event::Overlong => Ok(Parsed::Garbage("overlong line".into())),
+            Event::Eof => Ok(Parsed::Eof),
+        }
+    }
+
+    /// Keeps an early reply for a request in flight, within [`STASH_MAX`] and [`STASH_BYTES`].
+    fn keep(&mut self, f: Frame<Reply>, at: Instant, bytes: usize) -> Result<(), CallError> {
+        if self.stash.len() >= STASH_MAX || self.stashed_bytes + bytes > STASH_BYTES {
+            return Err(CallError::Protocol(format!(
+                "more than {STASH_MAX} early replies or {} MiB of them: the agent floods its channel",
+                STASH_BYTES >> 20
+            )));
+        }
+        self.stashed_bytes += bytes;
+        self.stash.push(Stashed { frame: f, at, bytes });
+        Ok(())
+    }
+
+    fn unstash(&mut self, i: usize) -> (Frame<Reply>, Instant) {
+        let s = self.stash.remove(i);
+        self.stashed_bytes = self.stashed_bytes.saturating_sub(s.bytes);
+        (s.frame, s.at)
     }
 
     pub fn send(&mut self, req: Request) -> Result<u64, CallError> {
@@ -240,7 +351,8 @@ impl Conn {
 
     pub fn forget(&mut self, tag: u64) {
         self.live.remove(&tag);
-        self.stash.retain(|(f, _)| f.tag != tag);
+        self.stash.retain(|s| s.frame.tag != tag);
+        self.stashed_bytes = self.stash.iter().map(|s| s.bytes).sum();
     }
 
     fn deliver(&mut self, f: Frame<Reply>, at: Instant) -> Result<(Reply, Instant), CallError> {
@@ -249,7 +361,9 @@ impl Conn {
             self.live.remove(&f.tag);
         }
         match f.body {
-            Reply::Error { code, message, kind } => Err(CallError::Agent { code, message, kind }),
+            Reply::Error { code, message, kind } => {
+                Err(CallError::Agent { code, message: proto::printable(&message, MESSAGE_MAX), kind })
+            }
             body => Ok((body, at)),
         }
     }
@@ -262,8 +376,8 @@ impl Conn {
         cancel: &AtomicBool,
     ) -> Result<(Reply, Instant), CallError> {
         let started = Instant::now();
-        if let Some(i) = self.stash.iter().position(|(f, _)| f.tag == tag) {
-            let (f, at) = self.stash.remove(i);
+        if let Some(i) = self.stash.iter().position(|s| s.frame.tag == tag) {
+            let (f, at) = self.unstash(i);
             return self.deliver(f, at);
         }
         loop {
@@ -277,20 +391,15 @@ impl Conn {
             if now >= deadline {
                 return Err(CallError::Timeout(deadline.saturating_duration_since(started)));
             }
-            match self.events.recv_timeout(SLICE.min(deadline - now)) {
-                Ok(Event::Frame(f, at)) if f.tag == tag => return self.deliver(f, at),
-                Ok(Event::Frame(f, at)) => {
+            match self.next_event(SLICE.min(deadline - now)) {
+                Ok(Parsed::Frame(f, at, _)) if f.tag == tag => return self.deliver(f, at),
+                Ok(Parsed::Frame(f, at, bytes)) => {
                     if self.live.contains(&f.tag) {
-                        if self.stash.len() >= STASH_MAX {
-                            return Err(CallError::Protocol(format!(
-                                "more than {STASH_MAX} early replies: the agent floods its channel"
-                            )));
-                        }
-                        self.stash.push((f, at));
+                        self.keep(f, at, bytes)?;
                     }
                 }
-                Ok(Event::Garbage(g)) => return Err(CallError::Protocol(g)),
-                Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
+                Ok(Parsed::Garbage(g)) => return Err(CallError::Protocol(g)),
+                Ok(Parsed::Eof) | Err(RecvTimeoutError::Disconnected) => {
                     self.closed = true;
                     return Err(CallError::Exited(self.last_words()));
                 }
@@ -310,12 +419,12 @@ impl Conn {
     /// carried garbage.
     pub fn next_frame(&mut self, timeout: Duration) -> Result<Option<(Frame<Reply>, Instant)>, CallError> {
         if !self.stash.is_empty() {
-            return Ok(Some(self.stash.remove(0)));
+            return Ok(Some(self.unstash(0)));
         }
-        match self.events.recv_timeout(timeout) {
-            Ok(Event::Frame(f, at)) => Ok(Some((f, at))),
-            Ok(Event::Garbage(g)) => Err(CallError::Protocol(g)),
-            Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => {
+        match self.next_event(timeout) {
+            Ok(Parsed::Frame(f, at, _)) => Ok(Some((f, at))),
+            Ok(Parsed::Garbage(g)) => Err(CallError::Protocol(g)),
+            Ok(Parsed::Eof) | Err(RecvTimeoutError::Disconnected) => {
                 self.closed = true;
                 Err(CallError::Exited(self.tail.render()))
             }
@@ -398,6 +507,83 @@ mod tests {
         let mut c = Conn::new(std::io::empty(), Box::new(Gone), tail);
         let e = c.send(Request::Ping).unwrap_err().to_string();
         assert!(e.contains("cannot write to the agent") && e.contains("host `b` closed"), "{e}");
+    }
+
+    /// A stream that counts what was read from it: an agent sending result after result of a
+    /// megabyte each (a histogram's worth of `extra`), for a request nobody awaits.
+    struct Flood {
+        frame: Vec<u8>,
+        at: usize,
+        read: Arc<std::sync::atomic::AtomicUsize>,
+    }
+    impl Read for Flood {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.frame.len() - self.at);
+            buf[..n].copy_from_slice(&self.frame[self.at..self.at + n]);
+            self.at = (self.at + n) % self.frame.len();
+            self.read.fetch_add(n, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    /// While the orchestrator takes nothing (between trials), the reader stops once
+    /// [`QUEUE_BYTES`] are queued: what the host holds of a flooding agent is bounded in bytes as
+    /// received, not in frames (1024 frames of 1 MiB once parsed were ~16 GiB). Taken, the frames
+    /// for an abandoned request are dropped one by one, and the flood goes on within the bound.
+    #[test]
+    fn a_flooding_agent_is_read_ahead_within_the_byte_bound() {
+        let zeros = vec!["0"; 500_000].join(",");
+        let line = format!(
+            "{}{{\"v\":{},\"tag\":99,\"type\":\"result\",\"samples\":[],\"guest_elapsed_ns\":1,\"guest_cpu\":{{\"user_ns\":0,\"system_ns\":0}},\"extra\":{{\"a\":[{zeros}]}}}}\n",
+            proto::FRAME_PREFIX,
+            proto::VERSION
+        );
+        assert!(line.len() < proto::MAX_FRAME && line.len() > 900_000);
+        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let flood = Flood { frame: line.clone().into_bytes(), at: 0, read: read.clone() };
+        let mut c = Conn::new(flood, Box::new(std::io::sink()), Tail::default());
+        // The reader fills its budget and waits.
+        let mut last = 0;
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = read.load(Ordering::Relaxed);
+            if now == last && now > 0 {
+                break;
+            }
+            last = now;
+        }
+        let ahead = read.load(Ordering::Relaxed);
+        // What is queued, the frame waiting for room, and the BufReader's 64 KiB.
+        let bound = QUEUE_BYTES + 2 * line.len() + 64 * 1024;
+        assert!(ahead <= bound, "read {ahead} bytes ahead; the bound is {bound}");
+        assert!(ahead >= QUEUE_BYTES / 2, "the reader read ahead ({ahead} bytes)");
+        // Awaiting another tag takes (and drops) the stale frames; the reader goes on, bounded.
+        let never = AtomicBool::new(false);
+        let r = c.wait(7, Instant::now() + Duration::from_millis(300), &never);
+        assert!(matches!(r, Err(CallError::Timeout(_))), "{r:?}");
+        assert!(read.load(Ordering::Relaxed) > ahead, "the flood was taken and dropped");
+        assert!(c.stash.is_empty(), "frames for no request in flight are not kept");
+    }
+
+    /// Early replies for a request in flight are kept within their own byte bound: past it the
+    /// agent floods, which fails the call.
+    #[test]
+    fn early_replies_past_their_byte_bound_are_a_protocol_error() {
+        let zeros = vec!["0"; 400_000].join(",");
+        let line = format!(
+            "{}{{\"v\":{},\"tag\":1,\"type\":\"lap\",\"name\":\"x\",\"pad\":[{zeros}]}}\n",
+            proto::FRAME_PREFIX,
+            proto::VERSION
+        );
+        let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let flood = Flood { frame: line.into_bytes(), at: 0, read };
+        let mut c = Conn::new(flood, Box::new(std::io::sink()), Tail::default());
+        c.send(Request::Ping).unwrap(); // tag 1: in flight, its laps kept
+        c.send(Request::Ping).unwrap(); // tag 2: awaited
+        let never = AtomicBool::new(false);
+        let e = c.wait(2, Instant::now() + Duration::from_secs(10), &never).unwrap_err().to_string();
+        assert!(e.contains("floods its channel"), "{e}");
+        assert!(c.stashed_bytes <= STASH_BYTES, "{}", c.stashed_bytes);
     }
 
     #[test]

@@ -55,7 +55,10 @@ const PARAMS: &[ParamSpec] = &[
 
 /// Platforms this runsc build lists in `runsc flags` (the 2022 Debian build: ptrace, kvm).
 fn supported_platforms() -> Vec<String> {
-    let out = std::process::Command::new("runsc").arg("flags").output();
+    let out = crate::host::command::output_within(
+        std::process::Command::new("runsc").arg("flags"),
+        crate::host::command::SHORT,
+    );
     let text = out
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
         .unwrap_or_default();

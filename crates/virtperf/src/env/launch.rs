@@ -228,6 +228,11 @@ pub trait Environment: Sync {
     fn runtime_flags(&self) -> Option<String> {
         None
     }
+    /// A program run as this kind's agent in place of virtperf itself, from the environment (for
+    /// the manifest and the report's caveats): the figures are that program's.
+    fn agent_replaced(&self) -> Option<String> {
+        None
+    }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError>;
 }
 
@@ -581,7 +586,9 @@ impl Instance {
         // The process first (its cgroup can only be removed once it is empty), then the rest.
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
-            let _ = child.wait();
+            // Bounded: a process stuck in the kernel (a hung FUSE mount) does not hang the run;
+            // its pid stays in the ledger's hands and the cgroup's removal tries again.
+            let _ = crate::host::command::wait_within(&mut child, Duration::from_secs(5));
             ledger.forget_process(child.id());
         }
         self.teardown.teardown(ledger);

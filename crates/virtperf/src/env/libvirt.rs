@@ -35,7 +35,7 @@ use std::fmt::Write as _;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -229,14 +229,12 @@ fn local_uri(uri: &str) -> String {
 }
 
 fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("virsh")
-        .arg("-q")
-        .arg("-c")
-        .arg(uri)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("virsh: {e}"))?;
+    // A domain's start may wait on the daemon's capability probe (68 s seen): minutes at most.
+    let out = crate::host::command::output_within(
+        Command::new("virsh").arg("-q").arg("-c").arg(uri).args(args),
+        crate::host::command::LONG,
+    )
+    .map_err(|e| format!("virsh: {e}"))?;
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }

@@ -14,6 +14,15 @@ use crate::ledger::Ledger;
 
 pub struct Native;
 
+/// A program run as native's agent in place of this virtperf: another build of virtperf, or the
+/// tests' hostile agent (crates/virtperf/tests/e2e/hostile_agent.py), which plays a well-formed but
+/// hostile peer. Recorded in the manifest and said before the numbers.
+pub const AGENT_VAR: &str = "VIRTPERF_NATIVE_AGENT";
+
+fn replaced_agent() -> Option<std::path::PathBuf> {
+    std::env::var_os(AGENT_VAR).filter(|v| !v.is_empty()).map(std::path::PathBuf::from)
+}
+
 const PARAMS: &[ParamSpec] = &[ParamSpec {
     name: "cpuset",
     kind: ParamKind::Text,
@@ -70,6 +79,9 @@ impl Environment for Native {
     fn kind(&self) -> &'static str {
         "native"
     }
+    fn agent_replaced(&self) -> Option<String> {
+        replaced_agent().map(|p| p.display().to_string())
+    }
     fn summary(&self) -> &'static str {
         "the reference: the agent as a plain child process of virtperf"
     }
@@ -89,7 +101,8 @@ impl Environment for Native {
         Ok(format!("a directory of {}", super::scratch::root_description()))
     }
     fn launch(&self, ctx: &mut LaunchCtx, params: &BTreeMap<String, Value>) -> Result<Instance, LaunchError> {
-        let mut cmd = Command::new(ctx.exe);
+        let agent = replaced_agent();
+        let mut cmd = Command::new(agent.as_deref().unwrap_or(ctx.exe));
         cmd.arg("agent");
         if let Some(set) = params.get("cpuset").and_then(Value::as_str) {
             let cpus = crate::host::check_cpuset(set).map_err(LaunchError::Prepare)?;

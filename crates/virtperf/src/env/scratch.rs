@@ -8,7 +8,7 @@
 //! host and attached as a block device.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Where a guest's init mounts its scratch disk, and where containers see theirs.
 pub const GUEST_DIR: &str = "/scratch";
@@ -61,13 +61,14 @@ pub fn make_image(path: &Path, size: u64) -> Result<&'static str, String> {
     };
     drop(f);
     let tool = mke2fs().ok_or("mke2fs is not installed: apt-get install -y e2fsprogs   (or: make deps)")?;
-    let out = Command::new(tool)
-        .args(["-q", "-F", "-t", IMAGE_FS, "-m", "0", "-L", "vpscratch"])
-        .args(["-E", "lazy_itable_init=0,lazy_journal_init=0"])
-        .arg(path)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run mke2fs: {e}"))?;
+    let out = crate::host::command::output_within(
+        Command::new(tool)
+            .args(["-q", "-F", "-t", IMAGE_FS, "-m", "0", "-L", "vpscratch"])
+            .args(["-E", "lazy_itable_init=0,lazy_journal_init=0"])
+            .arg(path),
+        crate::host::command::LONG,
+    )
+    .map_err(|e| format!("cannot run mke2fs: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "mke2fs -t {IMAGE_FS} {} failed: {}",

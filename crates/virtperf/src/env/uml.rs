@@ -683,7 +683,11 @@ impl Environment for Uml {
 
 fn runtime_version() -> Option<String> {
     // `linux.uml --version` prints the kernel release.
-    let out = Command::new(packaged_binary()?).arg("--version").output().ok()?;
+    let out = crate::host::command::output_within(
+        Command::new(packaged_binary()?).arg("--version"),
+        crate::host::command::SHORT,
+    )
+    .ok()?;
     let s = String::from_utf8_lossy(&out.stdout);
     s.lines().next().map(|l| format!("linux.uml {}", l.trim()))
 }

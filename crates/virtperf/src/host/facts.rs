@@ -395,12 +395,11 @@ fn kernel_config(release: &str) -> Option<&'static str> {
             if let Ok(s) = std::fs::read_to_string(format!("/boot/config-{release}")) {
                 return Some(s);
             }
-            let out = std::process::Command::new("zcat")
-                .arg("/proc/config.gz")
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()?;
+            let out = super::command::output_within(
+                std::process::Command::new("zcat").arg("/proc/config.gz"),
+                super::command::SHORT,
+            )
+            .ok()?;
             out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
         })
         .as_deref()

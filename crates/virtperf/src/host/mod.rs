@@ -1,13 +1,15 @@
 //! The host layer: small facts and actions about the machine virtperf runs on, used by every
 //! other module and using none of them.
 
+pub mod command;
 pub mod confine;
 pub mod facts;
+pub mod panics;
 
 pub use facts::{facts, HostFacts, KvmFacts};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Creates `dir` (and its parents) for virtperf's own files, readable by its owner only, or checks
 /// that an existing one is safe: owned by this user and writable by nobody else. Everything
@@ -202,7 +204,7 @@ pub fn which(prog: &str) -> Option<PathBuf> {
 
 /// First line of `prog --version`.
 pub fn version_of(prog: &str) -> Option<String> {
-    let out = Command::new(prog).arg("--version").stdin(Stdio::null()).output().ok()?;
+    let out = command::output_within(Command::new(prog).arg("--version"), command::SHORT).ok()?;
     let s = String::from_utf8_lossy(&out.stdout);
     s.lines().next().map(|l| l.trim().to_string())
 }
@@ -319,7 +321,15 @@ pub fn delete_netns(name: &str) {
 /// Runs `cmd` to completion with no input and returns its stdout; the error names `what` and
 /// carries the command's stderr. The tool's one runner of external commands.
 pub fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
-    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{what}: cannot start: {e}"))?;
+    run_within(cmd, what, command::SHORT)
+}
+
+/// [`run`] with a deadline of its own (a package manager's download: [`command::LONG`]).
+pub fn run_within(cmd: &mut Command, what: &str, limit: std::time::Duration) -> Result<String, String> {
+    let out = command::output_within(cmd, limit).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => format!("{what}: {e}"),
+        _ => format!("{what}: cannot start: {e}"),
+    })?;
     if !out.status.success() {
         return Err(format!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
@@ -388,25 +398,22 @@ pub fn daemon_netns_pid() -> u32 {
 pub fn sweep_lent_tap(name: &str) {
     if name.starts_with(LENT_TAP_PREFIX) && name.len() <= 15 {
         let pid = daemon_netns_pid();
-        let _ = Command::new("nsenter")
-            .arg(format!("--net=/proc/{pid}/ns/net"))
-            .args(["ip", "link", "del", name])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = command::status_within(
+            Command::new("nsenter")
+                .arg(format!("--net=/proc/{pid}/ns/net"))
+                .args(["ip", "link", "del", name]),
+            command::SHORT,
+        );
     }
 }
 
 /// Powers a domain off (the sweep's and the teardown's half of [`Entry::Domain`]): a transient
 /// one disappears with it, a defined one stays defined.
 pub fn destroy_domain(uri: &str, name: &str) {
-    let _ = Command::new("virsh")
-        .args(["-q", "-c", uri, "destroy", name])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let _ = command::status_within(
+        Command::new("virsh").args(["-q", "-c", uri, "destroy", name]),
+        command::SHORT,
+    );
 }
 
 /// A unit test's part that this host cannot run: said and left out — unless the suite runs where

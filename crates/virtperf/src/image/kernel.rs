@@ -58,8 +58,9 @@ impl Package {
     }
 }
 
+/// A package manager's command: minutes at most ([`crate::host::command::LONG`]).
 fn run(cmd: &mut Command, what: &str) -> Result<String, ImageError> {
-    crate::host::run(cmd, what).map_err(ImageError::Tool)
+    crate::host::run_within(cmd, what, crate::host::command::LONG).map_err(ImageError::Tool)
 }
 
 /// The concrete package a meta package depends on (`Depends: linux-image-6.1.0-56-amd64`).

@@ -519,14 +519,11 @@ fn rel(p: &Path) -> String {
 /// guest to unpack under emulation), or the agent itself when `objcopy` is not here.
 fn strip_debug(agent: &Path, tmp: &Path) -> Result<PathBuf, ImageError> {
     let out = tmp.join("virtperf.stripped");
-    let ok = Command::new("objcopy")
-        .arg("--strip-all")
-        .arg(agent)
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let ok = crate::host::command::status_within(
+        Command::new("objcopy").arg("--strip-all").arg(agent).arg(&out),
+        crate::host::command::SHORT,
+    )
+    .is_ok_and(|s| s.success());
     Ok(if ok { out } else { agent.to_path_buf() })
 }
 

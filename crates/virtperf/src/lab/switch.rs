@@ -198,7 +198,7 @@ fn vsctl(db: &str, args: &[&str]) -> Result<(), SwitchError> {
 fn end(c: &mut Child, ledger: &mut Ledger) {
     let pid = c.id();
     let _ = c.kill();
-    let _ = c.wait();
+    let _ = crate::host::command::wait_within(c, std::time::Duration::from_secs(5));
     ledger.forget_process(pid);
 }
 

@@ -288,10 +288,11 @@ fn check_session(
             }
             let t0 = realtime_ns();
             ok = writeln!(stdin, "{CTL}clock").and_then(|_| stdin.flush()).is_ok();
-            let mut l = String::new();
-            if !ok || r.read_line(&mut l).unwrap_or(0) == 0 {
-                break;
-            }
+            // Lines bounded as frames are (1 MiB): the other host's output is not trusted.
+            let l = match virtperf_proto::read_line(&mut r) {
+                Ok(l) if ok => String::from_utf8_lossy(&l).into_owned() + "\n",
+                _ => break,
+            };
             let t2 = realtime_ns();
             match l
                 .trim_end()
@@ -307,7 +308,7 @@ fn check_session(
             }
         }
         drop(stdin);
-        let _ = r.read_to_string(&mut rest);
+        let _ = (&mut r).take(crate::host::command::OUTPUT_CAP as u64).read_to_string(&mut rest);
         let out = child.wait_with_output().map_err(|e| (format!("ssh: {e}"), String::new()))?;
         if out.status.success() {
             return Ok((rest, best_offset(&samples)));
@@ -480,7 +481,7 @@ pub fn launch(
     let fail = |ctx: &mut LaunchCtx, child: &mut Option<std::process::Child>, e: LaunchError| {
         if let Some(mut c) = child.take() {
             let _ = c.kill();
-            let _ = c.wait();
+            let _ = crate::host::command::wait_within(&mut c, Duration::from_secs(5));
             ctx.ledger.forget_process(c.id());
         }
         e
@@ -561,8 +562,12 @@ fn first_line(
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut r = BufReader::new(stdout);
-        let mut first = String::new();
-        let res = r.read_line(&mut first).map(|_| first);
+        // Bounded as a frame is; the session's end is an empty line (parse_ready says why).
+        let res = match virtperf_proto::read_line(&mut r) {
+            Ok(l) => Ok(String::from_utf8_lossy(&l).into_owned() + "\n"),
+            Err(virtperf_proto::FrameError::Eof) => Ok(String::new()),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
         let _ = tx.send((res, r));
     });
     match rx.recv_timeout(deadline) {

@@ -499,3 +499,160 @@ pub(crate) fn kill9_during_a_kernel_download_leaves_no_truncated_package() -> Ou
     println!("    killed with {:.1} MB of the package downloaded: apt-get ended, nothing in place; the next start swept {dead}", bytes as f64 / 1e6);
     Outcome::Pass
 }
+
+/// The most a run's orchestrator may hold (its peak resident set, VmHWM) while an agent floods
+/// it: frames read ahead are bounded in bytes as received (8 MiB queued, 8 MiB of early replies)
+/// and parsed one at a time (a 1 MiB frame of small numbers is ~30 MiB once parsed). Measured
+/// here: 79-81 MiB over a 1.5 GB flood; before the bound, 1024 frames of 16 MiB each could queue.
+const HOSTILE_PEAK_KIB: u64 = 160 << 10;
+
+/// A hostile agent (tests/e2e/hostile_agent.py as native's agent, VIRTPERF_NATIVE_AGENT) answers
+/// with well-formed frames of the wrong shape, terminal escapes, a flood of megabyte frames, a
+/// hundred thousand laps, numbers past the protocol's integers and a line without end. Each bad
+/// case fails its own trial with the reason, the good ones pass, the run ends within its
+/// deadlines, nothing printed carries an escape sequence, and the orchestrator stays within
+/// [`HOSTILE_PEAK_KIB`].
+pub(crate) fn a_hostile_agent_fails_its_trials_within_bounds() -> Outcome {
+    if let Some(why) = need_tool("python3") {
+        return Outcome::Skip(why);
+    }
+    let agent = repo_root().join("crates/virtperf/tests/e2e/hostile_agent.py");
+    let fx = Fixture::new().with_var("VIRTPERF_NATIVE_AGENT", agent.to_str().unwrap());
+    let exp = fx.file(
+        "hostile.toml",
+        "name = \"hostile\"\nreps = 2\nwarmup = 0\ntimeout = \"8s\"\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"command\"\n\
+         cmd = [\"echo ok\", \"echo extra-number\", \"echo escape\", \"echo flood\", \"echo laps\", \"echo huge\", \"echo endless\"]\n",
+    );
+    let child = fx.spawn(&format!("run {} --json", exp.display()));
+    let pid = child.id();
+    let peak = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        while let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            let hwm = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak = peak.max(hwm.unwrap_or(0));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        peak
+    });
+    let t0 = Instant::now();
+    let out = child.wait();
+    let peak = peak.join().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    // 14 trials, at most a few of them to their 8 s deadline: well within a minute and a half.
+    assert!(t0.elapsed().as_secs() < 120, "took {:?}", t0.elapsed());
+    let run: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let reasons: Vec<String> = run["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["reason"].as_str().unwrap().to_string())
+        .collect();
+    let has = |w: &str| reasons.iter().any(|r| r.contains(w));
+    assert!(has("`extra` must be an object"), "{reasons:#?}");
+    assert!(has("expected u64"), "the number past u64: {reasons:#?}");
+    assert!(has("boom \\x1b[2J"), "the escape shown, not sent: {reasons:#?}");
+    assert!(has("no answer from the agent within"), "the endless line met its deadline: {reasons:#?}");
+    let ok = run["trials"]["ok"].as_u64().unwrap();
+    assert!(ok >= 4, "ok, laps and the flood's own result passed: {ok} ok, {reasons:#?}");
+    let (report, full) = (fx.text("report"), fx.text("report --full"));
+    let texts = [
+        ("stdout", stdout.as_ref()),
+        ("stderr", stderr.as_ref()),
+        ("report", report.as_str()),
+        ("report --full", full.as_str()),
+    ];
+    for (what, text) in texts {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'),
+            "{what} carries a raw escape"
+        );
+    }
+    assert!(report.contains("VIRTPERF_NATIVE_AGENT"), "the replaced agent is said: {report}");
+    assert!(peak > 0 && peak < HOSTILE_PEAK_KIB, "peak {peak} KiB, bound {HOSTILE_PEAK_KIB} KiB");
+    let failed: u64 = run["failures"].as_array().unwrap().iter().filter_map(|f| f["count"].as_u64()).sum();
+    println!(
+        "    a hostile agent: {failed} of 14 trials failed with their reasons; peak {} MiB (bound {} MiB)",
+        peak >> 10,
+        HOSTILE_PEAK_KIB >> 10
+    );
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
+
+/// A panic inside a trial (a bug, set off by a failpoint) fails that trial with its place and
+/// the run goes on; one outside any trial ends the run, interrupted, everything torn down, and
+/// `--resume` finishes it. Before, a panic in a trial body waited for ever for the CPU sampler.
+pub(crate) fn a_panic_fails_its_trial_or_ends_the_run_torn_down() -> Outcome {
+    let fx =
+        Fixture::new().with_var("VIRTPERF_FAILPOINTS", "trial-body=1*panic").with_var("RUST_BACKTRACE", "0");
+    let out = vp_within(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--workload",
+            "sleep:duration=100ms",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--json",
+            "--db",
+            fx.db_str(),
+        ],
+        &fx.env(),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (run["trials"]["ok"].as_u64(), run["trials"]["failed"].as_u64()),
+        (Some(2), Some(1)),
+        "{run:#}"
+    );
+    let reason = run["failures"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("a bug") && reason.contains("failpoint trial-body panic at "), "{reason}");
+    fx.assert_no_leftovers();
+
+    let kind = if need_root_and_env("container").is_none() { "container" } else { "native" };
+    let fx = Fixture::new()
+        .with_var("VIRTPERF_FAILPOINTS", "trial-stored=2*off->1*panic")
+        .with_var("RUST_BACKTRACE", "0");
+    let out = vp_within(
+        &[
+            "run",
+            "--env",
+            "native",
+            "--env",
+            kind,
+            "--workload",
+            "sleep:duration=100ms",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+            "--db",
+            fx.db_str(),
+        ],
+        &fx.env(),
+        std::time::Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped at a bug") && err.contains("--resume 1"), "{err}");
+    assert_eq!(run_status(&fx.db), "interrupted");
+    assert_eq!(count_trials(&fx.db, "ok"), 3, "the trials stored before it are kept");
+    fx.assert_no_leftovers();
+    let again = vp(
+        &["run", "--resume", "1", "--db", fx.db_str()],
+        &[("VIRTPERF_STATE_DIR", fx.state.to_str().unwrap())],
+    );
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(count_trials(&fx.db, "ok"), 6);
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}

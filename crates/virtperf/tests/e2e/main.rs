@@ -50,6 +50,8 @@ fn main() {
         security::a_containers_scratch_cannot_name_a_host_process_to_kill,
         security::a_uml_guest_cannot_write_the_hosts_root,
         faults::hung_agent_fails_trial_at_deadline_and_run_goes_on,
+        faults::a_hostile_agent_fails_its_trials_within_bounds,
+        faults::a_panic_fails_its_trial_or_ends_the_run_torn_down,
         faults::agent_killed_mid_trial_fails_that_trial_only,
         faults::sigterm_interrupts_then_resume_finishes_exactly_the_rest,
         faults::kill9_leftovers_are_swept_by_next_start,

@@ -427,6 +427,7 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ("tc", "tc", "iproute2"),
     ("mount", "mount", "mount"),
     ("unshare", "unshare", "util-linux"),
+    ("python3", "python3", "python3"),
     ("iperf3", "iperf3", "iperf3"),
     ("fio", "fio", "fio"),
     ("strace", "strace", "strace"),

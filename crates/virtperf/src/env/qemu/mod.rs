@@ -226,11 +226,10 @@ fn sandbox_supported(binary: &str) -> bool {
     if let Some(known) = S.lock().ok().and_then(|m| m.get(binary).copied()) {
         return known;
     }
-    let has = Command::new(binary)
-        .arg("-help")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
-        .unwrap_or(false);
+    let has =
+        crate::host::command::output_within(Command::new(binary).arg("-help"), crate::host::command::SHORT)
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains("-sandbox"))
+            .unwrap_or(false);
     if let Ok(mut m) = S.lock() {
         m.insert(binary.to_string(), has);
     }
