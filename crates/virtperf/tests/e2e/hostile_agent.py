@@ -11,6 +11,8 @@ each `command` workload with what its `cmd` names — frames that are well forme
   laps           LAPS lap frames before its result (an armed run's boundaries)
   endless        one frame-prefixed line of ENDLESS_MIB MiB with no newline, then silence
   huge           a result whose counts do not fit the protocol's integers
+  slow           a plain result after SLOW_S seconds (another environment's flood meanwhile
+                 has nobody reading it)
 
 Any other workload (the calibration's noops) gets a plain result.
 """
@@ -22,6 +24,7 @@ import time
 FLOOD_FRAMES = int(os.environ.get("HOSTILE_FLOOD_FRAMES", "1500"))
 LAPS = int(os.environ.get("HOSTILE_LAPS", "100000"))
 ENDLESS_MIB = int(os.environ.get("HOSTILE_ENDLESS_MIB", "300"))
+SLOW_S = float(os.environ.get("HOSTILE_SLOW_S", "5"))
 
 out = sys.stdout.buffer
 
@@ -81,6 +84,9 @@ def act(tag, workload):
             out.write(chunk)
         out.flush()
         time.sleep(3600)
+    elif what == "slow":
+        time.sleep(SLOW_S)
+        result(tag, plain)
     elif what == "huge":
         result(tag, plain, elapsed=10**30)
     else:
