@@ -810,12 +810,13 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
         let mut result = r.out.extra;
         // The load reached over the measured workload's window on the loader's side (same agent,
         // same clock), not over the loader's whole life.
-        let series: Vec<Vec<[i64; 2]>> = serde_json::from_value(result["series"].take()).unwrap_or_default();
+        let series: Vec<Vec<Vec<i64>>> = serde_json::from_value(result["series"].take()).unwrap_or_default();
         let side: Vec<[u64; 2]> = b.windows.iter().filter(|w| w.0 == who).map(|w| w.1).collect();
         let window = side.iter().map(|w| w[0]).min().zip(side.iter().map(|w| w[1]).max());
-        let in_window = window
-            .and_then(|(a, z)| virtperf_workload::load::achieved_in_window(&series, a as i64, z as i64));
-        let life = r.out.samples.iter().find(|x| x.metric == "load_achieved").map(|x| x.value);
+        let in_window =
+            window.and_then(|(a, z)| virtperf_workload::load::in_window(&series, a as i64, z as i64));
+        let life_of = |m: &str| r.out.samples.iter().find(|x| x.metric == m).map(|x| x.value);
+        let life = life_of("load_achieved").map(|a| (a, life_of("load_starved").unwrap_or(0.0)));
         if let Some(x) = in_window.or(life) {
             reached.push(x);
         }
@@ -825,8 +826,12 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
     }
     if !reached.is_empty() {
         // Over the loaders (one per instance): their mean.
-        let mean = reached.iter().sum::<f64>() / reached.len() as f64;
-        b.samples.push(Sample { metric: "load_achieved".into(), value: mean, unit: "%".into() });
+        let n = reached.len() as f64;
+        let (got, starved) = reached.iter().fold((0.0, 0.0), |s, r| (s.0 + r.0 / n, s.1 + r.1 / n));
+        b.samples.push(Sample { metric: "load_achieved".into(), value: got, unit: "%".into() });
+        // What the host denied the loader meanwhile (its wait runnable): the reference for how
+        // far from its target it could land.
+        b.samples.push(Sample { metric: "load_starved".into(), value: starved, unit: "%".into() });
         let on = if case.load.is_some_and(|l| l.on == LoadOn::Tester) { "tester" } else { "dut" };
         let result = if results.len() == 1 { results.remove(0) } else { json!(results) };
         let extra = b.extra.get_or_insert_with(|| json!({}));

@@ -105,30 +105,38 @@ pub(crate) fn container_cpu_limit_is_enforced() -> Outcome {
 pub(crate) fn background_load_lands_within_3_points() -> Outcome {
     let fx = Fixture::new();
     let doc = fx.json("run --env native --workload sleep:duration=1s,load=[50,90,100] --reps 3 --warmup 0");
-    let achieved = |target: f64| -> (f64, f64) {
-        let row = doc["results"]
+    let row = |target: f64, metric: &str| -> serde_json::Value {
+        doc["results"]
             .as_array()
             .unwrap()
             .iter()
             .find(|r| {
-                r["metric"] == "load_achieved"
-                    && r["workload"].as_str().unwrap().contains(&format!("load={target}"))
+                r["metric"] == metric && r["workload"].as_str().unwrap().contains(&format!("load={target}"))
             })
-            .unwrap_or_else(|| panic!("no load_achieved row for {target}: {doc:#}"));
-        (row["mean"].as_f64().unwrap(), row["max"].as_f64().unwrap() - row["min"].as_f64().unwrap())
+            .cloned()
+            .unwrap_or_else(|| panic!("no {metric} row for {target}: {doc:#}"))
     };
-    let (share, spread) = achieved(100.0);
-    for target in [50.0, 90.0] {
-        let (got, _) = achieved(target);
-        let expect = target.min(share);
+    // The reference is measured beside each load, of the load itself: the time its threads
+    // waited runnable for a CPU others held (load_starved). A busy host, or one whose load comes
+    // and goes (make test-jitter), takes that much from the target and no more; a spinning
+    // thread's share measured in other trials would not have seen the same moments.
+    for target in [50.0, 90.0, 100.0] {
+        let (got, starved) = (row(target, "load_achieved"), row(target, "load_starved"));
+        let (mean, spread) =
+            (got["mean"].as_f64().unwrap(), got["max"].as_f64().unwrap() - got["min"].as_f64().unwrap());
+        let waited = starved["mean"].as_f64().unwrap();
         println!(
-            "    target {target} %: achieved {got:.1} % (a spinning thread got {share:.1} % ± {spread:.1})"
+            "    target {target} %: achieved {mean:.1} % (spread {spread:.1}), waited runnable {waited:.1} %"
         );
+        assert!(mean <= target + 3.0, "target {target} %, achieved {mean:.2} %: above it");
         assert!(
-            (got - expect).abs() <= 3.0 + spread,
-            "target {target} %, achieved {got:.2} %; expected {expect:.1} ± {:.1} (a 100 % load got {share:.1} %)",
-            3.0 + spread
+            mean + waited >= target - 3.0,
+            "target {target} %, achieved {mean:.2} % and waited {waited:.2} %: {:.1} points lost that the host did not take",
+            target - mean - waited
         );
+        if waited < 1.0 && target < 100.0 {
+            assert!((mean - target).abs() <= 3.0, "an idle host: {mean:.2} % for {target} %");
+        }
     }
     fx.assert_no_leftovers();
     Outcome::Pass
