@@ -245,6 +245,14 @@ ALTER TABLE environments ADD COLUMN own_clock INTEGER NOT NULL DEFAULT 0;
 "#,
         legacy_env_flags!()
     ),
+    r#"
+-- The process that runs (or resumes) a run, while it does: one owner per run. A second
+-- `run --resume` of it is refused while this process lives (its pid, its start time in clock
+-- ticks since boot, and the boot it belongs to tell it from a later process with its pid).
+ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+ALTER TABLE runs ADD COLUMN owner_start INTEGER;
+ALTER TABLE runs ADD COLUMN owner_boot TEXT;
+"#,
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -253,6 +261,9 @@ pub struct Store {
     conn: Connection,
     /// A file next to the database holding space for the write that ends a run on a full disk.
     reserve: std::sync::Mutex<Option<std::path::PathBuf>>,
+    /// Where a migrated copy of an older database read with [`Store::open_read`] lives; removed
+    /// with the store (after `conn`, which is dropped first).
+    _copy: Option<tempfile::TempDir>,
 }
 
 /// What the reserve holds: enough for the write that marks a run interrupted (a few WAL pages).
@@ -386,6 +397,40 @@ pub type MeasuredValue = (usize, usize, Option<i64>, String, f64, u32, i64);
 
 /// Host CPU samples of a trial: (role, ms since the trial started, cumulative CPU ns).
 pub type CpuSeries = Vec<(String, f64, i64)>;
+
+/// A run read back is whole: every trial names an environment and a case of its run, a peer
+/// that exists, and environments and cases are numbered 0.. without gaps. A database whose rows
+/// disagree (written by hand, half restored) is refused here, naming the table and the row,
+/// instead of failing later where the report indexes by them.
+fn check_consistent(r: &RunRows) -> Result<()> {
+    for (what, idx) in [
+        ("environments", r.envs.iter().map(|e| e.idx).collect::<Vec<_>>()),
+        ("cases", r.cases.iter().map(|c| c.idx).collect()),
+    ] {
+        if let Some((k, i)) = idx.iter().enumerate().find(|(k, i)| *k != **i) {
+            bail!(
+                "the database is inconsistent: table {what} of run {}: row {k} has idx {i} (they must be numbered 0, 1, …); it was not written by virtperf as it stands",
+                r.run_id
+            );
+        }
+    }
+    let (ne, nc) = (r.envs.len(), r.cases.len());
+    for t in &r.trials {
+        let bad = if t.env_idx >= ne {
+            Some(format!("env_idx {} names no environment (the run has {ne})", t.env_idx))
+        } else if t.case_idx >= nc {
+            Some(format!("case_idx {} names no case (the run has {nc})", t.case_idx))
+        } else if t.peer_idx.is_some_and(|p| p >= ne) {
+            Some(format!("peer_idx {:?} names no environment (the run has {ne})", t.peer_idx))
+        } else {
+            None
+        };
+        if let Some(why) = bad {
+            bail!("the database is inconsistent: table trials, row id {} of run {}: {why}", t.id, r.run_id);
+        }
+    }
+    Ok(())
+}
 
 /// Everything stored of one run, read once ([`Store::load`]): the report and every output are
 /// built from it, none reads the database again.
@@ -592,7 +637,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mut s = Store { conn, reserve: Default::default() };
+        let mut s = Store { conn, reserve: Default::default(), _copy: None };
         s.migrate()?;
         Ok(s)
     }
@@ -633,7 +678,130 @@ impl Store {
         if !path.exists() {
             bail!("no results database at {} (run `virtperf run` first, or pass --db PATH)", path.display());
         }
+        Self::check_is_ours_on_disk(path)?;
         Self::open(path)
+    }
+
+    /// Opens a results database to read it only (report, export, compare, history, predict): the
+    /// file is never written — no WAL conversion, no migration, no table added — and a file that
+    /// is not virtperf's is refused. One made by an older virtperf is read through a migrated
+    /// copy in a temporary file (removed when this store closes).
+    pub fn open_read(path: &Path) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        if !path.exists() {
+            bail!("no results database at {} (run `virtperf run` first, or pass --db PATH)", path.display());
+        }
+        Self::check_is_ours_on_disk(path)?;
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags)
+            .with_context(|| format!("cannot open the results database {} to read it", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let v = Self::schema_of(&conn, path)?;
+        if v == SCHEMA_VERSION {
+            return Ok(Store { conn, reserve: Default::default(), _copy: None });
+        }
+        // An older schema: a copy, migrated, so that the reader sees what a current one would.
+        let dir = tempfile::tempdir().context("a temporary directory for a copy of an older database")?;
+        let copy = dir.path().join("copy.db");
+        conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()])
+            .with_context(|| format!("cannot copy {} (an older schema, {v}) to read it", path.display()))?;
+        drop(conn);
+        let mut s = Self::open(&copy)?;
+        s._copy = Some(dir);
+        Ok(s)
+    }
+
+    /// Refuses a file that is not an SQLite database at all (a text file, /dev/zero), before
+    /// SQLite is asked to open it: its first 16 bytes are SQLite's header, or it is empty.
+    fn check_is_ours_on_disk(path: &Path) -> Result<()> {
+        use std::io::Read;
+        let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+        if !meta.is_file() {
+            bail!("{} is not a regular file, so not a virtperf results database", path.display());
+        }
+        if meta.len() == 0 {
+            return Ok(());
+        }
+        let mut head = [0u8; 16];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n < 16 || &head != b"SQLite format 3\0" {
+            bail!(
+                "{} is not an SQLite database, so not virtperf's results (pass --db PATH of one)",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// The schema version of a database opened to read, or why it is not virtperf's.
+    fn schema_of(conn: &Connection, path: &Path) -> Result<i64> {
+        let v: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let has_runs: bool = conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n > 0)?;
+        if v == 0 || !has_runs {
+            bail!(
+                "{} is an SQLite database, but not virtperf's (no schema version, or no `runs` table): pass --db PATH of virtperf's results",
+                path.display()
+            );
+        }
+        if v > SCHEMA_VERSION {
+            bail!("the database has schema version {v}, newer than this virtperf understands ({SCHEMA_VERSION}); upgrade virtperf");
+        }
+        Ok(v)
+    }
+
+    /// Makes `pid` (started at `start` clock ticks after boot `boot`) the owner of run `run`,
+    /// unless another process that `alive` says still runs owns it: then its pid. In one
+    /// immediate transaction, so that two claims at once cannot both succeed.
+    pub fn claim_run(
+        &self,
+        run: i64,
+        (pid, start, boot): (u32, u64, &str),
+        alive: impl Fn(u32, u64, &str) -> bool,
+    ) -> Result<std::result::Result<(), u32>> {
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)?;
+        let owner: Option<(i64, i64, String)> = tx
+            .query_row("SELECT owner_pid, owner_start, owner_boot FROM runs WHERE id = ?1", [run], |r| {
+                Ok(
+                    match (
+                        r.get::<_, Option<i64>>(0)?,
+                        r.get::<_, Option<i64>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ) {
+                        (Some(p), Some(s), Some(b)) => Some((p, s, b)),
+                        _ => None,
+                    },
+                )
+            })
+            .optional()?
+            .flatten();
+        if let Some((p, s, b)) = owner {
+            let (p, s) = (p as u32, s as u64);
+            if (p, s, b.as_str()) != (pid, start, boot) && alive(p, s, &b) {
+                return Ok(Err(p));
+            }
+        }
+        tx.execute(
+            "UPDATE runs SET owner_pid = ?2, owner_start = ?3, owner_boot = ?4 WHERE id = ?1",
+            params![run, pid, start as i64, boot],
+        )?;
+        tx.commit()?;
+        Ok(Ok(()))
+    }
+
+    /// Gives run `run` up (its owner's work on it is done).
+    pub fn release_run(&self, run: i64, pid: u32) -> Result<()> {
+        self.conn.execute(
+            "UPDATE runs SET owner_pid = NULL, owner_start = NULL, owner_boot = NULL WHERE id = ?1 AND owner_pid = ?2",
+            params![run, pid],
+        )?;
+        Ok(())
     }
 
     fn migrate(&mut self) -> Result<()> {
@@ -899,7 +1067,7 @@ impl Store {
             let (id, point) = row?;
             details.entry(id).or_default().1.push(point);
         }
-        Ok(RunRows {
+        let rows = RunRows {
             run_id: run,
             info: self.run(run)?,
             envs: self.environments(run)?,
@@ -910,7 +1078,9 @@ impl Store {
             clock_rates: self.clock_rates(run)?,
             details,
             retried: self.retried(run)?,
-        })
+        };
+        check_consistent(&rows)?;
+        Ok(rows)
     }
 
     /// Stores one finished trial and its samples atomically.

@@ -123,8 +123,25 @@ pub fn completed(db: &Path) -> Result<Vec<i64>> {
     if !db.exists() {
         return Ok(Vec::new());
     }
-    let store = Store::open_existing(db)?;
+    let store = Store::open_read(db)?;
     Ok(store.runs()?.into_iter().filter(|r| r.status == RunStatus::Completed).map(|r| r.id).collect())
+}
+
+/// Waits for a child run, passing an interrupt of this process on to it once (SIGTERM) and then
+/// waiting for it to end as it does (its own cleanup, bounded by its deadlines).
+fn wait_forwarding(mut child: std::process::Child) -> std::process::ExitStatus {
+    let mut forwarded = false;
+    loop {
+        if let Some(st) = crate::host::command::wait_within(&mut child, std::time::Duration::from_millis(50))
+        {
+            return st;
+        }
+        if !forwarded && crate::run::CANCEL.load(std::sync::atomic::Ordering::SeqCst) {
+            // SAFETY: kill(2) of our own child, which we have not yet reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            forwarded = true;
+        }
+    }
 }
 
 /// Runs what the sequence still lacks, one `virtperf run` at a time, each one's output in
@@ -152,17 +169,19 @@ pub fn run_all(o: &Opts) -> Result<()> {
         let err = file.try_clone()?;
         eprint!("ab: run {}/{total}: {} ({}) … ", i + 1, side.name(), o.file(side).display());
         let t = Instant::now();
-        let status = Command::new(&exe)
-            .arg("run")
+        let mut cmd = Command::new(&exe);
+        cmd.arg("run")
             .arg(o.file(side))
             .args(&o.run_args)
             .arg("--db")
             .arg(o.db(side))
             .stdin(Stdio::null())
             .stdout(file)
-            .stderr(err)
-            .status()
-            .context("cannot start virtperf run")?;
+            .stderr(err);
+        // A SIGTERM or Ctrl-C of `ab` reaches the run it waits for (forwarded below), and so does
+        // its death: the run then ends interrupted, resumable, its environments torn down.
+        virtperf_workload::tools::signal_with_parent(&mut cmd, libc::SIGTERM);
+        let status = wait_forwarding(cmd.spawn().context("cannot start virtperf run")?);
         if !status.success() {
             eprintln!("failed");
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -186,7 +205,7 @@ pub fn run_all(o: &Opts) -> Result<()> {
 
 /// Every completed run of a side, as reports.
 pub fn reports(db: &Path) -> Result<Vec<Report>> {
-    let store = Store::open_existing(db)?;
+    let store = Store::open_read(db)?;
     completed(db)?.into_iter().map(|id| virtperf_report::report::build(&store.load(id)?)).collect()
 }
 

@@ -300,8 +300,14 @@ struct PredictArgs {
     json: bool,
 }
 
+/// A flag's duration (`--boot-timeout`), up to an hour: a guest that is not up within one will
+/// not be (TCG boots take seconds), and a longer one is a typo.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 2m)"))
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 2m)"))?;
+    if d > Duration::from_secs(3600) || d.is_zero() {
+        return Err(format!("`{s}`: a duration above 0 and at most 1h (e.g. 60s)"));
+    }
+    Ok(d)
 }
 
 #[derive(Args)]
@@ -524,10 +530,10 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
                 });
             }
             let p = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| experiment::InputError {
+            let text = experiment::read_file(path).map_err(|message| experiment::InputError {
                 origin: Origin::File { path: p.clone(), line: 0 },
                 key: None,
-                message: format!("cannot read the experiment file: {e}"),
+                message,
             })?;
             (experiment::read_toml(&p, &text)?, Origin::File { path: p, line: 1 })
         }
@@ -703,7 +709,7 @@ fn pick_run(store: &store::Store, run: Option<i64>) -> anyhow::Result<i64> {
 }
 
 fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
-    let store = match store::Store::open_existing(&a.db) {
+    let store = match store::Store::open_read(&a.db) {
         Ok(s) => s,
         Err(e) => return Err(bad_input(e)),
     };
@@ -759,7 +765,7 @@ fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitStatus> {
             Ok(r) => r,
             Err(e) => return Err(bad_input(e)),
         };
-        let store = match store::Store::open_existing(&r.db) {
+        let store = match store::Store::open_read(&r.db) {
             Ok(st) => st,
             Err(e) => return Err(bad_input(format!("{s}: {e:#}"))),
         };
@@ -815,7 +821,7 @@ fn cmd_history(a: HistoryArgs) -> anyhow::Result<ExitStatus> {
     let mut found: Vec<(PathBuf, store::RunInfo)> = Vec::new();
     for s in &sources {
         let r = compare::parse_ref(s, &a.db).map_err(bad_input)?;
-        let store = store::Store::open_existing(&r.db).map_err(|e| bad_input(format!("{s}: {e:#}")))?;
+        let store = store::Store::open_read(&r.db).map_err(|e| bad_input(format!("{s}: {e:#}")))?;
         let infos = match r.run {
             Some(id) => vec![store.run(id).map_err(|e| bad_input(format!("{s}: {e:#}")))?],
             None => store.runs()?,
@@ -855,7 +861,7 @@ fn cmd_history(a: HistoryArgs) -> anyhow::Result<ExitStatus> {
     }
     let mut runs = Vec::new();
     for (db, info) in keep {
-        let store = store::Store::open_existing(&db)?;
+        let store = store::Store::open_read(&db)?;
         let rep = report::build(&store.load(info.id)?)?;
         let point = history::RunPoint {
             db: db.display().to_string(),
@@ -950,6 +956,8 @@ fn cmd_ab(a: AbArgs) -> anyhow::Result<ExitStatus> {
             _ => Err(e),
         }
     };
+    // SIGINT/SIGTERM reach the run in progress (ab::run_all forwards them) and end the sequence.
+    run::install_signal_handler();
     if let Err(e) = ab::validate(&opts) {
         return child(e);
     }
@@ -998,7 +1006,7 @@ fn write_file(path: &std::path::Path, bytes: &[u8], what: &str) -> anyhow::Resul
 }
 
 fn cmd_export(a: ExportArgs) -> anyhow::Result<ExitStatus> {
-    let store = match store::Store::open_existing(&a.db) {
+    let store = match store::Store::open_read(&a.db) {
         Ok(s) => s,
         Err(e) => return Err(bad_input(e)),
     };

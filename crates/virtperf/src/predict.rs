@@ -57,7 +57,7 @@ pub struct Answer {
 
 /// The stored prices: the run asked for, or the latest completed one that has them.
 fn prices(db: &Path, run: Option<i64>) -> Result<(i64, String, Vec<EventCost>)> {
-    let store = Store::open_existing(db).map_err(|e| bad_input(format!("--db {}: {e}", db.display())))?;
+    let store = Store::open_read(db).map_err(|e| bad_input(format!("--db {}: {e}", db.display())))?;
     let runs = store.runs()?;
     let candidates: Vec<_> = match run {
         Some(id) => runs.into_iter().filter(|r| r.id == id).collect(),
@@ -134,7 +134,7 @@ pub fn predict(o: &Opts) -> Result<Answer> {
     if status != ExitStatus::Success {
         anyhow::bail!("the native run of the workloads did not complete ({status:?})");
     }
-    let store = Store::open_existing(&db)?;
+    let store = Store::open_read(&db)?;
     let id = store.runs()?.last().map(|r| r.id).context("the native run left no run")?;
     let rows = store.load(id)?;
     let rep = virtperf_report::report::build(&rows)?;

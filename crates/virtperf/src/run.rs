@@ -314,7 +314,88 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     }
     let run_id = store.create_run(&exp.name, &exp.to_toml(), &manifest, &envs, &cases, &plan)?;
     eprintln!("virtperf: run {run_id} → {} ({} trials)", opts.db.display(), plan.len());
-    execute(&store, run_id, &exp, opts)
+    if let Err(owner) = store.claim_run(run_id, this_process(), process_runs)? {
+        return Err(virtperf_report::exit::bad_input(format!(
+            "run {run_id} is already owned by process {owner}"
+        )));
+    }
+    owned(&store, run_id, || execute(&store, run_id, &exp, opts))
+}
+
+/// This process as a run's owner: its pid, its start time (clock ticks since boot) and the boot.
+fn this_process() -> (u32, u64, &'static str) {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let me = std::process::id();
+    let boot = BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    });
+    (me, crate::host::process_start(me).unwrap_or(0), boot.as_str())
+}
+
+/// Whether the owner a run records still runs: the same boot, and a process with its pid that
+/// started when it did (a pid reused since is another process).
+fn process_runs(pid: u32, start: u64, boot: &str) -> bool {
+    boot == this_process().2 && crate::host::process_start(pid) == Some(start)
+}
+
+/// Runs `f` as run `run`'s owner, and gives the run up after it however it ends.
+fn owned(store: &Store, run: i64, f: impl FnOnce() -> Result<ExitStatus>) -> Result<ExitStatus> {
+    let r = f();
+    let _ = store.release_run(run, std::process::id());
+    r
+}
+
+/// What a stored run's experiment derives to now (this virtperf, this host) against what it
+/// derived to when the run was made: the first environment or case that differs, by name and key.
+/// A resume then would run other trials than the ones planned under the same names.
+fn drift(store: &Store, run_id: i64, exp: &Experiment) -> Result<Option<String>> {
+    let (envs, cases) = (store.environments(run_id)?, store.cases(run_id)?);
+    if envs.len() != exp.envs.len() {
+        return Ok(Some(format!("{} environments were stored, {} derive now", envs.len(), exp.envs.len())));
+    }
+    if cases.len() != exp.cases.len() {
+        return Ok(Some(format!("{} cases were stored, {} derive now", cases.len(), exp.cases.len())));
+    }
+    let differs = |what: &str, stored: &serde_json::Value, now: &serde_json::Value| -> Option<String> {
+        let (a, b) = (stored.as_object()?, now.as_object()?);
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        keys.into_iter().find(|k| a.get(*k) != b.get(*k)).map(|k| {
+            let show = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
+            format!("{what}: key `{k}` was {} and is now {}", show(a.get(k)), show(b.get(k)))
+        })
+    };
+    for (stored, now) in envs.iter().zip(&exp.envs) {
+        if (stored.name.as_str(), stored.kind.as_str(), stored.instances)
+            != (now.name.as_str(), now.kind.as_str(), now.instances)
+        {
+            return Ok(Some(format!(
+                "environment {}: stored as `{}` ({}, {} instance(s)), derives now as `{}` ({}, {})",
+                stored.idx, stored.name, stored.kind, stored.instances, now.name, now.kind, now.instances
+            )));
+        }
+        let now_params = serde_json::to_value(&now.params).unwrap_or_default();
+        if let Some(d) = differs(&format!("environment `{}`", now.name), &stored.params, &now_params) {
+            return Ok(Some(d));
+        }
+    }
+    for (stored, now) in cases.iter().zip(&exp.cases) {
+        // The key first: the label says which case, its parameters say what changed.
+        let now_params = serde_json::to_value(&now.params).unwrap_or_default();
+        if stored.kind == now.kind {
+            if let Some(d) = differs(&format!("case `{}`", stored.label), &stored.params, &now_params) {
+                return Ok(Some(d));
+            }
+        }
+        if (stored.kind.as_str(), stored.label.as_str()) != (now.kind.as_str(), now.label.as_str()) {
+            return Ok(Some(format!(
+                "case {}: stored as `{}`, derives now as `{}`",
+                stored.idx, stored.label, now.label
+            )));
+        }
+    }
+    Ok(None)
 }
 
 pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitStatus> {
@@ -324,20 +405,44 @@ pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitSta
         .map_err(virtperf_report::exit::bad_input)?;
     let exp = crate::experiment::validate(&raw, &crate::experiment::Origin::Default)
         .map_err(virtperf_report::exit::bad_input)?;
+    // One owner at a time: a second resume of a run in progress would run its trials twice.
+    if let Err(owner) = store.claim_run(run_id, this_process(), process_runs)? {
+        return Err(virtperf_report::exit::bad_input(format!(
+            "run {run_id} is being run by process {owner} (`virtperf run` or `--resume {run_id}`): wait for it to end, or stop it (kill {owner}); nothing was changed"
+        )));
+    }
+    let r = resume_owned(&mut store, run_id, retry_failed, &info, &exp, opts);
+    let _ = store.release_run(run_id, std::process::id());
+    r
+}
+
+fn resume_owned(
+    store: &mut Store,
+    run_id: i64,
+    retry_failed: bool,
+    info: &virtperf_report::store::RunInfo,
+    exp: &Experiment,
+    opts: &RunOpts,
+) -> Result<ExitStatus> {
+    if let Some(d) = drift(store, run_id, exp)? {
+        return Err(virtperf_report::exit::bad_input(format!(
+            "run {run_id}'s experiment no longer derives what it did when it was made ({d}): a resume here would run other trials under the same names. Resume it with the virtperf and on the host that made it, or start a new run; nothing was changed"
+        )));
+    }
     let to_retry = if retry_failed { store.failed_or_skipped(run_id)? } else { 0 };
     if info.status == RunStatus::Completed && to_retry == 0 {
         // A precision run whose budget ended with cells short of their target goes on, with a
         // budget of its own.
         let envs: Vec<usize> = (0..exp.envs.len()).collect();
-        let short: Vec<String> = if crate::precision::paired(&exp) {
-            crate::precision::paired_cells(&exp, &store, run_id, &envs, &Default::default())?
+        let short: Vec<String> = if crate::precision::paired(exp) {
+            crate::precision::paired_cells(exp, store, run_id, &envs, &Default::default())?
                 .0
                 .iter()
                 .filter(|c| !c.watched.met)
                 .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
                 .collect()
         } else {
-            crate::precision::cells(&exp, &store, run_id, &envs, &Default::default())?
+            crate::precision::cells(exp, store, run_id, &envs, &Default::default())?
                 .iter()
                 .filter(|c| !c.standing.met())
                 .map(|c| format!("{} / {} {}", exp.envs[c.env].name, exp.cases[c.case].label, c.metric))
@@ -356,7 +461,7 @@ pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitSta
             short.join(", ")
         );
     }
-    if let Err(why) = preflight(&exp, true) {
+    if let Err(why) = preflight(exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
     }
@@ -369,7 +474,7 @@ pub fn resume(run_id: i64, retry_failed: bool, opts: &RunOpts) -> Result<ExitSta
     }
     store.set_run_status(run_id, RunStatus::Running)?;
     eprintln!("virtperf: resuming run {run_id} ({} trials left)", store.pending_trials(run_id)?.len());
-    execute(&store, run_id, &exp, opts)
+    execute(store, run_id, exp, opts)
 }
 
 struct Slot {

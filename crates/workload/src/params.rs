@@ -136,12 +136,19 @@ pub fn parse_size(s: &str) -> Option<u64> {
     parse_size::Config::new().with_binary().parse_size(s).ok()
 }
 
+/// The fastest rate a link may be given: 1 Tbit/s (`1e300` saturated to u64::MAX and went to tc).
+pub const MAX_RATE_BPS: u64 = 1_000_000_000_000;
+
 /// A link rate: bits per second as a number, or with a unit (`1gbit`, `100mbit`, `10kbit`,
-/// `1Gbit/s`, `1gbps`).
+/// `1Gbit/s`, `1gbps`), up to [`MAX_RATE_BPS`].
 pub fn parse_rate_bps(r: &Raw) -> Option<u64> {
+    parse_rate_unbounded(r).filter(|&b| b <= MAX_RATE_BPS)
+}
+
+fn parse_rate_unbounded(r: &Raw) -> Option<u64> {
     match r {
         Raw::Int(i) if *i > 0 => Some(*i as u64),
-        Raw::Float(f) if *f >= 1.0 => Some(*f as u64),
+        Raw::Float(f) if *f >= 1.0 && f.is_finite() && *f <= MAX_RATE_BPS as f64 => Some(*f as u64),
         Raw::Str(s) => {
             let l = s.trim().to_ascii_lowercase().replace(' ', "");
             let l = l.trim_end_matches("/s").trim_end_matches("ps").trim_end_matches("it");
@@ -154,7 +161,8 @@ pub fn parse_rate_bps(r: &Raw) -> Option<u64> {
                 _ => (l, 1.0),
             };
             let v: f64 = num.parse().ok()?;
-            (v > 0.0 && (v * mult) >= 1.0 && v.is_finite()).then_some((v * mult) as u64)
+            let bps = v * mult;
+            (v > 0.0 && bps >= 1.0 && bps.is_finite() && bps <= MAX_RATE_BPS as f64).then_some(bps as u64)
         }
         _ => None,
     }

@@ -39,6 +39,36 @@ pub(crate) fn raw_of(v: &toml_edit::Value) -> Option<Raw> {
     }
 }
 
+/// An experiment file's text, read with a bound: at most [`super::MAX_EXPERIMENT_BYTES`], a
+/// regular file (or a pipe: `run <(…)`), UTF-8; what is wrong, in words, else.
+pub fn read_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read the experiment file: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("cannot read the experiment file: {e}"))?;
+    let ft = meta.file_type();
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if !(ft.is_file() || ft.is_fifo()) {
+            return Err(
+                "not a regular file (an experiment is a TOML file, e.g. examples/default.toml)".into()
+            );
+        }
+    }
+    let mut bytes = Vec::new();
+    f.take(super::MAX_EXPERIMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the experiment file: {e}"))?;
+    if bytes.len() as u64 > super::MAX_EXPERIMENT_BYTES {
+        return Err(format!(
+            "larger than {} MiB: an experiment is a TOML file of a few kilobytes (is this the right file?)",
+            super::MAX_EXPERIMENT_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!("not UTF-8 text (byte {}): an experiment is a TOML file", e.utf8_error().valid_up_to())
+    })
+}
+
 /// Reads an experiment file's text into raw items (syntax and shape only).
 pub fn read_toml(path: &str, text: &str) -> Result<RawExperiment, InputError> {
     let doc = ImDocument::parse(text).map_err(|e| {

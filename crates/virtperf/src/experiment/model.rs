@@ -230,6 +230,18 @@ impl Experiment {
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 
+/// The longest trial deadline: a day. Nothing virtperf runs takes longer in one trial (RFC 2544's
+/// full procedure at one frame size takes hours); a deadline beyond it is a typo, and a year's
+/// worth of milliseconds overflowed the clocks it is added to.
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+
+/// The longest precision budget: a week.
+pub const MAX_BUDGET_MS: u64 = 7 * 86_400_000;
+
+/// The largest experiment file read: 1 MiB (the largest example is a few kilobytes; `/dev/zero`
+/// was read until memory ran out).
+pub const MAX_EXPERIMENT_BYTES: u64 = 1 << 20;
+
 pub const MAX_REPS: i64 = 10_000_000;
 
 /// Most sweep points of one workload (the product of its lists' lengths).

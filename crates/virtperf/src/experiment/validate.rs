@@ -162,7 +162,7 @@ fn lab_key(spec: &mut LabSpec, key: &str, value: &Raw) -> Result<(), String> {
         "rate" => {
             spec.rate_bps = Some(parse_rate_bps(value).ok_or_else(|| {
                 format!(
-                    "got `{}`: expected a positive rate such as \"1gbit\", \"100mbit\" or bits/s",
+                    "got `{}`: expected a rate from 1 bit/s to 1 Tbit/s (no link virtperf shapes is faster), such as \"1gbit\", \"100mbit\" or bits/s",
                     value
                 )
             })?)
@@ -703,12 +703,12 @@ fn precision_setting(raw: &RawExperiment) -> Result<Option<Precision>, InputErro
         None => DEFAULT_BUDGET_MS,
         Some(b) => match &b.value {
             Raw::Str(v) => match params::parse_duration_ms(v) {
-                Some(ms) if ms >= 1000 => ms,
+                Some(ms) if (1000..=MAX_BUDGET_MS).contains(&ms) => ms,
                 _ => {
                     return Err(err(
                         &b.origin,
                         Some("budget"),
-                        format!("got `{v}`, expected a duration of at least 1s, e.g. \"5m\""),
+                        format!("got `{v}`, expected a duration from 1s to 7 days, e.g. \"5m\""),
                     ))
                 }
             },
@@ -764,12 +764,12 @@ fn settings(raw: &RawExperiment) -> Result<Settings, InputError> {
         None => DEFAULT_TIMEOUT_MS,
         Some(s) => match &s.value {
             Raw::Str(v) => match params::parse_duration_ms(v) {
-                Some(ms) if ms >= 100 => ms,
+                Some(ms) if (100..=MAX_TIMEOUT_MS).contains(&ms) => ms,
                 _ => {
                     return Err(err(
                         &s.origin,
                         Some("timeout"),
-                        format!("got `{v}`, expected a duration of at least 100ms, e.g. \"30s\""),
+                        format!("got `{v}`, expected a duration from 100ms to 24h, e.g. \"30s\" (a trial's deadline: none takes longer than a day)"),
                     ))
                 }
             },

@@ -30,6 +30,8 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
         "reps = 3\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"memcpy\"\nsize = \"lots\"\n",
     )
     .unwrap();
+    let big = fx.path("big.toml");
+    std::fs::write(&big, format!("name = \"{}\"\n", "x".repeat(2 << 20))).unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", "--env", "native", "--workload", "memcpy:size=-1"], "key `size`"),
         (vec!["run", "--env", "xen9", "--workload", "cpu"], "unknown environment kind `xen9`"),
@@ -107,6 +109,13 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
         (vec!["run", "--env", "qemu:initrd=/etc/hostname", "--workload", "cpu"], "key `initrd`"),
         (vec!["run", "--env", "qemu:vcpus=0", "--workload", "cpu"], "key `vcpus`"),
         (vec!["run", "--env", "qemu:pin=77", "--workload", "cpu"], "CPU 77 does not exist"),
+        // Bounds (issue 66): a year's deadline, a rate beyond any link, a file without end.
+        (words("run --env native --workload noop --timeout 100000000years"), "key `timeout`"),
+        (words("run --env native --workload tcp_stream --lab rate=1e300"), "key `lab.rate`"),
+        (words("run --env native --workload tcp_stream --lab rate=2tbit"), "1 Tbit/s"),
+        (vec!["run", "/dev/zero"], "not a regular file"),
+        (vec!["run", big.to_str().unwrap()], "larger than 1 MiB"),
+        (words("run --env native --workload noop --precision 5% --budget 400days"), "key `budget`"),
     ];
     for (args, needle) in cases {
         let mut a = args.clone();
@@ -118,7 +127,69 @@ pub(crate) fn bad_input_exits_2_and_creates_nothing() -> Outcome {
         assert!(!fx.db.exists(), "{args:?} created the database");
         assert!(!fx.path("state").exists(), "{args:?} created the state directory");
     }
+    read_only_commands_never_write_and_refuse_what_is_not_theirs(&fx);
     Outcome::Pass
+}
+
+/// report, export, compare and history open a database to read it only: someone else's SQLite
+/// file is refused and left byte for byte as it was (before, `report` turned it to WAL and added
+/// virtperf's tables), and so is a text file; a database whose rows disagree is refused with the
+/// table and the row, where the report used to panic on an index.
+fn read_only_commands_never_write_and_refuse_what_is_not_theirs(fx: &Fixture) {
+    let foreign = fx.path("foreign.db");
+    let made = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sqlite3; c=sqlite3.connect('{}'); c.execute('create table t(a)'); c.commit()",
+                foreign.display()
+            ),
+        ])
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        dropped("someone else's SQLite file", "python3's sqlite3 did not make one");
+    } else {
+        let before = std::fs::read(&foreign).unwrap();
+        for cmd in [&["report"][..], &["export", "--format", "csv"], &["history"]] {
+            let mut a = cmd.to_vec();
+            a.extend(["--db", foreign.to_str().unwrap()]);
+            let out = vp(&a, &[]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+            assert!(err.contains("not virtperf's"), "{cmd:?}: {err}");
+        }
+        assert_eq!(
+            std::fs::read(&foreign).unwrap(),
+            before,
+            "a read-only command changed someone else's file"
+        );
+        assert!(!fx.path("foreign.db-wal").exists(), "no WAL made of someone else's file");
+    }
+    let text = fx.file("notes.txt", "hello\n");
+    let out = vp(&["report", "--db", text.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an SQLite database"));
+    // A run of ours, then a row made inconsistent by hand.
+    let db = fx.path("mine.db");
+    let state = fx.path("state-ro");
+    let env = [("VIRTPERF_STATE_DIR", state.to_str().unwrap())];
+    let out = vp(
+        &["run", "--env", "native", "--workload", "noop", "--reps", "2", "--db", db.to_str().unwrap()],
+        &env,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = std::fs::read(&db).unwrap();
+    let out = vp(&["report", "--db", db.to_str().unwrap()], &env);
+    assert!(out.status.success());
+    assert_eq!(std::fs::read(&db).unwrap(), before, "report wrote the database");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("UPDATE trials SET env_idx = 7 WHERE id = (SELECT min(id) FROM trials)", []).unwrap();
+    drop(c);
+    let out = vp(&["report", "--db", db.to_str().unwrap()], &env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("inconsistent: table trials, row id") && err.contains("env_idx 7"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 pub(crate) fn examples_validate() -> Outcome {

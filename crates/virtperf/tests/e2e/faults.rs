@@ -664,3 +664,70 @@ pub(crate) fn a_panic_fails_its_trial_or_ends_the_run_torn_down() -> Outcome {
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// One owner per run: a second `--resume` of a run being resumed is refused (exit 2, the owner
+/// named, nothing changed) where it used to run the same trials; a resume whose experiment now
+/// derives other cases (the stored file made to say another duration, as a changed default of a
+/// newer virtperf would) is refused naming the key; `ab` passes SIGTERM on to the run it waits for.
+pub(crate) fn one_owner_per_run_and_resume_refuses_what_drifted() -> Outcome {
+    let fx = Fixture::new();
+    let child = fx.spawn("run --env native --workload sleep:duration=100ms --reps 60 --warmup 0");
+    wait_for(|| (count_trials(&fx.db, "ok") >= 3).then_some(()), 20.0).expect("trials were stored");
+    kill(child.id(), 15);
+    let out = child.wait();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    // Two resumes at once: the second is refused while the first runs.
+    let first = fx.spawn("run --resume 1");
+    wait_for(|| (count_trials(&fx.db, "ok") >= 6).then_some(()), 20.0).expect("the first resume ran");
+    let ok_then = count_trials(&fx.db, "ok");
+    let second = fx.vp("run --resume 1");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("is being run by process {}", first.id())), "{err}");
+    kill(first.id(), 15);
+    let _ = first.wait();
+    assert!(count_trials(&fx.db, "ok") >= ok_then);
+    assert_eq!(count_trials(&fx.db, "ok") + count_trials(&fx.db, "pending"), 60, "every trial once");
+    fx.assert_no_leftovers();
+    // The stored experiment says 150ms now: its cases no longer derive what the plan holds.
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
+    c.execute("UPDATE runs SET experiment = replace(experiment, '100ms', '150ms') WHERE id = 1", []).unwrap();
+    drop(c);
+    let pending = count_trials(&fx.db, "pending");
+    let drifted = fx.vp("run --resume 1");
+    let err = String::from_utf8_lossy(&drifted.stderr);
+    assert_eq!(drifted.status.code(), Some(2), "{err}");
+    assert!(err.contains("no longer derives") && err.contains("key `duration`"), "{err}");
+    assert_eq!(count_trials(&fx.db, "pending"), pending, "nothing ran");
+    fx.assert_no_leftovers();
+    // ab: SIGTERM reaches the run it waits for, which ends interrupted.
+    let exp = fx.file("ab.toml", "name = \"ab\"\nreps = 60\nwarmup = 0\n[[env]]\nkind = \"native\"\n[[workload]]\nkind = \"sleep\"\nduration = \"100ms\"\n");
+    let dir = fx.path("ab");
+    let ab = vp_spawn(
+        &["ab", exp.to_str().unwrap(), exp.to_str().unwrap(), "--runs", "2", "--dir", dir.to_str().unwrap()],
+        &fx.env(),
+    );
+    let a_db = wait_for(
+        || {
+            std::fs::read_dir(&dir)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "db") && count_trials(p, "ok") >= 2)
+        },
+        30.0,
+    )
+    .expect("ab's first run stored trials");
+    let runs: Vec<u32> = descendants(ab.id());
+    kill(ab.id(), 15);
+    let t0 = Instant::now();
+    let out = ab.wait();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t0.elapsed().as_secs() < 10, "ab took {:?} to end", t0.elapsed());
+    let left: Vec<u32> =
+        runs.into_iter().filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists()).collect();
+    assert!(left.is_empty(), "ab's run went on alone: {left:?}");
+    assert_eq!(run_status(&a_db), "interrupted");
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
