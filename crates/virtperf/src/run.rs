@@ -55,9 +55,43 @@ pub struct RunOpts {
     pub command_line: String,
 }
 
+/// Set while preflight does its one-time work (a guest image, virtperf's UML kernel: minutes),
+/// before anything is measured or stored: an interrupt then ends the process at once. Its tools
+/// die with it (PDEATHSIG) and what they left is the next start's sweep, as after a kill -9.
+static PREPARING: AtomicBool = AtomicBool::new(false);
+
+/// Marks the preparation phase for as long as it lives.
+struct Preparing;
+
+impl Preparing {
+    fn start() -> Preparing {
+        PREPARING.store(true, Ordering::SeqCst);
+        if CANCEL.load(Ordering::SeqCst) {
+            interrupted_while_preparing();
+        }
+        Preparing
+    }
+}
+
+impl Drop for Preparing {
+    fn drop(&mut self) {
+        PREPARING.store(false, Ordering::SeqCst);
+    }
+}
+
+fn interrupted_while_preparing() -> ! {
+    eprintln!(
+        "\nvirtperf: interrupted while preparing the environments (nothing was measured); the next start removes what the preparation left"
+    );
+    std::process::exit(ExitStatus::Interrupted as i32)
+}
+
 pub fn install_signal_handler() {
     // Installing twice is an error we can ignore (tests call run more than once per process).
     let _ = ctrlc::set_handler(|| {
+        if PREPARING.load(Ordering::SeqCst) {
+            interrupted_while_preparing();
+        }
         if CANCEL.swap(true, Ordering::SeqCst) {
             eprintln!("\nvirtperf: second interrupt; still cleaning up, please wait");
         } else {
@@ -251,6 +285,7 @@ pub fn drop_unavailable(exp: &mut Experiment, prepare: bool) -> Result<Vec<(Stri
 
 pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     let mut skipped = Vec::new();
+    let preparing = Preparing::start();
     if exp.skip_unavailable {
         match drop_unavailable(&mut exp, true) {
             Ok(s) => skipped = s,
@@ -267,6 +302,7 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
     }
+    drop(preparing);
     let plan = plan::make(&exp);
     let mut store = Store::open(&opts.db)?;
     let envs: Vec<_> = exp
@@ -461,10 +497,12 @@ fn resume_owned(
             short.join(", ")
         );
     }
+    let preparing = Preparing::start();
     if let Err(why) = preflight(exp, true) {
         eprintln!("error: cannot run here:\n{why}");
         return Ok(ExitStatus::Unavailable);
     }
+    drop(preparing);
     // Only once the environments answer: a host still down keeps its trials' failures as they are.
     if to_retry > 0 {
         let n = store.retry_failed(run_id)?;

@@ -731,3 +731,54 @@ pub(crate) fn one_owner_per_run_and_resume_refuses_what_drifted() -> Outcome {
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// Each phase of a run ends within 2 s of a SIGTERM, exit 130 and nothing left: the preparation
+/// (virtperf's UML kernel built in a cache of its own: minutes, and it never checked the interrupt,
+/// so a SIGTERM waited for the whole build), a guest's boot, a trial in flight. The latencies are
+/// printed.
+pub(crate) fn sigterm_ends_every_phase_within_2_s() -> Outcome {
+    let mut latencies = Vec::new();
+    let mut stop = |fx: &Fixture, child: Spawned, phase: &str| {
+        let pid = child.id();
+        let t0 = Instant::now();
+        kill(pid, 15);
+        let out = child.wait();
+        let took = t0.elapsed();
+        assert_eq!(out.status.code(), Some(130), "{phase}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(took < Duration::from_secs(2), "{phase}: {took:?} after SIGTERM");
+        fx.sweep();
+        latencies.push(format!("{phase} {:.2} s", took.as_secs_f64()));
+    };
+    // A trial in flight.
+    let fx = Fixture::new();
+    let child = fx.spawn("run --env native --workload sleep:duration=30s --reps 1 --warmup 0");
+    wait_for(|| agents_of(child.id()).into_iter().next(), 10.0).expect("an agent");
+    std::thread::sleep(Duration::from_millis(800));
+    stop(&fx, child, "trial");
+    match need_root_and_env("uml").or_else(|| doctor_unusable("uml:kernel=virtperf")) {
+        Some(why) => dropped("the preparation (virtperf's UML kernel build)", &why),
+        None => {
+            let fx = Fixture::new();
+            let cache = fx.path("cache");
+            let fx = fx.with_var("VIRTPERF_CACHE", &cache.to_string_lossy());
+            let child = fx.spawn("run --env uml:kernel=virtperf --workload noop --reps 1");
+            // The build under way: its compilers run below the run.
+            let building = wait_for(|| (descendants(child.id()).len() >= 3).then_some(()), 60.0);
+            assert!(building.is_some(), "the kernel build began");
+            std::thread::sleep(Duration::from_secs(2));
+            stop(&fx, child, "preparation");
+        }
+    }
+    if let Some(why) = need_qemu() {
+        dropped("a guest's boot", &why);
+    } else {
+        // A guest's boot (TCG: seconds), before its agent says hello.
+        let fx = Fixture::new();
+        let child = fx.spawn("run --env qemu --workload noop --reps 1");
+        wait_for(|| (!qemu_guests().is_empty()).then_some(()), 60.0).expect("a QEMU guest started");
+        std::thread::sleep(Duration::from_millis(500));
+        stop(&fx, child, "boot");
+    }
+    println!("    SIGTERM to exit: {}", latencies.join(", "));
+    Outcome::Pass
+}

@@ -97,6 +97,7 @@ fn main() {
         guests::qemu_two_instances_stream_together,
         guests::qemu_faults_fail_the_trial_with_the_reason_and_the_run_goes_on,
         guests::qemu_killed_during_boot_is_swept,
+        faults::sigterm_ends_every_phase_within_2_s,
         libvirt::libvirt_refusals_name_the_fix,
         libvirt::libvirt_tcg_domain_runs_memcpy_and_tcp_stream,
         libvirt::libvirt_existing_domain_is_started_and_powered_off,
