@@ -154,6 +154,13 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
             .iter()
             .filter(|e| e.host.is_none())
             .find_map(|e| env::find(&e.kind).and_then(|k| k.runtime_flags())),
+        // What the host holds each environment to (docs/security.md).
+        "confinement": exp
+            .envs
+            .iter()
+            .filter(|e| e.host.is_none())
+            .filter_map(|e| env::find(&e.kind).map(|k| (e.name.clone(), k.confinement(&e.params))))
+            .collect::<BTreeMap<String, &str>>(),
         // An agent replaced by another program (VIRTPERF_NATIVE_AGENT), by environment kind.
         "agent_replaced": exp
             .envs
@@ -336,6 +343,12 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
         })
         .collect();
     let mut manifest = manifest(&exp, &opts.command_line);
+    // Another run measuring on this host meanwhile: said now and before the numbers.
+    if let Some(other) = crate::host::claim_measuring() {
+        let who = if other == 0 { "another process".to_string() } else { format!("process {other}") };
+        eprintln!("virtperf: warning: another virtperf run ({who}) is measuring on this host: each run's figures carry the other's load");
+        manifest["concurrent_run"] = serde_json::json!(other);
+    }
     manifest["skipped_environments"] = serde_json::json!(skipped
         .iter()
         .map(|(n, why)| serde_json::json!({"environment": n, "why": why}))
@@ -496,6 +509,10 @@ fn resume_owned(
             short.len(),
             short.join(", ")
         );
+    }
+    if let Some(other) = crate::host::claim_measuring() {
+        let who = if other == 0 { "another process".to_string() } else { format!("process {other}") };
+        eprintln!("virtperf: warning: another virtperf run ({who}) is measuring on this host: each run's figures carry the other's load");
     }
     let preparing = Preparing::start();
     if let Err(why) = preflight(exp, true) {

@@ -359,6 +359,13 @@ pub fn caveats(r: &Report) -> Vec<String> {
             "runsc ran with {f} (VIRTPERF_RUNSC_FLAGS): gVisor's figures are of that configuration"
         ));
     }
+    // Another virtperf run measured on this host at the same time.
+    if let Some(p) = m["concurrent_run"].as_u64() {
+        let who = if p == 0 { "another process".to_string() } else { format!("process {p}") };
+        out.push(format!(
+            "another virtperf run ({who}) was measuring on this host when this one started: its load may be in these figures"
+        ));
+    }
     // An agent that is not this virtperf's (VIRTPERF_NATIVE_AGENT): its figures are that
     // program's.
     if let Some(m) = m["agent_replaced"].as_object() {

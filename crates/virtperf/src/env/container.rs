@@ -426,6 +426,9 @@ pub fn serves_files(params: &BTreeMap<String, Value>) -> Result<(), String> {
 }
 
 impl Environment for Container {
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
+        "runc's namespaces and cgroup; no capabilities unless given, no_new_privileges, a read-only root with /usr, /etc, /opt bound read-only, /scratch a host directory bound read-write; no seccomp filter (it measures namespaces and cgroups alone: docs/security.md)"
+    }
     fn uses_host_network(&self) -> bool {
         true
     }

@@ -228,6 +228,11 @@ pub trait Environment: Sync {
     fn runtime_flags(&self) -> Option<String> {
         None
     }
+    /// What the host holds an instance of this kind to (docs/security.md), in a line for the
+    /// manifest: its privileges, what of the host's file systems it may write, its filters.
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
+        "none beyond the host's own: the agent runs on the host as virtperf does"
+    }
     /// A program run as this kind's agent in place of virtperf itself, from the environment (for
     /// the manifest and the report's caveats): the figures are that program's.
     fn agent_replaced(&self) -> Option<String> {

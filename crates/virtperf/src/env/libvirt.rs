@@ -495,6 +495,9 @@ fn qemu_pid(name: &str) -> Option<u32> {
 }
 
 impl Environment for Libvirt {
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
+        "libvirt's own: its QEMU's seccomp sandbox (qemu.conf seccomp_sandbox) and security driver, as the daemon is configured"
+    }
     fn carries_programs(&self) -> bool {
         true
     }

@@ -491,6 +491,9 @@ pub fn choose(params: &BTreeMap<String, Value>) -> Choice {
 }
 
 impl Environment for Uml {
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
+        "a mount namespace of its own: every host file system read-only, the guest's hostfs root a read-only view of /; writable: its memory tmpfs (sized) and its scratch image only"
+    }
     fn bridges(&self) -> Result<(), String> {
         Err("a UML driver domain cannot bridge here: the UML kernels virtperf runs have no bridge built in (the packaged one's is a module its hostfs root cannot load); use switch_guest = \"qemu\"".into())
     }

@@ -557,3 +557,54 @@ fn pin_this_thread(cpu: usize) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
+
+/// Where runs say they are measuring on this host: one file for the whole machine, whatever
+/// state directory each run uses (`/run/lock` for root, else the user's runtime directory).
+fn measuring_lock_path() -> PathBuf {
+    if is_root() {
+        PathBuf::from("/run/lock/virtperf-measuring.lock")
+    } else {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
+            .join(format!("virtperf-measuring-{uid}.lock"))
+    }
+}
+
+/// Says that this process measures on this host (an exclusive `flock` held until it exits), or
+/// which process already does: another run's load lands in this one's figures, and this one's in
+/// its. None when this process holds it now, or when the lock cannot be made (said nowhere: a
+/// warning's means, not a requirement).
+pub fn claim_measuring() -> Option<u32> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    if HELD.get().is_some() {
+        return None;
+    }
+    let path = measuring_lock_path();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .ok()?;
+    // SAFETY: flock(2) on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut text = String::new();
+        let _ = f.read_to_string(&mut text);
+        return text.trim().parse().ok().filter(|&p: &u32| process_start(p).is_some()).or(Some(0));
+    }
+    let _ = f.set_len(0).and_then(|_| f.rewind()).and_then(|_| write!(f, "{}", std::process::id()));
+    let _ = HELD.set(f);
+    None
+}

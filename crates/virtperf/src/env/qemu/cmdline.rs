@@ -78,6 +78,12 @@ pub fn disk_what(machine: &str, model: &str, cache: &str, image: &str) -> String
     format!("ext4 on {dev} {}: raw image {image}, host cache={cache}", guest_disk_dev(model))
 }
 
+/// QEMU's seccomp filter as libvirt applies it by default (qemu.conf `seccomp_sandbox = 1`): no
+/// obsolete system calls, no setuid/setgid or capability changes, no fork or exec, no changes of
+/// scheduling or resource limits. A guest that takes QEMU over is held to what a device model
+/// needs.
+pub const SANDBOX: &str = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+
 /// The QEMU command line (without the program name).
 pub fn command_line(c: &Config) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
@@ -87,7 +93,7 @@ pub fn command_line(c: &Config) -> Vec<String> {
     push(&["-name", &format!("{},debug-threads=on", c.name)]);
     push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
     if c.sandbox {
-        push(&["-sandbox", "on"]);
+        push(&["-sandbox", SANDBOX]);
     }
     push(&["-machine", &c.machine]);
     push(&["-accel", c.accel.as_str()]);
