@@ -195,6 +195,9 @@ impl Drop for Ledger {
     }
 }
 
+/// The OCI runtimes a container entry may name.
+const RUNTIMES: [&str; 3] = ["runc", "crun", "runsc"];
+
 /// The file that marks a scratch directory as virtperf's own.
 pub const SCRATCH_MARKER: &str = ".virtperf-scratch";
 
@@ -211,6 +214,11 @@ pub fn undo(e: &Entry, state_dir: &Path) {
             }
         }
         Entry::Container { runtime, root, id } => {
+            // Only an OCI runtime virtperf runs is ever run from a ledger, whatever it says.
+            let name = Path::new(runtime).file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !RUNTIMES.contains(&name) {
+                return;
+            }
             for args in [&["kill", id.as_str(), "KILL"][..], &["delete", "--force", id.as_str()][..]] {
                 let _ = crate::host::command::status_within(
                     Command::new(runtime).arg("--root").arg(root).args(args),

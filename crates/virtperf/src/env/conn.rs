@@ -202,6 +202,63 @@ pub struct Conn {
     relayed: Option<RelaySpans>,
 }
 
+/// How long one frame's write to an agent may wait for room in its line: an agent that stopped
+/// reading (hung, or hostile) fails the call instead of blocking the run for ever.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A writer to an agent whose every write has a deadline ([`WRITE_DEADLINE`]): its descriptor
+/// made non-blocking, each write waiting for room with poll(2) until then.
+pub struct DeadlineWriter<W: Write + std::os::fd::AsRawFd> {
+    inner: W,
+    deadline: Duration,
+}
+
+impl<W: Write + std::os::fd::AsRawFd> DeadlineWriter<W> {
+    pub fn new(inner: W) -> DeadlineWriter<W> {
+        let fd = inner.as_raw_fd();
+        // SAFETY: fcntl(2) on a descriptor `inner` owns, reading and setting its status flags.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        DeadlineWriter { inner, deadline: WRITE_DEADLINE }
+    }
+}
+
+impl<W: Write + std::os::fd::AsRawFd> Write for DeadlineWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let until = Instant::now() + self.deadline;
+        loop {
+            match self.inner.write(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "the agent read nothing for {} s (its line is full)",
+                                self.deadline.as_secs()
+                            ),
+                        ));
+                    }
+                    let mut pfd =
+                        libc::pollfd { fd: self.inner.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                    let ms = left.as_millis().min(i32::MAX as u128) as i32;
+                    // SAFETY: poll(2) on one pollfd we own, for at most `ms` milliseconds.
+                    unsafe { libc::poll(&mut pfd, 1, ms) };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// An event of the reader as the orchestrator takes it.
 enum Parsed {
     /// A reply, when it arrived, and its size as received.
@@ -584,6 +641,28 @@ mod tests {
         let e = c.wait(2, Instant::now() + Duration::from_secs(10), &never).unwrap_err().to_string();
         assert!(e.contains("floods its channel"), "{e}");
         assert!(c.stashed_bytes <= STASH_BYTES, "{}", c.stashed_bytes);
+    }
+
+    /// An agent that reads nothing: the host's writes fail at their deadline instead of blocking
+    /// (a pipe holds 64 KiB; before, the next request past it blocked the run for ever).
+    #[test]
+    fn a_write_to_an_agent_that_reads_nothing_meets_its_deadline() {
+        let (r, w) = std::io::pipe().unwrap();
+        let mut dw = DeadlineWriter::new(w);
+        dw.deadline = Duration::from_millis(300);
+        let chunk = vec![b'x'; 64 * 1024];
+        let t0 = Instant::now();
+        let mut err = None;
+        for _ in 0..64 {
+            if let Err(e) = dw.write_all(&chunk) {
+                err = Some(e);
+                break;
+            }
+        }
+        let e = err.expect("the pipe filled up");
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        drop(r);
     }
 
     #[test]

@@ -596,7 +596,7 @@ pub(super) fn launch_oci(
         let inst = Instance {
             scratch,
             cleanup: Vec::new(),
-            conn: Conn::new(stdout, Box::new(stdin), tail),
+            conn: Conn::new(stdout, Box::new(super::conn::DeadlineWriter::new(stdin)), tail),
             cpu: super::cgroup::cgroup_probe(&id),
             start_time: Default::default(),
             rtt: Default::default(),

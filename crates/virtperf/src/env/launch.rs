@@ -308,7 +308,7 @@ pub fn launch_guest(
         id: String::new(),
         own_clock: false,
         teardown: Box::new(teardown),
-        conn: Conn::new(stdout, Box::new(stdin), tail),
+        conn: Conn::new(stdout, Box::new(super::conn::DeadlineWriter::new(stdin)), tail),
         pauser: None,
     };
     inst.await_hello(ctx, started)

@@ -700,6 +700,7 @@ fn attach(
             return Err(LaunchError::Prepare(format!("the agent's socket: {e}")));
         }
     };
+    let _ = stream.set_write_timeout(Some(super::conn::WRITE_DEADLINE));
     let reader: Box<dyn Read + Send> = match stream.try_clone() {
         Ok(r) => Box::new(r),
         Err(e) => {
@@ -725,6 +726,8 @@ fn attach(
         id: String::new(),
         own_clock: false,
         teardown: Box::new(teardown),
+        // One socket reads and writes (a non-blocking descriptor would be both): its send
+        // timeout is the writes' deadline.
         conn: Conn::new(reader, Box::new(stream), tail),
         pauser: Some(Arc::new(move |pause: bool| {
             virsh(&pauser_uri, &[if pause { "suspend" } else { "resume" }, &pauser_name]).map(|_| ())

@@ -129,7 +129,7 @@ impl Environment for Native {
                 return Err(e);
             }
         };
-        let conn = Conn::new(stdout, Box::new(stdin), tail);
+        let conn = Conn::new(stdout, Box::new(super::conn::DeadlineWriter::new(stdin)), tail);
         let cg = super::cgroup::join_accounting_cgroup(ctx.ledger, &ctx.instance_id, child.id());
         let scratch = ctx.scratch_dir.as_ref().map(|d| super::launch::Scratch {
             dir: d.to_string_lossy().into_owned(),

@@ -111,6 +111,9 @@ pub fn find_built(cache: &Path) -> Option<UmlKernel> {
     found.into_iter().next().map(|x| x.1)
 }
 
+/// The longest wait for another process's build of the same kernel.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// An exclusive lock on the cache's UML directory while a build runs (two runs starting at
 /// once build once).
 struct Lock {
@@ -127,11 +130,27 @@ impl Lock {
             .open(&p)
             .map_err(|e| ImageError::Io(p.clone(), e))?;
         use std::os::fd::AsRawFd;
-        // SAFETY: flock(2) on a descriptor this function owns; released when the File is closed.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(ImageError::Io(p, std::io::Error::last_os_error()));
+        // Another build holds it for the ~3-6 minutes a build takes; one that holds it for half an
+        // hour is stuck (stopped, hung), and this build says so rather than wait for ever.
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: flock(2) on a descriptor this function owns; released when the File is closed.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(Lock { _held: f });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(ImageError::Io(p, e));
+            }
+            if t0.elapsed() > LOCK_WAIT {
+                return Err(ImageError::Tool(format!(
+                    "another virtperf has held {} for {} min, longer than a build takes: it is stuck (stop it), or remove the cache's uml directory",
+                    p.display(),
+                    LOCK_WAIT.as_secs() / 60
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        Ok(Lock { _held: f })
     }
 }
 

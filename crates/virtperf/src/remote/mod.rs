@@ -402,9 +402,10 @@ pub fn runtime_of(host: &str, env: &str) -> Option<String> {
 }
 
 /// The session's stdin, shared by the agent's line and the CPU probe: every write of a whole
-/// buffer (a frame, a control line) holds the lock, so lines never interleave.
+/// buffer (a frame, a control line) holds the lock, so lines never interleave; each with a
+/// deadline (a session that stopped reading fails the call).
 #[derive(Clone)]
-struct Shared(Arc<Mutex<std::process::ChildStdin>>);
+struct Shared(Arc<Mutex<crate::env::conn::DeadlineWriter<std::process::ChildStdin>>>);
 
 impl Write for Shared {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -519,7 +520,7 @@ pub fn launch(
         let mut reader = reader;
         demux(&mut reader, &cpu_tx, &relayed, &mut pipe_w);
     });
-    let stdin = Shared(Arc::new(Mutex::new(stdin)));
+    let stdin = Shared(Arc::new(Mutex::new(crate::env::conn::DeadlineWriter::new(stdin))));
     let cpu = RemoteCpu { writer: stdin.clone(), replies: Arc::new(Mutex::new(cpu_rx)) };
     let mut conn = crate::env::conn::Conn::new(pipe_r, Box::new(stdin), tail);
     conn.set_relay(spans);

@@ -1076,8 +1076,19 @@ mod tests {
     fn paced_stream_on_loopback_keeps_its_rate_and_loses_nothing() {
         let (s, c, m) = run(json!({"rate": 20000.0, "duration": 500, "frame_size": 128, "drain": 50}), 47311);
         let sent = c.extra["sent"].as_u64().unwrap();
-        // 20 kfps for 0.5 s: 10,000 frames, within 1 %.
-        assert!((9_900..=10_100).contains(&sent), "sent {sent}");
+        // 20 kfps for 0.5 s: 10,000 frames, within 1 % — unless the sender was descheduled past
+        // its bound (load that comes and goes beside the tests: 9 737 sent once), when it must
+        // say so: the schedule restarted (`stalls`) and the step is marked a generator
+        // shortfall, never the DUT's loss.
+        let stalls = c.extra["stalls"].as_u64().unwrap();
+        if stalls == 0 {
+            assert!((9_900..=10_100).contains(&sent), "sent {sent} without a stall");
+        } else {
+            assert!(
+                sent < 10_100 && c.extra["gen_limited"] == true,
+                "sent {sent}, {stalls} stall(s), unsaid"
+            );
+        }
         // Every frame sent is received, or dropped at the receiving socket — the host's doing
         // when something else runs here (the receiver descheduled for ~13 ms overflows its
         // 256-frame queue at 20 kfps), counted apart by the kernel and never charged to the
@@ -1087,7 +1098,7 @@ mod tests {
         assert_eq!(received + drops, sent, "{received} received + {drops} dropped at the socket");
         let loss = get(&m, "frame_loss_pct");
         assert!((loss - drops as f64 * 100.0 / sent as f64).abs() < 1e-9, "loss {loss} % with {drops} drops");
-        assert_eq!(get(&m, "gen_limited"), 0.0);
+        assert_eq!(get(&m, "gen_limited"), if stalls == 0 { 0.0 } else { 1.0 });
         // At most one frame a millisecond is tagged, from the second quarter on (375 ms here; in
         // the milliseconds the sender ran: fewer beside a CPU hog), and every tagged frame came
         // back but those dropped at a socket on the way (the receiver's or the generator's).
