@@ -21,45 +21,89 @@ use super::costs::{cost, cost_rows, family_costs, is_headline};
 use super::words::{fmt_num, fmt_value, runtime_emulated};
 use super::{Report, ResultRow};
 
-/// What an interval says about a cost (environment against its baseline, > 1 = slower).
+/// What an interval says about a cost (environment against its baseline, > 1 = slower), by one
+/// rule, the same in the terminal, the page, the JSON and docs/methodology.md ("Verdicts"):
+/// - `Slower` / `Faster`: its stated (95 %) interval excludes 1;
+/// - `Same` ("≈ same"): else, when the equivalence test's interval (90 %: two one-sided tests at
+///   5 %, TOST) lies within ±the run's target of 1;
+/// - `Inconclusive`: neither — with the launches that would settle it, where they can be said.
+///
+/// `from`–`to` is the stated interval, in the cost's terms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Verdict {
-    /// The whole interval within ±target of 1.
-    Same { half: f64 },
-    /// The interval holds 1 but reaches beyond the target (`from`–`to` times the baseline's cost).
-    Inconclusive { half: f64, from: f64, to: f64 },
-    /// The interval lies above 1: `factor` times the baseline's cost (the interval: `from`–`to`
-    /// times).
-    Slower { factor: f64, half: f64, from: f64, to: f64 },
-    /// Below 1: the baseline's cost is `factor` times this one (`from`–`to` times).
-    Faster { factor: f64, half: f64, from: f64, to: f64 },
+    Same {
+        cost: f64,
+        from: f64,
+        to: f64,
+    },
+    Inconclusive {
+        cost: f64,
+        from: f64,
+        to: f64,
+        more: Option<u64>,
+    },
+    Slower {
+        cost: f64,
+        from: f64,
+        to: f64,
+    },
+    Faster {
+        cost: f64,
+        from: f64,
+        to: f64,
+    },
     /// No usable interval: why, in words.
-    NoInterval { why: &'static str },
+    NoInterval {
+        why: &'static str,
+    },
 }
 
 /// The words for an unbounded interval, or one reaching below zero.
 pub const BASELINE_VARIES: &str = "the baseline varies too much";
 
-/// The verdict on a cost (`> 1` slower) and its interval, against a target half-width
-/// (`target`, a fraction: 0.05 for ±5 %). `half` is the interval's half-width relative to the
-/// cost, in %.
-pub fn verdict(cost: f64, ci: Option<[f64; 2]>, target: f64) -> Verdict {
-    let Some([lo, hi]) = ci else {
+/// An interval that is one: finite, above zero, in order.
+fn usable(ci: Option<[f64; 2]>) -> Option<[f64; 2]> {
+    ci.filter(|[l, h]| l.is_finite() && h.is_finite() && *l > 0.0 && h >= l)
+}
+
+/// The verdict on a cost (`> 1` slower), its stated interval `ci` and its equivalence interval
+/// `eq` (90 %; the stated one, stricter, where there is none), against a target half-width
+/// (`target`, a fraction: 0.05 for ±5 %).
+pub fn verdict(cost: f64, ci: Option<[f64; 2]>, eq: Option<[f64; 2]>, target: f64) -> Verdict {
+    let Some(c) = ci else {
         return Verdict::NoInterval { why: "no interval" };
     };
-    if !(cost.is_finite() && cost > 0.0 && lo.is_finite() && hi.is_finite()) || lo <= 0.0 || hi < lo {
+    let Some([lo, hi]) = usable(Some(c)).filter(|_| cost.is_finite() && cost > 0.0) else {
         return Verdict::NoInterval { why: BASELINE_VARIES };
+    };
+    if lo > 1.0 {
+        return Verdict::Slower { cost, from: lo, to: hi };
     }
-    let half = (hi - lo) / 2.0 / cost * 100.0;
-    if lo >= 1.0 - target && hi <= 1.0 + target {
-        Verdict::Same { half }
-    } else if lo <= 1.0 && hi >= 1.0 {
-        Verdict::Inconclusive { half, from: lo, to: hi }
-    } else if cost > 1.0 {
-        Verdict::Slower { factor: cost, half, from: lo, to: hi }
+    if hi < 1.0 {
+        return Verdict::Faster { cost, from: lo, to: hi };
+    }
+    let [a, b] = usable(eq).unwrap_or([lo, hi]);
+    if a >= 1.0 - target && b <= 1.0 + target {
+        Verdict::Same { cost, from: lo, to: hi }
     } else {
-        Verdict::Faster { factor: 1.0 / cost, half, from: 1.0 / hi, to: 1.0 / lo }
+        Verdict::Inconclusive { cost, from: lo, to: hi, more: None }
     }
+}
+
+/// How many more launches (blocks of pairs) would likely settle an inconclusive cost, from its
+/// `blocks` so far: the half-width shrinks as 1/√blocks, until the stated interval excludes 1
+/// (its estimate staying) or the equivalence interval fits within the target, whichever comes
+/// first. None where neither can (an estimate on the target's edge).
+pub fn settle(cost: f64, ci: [f64; 2], eq: Option<[f64; 2]>, target: f64, blocks: usize) -> Option<u64> {
+    let m = cost.ln();
+    let h95 = (ci[1].ln() - ci[0].ln()) / 2.0;
+    let h90 = usable(eq).map_or(h95 * 0.84, |[a, b]| (b.ln() - a.ln()) / 2.0);
+    // Each aim with a tenth to spare: an interval that just reaches it would not stay there.
+    let differ = (m.abs() > 1e-9).then(|| (h95 / (0.9 * m.abs())).powi(2));
+    let room = ((1.0 + target).ln() - m).min(m - (1.0 - target).ln());
+    let same = (room > 1e-9).then(|| (h90 / (0.9 * room)).powi(2));
+    let factor = [differ, same].into_iter().flatten().fold(f64::INFINITY, f64::min);
+    (factor.is_finite() && factor > 1.0).then(|| ((blocks.max(1) as f64) * (factor - 1.0)).ceil() as u64)
 }
 
 /// The verdict on one result row's ratio, or None where it has none (the baseline, a metric
@@ -75,9 +119,36 @@ pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
     if !(o.ratio.is_finite() && o.ratio > 0.0) {
         return Some(Verdict::NoInterval { why: BASELINE_VARIES });
     }
+    if x.better == "higher" && o.ci.is_some_and(|[l, _]| l <= 0.0) {
+        return Some(Verdict::NoInterval { why: BASELINE_VARIES });
+    }
     let (c, ci) = cost(o.ratio, o.ci, x.better);
-    let ci = if x.better == "higher" && o.ci.is_some_and(|[l, _]| l <= 0.0) { Some([-1.0, 0.0]) } else { ci };
-    Some(verdict(c, ci, target))
+    let (_, eq) = cost(o.ratio, o.ci90, x.better);
+    Some(match verdict(c, ci, eq, target) {
+        Verdict::Inconclusive { cost, from, to, .. } => {
+            let blocks = o.blocks.unwrap_or(x.launches.max(1));
+            Verdict::Inconclusive { cost, from, to, more: settle(cost, [from, to], eq, target, blocks) }
+        }
+        v => v,
+    })
+}
+
+/// A verdict as the JSON carries it, in the same words ([`Verdict::phrase`], [`Verdict::word`]).
+pub fn json_verdict(v: &Verdict, reading: Reading) -> super::RowVerdict {
+    let (cost, cost_ci, more) = match *v {
+        Verdict::Same { cost, from, to }
+        | Verdict::Slower { cost, from, to }
+        | Verdict::Faster { cost, from, to } => (Some(cost), Some([from, to]), None),
+        Verdict::Inconclusive { cost, from, to, more } => (Some(cost), Some([from, to]), more),
+        Verdict::NoInterval { .. } => (None, None, None),
+    };
+    super::RowVerdict {
+        word: v.word(reading),
+        phrase: v.phrase(reading).replace('\u{a0}', " "),
+        cost,
+        cost_ci,
+        more_launches: more,
+    }
 }
 
 /// A ratio as numbers, with no verdict: "×3.19 [1.97, 5.15]" (its interval only where it is
@@ -113,54 +184,300 @@ pub fn fmt_half(h: f64) -> String {
     }
 }
 
-/// How wide a factor's interval is: ±% while that reads true (up to ±50 %), else its range in
-/// times ("2.7–110×": a lopsided interval on the log scale is not "±360 %").
-fn width(half: f64, from: f64, to: f64) -> String {
-    if half <= 50.0 {
-        fmt_half(half)
+/// A percentage of a change, 2 significant digits: 4.9, 28, 0.4.
+fn fmt_pct(p: f64) -> String {
+    if p < 9.95 {
+        format!("{p:.1}")
     } else {
-        format!("{}–{}×", fmt_factor(from), fmt_factor(to))
+        format!("{p:.0}")
+    }
+}
+
+/// Factors from this size on are said as factors (5.1× slower), smaller ones in per cent
+/// (28 % lower): a person says a change both ways, and this is where one reads better.
+const FACTOR_FROM: f64 = 1.5;
+
+/// The words of a direction: a time's (more is slower) or a rate's (more is higher).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reading {
+    /// Lower is better (a time, a latency): said "slower" / "faster".
+    Time,
+    /// Higher is better (a rate, a throughput): said of the rate itself, "lower" / "higher".
+    Rate,
+}
+
+impl Reading {
+    pub fn of(better: &str) -> Reading {
+        if better == "higher" {
+            Reading::Rate
+        } else {
+            Reading::Time
+        }
+    }
+    /// The value's own ratio (environment / baseline) of a cost.
+    fn value(self, cost: f64) -> f64 {
+        match self {
+            Reading::Time => cost,
+            Reading::Rate => 1.0 / cost,
+        }
+    }
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Reading::Time => ("slower", "faster"),
+            Reading::Rate => ("higher", "lower"),
+        }
+    }
+}
+
+/// A cost as the change a person says: "5.1× slower", "4.9 % slower", "2.0 % faster"; of a rate,
+/// the rate's own: "28 % lower", "3.1× higher".
+pub fn change(cost: f64, reading: Reading) -> String {
+    let v = reading.value(cost);
+    let (up, down) = reading.words();
+    if v >= 1.0 {
+        if v >= FACTOR_FROM {
+            format!("{}× {up}", fmt_factor(v))
+        } else {
+            format!("{}\u{a0}% {up}", fmt_pct((v - 1.0) * 100.0))
+        }
+    } else if 1.0 / v >= FACTOR_FROM {
+        format!("{}× {down}", fmt_factor(1.0 / v))
+    } else {
+        format!("{}\u{a0}% {down}", fmt_pct((1.0 - v) * 100.0))
+    }
+}
+
+/// An interval on one side of 1, in the words of that side: "2.6–9.9×", "2.7–7.1 %".
+fn one_side(from: f64, to: f64, reading: Reading) -> String {
+    let (a, b) = (reading.value(from), reading.value(to));
+    let up = a >= 1.0 && b >= 1.0;
+    let g = |v: f64| if up { v } else { 1.0 / v };
+    let (lo, hi) = if g(a) <= g(b) { (g(a), g(b)) } else { (g(b), g(a)) };
+    if hi >= FACTOR_FROM {
+        format!("{}–{}×", fmt_factor(lo), fmt_factor(hi))
+    } else {
+        let p = |x: f64| if up { (x - 1.0) * 100.0 } else { (1.0 - 1.0 / x) * 100.0 };
+        format!("{}–{}\u{a0}%", fmt_pct(p(lo)), fmt_pct(p(hi)))
+    }
+}
+
+/// An interval across 1, each end in words: "5.0 % faster … 1.1 % slower".
+fn across(from: f64, to: f64, reading: Reading) -> String {
+    let (a, b) = (reading.value(from), reading.value(to));
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    format!("{} … {}", change(reading_cost(lo, reading), reading), change(reading_cost(hi, reading), reading))
+}
+
+/// The cost of a value ratio (the inverse of [`Reading::value`]).
+fn reading_cost(v: f64, reading: Reading) -> f64 {
+    match reading {
+        Reading::Time => v,
+        Reading::Rate => 1.0 / v,
+    }
+}
+
+/// A value's change as a signed percentage (or a factor where it is large), for a table's cell:
+/// "+4.9 %", "−2.0 %", "×0.12".
+fn signed(v: f64) -> String {
+    if ((v - 1.0) * 100.0).abs() < 0.05 {
+        "0.0".into()
+    } else if v >= FACTOR_FROM || v <= 1.0 / FACTOR_FROM {
+        format!("×{}", fmt_factor(v))
+    } else if v >= 1.0 {
+        format!("+{}", fmt_pct((v - 1.0) * 100.0))
+    } else {
+        format!("−{}", fmt_pct((1.0 - v) * 100.0))
+    }
+}
+
+/// "inconclusive" where a table's column has no room for the word and the estimate apart.
+pub const ABBREVIATED: &str = "inconcl.";
+
+/// How many digits a signed change keeps in a table's cell.
+#[derive(Clone, Copy, PartialEq)]
+enum Digits {
+    /// "+4.6 %", "×0.59".
+    Full,
+    /// "+4.6", "×0.59": the unit said once, in the legend.
+    Bare,
+    /// "+5", "−41", "×2.5": whole per cent, a factor only above 1.5×.
+    Whole,
+}
+
+/// A value ratio as a signed change for a cell, in [`Digits`].
+fn pct(v: f64, d: Digits) -> String {
+    match d {
+        Digits::Full => {
+            let s = signed(v);
+            if s.starts_with('×') {
+                s
+            } else {
+                format!("{s}\u{a0}%")
+            }
+        }
+        Digits::Bare => signed(v),
+        Digits::Whole if v >= FACTOR_FROM => format!("×{}", fmt_factor(v)),
+        Digits::Whole => {
+            let p = (v - 1.0) * 100.0;
+            let sign = if p < 0.0 { "−" } else { "+" };
+            if p.abs() < 0.95 {
+                format!("{sign}{:.1}", p.abs())
+            } else {
+                format!("{sign}{:.0}", p.abs())
+            }
+        }
+    }
+}
+
+/// "≈ 40 more launches would settle it".
+fn settling(more: Option<u64>) -> String {
+    match more {
+        Some(n) if n > 100_000 => "; more than 100 000 further launches would be needed to settle it".into(),
+        Some(n) => format!("; ≈ {n} more launch{} would settle it", if n == 1 { "" } else { "es" }),
+        None => String::new(),
     }
 }
 
 impl Verdict {
-    /// The verdict's words and its width, apart: ("163× slower", "±30 %").
-    pub fn words(&self) -> (String, String) {
-        let how = |f: f64, way: &str| {
-            if f >= 1.5 {
-                format!("{}× {way}", fmt_factor(f))
+    /// The relative half-width of its interval, in % of the estimate (what a target is about).
+    pub fn half(&self) -> Option<f64> {
+        match *self {
+            Verdict::Same { cost, from, to }
+            | Verdict::Inconclusive { cost, from, to, .. }
+            | Verdict::Slower { cost, from, to }
+            | Verdict::Faster { cost, from, to } => Some((to - from) / 2.0 / cost * 100.0),
+            Verdict::NoInterval { .. } => None,
+        }
+    }
+
+    /// Whether it says something: slower, faster, or the same within the target.
+    pub fn decided(&self) -> bool {
+        matches!(self, Verdict::Slower { .. } | Verdict::Faster { .. } | Verdict::Same { .. })
+    }
+
+    /// The one word it comes to: slower, faster (lower, higher of a rate), same, inconclusive,
+    /// no interval.
+    pub fn word(&self, reading: Reading) -> &'static str {
+        let (up, down) = reading.words();
+        match *self {
+            Verdict::Slower { .. } if reading == Reading::Time => up,
+            Verdict::Slower { .. } => down,
+            Verdict::Faster { .. } if reading == Reading::Time => down,
+            Verdict::Faster { .. } => up,
+            Verdict::Same { .. } => "same",
+            Verdict::Inconclusive { .. } => "inconclusive",
+            Verdict::NoInterval { why } if why == BASELINE_VARIES => "inconclusive",
+            Verdict::NoInterval { .. } => "no interval",
+        }
+    }
+
+    /// In a table's cell, two lines: the answer with its estimate, then its interval —
+    /// ("4.9 % slower", "(2.7–7.1 %)"); ("≈ same", "−2.0 % (−5.0…+1.1)"), signed as the value's
+    /// change in % (less time or rate: −). The most precise form.
+    pub fn cell(&self, reading: Reading) -> (String, String) {
+        let [a, b] = self.cells(reading).swap_remove(0);
+        (a, b)
+    }
+
+    /// [`Verdict::cell`]'s forms, the most precise first, each narrower: a table takes the first
+    /// that fits its columns. Every form keeps the word, the estimate and the interval.
+    pub fn cells(&self, reading: Reading) -> Vec<[String; 2]> {
+        let val = |c: f64| reading.value(c);
+        let ends = |from: f64, to: f64| {
+            let (a, b) = (val(from), val(to));
+            if a <= b {
+                (a, b)
             } else {
-                // Below 1.5×, a person says it in per cent of the baseline's time or rate.
-                let p = if way == "slower" { (f - 1.0) * 100.0 } else { (1.0 - 1.0 / f) * 100.0 };
-                if p < 9.95 {
-                    format!("{p:.1}\u{a0}% {way}")
-                } else {
-                    format!("{p:.0}\u{a0}% {way}")
-                }
+                (b, a)
             }
         };
         match *self {
-            Verdict::Same { half } => ("≈ same".into(), fmt_half(half)),
-            Verdict::Inconclusive { half, from, to } => ("inconclusive".into(), width(half, from, to)),
-            Verdict::Slower { factor, half, from, to } => (how(factor, "slower"), width(half, from, to)),
-            Verdict::Faster { factor, half, from, to } => (how(factor, "faster"), width(half, from, to)),
+            Verdict::Slower { cost, from, to } | Verdict::Faster { cost, from, to } => {
+                vec![[change(cost, reading), format!("({})", one_side(from, to, reading))]]
+            }
+            Verdict::Same { cost, from, to } | Verdict::Inconclusive { cost, from, to, .. } => {
+                let word = if matches!(self, Verdict::Same { .. }) { "≈ same" } else { "inconclusive" };
+                let (lo, hi) = ends(from, to);
+                let est = val(cost);
+                let mut out = vec![
+                    [
+                        word.to_string(),
+                        format!(
+                            "{} ({}…{})",
+                            pct(est, Digits::Full),
+                            pct(lo, Digits::Bare),
+                            pct(hi, Digits::Bare)
+                        ),
+                    ],
+                    [
+                        word.to_string(),
+                        format!(
+                            "{} ({}…{})",
+                            pct(est, Digits::Bare),
+                            pct(lo, Digits::Bare),
+                            pct(hi, Digits::Bare)
+                        ),
+                    ],
+                ];
+                if matches!(self, Verdict::Same { .. }) {
+                    out.push([
+                        format!("{word} {}", pct(est, Digits::Bare)),
+                        format!("({}…{})", pct(lo, Digits::Bare), pct(hi, Digits::Bare)),
+                    ]);
+                }
+                let whole = format!("({}…{})", pct(lo, Digits::Whole), pct(hi, Digits::Whole));
+                out.push([word.to_string(), format!("{} {whole}", pct(est, Digits::Whole))]);
+                // The narrowest: the estimate beside the word, shortened ([`ABBREVIATED`]).
+                let short = if matches!(self, Verdict::Same { .. }) { word } else { ABBREVIATED };
+                out.push([format!("{short} {}", pct(est, Digits::Whole)), whole]);
+                out
+            }
             Verdict::NoInterval { why } if why == BASELINE_VARIES => {
-                ("inconclusive".into(), "baseline varies".into())
+                vec![["inconclusive".into(), "baseline varies".into()]]
             }
-            Verdict::NoInterval { .. } => ("no interval".into(), "one sample".into()),
+            Verdict::NoInterval { .. } => vec![["no interval".into(), "one sample".into()]],
         }
     }
-    /// On one line: "163× slower ±30 %", "inconclusive: the baseline varies too much".
-    pub fn line(&self) -> String {
-        match self {
-            Verdict::NoInterval { why } if *why == BASELINE_VARIES => format!("inconclusive: {why}"),
+
+    /// In a sentence, its estimate beside its interval: "5.1× slower (2.6–9.9×)", "≈ same: 2.0 %
+    /// faster (5.0 % faster … 1.1 % slower)", "inconclusive: … ; ≈ 40 more launches would
+    /// settle it", "inconclusive: the baseline varies too much".
+    pub fn phrase(&self, reading: Reading) -> String {
+        match *self {
+            Verdict::Slower { cost, from, to } | Verdict::Faster { cost, from, to } => {
+                format!("{} ({})", change(cost, reading), one_side(from, to, reading))
+            }
+            Verdict::Same { cost, from, to } => {
+                format!("≈ same: {} ({})", change(cost, reading), across(from, to, reading))
+            }
+            Verdict::Inconclusive { cost, from, to, more } => format!(
+                "inconclusive: {} ({}){}",
+                change(cost, reading),
+                across(from, to, reading),
+                settling(more)
+            ),
+            Verdict::NoInterval { why } if why == BASELINE_VARIES => format!("inconclusive: {why}"),
             Verdict::NoInterval { .. } => "no interval (one sample a side)".into(),
-            _ => {
-                let (a, b) = self.words();
-                format!("{a} {b}")
-            }
         }
     }
+
+    /// Short, for a line of several: "5.1× slower (2.6–9.9×)", "≈ same, −2.0 % (−5.0…+1.1)",
+    /// "inconclusive, +5.6 % (−7.3…+20)" (signed: the value's change in %).
+    pub fn short(&self, reading: Reading) -> String {
+        match self {
+            Verdict::Same { .. } | Verdict::Inconclusive { .. } => {
+                let [w, n] = self.cells(reading).swap_remove(0);
+                format!("{w}, {n}")
+            }
+            _ => self.phrase(reading),
+        }
+    }
+
+    /// [`Verdict::phrase`] of a cost (a family's, a workload's: said as time).
+    pub fn line(&self) -> String {
+        self.phrase(Reading::Time)
+    }
+
     /// How the page colours it: `worse`, `better`, `same`, `unclear`.
     pub fn class(&self) -> &'static str {
         match self {
@@ -241,19 +558,23 @@ fn headline_rows(r: &Report) -> Vec<&ResultRow> {
         .collect()
 }
 
-/// How many of the headline ratios are within the target, of how many.
+/// How many of the distinct measurements are measured to the target (their interval's
+/// half-width at most it), of how many. A workload's several headline metrics come from the
+/// same trials (tcp_rr's rate and latency are reciprocals): they count once, by the widest.
 pub fn within_target(r: &Report) -> (usize, usize) {
     let t = target(r);
-    let v: Vec<Verdict> = headline_rows(r).iter().filter_map(|x| row_verdict(x, t)).collect();
-    let within = v
-        .iter()
-        .filter(|v| match v {
-            Verdict::Same { half } | Verdict::Inconclusive { half, .. } => *half <= t * 100.0,
-            Verdict::Slower { half, .. } | Verdict::Faster { half, .. } => *half <= t * 100.0,
-            Verdict::NoInterval { .. } => false,
-        })
-        .count();
-    (within, v.len())
+    let mut widest: BTreeMap<(&str, &str), Option<f64>> = BTreeMap::new();
+    for x in headline_rows(r) {
+        let Some(v) = row_verdict(x, t) else { continue };
+        let h = v.half();
+        let e = widest.entry((x.environment.as_str(), x.workload.as_str())).or_insert(Some(0.0));
+        *e = match (*e, h) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+    }
+    let within = widest.values().filter(|h| h.is_some_and(|h| h <= t * 100.0)).count();
+    (within, widest.len())
 }
 
 /// Environments held to some CPUs (`cpuset`, a guest's `pin`) and the lab's tester (`tester_cpu`,
@@ -396,7 +717,7 @@ pub fn caveats(r: &Report) -> Vec<String> {
             None => String::new(),
         };
         out.push(format!(
-            "precision: {within} of {n} ratios are within ±{t:.0} %{how}; \"inconclusive\": the interval holds no difference but is wider than that"
+            "precision: {within} of {n} measurements are measured to ±{t:.0} %{how}; \"≈ same\": the 90 % interval within ±{t:.0} %; \"inconclusive\": neither that nor a 95 % interval that excludes no difference"
         ));
     }
     if let Some(one) = r.environments.iter().find(|e| e.launches == 1 && !r.is_baseline(&e.name)) {
@@ -488,7 +809,9 @@ pub fn caveats(r: &Report) -> Vec<String> {
     out
 }
 
-/// One line per environment: its cost by family, in words, largest first.
+/// One line per environment: its cost by family, in words, largest first. A family's verdict
+/// never contradicts all of its cells: "≈ same" only where one of its cells is, "slower" or
+/// "faster" only where one of them is too; else it is said inconclusive, with why.
 pub fn environment_lines(r: &Report) -> Vec<(String, String)> {
     let t = target(r);
     let rows = cost_rows(&r.results);
@@ -499,24 +822,41 @@ pub fn environment_lines(r: &Report) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for e in &envs {
         let mut said: Vec<(f64, String)> = Vec::new();
-        let mut same: Vec<&str> = Vec::new();
+        let mut same: Vec<String> = Vec::new();
         let mut unclear: Vec<String> = Vec::new();
         for f in fam.iter().filter(|f| f.environment == *e && f.family != Family::Other) {
             let name = family_name(f.family);
-            match verdict(f.cost, f.ci, t) {
-                Verdict::Same { .. } => same.push(name),
-                v @ (Verdict::Slower { .. } | Verdict::Faster { .. }) => {
-                    said.push((f.cost, format!("{name} {}", v.line())))
-                }
-                v @ Verdict::Inconclusive { .. } => unclear.push(format!("{name} {}", v.line())),
+            let cells: Vec<Verdict> = rows
+                .iter()
+                .filter(|x| x.environment == *e && x.family == f.family)
+                .map(|x| verdict(x.cost, x.ci, x.eq, t))
+                .collect();
+            let some = |k: fn(&Verdict) -> bool| cells.iter().any(k);
+            let v = verdict(f.cost, f.ci, f.eq, t);
+            let agrees = match v {
+                Verdict::Same { .. } => some(|c| matches!(c, Verdict::Same { .. })),
+                Verdict::Slower { .. } => some(|c| matches!(c, Verdict::Slower { .. })),
+                Verdict::Faster { .. } => some(|c| matches!(c, Verdict::Faster { .. })),
+                _ => true,
+            };
+            if !agrees {
+                unclear.push(format!(
+                    "{name} inconclusive: its workloads' geometric mean says {}, none of them does",
+                    v.word(Reading::Time)
+                ));
+                continue;
+            }
+            let said_as = format!("{name} {}", v.short(Reading::Time));
+            match v {
+                Verdict::Same { .. } => same.push(said_as),
+                Verdict::Slower { .. } | Verdict::Faster { .. } => said.push((f.cost, said_as)),
+                Verdict::Inconclusive { .. } => unclear.push(said_as),
                 Verdict::NoInterval { .. } => unclear.push(format!("{name} inconclusive")),
             }
         }
         said.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut parts: Vec<String> = said.into_iter().map(|x| x.1).collect();
-        if !same.is_empty() {
-            parts.push(format!("{} within ±{:.0} %", and_list(&same), t * 100.0));
-        }
+        parts.extend(same);
         parts.extend(unclear);
         if parts.is_empty() {
             continue;
@@ -537,14 +877,6 @@ fn family_name(f: Family) -> &'static str {
     }
 }
 
-fn and_list(items: &[&str]) -> String {
-    match items {
-        [] => String::new(),
-        [a] => a.to_string(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
-}
-
 /// The matrix's rows: each headline metric, with its baseline's value and each environment's
 /// verdict. Columns: the baseline, then each other environment in the report's order.
 struct Matrix {
@@ -552,7 +884,8 @@ struct Matrix {
     /// Each row's workload and metric as the results name them.
     keys: Vec<(String, String)>,
     rows: Vec<[String; 2]>,
-    cells: Vec<Vec<[String; 2]>>,
+    /// Each row's cells, each as its forms, the most precise first ([`Verdict::cells`]).
+    cells: Vec<Vec<Vec<[String; 2]>>>,
 }
 
 fn matrix(r: &Report) -> Option<Matrix> {
@@ -586,8 +919,14 @@ fn matrix(r: &Report) -> Option<Matrix> {
     let by: BTreeMap<(&str, &str, &str), &ResultRow> =
         rows.iter().map(|x| ((x.environment.as_str(), x.workload.as_str(), x.metric.as_str()), *x)).collect();
     for (w, metric, unit, better) in keys {
-        // The metric without its workload's name ("tcp_rr_latency" under "tcp_rr": "latency").
-        let short = metric.strip_prefix(w).and_then(|m| m.strip_prefix('_')).unwrap_or(metric);
+        // The metric without its workload's name ("tcp_rr_latency" under "tcp_rr": "latency"),
+        // or the protocol they share ("udp_sent_rate" under "udp_stream": "sent_rate").
+        let short = metric.strip_prefix(w).and_then(|m| m.strip_prefix('_')).unwrap_or_else(|| {
+            match (w.split_once('_'), metric.split_once('_')) {
+                (Some((a, _)), Some((b, rest))) if a == b && !rest.is_empty() => rest,
+                _ => metric,
+            }
+        });
         m.rows.push([shorten(w, ROW_LABEL_MAX), format!("{short} {}", super::arrow(better))]);
         m.keys.push((w.to_string(), metric.to_string()));
         let cells = cols
@@ -595,23 +934,20 @@ fn matrix(r: &Report) -> Option<Matrix> {
             .map(|&i| {
                 let e = r.environments[i].name.as_str();
                 match by.get(&(e, w, metric)) {
-                    None => ["—".to_string(), String::new()],
+                    None => vec![["—".to_string(), String::new()]],
                     Some(x) if Some(i) == base || x.overhead.is_none() => {
                         let half = x
                             .ci95
                             .map(|[l, h]| (h - l) / 2.0 / x.mean.abs() * 100.0)
                             .filter(|h| h.is_finite());
-                        [fmt_value(x.mean, unit), half.map(fmt_half).unwrap_or_default()]
+                        vec![[fmt_value(x.mean, unit), half.map(fmt_half).unwrap_or_default()]]
                     }
                     Some(x) => match row_verdict(x, t) {
-                        Some(v) => {
-                            let (a, b) = v.words();
-                            [a, b]
-                        }
-                        None => [
+                        Some(v) => v.cells(Reading::of(x.better)),
+                        None => vec![[
                             format!("×{}", fmt_num(x.overhead.as_ref().map_or(f64::NAN, |o| o.ratio))),
                             String::new(),
-                        ],
+                        ]],
                     },
                 }
             })
@@ -644,12 +980,39 @@ fn shorten(label: &str, max: usize) -> String {
 fn render_matrix(m: &Matrix, width: usize) -> String {
     let w = |s: &str| s.chars().count();
     let label = m.rows.iter().flat_map(|r| r.iter().map(|s| w(s))).max().unwrap_or(0).max(8);
-    let col: Vec<usize> = (0..m.head.len())
-        .map(|i| {
-            m.cells.iter().flat_map(|c| c[i].iter().map(|s| w(s))).chain([w(&m.head[i])]).max().unwrap_or(0)
+    let gap = 2;
+    let ncols = m.head.len();
+    let form_width = |f: &[String; 2]| w(&f[0]).max(w(&f[1]));
+    // A column of one form each (the baseline's) is as wide as it is; the others share what is
+    // left, each cell taking its most precise form that fits that share.
+    let fixed: Vec<bool> = (0..ncols).map(|i| m.cells.iter().all(|c| c[i].len() <= 1)).collect();
+    let fixed_width: usize = (0..ncols)
+        .filter(|&i| fixed[i])
+        .map(|i| gap + m.cells.iter().map(|c| form_width(&c[i][0])).chain([w(&m.head[i])]).max().unwrap_or(0))
+        .sum();
+    let flexible = fixed.iter().filter(|f| !**f).count().max(1);
+    let share = (width.saturating_sub(label + fixed_width) / flexible).saturating_sub(gap);
+    let chosen: Vec<Vec<[String; 2]>> = m
+        .cells
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|forms| {
+                    forms
+                        .iter()
+                        .find(|f| form_width(f) <= share)
+                        .or(forms.last())
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .collect()
         })
         .collect();
-    let gap = 2;
+    let col: Vec<usize> = (0..ncols)
+        .map(|i| {
+            chosen.iter().flat_map(|c| c[i].iter().map(|s| w(s))).chain([w(&m.head[i])]).max().unwrap_or(0)
+        })
+        .collect();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut used = label;
     for (i, &c) in col.iter().enumerate() {
@@ -675,7 +1038,7 @@ fn render_matrix(m: &Matrix, width: usize) -> String {
         out.push('\n');
         out += &"─".repeat(total);
         out.push('\n');
-        for (row, cells) in m.rows.iter().zip(&m.cells) {
+        for (row, cells) in m.rows.iter().zip(&chosen) {
             for k in 0..2 {
                 let mut line = pad(&row[k], label);
                 for &i in &g {
@@ -706,7 +1069,7 @@ pub fn render(r: &Report, width: usize) -> String {
     let lines = environment_lines(r);
     if !lines.is_empty() {
         out += &format!(
-            "\nWhat each environment costs against {base} ({}, 95 %, geometric means by family):\n",
+            "\nWhat each environment costs against {base} ({}, 95 %, geometric means by family; signed: the change in time):\n",
             match r.estimate {
                 super::paired::Estimate::Paired => "paired",
                 super::paired::Estimate::Unpaired => "unpaired",
@@ -722,11 +1085,17 @@ pub fn render(r: &Report, width: usize) -> String {
         }
     }
     if let Some(m) = matrix(r) {
+        let table = render_matrix(&m, width);
+        let abbreviated = if table.contains(&format!("{ABBREVIATED} ")) {
+            format!("; {ABBREVIATED}: inconclusive")
+        } else {
+            String::new()
+        };
         out += &format!(
-            "\nPer workload: {base}'s value ±95 %, each environment against it (≈ same: within ±{:.0} %)\n",
+            "\nPer workload: {base}'s value ±95 %, each environment against it, its 95 % interval under it (signed: the value's change in %; a rate's said lower or higher; ≈ same: the 90 % interval within ±{:.0} %{abbreviated})\n",
             target(r) * 100.0
         );
-        out += &render_matrix(&m, width);
+        out += &table;
     }
     out
 }
@@ -748,7 +1117,7 @@ pub fn render_html(r: &Report) -> String {
     let Some(m) = matrix(r) else { return out };
     let base = r.baseline.as_deref().or(r.natural_baseline.as_deref()).unwrap_or("the baseline");
     out += &format!(
-        "<p class=\"muted\">Each workload's headline metric: {}'s value ±95 %, then each environment against it ({} estimate, 95 % intervals; ≈ same: the whole interval within ±{:.0} %; inconclusive: it holds no difference but is wider).</p>\n<div class=\"tw\"><table class=\"matrix\"><tr><th>workload · metric</th>",
+        "<p class=\"muted\">Each workload's headline metric: {}'s value ±95 %, then each environment against it ({} estimate, 95 % intervals; ≈ same: the 90 % interval within ±{:.0} %; inconclusive: neither that nor a 95 % interval that excludes no difference).</p>\n<div class=\"tw\"><table class=\"matrix\"><tr><th>workload · metric</th>",
         esc(base),
         match r.estimate {
             super::paired::Estimate::Paired => "paired",
@@ -764,7 +1133,8 @@ pub fn render_html(r: &Report) -> String {
     let rows = headline_rows(r);
     for ((row, cells), (w, metric)) in m.rows.iter().zip(&m.cells).zip(&m.keys) {
         out += &format!("<tr><th>{}<br><span class=\"muted\">{}</span></th>", esc(&row[0]), esc(&row[1]));
-        for (i, c) in cells.iter().enumerate() {
+        for (i, forms) in cells.iter().enumerate() {
+            let Some(c) = forms.first() else { continue };
             let env = m.head[i].trim_end_matches(" (base)");
             let class = rows
                 .iter()
@@ -793,28 +1163,65 @@ mod tests {
 
     #[test]
     fn verdict_words_follow_the_interval_and_the_target() {
-        let v = |c: f64, l: f64, h: f64| verdict(c, Some([l, h]), 0.05).line().replace('\u{a0}', " ");
-        assert_eq!(v(163.0, 114.0, 212.0), "163× slower ±30 %");
-        assert_eq!(v(1.01, 0.98, 1.03), "≈ same ±2.5 %");
-        assert_eq!(v(1.02, 0.79, 1.32), "inconclusive ±26 %");
-        // "≈" only when the whole interval is within the target.
-        assert_eq!(v(1.0, 0.94, 1.06), "inconclusive ±6.0 %");
-        assert_eq!(v(1.23, 1.1, 1.36), "23 % slower ±11 %");
-        assert_eq!(v(0.5, 0.45, 0.55), "2.0× faster ±10 %");
-        assert_eq!(v(0.9, 0.86, 0.94), "10 % faster ±4.4 %");
-        assert_eq!(v(6.16, 5.4, 6.9), "6.2× slower ±12 %");
-        // A lopsided interval reads as its range.
-        assert_eq!(v(18.0, 2.7, 110.0), "18× slower 2.7–110×");
+        let nb = |s: String| s.replace('\u{a0}', " ");
+        let v = |c: f64, l: f64, h: f64| nb(verdict(c, Some([l, h]), None, 0.05).line());
+        assert_eq!(v(163.0, 114.0, 212.0), "163× slower (114–212×)");
+        assert_eq!(v(1.23, 1.1, 1.36), "23 % slower (10–36 %)");
+        assert_eq!(v(0.5, 0.45, 0.55), "2.0× faster (1.8–2.2×)");
+        assert_eq!(v(0.9, 0.86, 0.94), "10 % faster (6.0–14 %)");
+        // A lopsided interval reads as its range, the estimate beside it.
+        assert_eq!(v(18.0, 2.7, 110.0), "18× slower (2.7–110×)");
+        // Across 1: each end in words, and the estimate first.
+        assert_eq!(v(1.01, 0.98, 1.03), "≈ same: 1.0 % slower (2.0 % faster … 3.0 % slower)");
+        assert_eq!(v(1.02, 0.79, 1.32), "inconclusive: 2.0 % slower (21 % faster … 32 % slower)");
+        // "≈ same" by equivalence: the 90 % interval within the target, not the 95 % one. The
+        // container's syscall of the issue: 0.980 [0.9498, 1.011] missed 0.95 by 0.0002.
+        let (c, ci, eq) = (0.980, Some([0.9498, 1.011]), Some([0.9545, 1.006]));
+        assert!(matches!(verdict(c, ci, None, 0.05), Verdict::Inconclusive { .. }));
+        assert!(matches!(verdict(c, ci, eq, 0.05), Verdict::Same { .. }));
+        assert_eq!(nb(verdict(c, ci, eq, 0.05).line()), "≈ same: 2.0 % faster (5.0 % faster … 1.1 % slower)");
+        // An interval that excludes 1 is slower, however narrow (the target is about "same").
+        assert!(matches!(verdict(1.01, Some([1.005, 1.015]), None, 0.05), Verdict::Slower { .. }));
         // Never numbers for an interval below zero or unbounded.
         assert_eq!(
-            verdict(53.8, Some([-29.1, 138.9]), 0.05).line(),
+            verdict(53.8, Some([-29.1, 138.9]), None, 0.05).line(),
             "inconclusive: the baseline varies too much"
         );
         assert_eq!(
-            verdict(1.2, Some([0.9, f64::INFINITY]), 0.05).line(),
+            verdict(1.2, Some([0.9, f64::INFINITY]), None, 0.05).line(),
             "inconclusive: the baseline varies too much"
         );
-        assert_eq!(verdict(1.2, None, 0.05).line(), "no interval (one sample a side)");
+        assert_eq!(verdict(1.2, None, None, 0.05).line(), "no interval (one sample a side)");
+        // A cell: its words with the estimate, then its interval.
+        let cell = |v: Verdict, r: Reading| {
+            let (a, b) = v.cell(r);
+            (nb(a), nb(b))
+        };
+        assert_eq!(
+            cell(verdict(5.1, Some([2.6, 9.9]), None, 0.05), Reading::Time),
+            ("5.1× slower".into(), "(2.6–9.9×)".into())
+        );
+        assert_eq!(
+            cell(verdict(c, ci, eq, 0.05), Reading::Time),
+            ("≈ same".into(), "−2.0 % (−5.0…+1.1)".into())
+        );
+    }
+
+    /// What settles an inconclusive cell shrinks with the launches: more of them where it is
+    /// wider, none where it cannot settle.
+    #[test]
+    fn what_settles_an_inconclusive_cell_is_counted_in_launches() {
+        // Estimate 1.0, ±10 %: the 90 % interval (±8.4 %) must shrink under ±4.5 %: (8.4/4.5)² ≈ 3.5×.
+        let n = settle(1.0, [1.0 / 1.1, 1.1], None, 0.05, 10).expect("it can settle");
+        assert!((20..=30).contains(&n), "{n}");
+        // Twice as wide: about four times as many in all, five times as many more.
+        let m = settle(1.0, [1.0 / 1.21, 1.21], None, 0.05, 10).expect("it can settle");
+        assert!(m > 4 * n && m < 6 * n, "{n} {m}");
+        // An estimate of 1.3 across 1 settles as "slower" first.
+        let k = settle(1.3, [0.9, 1.9], None, 0.05, 4).expect("it can settle");
+        assert!(k > 0 && k < 40, "{k}");
+        // On the target's edge (1.05) and ±1 %: not as "same"; as "slower" it nearly is.
+        assert!(settle(1.05, [1.0 / 1.01 * 1.05, 1.05 * 1.01], None, 0.05, 4).is_none_or(|k| k <= 4));
     }
 
     /// Exchanges lost in a request/response run are said before the numbers, per environment
@@ -897,8 +1304,15 @@ mod tests {
         let mut x = crate::report::test_row("gvisor", 1.0, 0.1, "higher");
         x.overhead = Some(crate::report::Overhead::unpaired(0.156, Some([0.14, 0.17]), None));
         let v = row_verdict(&x, 0.05).unwrap();
-        assert!(matches!(v, Verdict::Slower { factor, .. } if (factor - 6.41).abs() < 0.01), "{v:?}");
-        assert_eq!(v.words().0, "6.4× slower");
+        assert!(matches!(v, Verdict::Slower { cost, .. } if (cost - 6.41).abs() < 0.01), "{v:?}");
+        // Said of the rate itself: it is 6.4× lower; as time, 6.4× slower.
+        assert_eq!(v.phrase(Reading::Rate), "6.4× lower (5.9–7.1×)");
+        assert_eq!(v.line(), "6.4× slower (5.9–7.1×)");
+        assert_eq!(v.word(Reading::Rate), "lower");
+        // UML's goodput at 0.72× native's: 28 % lower (39 % slower as time).
+        x.overhead = Some(crate::report::Overhead::unpaired(0.72, Some([0.70, 0.74]), None));
+        let v = row_verdict(&x, 0.05).unwrap();
+        assert_eq!(v.phrase(Reading::Rate).replace('\u{a0}', " "), "28 % lower (26–30 %)");
         // A rate's interval reaching below zero: no numbers.
         x.overhead = Some(crate::report::Overhead::unpaired(3.05, Some([-2.57, 8.76]), None));
         assert_eq!(row_verdict(&x, 0.05).unwrap().line(), "inconclusive: the baseline varies too much");

@@ -42,8 +42,14 @@ pub struct CostRow {
     pub family: Family,
     /// `workload · metric` (the metric only when the workload has several headlines).
     pub what: String,
+    /// The case it was measured in (its several headline metrics share its trials).
+    pub workload: String,
+    /// The metric's direction (a rate is said lower or higher).
+    pub better: &'static str,
     pub cost: f64,
     pub ci: Option<[f64; 2]>,
+    /// The equivalence test's 90 % interval, as a cost.
+    pub eq: Option<[f64; 2]>,
 }
 
 /// Every environment-level headline ratio (no peers, instances, CPU times), in report order.
@@ -58,6 +64,7 @@ pub fn cost_rows(results: &[ResultRow]) -> Vec<CostRow> {
         .filter_map(|x| {
             let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
             let (c, ci) = cost(o.ratio, o.ci, x.better);
+            let (_, eq) = cost(o.ratio, o.ci90, x.better);
             let what = if several(x) {
                 format!("{} · {}", case_short(&x.workload), x.metric)
             } else {
@@ -67,8 +74,11 @@ pub fn cost_rows(results: &[ResultRow]) -> Vec<CostRow> {
                 environment: x.environment.clone(),
                 family: family_of(&x.kind),
                 what,
+                workload: x.workload.clone(),
+                better: x.better,
                 cost: c,
                 ci,
+                eq,
             })
         })
         .collect()
@@ -90,6 +100,24 @@ pub fn geomean(items: &[Interval]) -> Interval {
     (centre.exp(), ci)
 }
 
+/// The geometric mean of costs measured in the same trials (a workload's several headline
+/// metrics: tcp_rr's rate and latency are reciprocals, STREAM's four kernels one run): their
+/// errors move together, so the half-widths (in log space) average instead of adding in
+/// quadrature — counted as independent, two reciprocals narrowed the interval by √2.
+pub fn geomean_correlated(items: &[Interval]) -> Interval {
+    let k = items.len().max(1) as f64;
+    let centre = items.iter().map(|(c, _)| c.ln()).sum::<f64>() / k;
+    let halves: Option<Vec<f64>> = items
+        .iter()
+        .map(|(_, ci)| ci.filter(|[l, h]| *l > 0.0 && h > l).map(|[l, h]| (h.ln() - l.ln()) / 2.0))
+        .collect();
+    let ci = halves.map(|h| {
+        let hw = h.iter().sum::<f64>() / k;
+        [(centre - hw).exp(), (centre + hw).exp()]
+    });
+    (centre.exp(), ci)
+}
+
 /// An environment's cost on one family: the geometric mean over its workloads, the extremes.
 #[derive(Debug, Clone)]
 pub struct FamilyCost {
@@ -97,38 +125,39 @@ pub struct FamilyCost {
     pub family: Family,
     pub cost: f64,
     pub ci: Option<[f64; 2]>,
+    /// The equivalence interval, combined the same way.
+    pub eq: Option<[f64; 2]>,
+    /// Its workloads (distinct measurements).
     pub n: usize,
 }
 
-/// Per environment (report order) and family (the enum's order).
+/// Per environment (report order) and family (the enum's order): each workload's headline
+/// metrics first made one (correlated, [`geomean_correlated`]), then the workloads combined as
+/// independent measurements ([`geomean`]).
 pub fn family_costs(rows: &[CostRow], envs: &[String]) -> Vec<FamilyCost> {
+    /// Each item's stated interval and its equivalence one.
+    type Both = (Vec<Interval>, Vec<Interval>);
     let mut out = Vec::new();
     for e in envs {
-        let mut by: BTreeMap<Family, Vec<Interval>> = BTreeMap::new();
+        let mut by: BTreeMap<(Family, &str), Both> = BTreeMap::new();
         for x in rows.iter().filter(|x| x.environment == *e) {
-            by.entry(x.family).or_default().push((x.cost, x.ci));
+            let w = by.entry((x.family, x.workload.as_str())).or_default();
+            w.0.push((x.cost, x.ci));
+            w.1.push((x.cost, x.eq));
         }
-        for (family, items) in by {
+        let mut fam: BTreeMap<Family, Both> = BTreeMap::new();
+        for ((family, _), (ci, eq)) in by {
+            let f = fam.entry(family).or_default();
+            f.0.push(geomean_correlated(&ci));
+            f.1.push(geomean_correlated(&eq));
+        }
+        for (family, (items, eqs)) in fam {
             let (cost, ci) = geomean(&items);
-            out.push(FamilyCost { environment: e.clone(), family, cost, ci, n: items.len() });
+            let (_, eq) = geomean(&eqs);
+            out.push(FamilyCost { environment: e.clone(), family, cost, ci, eq, n: items.len() });
         }
     }
     out
-}
-
-/// "2.10× slower [1.90, 2.33]", "1.25× faster [1.10, 1.43]", or "no measurable difference (×1.02
-/// [0.99, 1.05])": the interval decides, the number reads the way a person says it.
-pub fn cost_phrase(cost: f64, ci: Option<[f64; 2]>) -> String {
-    let r = |x: f64| if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.2}") };
-    match ci {
-        Some([l, h]) if l <= 1.0 && h >= 1.0 => {
-            format!("no measurable difference (×{} [{}, {}])", r(cost), r(l), r(h))
-        }
-        Some([l, h]) if l > 1.0 => format!("{}× slower [{}, {}]", r(cost), r(l), r(h)),
-        Some([l, h]) => format!("{}× faster [{}, {}]", r(1.0 / cost), r(1.0 / h), r(1.0 / l)),
-        None if cost >= 1.0 => format!("{}× slower (no interval)", r(cost)),
-        None => format!("{}× faster (no interval)", r(1.0 / cost)),
-    }
 }
 
 /// `disk [file_size=16MiB,record_size=64KiB]` → `disk 16MiB,64KiB`: a swept case by its values.
@@ -164,9 +193,6 @@ mod tests {
         assert!((c - 2.0).abs() < 1e-12);
         let [l, h] = ci.unwrap();
         assert!((l - 1.6).abs() < 1e-12 && (h - 2.5).abs() < 1e-12);
-        assert_eq!(cost_phrase(2.0, Some([1.5, 2.5])), "2.00× slower [1.50, 2.50]");
-        assert_eq!(cost_phrase(0.8, Some([0.7, 0.9])), "1.25× faster [1.11, 1.43]");
-        assert!(cost_phrase(1.02, Some([0.99, 1.05])).starts_with("no measurable difference"));
     }
 
     #[test]
@@ -211,5 +237,41 @@ mod tests {
         let sys = f.iter().find(|x| x.family == Family::System).unwrap();
         assert!((sys.cost - 9.0).abs() < 1e-9 && sys.n == 1);
         assert_eq!(f.iter().find(|x| x.family == Family::Memory).unwrap().n, 1);
+    }
+
+    /// tcp_rr's rate and latency are reciprocals of the same trials: one measurement, its
+    /// interval not narrowed by counting it twice; two workloads are two.
+    #[test]
+    fn a_workloads_several_metrics_count_once_in_its_family() {
+        let mut r = crate::report::summary_test_report();
+        let row = |workload: &str, metric: &str, better: &'static str, ratio: f64| ResultRow {
+            workload: workload.into(),
+            kind: workload.split(':').next().unwrap().into(),
+            metric: metric.into(),
+            overhead: Some(crate::report::Overhead::unpaired(ratio, Some([ratio / 1.1, ratio * 1.1]), None)),
+            ..crate::report::test_row("container", 1.0, 0.1, better)
+        };
+        r.results = vec![
+            row("tcp_rr", "tcp_rr_rate", "higher", 1.0 / 1.018),
+            row("tcp_rr", "tcp_rr_latency", "lower", 1.018),
+        ];
+        let rows = cost_rows(&r.results);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let f = family_costs(&rows, &["container".into()]);
+        let net = f.iter().find(|x| x.family == Family::Network).expect("network");
+        assert_eq!(net.n, 1, "one workload");
+        let [l, h] = net.ci.unwrap();
+        assert!((net.cost - 1.018).abs() < 1e-9, "{}", net.cost);
+        assert!(
+            ((h / l).ln() / 2.0 - 1.1f64.ln()).abs() < 1e-9,
+            "the one workload's width, not √2 narrower: {l} {h}"
+        );
+        // A second workload narrows it as an independent measurement does.
+        r.results.push(row("tcp_rr:size=1k", "tcp_rr_latency", "lower", 1.018));
+        let f = family_costs(&cost_rows(&r.results), &["container".into()]);
+        let net = f.iter().find(|x| x.family == Family::Network).expect("network");
+        let [l, h] = net.ci.unwrap();
+        assert_eq!(net.n, 2);
+        assert!(((h / l).ln() / 2.0 - 1.1f64.ln() / 2f64.sqrt()).abs() < 1e-9, "{l} {h}");
     }
 }

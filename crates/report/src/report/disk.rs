@@ -231,6 +231,7 @@ mod tests {
             ci_level: 0.95,
             variance: None,
             work: None,
+            verdict: None,
         }
     }
 

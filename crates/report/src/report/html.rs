@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use virtperf_workload::Family;
 
-use super::costs::{case_short, cost_phrase, cost_rows, family_costs, is_headline, CostRow, FamilyCost};
+use super::costs::{case_short, cost_rows, family_costs, is_headline, CostRow, FamilyCost};
 use super::figures::{self, Bar, Dot, DotRow, Figure, Line, Stack, Strip};
 use super::{fmt_num, mean_text, trial_values, Report, ResultRow};
 use crate::store::{RunRows, TrialStatus};
@@ -235,7 +235,7 @@ pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
     body += &super::answer::render_html(r);
     let costs = cost_rows(&r.results);
     body += &answer(r, &costs, &mut figs, &color);
-    body += &family_sections(&costs, &mut figs, &color);
+    body += &family_sections(&costs, super::answer::target(r), &mut figs, &color);
     body += &by_host(r);
     body += &workloads(rows, r, &mut figs, &color)?;
     body += &network(rows, r, &mut figs, &color)?;
@@ -328,23 +328,27 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
             .iter()
             .map(|f| {
                 let n = if f.n > 1 { format!(" ({} workloads, geometric mean)", f.n) } else { String::new() };
-                format!("{} {}{n}", f.family.name(), super::answer::verdict(f.cost, f.ci, t).line())
+                format!("{} {}{n}", f.family.name(), super::answer::verdict(f.cost, f.ci, f.eq, t).line())
             })
             .collect();
         s += &esc(&parts.join("; "));
         s += ".";
-        let env_rows: Vec<&CostRow> = rows.iter().filter(|x| x.environment == *e).collect();
+        // Worst and best among the cells that say something: an inconclusive one is neither.
+        let said = |x: &CostRow| super::answer::verdict(x.cost, x.ci, x.eq, t);
+        let env_rows: Vec<&CostRow> =
+            rows.iter().filter(|x| x.environment == *e && said(x).decided()).collect();
         if env_rows.len() > 1 {
             let worst = env_rows.iter().max_by(|a, b| a.cost.total_cmp(&b.cost));
             let best = env_rows.iter().min_by(|a, b| a.cost.total_cmp(&b.cost));
             if let (Some(w), Some(b)) = (worst, best) {
+                let phrase = |x: &CostRow| said(x).phrase(super::answer::Reading::of(x.better));
                 let _ = write!(
                     s,
                     " Worst: {} {}. Best: {} {}.",
                     esc(&w.what),
-                    esc(&super::answer::verdict(w.cost, w.ci, t).line()),
+                    esc(&phrase(w)),
                     esc(&b.what),
-                    esc(&super::answer::verdict(b.cost, b.ci, t).line())
+                    esc(&phrase(b))
                 );
             }
         }
@@ -385,7 +389,11 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
                         value: f.cost,
                         ci: f.ci,
                         hollow: false,
-                        tip: format!("{}: {}", f.environment, cost_phrase(f.cost, f.ci)),
+                        tip: format!(
+                            "{}: {}",
+                            f.environment,
+                            super::answer::verdict(f.cost, f.ci, f.eq, t).line()
+                        ),
                         label: Some(if f.cost >= 9.95 {
                             format!("×{:.0}", f.cost)
                         } else {
@@ -475,7 +483,7 @@ fn short(s: &str, n: usize) -> String {
 
 /// One figure per family with more than one workload row: each workload's headline cost per
 /// environment (a family of one row is the overview's row already).
-fn family_sections(rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+fn family_sections(rows: &[CostRow], t: f64, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
     let mut by: BTreeMap<Family, Vec<&CostRow>> = BTreeMap::new();
     for x in rows {
         by.entry(x.family).or_default().push(x);
@@ -509,7 +517,12 @@ fn family_sections(rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) -> us
                         value: x.cost,
                         ci: x.ci,
                         hollow: false,
-                        tip: format!("{} · {}: {}", x.environment, x.what, cost_phrase(x.cost, x.ci)),
+                        tip: format!(
+                            "{} · {}: {}",
+                            x.environment,
+                            x.what,
+                            super::answer::verdict(x.cost, x.ci, x.eq, t).line()
+                        ),
                         label: None,
                     })
                     .collect(),
@@ -1121,7 +1134,9 @@ fn workload_table(r: &Report, case: &str) -> String {
                         let neutral = metric.ends_with("cpu_time") || metric.ends_with("cpu_util");
                         let t = super::answer::target(r);
                         let (text, class) = match super::answer::row_verdict(x, t) {
-                            Some(v) if !neutral => (v.line(), v.class()),
+                            Some(v) if !neutral => {
+                                (v.phrase(super::answer::Reading::of(x.better)), v.class())
+                            }
                             _ => (super::answer::ratio_numbers(o), "same"),
                         };
                         let _ = write!(cell, "<br><span class=\"{class}\">{}</span>", esc(&text));

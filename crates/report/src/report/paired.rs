@@ -108,7 +108,12 @@ pub fn pilot_spread(pairs: &[Pair], pilot_blocks: u32) -> Option<(f64, f64)> {
 /// (its blocks were sized from its pilot of `pilot` blocks, [`Design::pilot`]), the plain one
 /// otherwise.
 pub fn stated(pairs: &[Pair], pilot: Option<u32>) -> Option<PairedRatio> {
-    paired_ratio_stein(pairs, 0.95, pilot.and_then(|b| pilot_spread(pairs, b)))
+    stated_at(pairs, pilot, 0.95)
+}
+
+/// [`stated`] at another level (0.90: the equivalence test's interval).
+pub fn stated_at(pairs: &[Pair], pilot: Option<u32>, level: f64) -> Option<PairedRatio> {
+    paired_ratio_stein(pairs, level, pilot.and_then(|b| pilot_spread(pairs, b)))
 }
 
 #[cfg(test)]

@@ -60,6 +60,10 @@ pub struct Overhead {
     /// whose stopping rule needs 99 % intervals to cover at 95 %.
     pub ci: Option<[f64; 2]>,
     pub ci_level: f64,
+    /// The interval of the equivalence test (TOST: two one-sided tests at the stated level's α,
+    /// so 90 % beside a 95 % statement, 98 % beside precision mode's 99 %): the ratio is "≈ same"
+    /// when it lies within ±the run's target and `ci` holds 1.
+    pub ci90: Option<[f64; 2]>,
     /// Paired: how many pairs, over how many launch blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pairs: Option<usize>,
@@ -77,6 +81,7 @@ impl Overhead {
             estimate: "unpaired",
             ci: ci95,
             ci_level: 0.95,
+            ci90: None,
             pairs: None,
             blocks: None,
         }
@@ -149,6 +154,26 @@ pub struct ResultRow {
     /// calibration is the environment's, once per run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work: Option<Work>,
+    /// What the ratio says in words, as the terminal and the page say it (absent: no ratio).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<RowVerdict>,
+}
+
+/// A ratio's verdict in the JSON: the same words the terminal prints (docs/methodology.md,
+/// "Verdicts").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RowVerdict {
+    /// `slower`, `faster` (of a time), `lower`, `higher` (of a rate), `same`, `inconclusive`, or
+    /// `no interval`.
+    pub word: &'static str,
+    /// The sentence: "5.1× slower (2.6–9.9×)", "≈ same: 2.0 % faster (5.0 % faster … 1.1 % slower)".
+    pub phrase: String,
+    /// The cost on time (> 1: slower) and its stated interval, in the same terms.
+    pub cost: Option<f64>,
+    pub cost_ci: Option<[f64; 2]>,
+    /// Inconclusive: about how many more launches would settle it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub more_launches: Option<u64>,
 }
 
 /// The two variance components of a figure measured over several launches.

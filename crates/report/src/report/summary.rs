@@ -213,7 +213,7 @@ fn full_rows(r: &Report) -> Vec<(String, Vec<String>)> {
                         };
                         s += &format!("\n{numbers}");
                         if let Some(v) = super::answer::row_verdict(x, t) {
-                            s += &format!("\n{}", v.line());
+                            s += &format!("\n{}", v.phrase(super::answer::Reading::of(x.better)));
                         }
                     }
                     s
@@ -442,6 +442,7 @@ mod tests {
             ci_level: 0.95,
             variance: None,
             work: None,
+            verdict: None,
         }
     }
 

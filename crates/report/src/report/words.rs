@@ -41,9 +41,13 @@ pub fn fmt_num(x: f64) -> String {
     format!("{x:.digits$}")
 }
 
-/// `mean ± half-width`, or `mean (n=1)` / `mean (n=5, all equal)` where no interval exists.
+/// `mean ± half-width`, `mean [low, high]` where the interval is not centred on it (one kept above
+/// zero, [`super::positive_ci`]), or `mean (n=1)` / `mean (n=5, all equal)` where none exists.
 pub fn mean_text(mean: f64, ci95: Option<[f64; 2]>, n: usize) -> String {
     match ci95 {
+        Some([l, h]) if ((h - mean) - (mean - l)).abs() > 1e-6 * (h - l).abs().max(mean.abs()) => {
+            format!("{} [{}, {}]", fmt_num(mean), fmt_num(l), fmt_num(h))
+        }
         Some([l, h]) => format!("{} ± {}", fmt_num(mean), fmt_num((h - l) / 2.0)),
         None if n < 2 => format!("{} (n=1)", fmt_num(mean)),
         None => format!("{} (n={n}, all equal)", fmt_num(mean)),

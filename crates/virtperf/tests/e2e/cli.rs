@@ -335,6 +335,35 @@ pub(crate) fn native_run_report_export_agree() -> Outcome {
     let t = fx.text("report");
     let verdict = ["≈ same", "slower", "faster", "inconclusive"].iter().any(|v| t.contains(v));
     assert!(t.contains("native (base)") && t.contains("Mops/s") && verdict, "the answer in words: {t}");
+    // The JSON says each ratio in the words the terminal prints: every ratio has a verdict whose
+    // phrase leads with its word, and whose cost interval holds its cost.
+    for r in run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["overhead"].is_null() && r["better"] != "neither")
+    {
+        let v = &r["verdict"];
+        let (word, phrase) = (v["word"].as_str().unwrap_or(""), v["phrase"].as_str().unwrap_or(""));
+        let leads = match word {
+            "same" => phrase.starts_with("≈ same: "),
+            "inconclusive" => phrase.starts_with("inconclusive"),
+            "no interval" => phrase.starts_with("no interval"),
+            w => phrase.split(" (").next().is_some_and(|head| head.ends_with(w)),
+        };
+        assert!(leads, "{word:?} / {phrase:?}: {r}");
+        if let (Some(c), Some([l, h])) =
+            (v["cost"].as_f64(), v["cost_ci"].as_array().map(|a| [a[0].as_f64(), a[1].as_f64()]))
+        {
+            assert!(l.unwrap() <= c && c <= h.unwrap(), "{v}");
+        }
+        if word != "no interval" && word != "inconclusive" {
+            assert!(
+                t.contains(word) || word == "same" && t.contains("≈ same"),
+                "{word} not in the terminal's answer: {t}"
+            );
+        }
+    }
     let full = fx.text("report --full");
     assert!(
         full.contains("native (baseline)") && full.contains("cpu_rate (Mops/s)") && full.contains("×"),
