@@ -64,6 +64,11 @@ pub struct EventCost {
     /// interval over the case's own rate of the event.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_difference: bool,
+    /// Solved alone, it came out below zero — an event cannot cost less than nothing, so the
+    /// mechanisms overlap (one's case does the other's events too) more than their counts say.
+    /// Held at 0 and the others solved again without it; `solved_ns` is what it came to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solved_ns: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -441,6 +446,49 @@ fn solve(a: &[Vec<f64>], b: &[f64]) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
     Some((x, inv))
 }
 
+/// Prices, the matrix that makes them of the cases' costs, and each held price's solved value.
+type Solved = (Vec<f64>, Vec<Vec<f64>>, Vec<Option<f64>>);
+
+/// [`solve`] with every price at least 0: while one comes out below zero, the most negative is
+/// held at 0 and the rest solved again by least squares over all the mechanism cases (the normal
+/// equations; `inv` is then the pseudo-inverse, so the covariance formula stays). Returns the
+/// prices, that matrix, and for each held price what it came to before it was held. (Lawson and
+/// Hanson's active set, one step at a time: the few events here never need more.)
+fn solve_nonnegative(a: &[Vec<f64>], b: &[f64]) -> Option<Solved> {
+    let n = b.len();
+    let (mut x, mut inv) = solve(a, b)?;
+    let mut held: Vec<Option<f64>> = vec![None; n];
+    while let Some(k) =
+        (0..n).filter(|&k| held[k].is_none() && x[k] < 0.0).min_by(|&i, &j| x[i].total_cmp(&x[j]))
+    {
+        held[k] = Some(x[k]);
+        let free: Vec<usize> = (0..n).filter(|&j| held[j].is_none()).collect();
+        if free.is_empty() {
+            x = vec![0.0; n];
+            inv = vec![vec![0.0; n]; n];
+            break;
+        }
+        // Normal equations over the free columns: (AᵀA) y = Aᵀb, P = (AᵀA)⁻¹Aᵀ.
+        let ata: Vec<Vec<f64>> = free
+            .iter()
+            .map(|&i| free.iter().map(|&j| (0..n).map(|r| a[r][i] * a[r][j]).sum()).collect())
+            .collect();
+        let atb: Vec<f64> = free.iter().map(|&i| (0..n).map(|r| a[r][i] * b[r]).sum()).collect();
+        let (y, ata_inv) = solve(&ata, &atb)?;
+        let mut nx = vec![0.0; n];
+        let mut ninv = vec![vec![0.0; n]; n];
+        for (fi, &i) in free.iter().enumerate() {
+            nx[i] = y[fi];
+            for r in 0..n {
+                ninv[i][r] = free.iter().enumerate().map(|(fj, &j)| ata_inv[fi][fj] * a[r][j]).sum();
+            }
+        }
+        x = nx;
+        inv = ninv;
+    }
+    Some((x, inv, held))
+}
+
 /// The model over a built report and its run's rows; None when the run counted nothing.
 /// Events per ns (mean, standard error) of each case's native run, by case index, where its
 /// warm-up was counted.
@@ -590,6 +638,7 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 delta_ns: 0.0,
                 ci,
                 no_difference: true,
+                solved_ns: None,
             });
         }
         if !zeroed.is_empty() {
@@ -604,10 +653,18 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
         let rate = |c: usize, e: &str| case_rates.get(&c).and_then(|m| m.get(e)).map_or(0.0, |v| v.0);
         let a: Vec<Vec<f64>> = used.iter().map(|u| events.iter().map(|e| rate(u.0, e)).collect()).collect();
         let b: Vec<f64> = used.iter().map(|u| u.2.cost - 1.0).collect();
-        let Some((x, inv)) = solve(&a, &b) else {
+        let Some((x, inv, held)) = solve_nonnegative(&a, &b) else {
             notes.push(format!("{}: the mechanism cases' counts do not separate the events", env.name));
             continue;
         };
+        for (k, solved) in held.iter().enumerate().filter_map(|(k, h)| h.map(|v| (k, v))) {
+            notes.push(format!(
+                "{}: {} came out below zero solved with the others ({}): an event cannot cost less than nothing, so the mechanism cases overlap more than their counts say; held at 0, the others solved again without it",
+                env.name,
+                used[k].1.what,
+                super::words::fmt_value(solved, "ns")
+            ));
+        }
         // Var(b_m) from the measured interval: cost · se_log.
         let var_b: Vec<f64> = used.iter().map(|u| (u.2.cost * u.2.se_log).powi(2)).collect();
         let cov = |i: usize, j: usize| (0..b.len()).map(|k| inv[i][k] * inv[j][k] * var_b[k]).sum::<f64>();
@@ -619,8 +676,13 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 what: u.1.what,
                 from: rows.cases[u.0].label.clone(),
                 delta_ns: x[i],
-                ci: [x[i] - half, x[i] + half],
+                // A held price's interval: what it came to alone, from 0 up.
+                ci: match held[i] {
+                    Some(v) => [0.0, (v + half).max(0.0)],
+                    None => [x[i] - half, x[i] + half],
+                },
                 no_difference: false,
+                solved_ns: held[i],
             });
         }
         let mut h = Hits { environment: env.name.clone(), cells: 0, within_20: 0, within_interval: 0 };
@@ -652,7 +714,8 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
             let overhead = m.cost - 1.0;
             let shares: Vec<Share> = contrib
                 .iter()
-                .filter(|(_, v)| overhead.abs() > 0.0 && (v / overhead).abs() >= 0.005)
+                // A cell faster than native has no overhead to share out.
+                .filter(|(_, v)| overhead > 0.0 && (v / overhead).abs() >= 0.005)
                 .map(|(e, v)| Share { event: e, share: v / overhead })
                 .collect();
             let explained: f64 = shares.iter().map(|s| s.share).sum();
@@ -708,6 +771,14 @@ pub fn times(x: f64) -> String {
 fn price(c: &EventCost) -> String {
     if c.no_difference {
         return format!("{} 0", c.what);
+    }
+    if let Some(v) = c.solved_ns {
+        return format!(
+            "{} 0 (solved {}{}: overlapping mechanisms, held at 0)",
+            c.what,
+            if v < 0.0 { "−" } else { "" },
+            super::words::fmt_value(v.abs(), "ns")
+        );
     }
     if c.event == "cpu_user_ns" {
         return format!("{} ×{:.2}", c.what, 1.0 + c.delta_ns);
@@ -1046,6 +1117,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_price_solved_below_zero_is_held_at_zero_and_the_rest_solved_again() {
+        // Case 1 does one of each event and costs +1; case 2 does two of the second and costs
+        // +4: alone, the second costs 2 and the first −1, which no event can.
+        let a = vec![vec![1.0, 1.0], vec![0.0, 2.0]];
+        let b = vec![1.0, 4.0];
+        let (x, inv, held) = solve_nonnegative(&a, &b).expect("solvable");
+        assert_eq!(held[0], Some(-1.0));
+        assert!(held[1].is_none());
+        assert_eq!(x[0], 0.0);
+        // Least squares of the second alone: (1·1 + 2·4) / (1 + 4).
+        assert!((x[1] - 1.8).abs() < 1e-12, "{x:?}");
+        // inv is the pseudo-inverse: inv · b = x.
+        let y: Vec<f64> = inv.iter().map(|r| r.iter().zip(&b).map(|(p, q)| p * q).sum()).collect();
+        assert!((y[0]).abs() < 1e-12 && (y[1] - 1.8).abs() < 1e-12, "{y:?}");
+        // Nothing below zero: the exact solve, nothing held.
+        let (x, _, held) = solve_nonnegative(&a, &[3.0, 4.0]).unwrap();
+        assert!(held.iter().all(Option::is_none) && (x[0] - 1.0).abs() < 1e-12 && (x[1] - 2.0).abs() < 1e-12);
+        let c = EventCost {
+            environment: "gvisor".into(),
+            event: "context_switches",
+            what: "context switches",
+            from: "pipe_rr".into(),
+            delta_ns: 0.0,
+            ci: [0.0, 0.0],
+            no_difference: false,
+            solved_ns: Some(-65_700.0),
+        };
+        assert_eq!(price(&c), "context switches 0 (solved −65.7 µs: overlapping mechanisms, held at 0)");
+    }
+
+    #[test]
     fn solves_a_triangular_system_and_inverts() {
         // A fork costs its page faults and system calls too: the solve leaves the fork's own.
         let a = vec![vec![1.0, 0.0, 0.0], vec![0.1, 1.0, 0.0], vec![2.0, 30.0, 1.0]];
@@ -1086,6 +1188,7 @@ mod tests {
             delta_ns: 0.0,
             ci: [lo, hi],
             no_difference: true,
+            solved_ns: None,
         };
         let rates: BTreeMap<&'static str, (f64, f64)> = [("processes", (1e-6, 0.0))].into();
         let (cost, [l, h], shares) = predict(&rates, &[&c]);
@@ -1106,6 +1209,7 @@ mod tests {
             delta_ns: d,
             ci: [d - half, d + half],
             no_difference: false,
+            solved_ns: None,
         };
         let (a, b) = (cost("syscalls", 1000.0, 196.0), cost("faults_minor", 500.0, 0.0));
         // 1 call per µs at +1 µs each, 0.2 faults per µs at +0.5 µs: 1 + 1 + 0.1.

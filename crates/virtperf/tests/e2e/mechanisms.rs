@@ -269,6 +269,25 @@ pub(crate) fn explain_prices_events_and_predicts_from_them() -> Outcome {
                 assert!(noted, "{env}: mechanism {w} neither priced nor noted: {c}\nnotes: {}", x["notes"]);
                 continue;
             }
+            // A price solved below zero is held at 0 and the rest solved by least squares: then
+            // the mechanisms fit as closely as those can, and a note says which was held.
+            let held = costs.iter().any(|k| k["environment"] == *env && k["solved_ns"].is_number());
+            if held {
+                let ci = &c["measured_ci"];
+                let (l, h) = (ci[0].as_f64().unwrap_or(m), ci[1].as_f64().unwrap_or(m));
+                assert!(
+                    (p / m - 1.0).abs() < 0.2 || (l <= p && p <= h),
+                    "{env}: mechanism {} measured {m} [{l}, {h}], least squares {p}\ncosts: {}",
+                    c["workload"],
+                    x["costs"]
+                );
+                assert!(
+                    x["notes"].to_string().contains("held at 0"),
+                    "{env}: a held price is said: {}",
+                    x["notes"]
+                );
+                continue;
+            }
             assert!(
                 (p / m - 1.0).abs() < 1e-6,
                 "{env}: mechanism {} measured {m}, model {p}\ncosts: {}\nnotes: {}",
