@@ -30,6 +30,64 @@ pub struct Pair {
     pub base: f64,
 }
 
+/// A pair set apart from its ratio ([`set_apart`]) sits further from the others' median log
+/// ratio than both this many robust standard deviations (1.4826 × their MAD)…
+pub const APART_SDS: f64 = 5.0;
+/// …and this factor: a pair 3× off the others is no noise of theirs (gVisor's `tcp_stream`:
+/// pairs at 4.2×, 4.5×, 6.9× and one flow that stalled 17 s, 4887×).
+pub const APART_FACTOR: f64 = 3.0;
+/// The others it takes to judge one pair: a median and a MAD of fewer say too little.
+pub const APART_MIN_OTHERS: usize = 3;
+
+/// The pairs far outside the others of their cell, by index: each one whose log ratio lies
+/// beyond [`APART_SDS`] robust standard deviations and [`APART_FACTOR`] from the median of the
+/// others' (leave-one-out below 12 pairs, so a stall cannot widen its own bound; from 12 on, one
+/// pair cannot move a median or a MAD far and they are taken over all). Where more than a third of the
+/// pairs are that far, none is: the cell is not one figure with stalls in it but a spread (two
+/// clusters), and is reported as one. With normal noise a pair is set apart with a
+/// probability far below 10⁻⁶; the rule is for stalls, which are factors, not percent.
+pub fn set_apart(pairs: &[Pair]) -> Vec<usize> {
+    let d: Vec<Option<f64>> = pairs
+        .iter()
+        .map(|p| {
+            (p.env > 0.0 && p.base > 0.0 && p.env.is_finite() && p.base.is_finite())
+                .then(|| (p.env / p.base).ln())
+        })
+        .collect();
+    let valid: Vec<(usize, f64)> = d.iter().enumerate().filter_map(|(i, x)| x.map(|x| (i, x))).collect();
+    if valid.len() < APART_MIN_OTHERS + 1 {
+        return Vec::new();
+    }
+    // From LEAVE_ONE_OUT_BELOW pairs on, one pair moves a median and a MAD by too little to
+    // matter, and they are taken once over all (n log n, not n² log n: a cell of 25 repetitions
+    // a launch has hundreds of pairs, judged at every step of precision mode).
+    const LEAVE_ONE_OUT_BELOW: usize = 12;
+    let centre = |xs: &[f64]| {
+        let m = crate::median(xs);
+        let dev: Vec<f64> = xs.iter().map(|y| (y - m).abs()).collect();
+        (m, 1.4826 * crate::median(&dev))
+    };
+    let all: Vec<f64> = valid.iter().map(|(_, y)| *y).collect();
+    let whole = (valid.len() >= LEAVE_ONE_OUT_BELOW).then(|| centre(&all));
+    let mut far: Vec<(usize, f64)> = Vec::new();
+    for &(i, x) in &valid {
+        let (m, robust_sd) = whole.unwrap_or_else(|| {
+            let others: Vec<f64> = valid.iter().filter(|(j, _)| *j != i).map(|(_, y)| *y).collect();
+            centre(&others)
+        });
+        let off = (x - m).abs();
+        if off > APART_FACTOR.ln() && off > APART_SDS * robust_sd {
+            far.push((i, off));
+        }
+    }
+    if far.len() > valid.len() / 3 {
+        return Vec::new();
+    }
+    let mut out: Vec<usize> = far.into_iter().map(|(i, _)| i).collect();
+    out.sort_unstable();
+    out
+}
+
 /// Why a paired ratio has no interval.
 pub const NO_CI_ONE_PAIR: &str = "one pair: an interval needs two pairs (two launches, or two rounds of one)";
 /// Why a paired ratio has no interval: every pair's ratio is the same.
@@ -226,6 +284,30 @@ pub fn blocks_needed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gVisor `tcp_stream`: three pairs 4.2–6.9× and one stalled flow at 4887× — the
+    /// stall is set apart, the others are not; noise of 30 % never is; a cell of two clusters
+    /// (more than a third far) is a spread, not stalls.
+    #[test]
+    fn a_pair_far_outside_the_others_is_set_apart_and_noise_is_not() {
+        let p = |block: i64, r: f64| Pair { block, env: r, base: 1.0 };
+        let cell = [p(0, 4.2), p(1, 4.5), p(2, 6.9), p(3, 4887.0)];
+        assert_eq!(set_apart(&cell), vec![3]);
+        let cell = [p(0, 4.2), p(1, 4.5), p(2, 6.9), p(3, 4887.0), p(4, 5.1), p(5, 4.4)];
+        assert_eq!(set_apart(&cell), vec![3]);
+        // Too few others to judge.
+        assert!(set_apart(&[p(0, 4.2), p(1, 4.5), p(2, 4887.0)]).is_empty());
+        // A spread of 30 % (lognormal, deterministic quantiles): nothing.
+        let z: [f64; 10] = [-1.5, -0.8, -0.3, 0.0, 0.3, 0.8, 1.5, -1.1, 1.1, 0.5];
+        let noisy: Vec<Pair> = z.iter().enumerate().map(|(i, z)| p(i as i64, (0.3 * z).exp())).collect();
+        assert!(set_apart(&noisy).is_empty());
+        // Half at 1×, half at 10×: a spread, nothing set apart.
+        let two: Vec<Pair> = (0..6).map(|i| p(i, if i % 2 == 0 { 1.0 } else { 10.0 })).collect();
+        assert!(set_apart(&two).is_empty());
+        // A stall on the baseline's side is one too (0.001×).
+        let cell = [p(0, 1.0), p(1, 1.05), p(2, 0.97), p(3, 0.001), p(4, 1.02)];
+        assert_eq!(set_apart(&cell), vec![3]);
+    }
 
     fn pairs(values: &[(i64, f64, f64)]) -> Vec<Pair> {
         values.iter().map(|&(block, env, base)| Pair { block, env, base }).collect()

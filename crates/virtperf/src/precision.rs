@@ -249,7 +249,12 @@ pub fn paired_cells(
                 if !base_values.is_empty() && base_values.iter().all(|x| x.1 == 0.0) {
                     continue;
                 }
-                let pairs = virtperf_report::report::paired::pairs(&get(e, c, &metric), &base_values);
+                // Pairs far outside the others (a stall) are set apart, as the report sets them:
+                // one stalled flow would otherwise price the cell at ~50 000 launches.
+                let pairs = virtperf_report::report::paired::kept(&virtperf_report::report::paired::pairs(
+                    &get(e, c, &metric),
+                    &base_values,
+                ));
                 let groups = virtperf_stats::sim::log_groups(&pairs);
                 let pair_cost = costs.trial(e, c) + costs.trial(b, c);
                 let launch_cost =

@@ -58,6 +58,9 @@ pub enum Verdict {
     },
 }
 
+/// The words for a ratio each of whose pairs stalled.
+pub const EVERY_TRIAL_STALLED: &str = "every pair stalled";
+
 /// The words for an unbounded interval, or one reaching below zero.
 pub const BASELINE_VARIES: &str = "the baseline varies too much";
 
@@ -113,6 +116,9 @@ pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
     if x.better == "neither" {
         return None;
     }
+    if o.ci.is_none() && o.no_ci == Some(super::NO_CI_EVERY_TRIAL_STALLED) {
+        return Some(Verdict::NoInterval { why: EVERY_TRIAL_STALLED });
+    }
     if o.ci.is_none() && o.no_ci == Some(virtperf_stats::NO_CI_UNBOUNDED) {
         return Some(Verdict::NoInterval { why: BASELINE_VARIES });
     }
@@ -133,6 +139,25 @@ pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
     })
 }
 
+/// What a ratio set apart, in words: "1 of 4 pairs set apart (stalled: 4887×); with it, 21×".
+pub fn set_apart_words(sa: &super::SetApart) -> String {
+    let n = sa.stalled + sa.beyond;
+    let why = match (sa.stalled, sa.beyond) {
+        (_, 0) => "stalled",
+        (0, _) => "far outside the others",
+        _ => "stalled or far outside the others",
+    };
+    let each: Vec<String> = sa.ratios.iter().map(|r| format!("×{}", fmt_factor(*r))).collect();
+    format!(
+        "{n} of {} pair{} set apart ({why}: {}); with {}, ×{}",
+        sa.of,
+        if sa.of == 1 { "" } else { "s" },
+        each.join(", "),
+        if n == 1 { "it" } else { "them" },
+        fmt_factor(sa.ratio_with)
+    )
+}
+
 /// A verdict as the JSON carries it, in the same words ([`Verdict::phrase`], [`Verdict::word`]).
 pub fn json_verdict(v: &Verdict, reading: Reading) -> super::RowVerdict {
     let (cost, cost_ci, more) = match *v {
@@ -145,6 +170,7 @@ pub fn json_verdict(v: &Verdict, reading: Reading) -> super::RowVerdict {
     super::RowVerdict {
         word: v.word(reading),
         phrase: v.phrase(reading).replace('\u{a0}', " "),
+        set_apart: None,
         cost,
         cost_ci,
         more_launches: more,
@@ -367,6 +393,7 @@ impl Verdict {
             Verdict::Same { .. } => "same",
             Verdict::Inconclusive { .. } => "inconclusive",
             Verdict::NoInterval { why } if why == BASELINE_VARIES => "inconclusive",
+            Verdict::NoInterval { why } if why == EVERY_TRIAL_STALLED => "stalled",
             Verdict::NoInterval { .. } => "no interval",
         }
     }
@@ -435,6 +462,9 @@ impl Verdict {
             Verdict::NoInterval { why } if why == BASELINE_VARIES => {
                 vec![["inconclusive".into(), "baseline varies".into()]]
             }
+            Verdict::NoInterval { why } if why == EVERY_TRIAL_STALLED => {
+                vec![["stalled".into(), "every pair".into()]]
+            }
             Verdict::NoInterval { .. } => vec![["no interval".into(), "one sample".into()]],
         }
     }
@@ -457,6 +487,9 @@ impl Verdict {
                 settling(more)
             ),
             Verdict::NoInterval { why } if why == BASELINE_VARIES => format!("inconclusive: {why}"),
+            Verdict::NoInterval { why } if why == EVERY_TRIAL_STALLED => {
+                "stalled: every pair had a trial that stalled, no interval".into()
+            }
             Verdict::NoInterval { .. } => "no interval (one sample a side)".into(),
         }
     }
@@ -774,15 +807,51 @@ pub fn caveats(r: &Report) -> Vec<String> {
             l.environment, l.workload, l.achieved_mean, l.target_percent
         ));
     }
+    let apart = |env: &str, w: &str| {
+        headline_rows(r)
+            .into_iter()
+            .find(|x| x.environment == env && x.workload == w)
+            .and_then(|x| x.overhead.as_ref()?.set_apart.clone())
+    };
     for st in &r.stalls {
+        let how = match apart(&st.environment, &st.workload) {
+            Some(sa) if sa.stalled > 0 => format!("its ratio is of the rest: {}", set_apart_words(&sa)),
+            _ => "the environment paused; its ratio holds the pause".into(),
+        };
         out.push(format!(
-            "stalled: {} / {}: {} of {} trials took up to {} where {} was planned (the environment paused; its ratio's interval holds the pause)",
+            "stalled: {} / {}: {} of {} trials took up to {} where {} was planned ({how})",
             st.environment,
             st.workload,
             st.trials,
             st.of,
             secs_words(st.longest_ms),
             secs_words(st.planned_ms)
+        ));
+    }
+    // Pairs far outside their cell's others, with no planned time to say they stalled.
+    for x in headline_rows(r) {
+        let Some(sa) = x
+            .overhead
+            .as_ref()
+            .and_then(|o| o.set_apart.as_ref())
+            .filter(|sa| sa.beyond > 0 && sa.stalled == 0)
+        else {
+            continue;
+        };
+        if headline_rows(r).iter().any(|y| {
+            y.environment == x.environment
+                && y.workload == x.workload
+                && !std::ptr::eq(*y, x)
+                && y.metric < x.metric
+                && y.overhead.as_ref().is_some_and(|o| o.set_apart.is_some())
+        }) {
+            continue;
+        }
+        out.push(format!(
+            "set apart: {} / {}: {} (beyond 5 robust standard deviations and 3× of the others' median: a stall or a burst on one side); its ratio is of the rest",
+            x.environment,
+            x.workload,
+            set_apart_words(sa)
         ));
     }
     for f in r.failures.iter().take(3) {

@@ -136,9 +136,39 @@ fn side_ratio(a: &Side, b: &Side, level: f64) -> Option<Overhead> {
 }
 
 /// The paired ratio of `pairs` as the report states it (Stein's interval for a precision run).
-fn paired_overhead(pairs: &[virtperf_stats::paired::Pair], pilot: Option<u32>) -> Option<Overhead> {
-    let r = paired::stated(pairs, pilot)?;
+/// Pairs with a stalled trial (`stalled`), and those far outside the others
+/// ([`virtperf_stats::paired::set_apart`]), are set apart: the ratio is of the rest, with what was
+/// set apart beside it ([`SetApart`]). Every pair stalled: the ratio of them all, with no interval.
+fn paired_overhead(all: &[(virtperf_stats::paired::Pair, bool)], pilot: Option<u32>) -> Option<Overhead> {
+    let pairs: Vec<virtperf_stats::paired::Pair> = all.iter().filter(|(_, s)| !s).map(|(p, _)| *p).collect();
+    let stalled: Vec<f64> = all.iter().filter(|(_, s)| *s).map(|(p, _)| p.env / p.base).collect();
+    let everything: Vec<virtperf_stats::paired::Pair> = all.iter().map(|(p, _)| *p).collect();
+    if pairs.is_empty() {
+        let r = virtperf_stats::paired::paired_ratio(&everything, 0.95)?;
+        return Some(Overhead {
+            estimate: "paired",
+            pairs: Some(r.pairs),
+            blocks: Some(r.blocks),
+            set_apart: Some(SetApart {
+                stalled: stalled.len(),
+                beyond: 0,
+                of: all.len(),
+                ratio_with: r.ratio,
+                ratios: stalled,
+            }),
+            ..Overhead::unpaired(r.ratio, None, Some(NO_CI_EVERY_TRIAL_STALLED))
+        });
+    }
+    let far = virtperf_stats::paired::set_apart(&pairs);
+    let r = paired::stated(&pairs, pilot)?;
     let ci = r.ci.map(|(l, h)| [l, h]);
+    let set_apart = (!stalled.is_empty() || !far.is_empty()).then(|| SetApart {
+        stalled: stalled.len(),
+        beyond: far.len(),
+        of: all.len(),
+        ratio_with: virtperf_stats::paired::paired_ratio(&everything, 0.95).map_or(f64::NAN, |r| r.ratio),
+        ratios: stalled.iter().copied().chain(far.iter().map(|&i| pairs[i].env / pairs[i].base)).collect(),
+    });
     Some(Overhead {
         ratio: r.ratio,
         ci95: ci,
@@ -146,11 +176,15 @@ fn paired_overhead(pairs: &[virtperf_stats::paired::Pair], pilot: Option<u32>) -
         estimate: "paired",
         ci,
         ci_level: 0.95,
-        ci90: paired::stated_at(pairs, pilot, 0.90).and_then(|r| r.ci).map(|(l, h)| [l, h]),
+        ci90: paired::stated_at(&pairs, pilot, 0.90).and_then(|r| r.ci).map(|(l, h)| [l, h]),
         pairs: Some(r.pairs),
         blocks: Some(r.blocks),
+        set_apart,
     })
 }
+
+/// Why a ratio has no interval: each of its pairs had a trial that stalled.
+pub const NO_CI_EVERY_TRIAL_STALLED: &str = "every pair had a trial that stalled";
 
 impl ResultRow {
     /// `s`'s statistics as the row of `environment` × `case` × `metric`: no peer, instance,
@@ -379,6 +413,33 @@ pub struct Stall {
 
 /// A trial that took more than this many times its planned duration, and a second more, stalled.
 const STALL_FACTOR: f64 = 2.0;
+
+/// Whether a timed trial stalled: it took more than [`STALL_FACTOR`] times its case's planned
+/// `duration` and a second more.
+fn trial_stalled(rows: &RunRows, t: &TrialRow) -> bool {
+    let planned = rows
+        .cases
+        .iter()
+        .find(|c| c.idx == t.case_idx)
+        .and_then(|c| c.params.get("duration"))
+        .and_then(serde_json::Value::as_f64)
+        .filter(|d| *d > 0.0);
+    match (planned, t.host_ns) {
+        (Some(p), Some(h)) => h as f64 / 1e6 > STALL_FACTOR * p + 1000.0,
+        _ => false,
+    }
+}
+
+/// The slots of the trials that stalled, by (case, environment): set apart from their ratios.
+fn stalled_slots(rows: &RunRows) -> std::collections::BTreeSet<(usize, usize, paired::Slot)> {
+    rows.trials
+        .iter()
+        .filter(|t| {
+            t.status == TrialStatus::Ok && !t.warmup && t.peer_idx.is_none() && trial_stalled(rows, t)
+        })
+        .map(|t| (t.case_idx, t.env_idx, (t.block, t.rep)))
+        .collect()
+}
 
 fn stalls(rows: &RunRows) -> Vec<Stall> {
     // (environment, case) → (stalled, timed, planned ms, longest ms)
@@ -778,7 +839,8 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
     };
     // How late the host woke after an idle spell, measured at the run's start (older runs: 0).
     let wake_ns = info.manifest["host_wake"]["max_us"].as_f64().unwrap_or(0.0) * 1e3;
-    let tally = Tally::of(trials, wake_ns);
+    let mut tally = Tally::of(trials, wake_ns);
+    tally.stalled = stalled_slots(rows);
     let (clock_checks, disagrees) = clock_checks(&tally, envs, cases);
     let how = Stating { level, estimate, design };
     let mut results = result_rows(rows, &tally, &bases, &disagrees, &how);
@@ -854,8 +916,10 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
     report.explain = explain::build(rows, &report.basis());
     let t = answer::target(&report);
     for x in report.results.iter_mut() {
-        x.verdict =
-            answer::row_verdict(x, t).map(|v| answer::json_verdict(&v, answer::Reading::of(x.better)));
+        x.verdict = answer::row_verdict(x, t).map(|v| RowVerdict {
+            set_apart: x.overhead.as_ref().and_then(|o| o.set_apart.as_ref()).map(answer::set_apart_words),
+            ..answer::json_verdict(&v, answer::Reading::of(x.better))
+        });
     }
     Ok(report)
 }
@@ -950,6 +1014,8 @@ struct Tally {
     inst_values: InstValues,
     /// (case, metric, environment) → samples that were not finite.
     non_finite: BTreeMap<(usize, String, usize), usize>,
+    /// The trials that stalled (case, environment, slot): their pairs are set apart.
+    stalled: std::collections::BTreeSet<(usize, usize, paired::Slot)>,
 }
 
 impl Tally {
@@ -1025,7 +1091,20 @@ pub struct Stating {
 
 impl Tally {
     /// The pairs of environment `e`'s values of `metric` in `case` with its baseline `b`'s.
+    /// Pairs with a stalled trial on either side ([`trial_stalled`]) are left out: see
+    /// [`Tally::pairs_stalled`].
     fn pairs(&self, case: usize, metric: &str, e: usize, b: usize) -> Vec<virtperf_stats::paired::Pair> {
+        self.pairs_stalled(case, metric, e, b).into_iter().filter(|(_, s)| !s).map(|(p, _)| p).collect()
+    }
+
+    /// Every pair, each with whether a trial of it stalled.
+    fn pairs_stalled(
+        &self,
+        case: usize,
+        metric: &str,
+        e: usize,
+        b: usize,
+    ) -> Vec<(virtperf_stats::paired::Pair, bool)> {
         let side = |x: usize| -> Vec<(paired::Slot, f64)> {
             let key = (case, metric.to_string(), (x, None));
             match (self.slots.get(&key), self.values.get(&key)) {
@@ -1033,7 +1112,16 @@ impl Tally {
                 _ => Vec::new(),
             }
         };
-        paired::pairs(&side(e), &side(b))
+        let (env, base) = (side(e), side(b));
+        env.iter()
+            .filter_map(|(k, x)| {
+                base.iter().find(|(s, _)| s == k).map(|(_, y)| {
+                    let stalled =
+                        self.stalled.contains(&(case, e, *k)) || self.stalled.contains(&(case, b, *k));
+                    (virtperf_stats::paired::Pair { block: i64::from(k.0), env: *x, base: *y }, stalled)
+                })
+            })
+            .collect()
     }
 }
 
@@ -1150,7 +1238,7 @@ fn result_rows(
                             .then(|| {
                                 let b = base_idx?;
                                 paired_overhead(
-                                    &tally.pairs(case.idx, shown, ei, b),
+                                    &tally.pairs_stalled(case.idx, shown, ei, b),
                                     how.design.pilot(ei, case.idx, shown),
                                 )
                             })
@@ -2136,6 +2224,110 @@ mod tests {
         assert_eq!(j["first_trial_differs"]["environment"], "uml");
         assert_eq!(j["first_trial_differs"]["launches"], 12);
         assert!(serde_json::to_value(&p.cells[1]).unwrap().get("first_trial_differs").is_none());
+    }
+
+    /// A run of `label` (kind `kind`, params) in native and gvisor, a block per pair, paired;
+    /// `values[k]` = (native's, gvisor's, gvisor's host ms).
+    fn paired_run(
+        kind: &str,
+        metric: &str,
+        unit: &str,
+        params: serde_json::Value,
+        values: &[(f64, f64, f64)],
+    ) -> Report {
+        use crate::store::{NewEnv, PlannedTrial, TrialOutcome};
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = crate::store::Store::open(&dir.path().join("r.db")).unwrap();
+        let env = NewEnv::of_kind;
+        let plan: Vec<PlannedTrial> = (0..2 * values.len() as i64)
+            .map(|i| PlannedTrial { block: (i / 2) as u32, ..PlannedTrial::alternating(i, 0, i / 2) })
+            .collect();
+        let run = s
+            .create_run(
+                "x",
+                "toml",
+                &serde_json::json!({"order": "paired"}),
+                &[env("native"), env("gvisor")],
+                &[(kind.into(), kind.into(), kind.into(), params)],
+                &plan,
+            )
+            .unwrap();
+        for t in s.pending_trials(run).unwrap() {
+            let (nat, gv, ms) = values[t.rep as usize];
+            let (v, ms) = if t.env_idx == 0 { (nat, 510.0) } else { (gv, ms) };
+            let ok = TrialOutcome {
+                status: crate::store::TrialStatus::Ok,
+                host_ns: Some((ms * 1e6) as u64),
+                samples: vec![virtperf_proto::Sample { metric: metric.into(), value: v, unit: unit.into() }],
+                ..Default::default()
+            };
+            s.record_trial(t.id, &ok).unwrap();
+        }
+        build(&s.load(run).unwrap()).unwrap()
+    }
+
+    /// The gVisor `tcp_stream`: pairs 4.2–6.9× slower and one flow that stalled 17 s.
+    /// The stall is set apart (its trial took far beyond its planned 0.5 s): the ratio is of the
+    /// rest, its interval all on the slow side, the stall said beside it; every pair stalled:
+    /// no interval, said so.
+    #[test]
+    fn a_stalled_trial_is_set_apart_from_its_ratio_and_said() {
+        let vals = [
+            (14.0, 14.0 / 4.2, 520.0),
+            (14.2, 14.2 / 4.5, 515.0),
+            (13.8, 13.8 / 6.9, 530.0),
+            (14.1, 14.1 / 4887.0, 17_000.0),
+            (14.0, 14.0 / 5.0, 520.0),
+        ];
+        let r =
+            paired_run("tcp_stream", "tcp_goodput", "Gbit/s", serde_json::json!({"duration": 500}), &vals);
+        let x = r.results.iter().find(|x| x.environment == "gvisor" && x.metric == "tcp_goodput").unwrap();
+        let o = x.overhead.as_ref().unwrap();
+        let sa = o.set_apart.as_ref().expect("the stall set apart");
+        assert_eq!((sa.stalled, sa.beyond, sa.of, o.pairs), (1, 0, 5, Some(4)), "{sa:?}");
+        let [l, h] = o.ci.unwrap();
+        assert!(h < 1.0 && l > 0.1, "the rest's interval, all slower: [{l}, {h}]");
+        assert!(sa.ratio_with < o.ratio, "with the stall it is lower still: {} {}", sa.ratio_with, o.ratio);
+        let v = x.verdict.as_ref().unwrap();
+        assert_eq!(v.word, "lower");
+        assert!(
+            v.set_apart.as_ref().is_some_and(|w| w.starts_with("1 of 5 pairs set apart (stalled: ×0.00020)")),
+            "{v:?}"
+        );
+        let c = crate::report::answer::caveats(&r);
+        assert!(c.iter().any(|c| c.starts_with("stalled: gvisor / tcp_stream: 1 of 5 trials took up to 17 s where 0.5 s was planned (its ratio is of the rest: 1 of 5 pairs set apart")), "{c:#?}");
+        // Every pair stalled: said, no interval.
+        let all: Vec<(f64, f64, f64)> = vals.iter().map(|(a, b, _)| (*a, *b, 17_000.0)).collect();
+        let r = paired_run("tcp_stream", "tcp_goodput", "Gbit/s", serde_json::json!({"duration": 500}), &all);
+        let x = r.results.iter().find(|x| x.environment == "gvisor" && x.metric == "tcp_goodput").unwrap();
+        assert!(x.overhead.as_ref().unwrap().ci.is_none());
+        assert_eq!(x.verdict.as_ref().unwrap().word, "stalled");
+    }
+
+    /// With no planned time to say it stalled, a pair far outside the others (a burst on one
+    /// side, 50×) is set apart by the robust rule and said; the same cell without it is not.
+    #[test]
+    fn a_pair_far_outside_its_cell_is_set_apart_and_said() {
+        let mut vals: Vec<(f64, f64, f64)> =
+            [1.00, 1.03, 0.98, 1.01, 1.02, 0.99].iter().map(|k| (10.0, 10.0 * k, 10.0)).collect();
+        let clean = paired_run("memcpy", "memcpy_time", "ms", serde_json::json!({}), &vals);
+        let x =
+            clean.results.iter().find(|x| x.environment == "gvisor" && x.metric == "memcpy_time").unwrap();
+        assert!(x.overhead.as_ref().unwrap().set_apart.is_none());
+        vals[2].1 = 500.0;
+        let r = paired_run("memcpy", "memcpy_time", "ms", serde_json::json!({}), &vals);
+        let x = r.results.iter().find(|x| x.environment == "gvisor" && x.metric == "memcpy_time").unwrap();
+        let o = x.overhead.as_ref().unwrap();
+        let sa = o.set_apart.as_ref().expect("set apart");
+        assert_eq!((sa.stalled, sa.beyond, o.pairs), (0, 1, Some(5)));
+        assert!((o.ratio - 1.01).abs() < 0.02, "{}", o.ratio);
+        let c = crate::report::answer::caveats(&r);
+        assert!(
+            c.iter().any(|c| c.starts_with(
+                "set apart: gvisor / memcpy: 1 of 6 pairs set apart (far outside the others: ×50)"
+            )),
+            "{c:#?}"
+        );
     }
 
     #[test]

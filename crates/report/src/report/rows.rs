@@ -69,6 +69,24 @@ pub struct Overhead {
     pub pairs: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocks: Option<usize>,
+    /// Pairs left out of the ratio: stalled trials, pairs far outside the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_apart: Option<SetApart>,
+}
+
+/// What a paired ratio left out, and what it would have been with it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SetApart {
+    /// Pairs with a trial that took more than twice its planned duration and a second more.
+    pub stalled: usize,
+    /// Pairs beyond 5 robust standard deviations and 3× of the others' median ratio.
+    pub beyond: usize,
+    /// Pairs in all.
+    pub of: usize,
+    /// The ratio with every pair in.
+    pub ratio_with: f64,
+    /// Each pair set apart's own ratio (environment over baseline).
+    pub ratios: Vec<f64>,
 }
 
 impl Overhead {
@@ -84,6 +102,7 @@ impl Overhead {
             ci90: None,
             pairs: None,
             blocks: None,
+            set_apart: None,
         }
     }
     /// The stated interval's half-width relative to the ratio, where there is one.
@@ -174,6 +193,9 @@ pub struct RowVerdict {
     /// Inconclusive: about how many more launches would settle it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub more_launches: Option<u64>,
+    /// What the ratio set apart, in words ("1 of 4 pairs set apart (stalled: ×4887); with it, ×21").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_apart: Option<String>,
 }
 
 /// The two variance components of a figure measured over several launches.

@@ -215,6 +215,9 @@ fn full_rows(r: &Report) -> Vec<(String, Vec<String>)> {
                         if let Some(v) = super::answer::row_verdict(x, t) {
                             s += &format!("\n{}", v.phrase(super::answer::Reading::of(x.better)));
                         }
+                        if let Some(sa) = &o.set_apart {
+                            s += &format!("\n{}", super::answer::set_apart_words(sa));
+                        }
                     }
                     s
                 })
