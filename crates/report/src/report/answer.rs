@@ -807,16 +807,24 @@ pub fn caveats(r: &Report) -> Vec<String> {
             l.environment, l.workload, l.achieved_mean, l.target_percent
         ));
     }
+    // The ratio a stall was set apart from: its environment's own, or, the baseline's stall, the
+    // first ratio against it that set it apart.
     let apart = |env: &str, w: &str| {
-        headline_rows(r)
-            .into_iter()
-            .find(|x| x.environment == env && x.workload == w)
-            .and_then(|x| x.overhead.as_ref()?.set_apart.clone())
+        let base = r.is_baseline(env);
+        headline_rows(r).into_iter().filter(|x| x.workload == w && (x.environment == env || base)).find_map(
+            |x| {
+                let sa = x.overhead.as_ref()?.set_apart.clone().filter(|sa| sa.stalled > 0)?;
+                Some((x.environment.clone(), sa))
+            },
+        )
     };
     for st in &r.stalls {
         let how = match apart(&st.environment, &st.workload) {
-            Some(sa) if sa.stalled > 0 => format!("its ratio is of the rest: {}", set_apart_words(&sa)),
-            _ => "the environment paused; its ratio holds the pause".into(),
+            Some((e, sa)) if e == st.environment => {
+                format!("its ratio is of the rest: {}", set_apart_words(&sa))
+            }
+            Some((e, sa)) => format!("the ratios against it are of the rest: {e}'s {}", set_apart_words(&sa)),
+            None => "the environment paused; its ratio holds the pause".into(),
         };
         out.push(format!(
             "stalled: {} / {}: {} of {} trials took up to {} where {} was planned ({how})",

@@ -217,11 +217,29 @@ pub(crate) fn qemu_disks_virtio_blk_and_ide() -> Outcome {
     }
     let fx = Fixture::new().with_scratch();
     let scratch = fx.scratch();
+    // The host's scheduling delay while the run goes on, measured beside it: how late a 1 ms
+    // sleep wakes (the laps' reader thread waits on the host's scheduler the same way).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut late = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                late.push(t.elapsed().as_secs_f64() * 1e3 - 1.0);
+            }
+            late.sort_by(f64::total_cmp);
+            late.get(late.len() * 99 / 100).copied().unwrap_or(0.0).max(0.0)
+        })
+    };
     let doc = fx.json(
         "run --env qemu:disk=virtio-blk,disk_size=96MiB --env \
          qemu:disk=ide,disk_size=96MiB --workload \
          disk:file_size=32MiB,record_size=256KiB --reps 2 --warmup 0",
     );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let late_ms = probe.join().unwrap_or(0.0);
     let (v, i) = ("qemu:disk=virtio-blk,disk_size=96MiB", "qemu:disk=ide,disk_size=96MiB");
     check_disk_rows(&doc, v);
     check_disk_rows(&doc, i);
@@ -230,7 +248,9 @@ pub(crate) fn qemu_disks_virtio_blk_and_ide() -> Outcome {
     // guest's clock follows the host's, so the two agree but for the laps' own delay — a line
     // from the guest read by the host's reader thread, measured at ~0.1 ms, up to a scheduling
     // slice when the host is busy. So: within 2 % plus 1 ms of the phase's own length (a 32 MiB
-    // write at ~35 MB/s: 2.1 %; a reread from the cache at ~2.5 GB/s, 13 ms: 9.7 %).
+    // write at ~35 MB/s: 2.1 %; a reread from the cache at ~2.5 GB/s, 13 ms: 9.7 %), the 1 ms
+    // raised to twice the host's p99 wake-up delay measured beside the run where that is more
+    // (a busy host once put a 56 ms read 3 ms apart on the two clocks).
     let mb = 32.0 * 1.048_576;
     for e in [v, i] {
         for mode in ["write", "rewrite", "read", "reread", "randread", "randwrite", "syncwrite"] {
@@ -243,10 +263,10 @@ pub(crate) fn qemu_disks_virtio_blk_and_ide() -> Outcome {
                 "{e} / {mode}: {r}"
             );
             let phase_ms = mb / host * 1e3;
-            let tolerance = 0.02 + 1.0 / phase_ms;
+            let tolerance = 0.02 + (1.0f64).max(2.0 * late_ms) / phase_ms;
             assert!(
                 (host / own - 1.0).abs() < tolerance,
-                "{e} / {mode}: host clock {host} MB/s, guest {own} (a {phase_ms:.1} ms phase: within {:.1} %)",
+                "{e} / {mode}: host clock {host} MB/s, guest {own} (a {phase_ms:.1} ms phase: within {:.1} %; the host's p99 wake-up delay beside it {late_ms:.2} ms)",
                 tolerance * 100.0
             );
         }

@@ -39,6 +39,136 @@ pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
     Outcome::Pass
 }
 
+/// The agent of `run` that is using the CPU now (its user time grows over 50 ms): the one mid-trial
+/// of a CPU-bound workload.
+fn busy_agent(run: u32) -> Option<u32> {
+    let utime = |p: u32| {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        s[s.rfind(')')? + 2..].split_whitespace().nth(11)?.parse::<u64>().ok()
+    };
+    let agents = agents_of(run);
+    let before: Vec<Option<u64>> = agents.iter().map(|a| utime(*a)).collect();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    agents.iter().zip(before).find(|(a, b)| utime(**a).zip(*b).is_some_and(|(n, o)| n > o)).map(|(a, _)| *a)
+}
+
+/// Stalls made on purpose: an environment's agent stopped (SIGSTOP) for 3 s mid-trial, then
+/// continued. (1) A CPU-bound trial of 200 ms spread over 3.2 s, with no planned time to say it
+/// stalled: its pair lies far outside the others (×16 against ±2 %), is set apart, and the ratio
+/// of the rest keeps its narrow interval, the set-apart pair said beside it. (2) A 300 ms sleep
+/// that took 3 s (both agents stopped: the one mid-trial stalls): a stall by its planned time,
+/// set apart and said in the stall's caveat.
+pub(crate) fn a_stall_made_on_purpose_is_set_apart_and_said() -> Outcome {
+    let fx = Fixture::new();
+    // Idle neighbours left running: virtperf's own freezing would resume a stopped agent.
+    let exp = |name: &str, workload: &str| {
+        fx.file(
+            &format!("{name}.toml"),
+            &format!(
+                "name = \"{name}\"\nreps = 2\nlaunches = 3\nwarmup = 0\nfreeze_idle = false\n\
+                 [[env]]\nkind = \"native\"\n[[env]]\nkind = \"native\"\nname = \"b\"\n[[workload]]\n{workload}\n"
+            ),
+        )
+    };
+    let pause = |child: &Spawned, after_ok: i64, busy: bool| {
+        // Mid-launch (a launch is 4 trials: 2 environments × 2 repetitions), so that the agents
+        // paused are the ones the next trial runs in, not ones about to be replaced.
+        wait_for(|| (count_trials(&fx.db, "ok") >= after_ok).then_some(()), 60.0)
+            .expect("trials were being stored");
+        // The CPU-bound one's busy agent; a sleeping one's cannot be told apart, so every agent
+        // (the one mid-trial stalls, the idle one is only late to its next request).
+        let agents = if busy {
+            vec![wait_for(|| busy_agent(child.id()), 10.0).expect("an agent mid-trial")]
+        } else {
+            let both =
+                wait_for(|| Some(agents_of(child.id())).filter(|a| a.len() == 2), 10.0).expect("both agents");
+            // Into the next trial's 300 ms sleep: before it, the host measures its round trip to
+            // the agent, and a pause there only delays the trial (the run went on 3 s later, its
+            // trial took 300 ms).
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            both
+        };
+        for a in &agents {
+            kill(*a, libc::SIGSTOP);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        for a in &agents {
+            kill(*a, libc::SIGCONT);
+        }
+    };
+    let headline = |run: &serde_json::Value, metric: &str| {
+        run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["environment"] == "b" && r["metric"] == metric)
+            .cloned()
+            .unwrap_or_else(|| panic!("b's {metric}: {run}"))
+    };
+
+    // (1) Far outside the others.
+    let child = fx.spawn(&format!("run {} --json", exp("burst", "kind = \"cpu\"").display()));
+    pause(&child, 1 + count_trials(&fx.db, "ok"), true);
+    let out = child.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = headline(&run, "cpu_rate");
+    let o = &row["overhead"];
+    let sa = &o["set_apart"];
+    assert_eq!(
+        (sa["beyond"].as_u64(), sa["stalled"].as_u64(), sa["of"].as_u64()),
+        (Some(1), Some(0), Some(6)),
+        "{o}"
+    );
+    let (l, h) = (o["ci"][0].as_f64().unwrap(), o["ci"][1].as_f64().unwrap());
+    let with = sa["ratio_with"].as_f64().unwrap();
+    println!(
+        "    cpu, paused 3 s mid-trial: b/native ×{:.4} [{l:.4}, {h:.4}] of 5 pairs; with the paused one ×{with:.3} (its pair ×{:.3}); {}",
+        o["ratio"].as_f64().unwrap(),
+        sa["ratios"][0].as_f64().unwrap_or(f64::NAN),
+        row["verdict"]["phrase"]
+    );
+    assert!(h / l < 1.15, "the rest's interval stays narrow: [{l}, {h}]");
+    assert!(l <= 1.05 && h >= 0.95, "the rest is about the same: [{l}, {h}]");
+    let r = sa["ratios"][0].as_f64().unwrap();
+    assert!(!(1.0 / 3.0..=3.0).contains(&r), "the pair set apart is the paused one: ×{r}");
+    let text = fx.text("report");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("set apart: b / cpu: 1 of 6 pairs set apart (far outside the others"), "{text}");
+
+    // (2) A stall by its planned time.
+    let child =
+        fx.spawn(&format!("run {} --json", exp("stall", "kind = \"sleep\"\nduration = \"300ms\"").display()));
+    pause(&child, 5 + count_trials(&fx.db, "ok"), false);
+    let out = child.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stalls = run["stalls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(stalls.len(), 1, "one cell stalled: {}", run["stalls"]);
+    assert!(stalls[0]["longest_ms"].as_f64().is_some_and(|ms| ms > 2000.0), "{}", stalls[0]);
+    let row = headline(&run, "sleep_overshoot");
+    let sa = &row["overhead"]["set_apart"];
+    assert_eq!((sa["stalled"].as_u64(), sa["of"].as_u64()), (Some(1), Some(6)), "{}", row["overhead"]);
+    assert!(
+        row["verdict"]["set_apart"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("1 of 6 pairs set apart (stalled")),
+        "{}",
+        row["verdict"]
+    );
+    println!("    sleep 300 ms, paused 3 s: {}; {}", row["verdict"]["phrase"], row["verdict"]["set_apart"]);
+    let text = fx.text("report");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("stalled: ")
+            && (flat.contains("its ratio is of the rest: 1 of 6 pairs set apart")
+                || flat.contains("the ratios against it are of the rest: b's 1 of 6 pairs set apart")),
+        "{text}"
+    );
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
+
 pub(crate) fn sigterm_interrupts_then_resume_finishes_exactly_the_rest() -> Outcome {
     let fx = Fixture::new();
     let child =

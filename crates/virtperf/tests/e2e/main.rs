@@ -53,6 +53,7 @@ fn main() {
         faults::a_hostile_agent_fails_its_trials_within_bounds,
         faults::a_panic_fails_its_trial_or_ends_the_run_torn_down,
         faults::agent_killed_mid_trial_fails_that_trial_only,
+        faults::a_stall_made_on_purpose_is_set_apart_and_said,
         faults::sigterm_interrupts_then_resume_finishes_exactly_the_rest,
         faults::one_owner_per_run_and_resume_refuses_what_drifted,
         faults::kill9_leftovers_are_swept_by_next_start,

@@ -255,7 +255,7 @@ pub(crate) fn explain_prices_events_and_predicts_from_them() -> Outcome {
                 continue;
             }
             let priced = costs.iter().any(|k| {
-                k["environment"] == *env && k["from"] == c["workload"] && k["no_difference"] == false
+                k["environment"] == *env && k["from"] == c["workload"] && k["no_difference"] != true
             });
             if !priced {
                 // A mechanism left unpriced (its sender stalled, it lost requests, it has no

@@ -116,9 +116,11 @@ pub(crate) fn a_uml_guest_cannot_write_the_hosts_root() -> Outcome {
     if let Some(why) = need_root_and_env("uml") {
         return Outcome::Skip(why);
     }
-    // Outside /tmp, which the guest's init covers with a tmpfs of its own: the guest must see
-    // what it tries to write (it says so), or a failed write proves nothing.
-    let outside = tempfile::Builder::new().prefix("vp-e2e-").tempdir_in("/var/tmp").unwrap();
+    // Beside the agent's binary, which the guest's init never covers with its tmpfs (it takes
+    // /tmp, or /var/tmp where the checkout is below /tmp): the guest must see what it tries to
+    // write (it says so), or a failed write proves nothing.
+    let beside = std::path::Path::new(exe()).parent().and_then(|p| p.parent()).expect("the target directory");
+    let outside = tempfile::Builder::new().prefix("vp-e2e-").tempdir_in(beside).unwrap();
     let fx = Fixture::new().with_state_dir(&outside.path().join("state"));
     let tag = format!("vp-breach-{}", std::process::id());
     let targets = [
