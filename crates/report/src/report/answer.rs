@@ -141,12 +141,17 @@ pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
 
 /// What a ratio set apart, in words: "1 of 4 pairs set apart (stalled: 4887×); with it, 21×".
 pub fn set_apart_words(sa: &super::SetApart) -> String {
-    let n = sa.stalled + sa.beyond;
-    let why = match (sa.stalled, sa.beyond) {
-        (_, 0) => "stalled",
-        (0, _) => "far outside the others",
-        _ => "stalled or far outside the others",
-    };
+    let n = sa.stalled + sa.burst + sa.beyond;
+    let whys: Vec<&str> = [
+        (sa.stalled, "stalled"),
+        (sa.burst, "a slowdown on one side"),
+        (sa.beyond, "far outside the others"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| *k > 0)
+    .map(|(_, w)| w)
+    .collect();
+    let why = whys.join(" or ");
     let each: Vec<String> = sa.ratios.iter().map(|r| format!("×{}", fmt_factor(*r))).collect();
     format!(
         "{n} of {} pair{} set apart ({why}: {}); with {}, ×{}",
@@ -352,6 +357,14 @@ fn pct(v: f64, d: Digits) -> String {
                 format!("{sign}{:.0}", p.abs())
             }
         }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 
@@ -777,7 +790,18 @@ pub fn caveats(r: &Report) -> Vec<String> {
                 .trim_end_matches('Z'),
             d.seconds,
             d.environments,
-            if r.estimate == super::paired::Estimate::Paired { ": paired ratios cancel it" } else { "" }
+            match r.estimate {
+                super::paired::Estimate::Paired => {
+                    let both: usize = r.disturbances.iter().map(|d| d.both_sides).sum();
+                    let one: usize = r.disturbances.iter().map(|d| d.one_side).sum();
+                    match (both, one) {
+                        (b, 0) => format!(": {b} pair{} had both trials inside, which pairing cancels", plural(b)),
+                        (0, o) => format!(": {o} pair{} had one trial inside and not the other, set apart from {}", plural(o), if o == 1 { "its ratio" } else { "their ratios" }),
+                        (b, o) => format!(": {b} pair{} had both trials inside, which pairing cancels; {o} had one alone, set apart from {}", plural(b), if o == 1 { "its ratio" } else { "their ratios" }),
+                    }
+                }
+                super::paired::Estimate::Unpaired => ": unpaired ratios hold it as their sides' spread".into(),
+            }
         ));
     }
     let limited: Vec<String> = r

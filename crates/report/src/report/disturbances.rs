@@ -23,6 +23,46 @@ pub struct Disturbance {
     pub seconds: f64,
     pub environments: usize,
     pub trials: Vec<Touched>,
+    /// Pairs (an environment's trial and its baseline's of the same slot) it touched on both
+    /// sides: a paired ratio cancels those.
+    pub both_sides: usize,
+    /// Pairs it touched on one side alone: set apart from their paired ratios.
+    pub one_side: usize,
+}
+
+/// Each disturbance's pairs touched on both sides and on one, given each environment's baseline
+/// (`base_of[env]`, None for a baseline itself).
+pub fn count_pairs(ds: &mut [Disturbance], base_of: &[Option<usize>]) {
+    for d in ds.iter_mut() {
+        let touched: std::collections::BTreeSet<_> = d.trials.iter().map(|t| t.key).collect();
+        let mut pairs: std::collections::BTreeSet<(usize, usize, crate::report::paired::Slot)> =
+            Default::default();
+        for &(case, env, slot) in &touched {
+            match base_of.get(env).copied().flatten() {
+                Some(b) if b != env => {
+                    pairs.insert((case, env, slot));
+                }
+                _ => {
+                    // A baseline's trial: one pair with each environment measured against it.
+                    for (x, bx) in base_of.iter().enumerate() {
+                        if *bx == Some(env) && x != env {
+                            pairs.insert((case, x, slot));
+                        }
+                    }
+                }
+            }
+        }
+        let (mut both, mut one) = (0, 0);
+        for &(case, x, slot) in &pairs {
+            let b = base_of.get(x).copied().flatten().unwrap_or(x);
+            if touched.contains(&(case, x, slot)) && touched.contains(&(case, b, slot)) {
+                both += 1;
+            } else {
+                one += 1;
+            }
+        }
+        (d.both_sides, d.one_side) = (both, one);
+    }
 }
 
 /// A trial a disturbance slowed.
@@ -33,6 +73,9 @@ pub struct Touched {
     pub metric: String,
     /// How much worse than its cell's median, %.
     pub worse_percent: f64,
+    /// Its case, environment and slot (block, repetition): what pairs it with its baseline's trial.
+    #[serde(skip)]
+    pub key: (usize, usize, crate::report::paired::Slot),
 }
 
 /// Cells need this many measured trials for their spread to be known.
@@ -99,6 +142,7 @@ pub fn find(rows: &RunRows) -> Vec<Disturbance> {
                         workload: rows.cases[key.1].label.clone(),
                         metric: metric.clone(),
                         worse_percent: (worse.exp() - 1.0) * 100.0,
+                        key: (key.1, key.0, (t.block, t.rep)),
                     },
                 ));
             }
@@ -125,6 +169,8 @@ pub fn find(rows: &RunRows) -> Vec<Disturbance> {
                 seconds: (end - start) / 1e3,
                 environments: envs.len(),
                 trials: group.iter().map(|g| g.3.clone()).collect(),
+                both_sides: 0,
+                one_side: 0,
             });
         }
         i = j;

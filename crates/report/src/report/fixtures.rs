@@ -499,6 +499,8 @@ pub fn precision_run() -> Report {
         seconds: 1.4,
         environments: 3,
         trials: Vec::new(),
+        both_sides: 4,
+        one_side: 1,
     }];
     r
 }

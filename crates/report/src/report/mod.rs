@@ -139,10 +139,19 @@ fn side_ratio(a: &Side, b: &Side, level: f64) -> Option<Overhead> {
 /// Pairs with a stalled trial (`stalled`), and those far outside the others
 /// ([`virtperf_stats::paired::set_apart`]), are set apart: the ratio is of the rest, with what was
 /// set apart beside it ([`SetApart`]). Every pair stalled: the ratio of them all, with no interval.
-fn paired_overhead(all: &[(virtperf_stats::paired::Pair, bool)], pilot: Option<u32>) -> Option<Overhead> {
-    let pairs: Vec<virtperf_stats::paired::Pair> = all.iter().filter(|(_, s)| !s).map(|(p, _)| *p).collect();
-    let stalled: Vec<f64> = all.iter().filter(|(_, s)| *s).map(|(p, _)| p.env / p.base).collect();
+fn paired_overhead(all: &[(virtperf_stats::paired::Pair, Apart)], pilot: Option<u32>) -> Option<Overhead> {
+    let pairs: Vec<virtperf_stats::paired::Pair> =
+        all.iter().filter(|(_, a)| *a == Apart::Kept).map(|(p, _)| *p).collect();
+    let of =
+        |why: Apart| all.iter().filter(|(_, a)| *a == why).map(|(p, _)| p.env / p.base).collect::<Vec<f64>>();
+    let (stalled, burst) = (of(Apart::Stalled), of(Apart::Burst));
     let everything: Vec<virtperf_stats::paired::Pair> = all.iter().map(|(p, _)| *p).collect();
+    if pairs.len() < 2 && stalled.is_empty() && !burst.is_empty() {
+        // Every pair (but one) touched on one side: too few left to set them apart against.
+        let kept: Vec<(virtperf_stats::paired::Pair, Apart)> =
+            all.iter().map(|(p, _)| (*p, Apart::Kept)).collect();
+        return paired_overhead(&kept, pilot);
+    }
     if pairs.is_empty() {
         let r = virtperf_stats::paired::paired_ratio(&everything, 0.95)?;
         return Some(Overhead {
@@ -151,10 +160,11 @@ fn paired_overhead(all: &[(virtperf_stats::paired::Pair, bool)], pilot: Option<u
             blocks: Some(r.blocks),
             set_apart: Some(SetApart {
                 stalled: stalled.len(),
+                burst: burst.len(),
                 beyond: 0,
                 of: all.len(),
                 ratio_with: r.ratio,
-                ratios: stalled,
+                ratios: stalled.into_iter().chain(burst).collect(),
             }),
             ..Overhead::unpaired(r.ratio, None, Some(NO_CI_EVERY_TRIAL_STALLED))
         });
@@ -162,12 +172,18 @@ fn paired_overhead(all: &[(virtperf_stats::paired::Pair, bool)], pilot: Option<u
     let far = virtperf_stats::paired::set_apart(&pairs);
     let r = paired::stated(&pairs, pilot)?;
     let ci = r.ci.map(|(l, h)| [l, h]);
-    let set_apart = (!stalled.is_empty() || !far.is_empty()).then(|| SetApart {
+    let set_apart = (!stalled.is_empty() || !burst.is_empty() || !far.is_empty()).then(|| SetApart {
         stalled: stalled.len(),
+        burst: burst.len(),
         beyond: far.len(),
         of: all.len(),
         ratio_with: virtperf_stats::paired::paired_ratio(&everything, 0.95).map_or(f64::NAN, |r| r.ratio),
-        ratios: stalled.iter().copied().chain(far.iter().map(|&i| pairs[i].env / pairs[i].base)).collect(),
+        ratios: stalled
+            .iter()
+            .chain(&burst)
+            .copied()
+            .chain(far.iter().map(|&i| pairs[i].env / pairs[i].base))
+            .collect(),
     });
     Some(Overhead {
         ratio: r.ratio,
@@ -841,6 +857,9 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
     let wake_ns = info.manifest["host_wake"]["max_us"].as_f64().unwrap_or(0.0) * 1e3;
     let mut tally = Tally::of(trials, wake_ns);
     tally.stalled = stalled_slots(rows);
+    let mut disturbances = disturbances::find(rows);
+    disturbances::count_pairs(&mut disturbances, &bases.of);
+    tally.touched = disturbances.iter().flat_map(|d| d.trials.iter().map(|t| t.key)).collect();
     let (clock_checks, disagrees) = clock_checks(&tally, envs, cases);
     let how = Stating { level, estimate, design };
     let mut results = result_rows(rows, &tally, &bases, &disagrees, &how);
@@ -884,7 +903,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         natural_baseline: bases.natural,
         overhead_method: estimate.method(),
         estimate,
-        disturbances: disturbances::find(rows),
+        disturbances,
         precision: precision_report(&info.manifest, &results, rows, &tally, &bases.of, &how),
         results,
         environments: env_summaries(rows, &bases.of),
@@ -1016,6 +1035,19 @@ struct Tally {
     non_finite: BTreeMap<(usize, String, usize), usize>,
     /// The trials that stalled (case, environment, slot): their pairs are set apart.
     stalled: std::collections::BTreeSet<(usize, usize, paired::Slot)>,
+    /// The trials a host-wide slowdown touched (case, environment, slot): a pair with one side
+    /// among them and not the other is a one-sided burst, set apart.
+    touched: std::collections::BTreeSet<(usize, usize, paired::Slot)>,
+}
+
+/// Why a pair is set apart from its ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Apart {
+    Kept,
+    /// A trial of it took far beyond its planned time.
+    Stalled,
+    /// A host-wide slowdown touched one side of it alone.
+    Burst,
 }
 
 impl Tally {
@@ -1091,20 +1123,24 @@ pub struct Stating {
 
 impl Tally {
     /// The pairs of environment `e`'s values of `metric` in `case` with its baseline `b`'s.
-    /// Pairs with a stalled trial on either side ([`trial_stalled`]) are left out: see
-    /// [`Tally::pairs_stalled`].
+    /// Pairs with a stalled trial, or one a host-wide slowdown touched on one side alone, are left
+    /// out: see [`Tally::pairs_apart`].
     fn pairs(&self, case: usize, metric: &str, e: usize, b: usize) -> Vec<virtperf_stats::paired::Pair> {
-        self.pairs_stalled(case, metric, e, b).into_iter().filter(|(_, s)| !s).map(|(p, _)| p).collect()
+        self.pairs_apart(case, metric, e, b)
+            .into_iter()
+            .filter(|(_, a)| *a == Apart::Kept)
+            .map(|(p, _)| p)
+            .collect()
     }
 
-    /// Every pair, each with whether a trial of it stalled.
-    fn pairs_stalled(
+    /// Every pair, each with whether and why it is set apart.
+    fn pairs_apart(
         &self,
         case: usize,
         metric: &str,
         e: usize,
         b: usize,
-    ) -> Vec<(virtperf_stats::paired::Pair, bool)> {
+    ) -> Vec<(virtperf_stats::paired::Pair, Apart)> {
         let side = |x: usize| -> Vec<(paired::Slot, f64)> {
             let key = (case, metric.to_string(), (x, None));
             match (self.slots.get(&key), self.values.get(&key)) {
@@ -1118,7 +1154,16 @@ impl Tally {
                 base.iter().find(|(s, _)| s == k).map(|(_, y)| {
                     let stalled =
                         self.stalled.contains(&(case, e, *k)) || self.stalled.contains(&(case, b, *k));
-                    (virtperf_stats::paired::Pair { block: i64::from(k.0), env: *x, base: *y }, stalled)
+                    let one_sided =
+                        self.touched.contains(&(case, e, *k)) != self.touched.contains(&(case, b, *k));
+                    let why = if stalled {
+                        Apart::Stalled
+                    } else if one_sided {
+                        Apart::Burst
+                    } else {
+                        Apart::Kept
+                    };
+                    (virtperf_stats::paired::Pair { block: i64::from(k.0), env: *x, base: *y }, why)
                 })
             })
             .collect()
@@ -1238,7 +1283,7 @@ fn result_rows(
                             .then(|| {
                                 let b = base_idx?;
                                 paired_overhead(
-                                    &tally.pairs_stalled(case.idx, shown, ei, b),
+                                    &tally.pairs_apart(case.idx, shown, ei, b),
                                     how.design.pilot(ei, case.idx, shown),
                                 )
                             })
@@ -2328,6 +2373,38 @@ mod tests {
             )),
             "{c:#?}"
         );
+    }
+
+    /// A host-wide slowdown that fell on native's trial of one pair and gvisor's of another: two
+    /// one-sided bursts (×2 each), which pairing cannot cancel, set apart; the ratio of the rest is
+    /// the truth, and the caveat counts what pairing cancelled and what it did not.
+    #[test]
+    fn a_slowdown_on_one_side_of_a_pair_is_set_apart_and_counted() {
+        let vals = [(10.0, 10.1), (10.05, 10.0), (20.0, 10.02), (9.98, 10.03), (10.0, 20.1), (10.02, 9.97)];
+        let vals: Vec<(f64, f64, f64)> = vals.iter().map(|(a, b)| (*a, *b, 10.0)).collect();
+        let r = paired_run("memcpy", "memcpy_time", "ms", serde_json::json!({}), &vals);
+        assert_eq!(r.disturbances.len(), 1, "{:?}", r.disturbances);
+        let d = &r.disturbances[0];
+        assert_eq!((d.both_sides, d.one_side), (0, 2), "{d:?}");
+        let x = r.results.iter().find(|x| x.environment == "gvisor" && x.metric == "memcpy_time").unwrap();
+        let o = x.overhead.as_ref().unwrap();
+        let sa = o.set_apart.as_ref().expect("set apart");
+        assert_eq!((sa.burst, sa.stalled, sa.beyond, o.pairs), (2, 0, 0, Some(4)), "{sa:?}");
+        assert!((o.ratio - 1.0).abs() < 0.01, "{}", o.ratio);
+        let c = crate::report::answer::caveats(&r);
+        assert!(
+            c.iter()
+                .any(|c| c
+                    .contains("2 pairs had one trial inside and not the other, set apart from their ratios")),
+            "{c:#?}"
+        );
+        assert!(x
+            .verdict
+            .as_ref()
+            .unwrap()
+            .set_apart
+            .as_ref()
+            .is_some_and(|w| w.starts_with("2 of 6 pairs set apart (a slowdown on one side")));
     }
 
     #[test]

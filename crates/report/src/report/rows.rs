@@ -79,6 +79,9 @@ pub struct Overhead {
 pub struct SetApart {
     /// Pairs with a trial that took more than twice its planned duration and a second more.
     pub stalled: usize,
+    /// Pairs a host-wide slowdown touched on one side alone (the other side's trial was not in
+    /// it): pairing does not cancel those.
+    pub burst: usize,
     /// Pairs beyond 5 robust standard deviations and 3× of the others' median ratio.
     pub beyond: usize,
     /// Pairs in all.
