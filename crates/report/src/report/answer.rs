@@ -992,7 +992,8 @@ struct Matrix {
 fn matrix(r: &Report) -> Option<Matrix> {
     let t = target(r);
     let rows = headline_rows(r);
-    if rows.iter().all(|x| x.overhead.is_none()) {
+    // No ratio (one environment): the same table of each one's own values, answer first.
+    if rows.is_empty() {
         return None;
     }
     let base = r.environments.iter().position(|e| r.is_baseline(&e.name));
@@ -1037,11 +1038,25 @@ fn matrix(r: &Report) -> Option<Matrix> {
                 match by.get(&(e, w, metric)) {
                     None => vec![["—".to_string(), String::new()]],
                     Some(x) if Some(i) == base || x.overhead.is_none() => {
-                        let half = x
-                            .ci95
-                            .map(|[l, h]| (h - l) / 2.0 / x.mean.abs() * 100.0)
-                            .filter(|h| h.is_finite());
-                        vec![[fmt_value(x.mean, unit), half.map(fmt_half).unwrap_or_default()]]
+                        // Centred: ±%; kept above zero (log scale), its ends.
+                        let spread = x.ci95.and_then(|[l, h]| {
+                            let half = (h - l) / 2.0 / x.mean.abs() * 100.0;
+                            let centred =
+                                ((h - x.mean) - (x.mean - l)).abs() <= 1e-3 * (h - l).abs().max(x.mean.abs());
+                            if !half.is_finite() {
+                                None
+                            } else if centred {
+                                Some(fmt_half(half))
+                            } else {
+                                // Its ends as changes of the value: "(−65…+180 %)".
+                                let end = |v: f64| {
+                                    let p = (v / x.mean - 1.0) * 100.0;
+                                    format!("{}{}", if p < 0.0 { "−" } else { "+" }, fmt_pct(p.abs()))
+                                };
+                                Some(format!("({}…{}\u{a0}%)", end(l), end(h)))
+                            }
+                        });
+                        vec![[fmt_value(x.mean, unit), spread.unwrap_or_default()]]
                     }
                     Some(x) => match row_verdict(x, t) {
                         Some(v) => v.cells(Reading::of(x.better)),
@@ -1192,10 +1207,15 @@ pub fn render(r: &Report, width: usize) -> String {
         } else {
             String::new()
         };
-        out += &format!(
-            "\nPer workload: {base}'s value ±95 %, each environment against it, its 95 % interval under it (signed: the value's change in %; a rate's said lower or higher; ≈ same: the 90 % interval within ±{:.0} %{abbreviated})\n",
-            target(r) * 100.0
-        );
+        let ratios = r.results.iter().any(|x| x.overhead.is_some());
+        if ratios {
+            out += &format!(
+                "\nPer workload: {base}'s value ±95 %, each environment against it, its 95 % interval under it (signed: the value's change in %; a rate's said lower or higher; ≈ same: the 90 % interval within ±{:.0} %{abbreviated})\n",
+                target(r) * 100.0
+            );
+        } else {
+            out += "\nPer workload: the value (its mean), its 95 % interval under it (no ratios: nothing to compare it with)\n";
+        }
         out += &table;
     }
     out
