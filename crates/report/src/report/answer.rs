@@ -217,7 +217,10 @@ pub fn fmt_half(h: f64) -> String {
 
 /// A percentage of a change, 2 significant digits: 4.9, 28, 0.4.
 fn fmt_pct(p: f64) -> String {
-    if p < 9.95 {
+    // An end just past 1 keeps a digit that says so: "0.04–9.5 %", not "0.0–9.5 %".
+    if p > 0.0 && p < 0.095 {
+        format!("{p:.2}")
+    } else if p < 9.95 {
         format!("{p:.1}")
     } else {
         format!("{p:.0}")
@@ -927,24 +930,9 @@ pub fn environment_lines(r: &Report) -> Vec<(String, String)> {
         let mut unclear: Vec<String> = Vec::new();
         for f in fam.iter().filter(|f| f.environment == *e && f.family != Family::Other) {
             let name = family_name(f.family);
-            let cells: Vec<Verdict> = rows
-                .iter()
-                .filter(|x| x.environment == *e && x.family == f.family)
-                .map(|x| verdict(x.cost, x.ci, x.eq, t))
-                .collect();
-            let some = |k: fn(&Verdict) -> bool| cells.iter().any(k);
-            let v = verdict(f.cost, f.ci, f.eq, t);
-            let agrees = match v {
-                Verdict::Same { .. } => some(|c| matches!(c, Verdict::Same { .. })),
-                Verdict::Slower { .. } => some(|c| matches!(c, Verdict::Slower { .. })),
-                Verdict::Faster { .. } => some(|c| matches!(c, Verdict::Faster { .. })),
-                _ => true,
-            };
-            if !agrees {
-                unclear.push(format!(
-                    "{name} inconclusive: its workloads' geometric mean says {}, none of them does",
-                    v.word(Reading::Time)
-                ));
+            let (v, contradicts) = family_verdict(&rows, f, t);
+            if let Some(why) = contradicts {
+                unclear.push(format!("{name} inconclusive: {why}"));
                 continue;
             }
             let said_as = format!("{name} {}", v.short(Reading::Time));
@@ -969,6 +957,31 @@ pub fn environment_lines(r: &Report) -> Vec<(String, String)> {
         out.push((e.clone(), line));
     }
     out
+}
+
+/// A family's verdict, and why it is said inconclusive instead where its geometric mean says
+/// slower, faster or the same and none of its cells does (a mean is no evidence its cells lack).
+pub fn family_verdict(
+    rows: &[super::costs::CostRow],
+    f: &super::costs::FamilyCost,
+    t: f64,
+) -> (Verdict, Option<String>) {
+    let cells: Vec<Verdict> = rows
+        .iter()
+        .filter(|x| x.environment == f.environment && x.family == f.family)
+        .map(|x| verdict(x.cost, x.ci, x.eq, t))
+        .collect();
+    let some = |k: fn(&Verdict) -> bool| cells.iter().any(k);
+    let v = verdict(f.cost, f.ci, f.eq, t);
+    let agrees = match v {
+        Verdict::Same { .. } => some(|c| matches!(c, Verdict::Same { .. })),
+        Verdict::Slower { .. } => some(|c| matches!(c, Verdict::Slower { .. })),
+        Verdict::Faster { .. } => some(|c| matches!(c, Verdict::Faster { .. })),
+        _ => true,
+    };
+    let why = (!agrees)
+        .then(|| format!("its workloads' geometric mean says {}, none of them does", v.word(Reading::Time)));
+    (v, why)
 }
 
 fn family_name(f: Family) -> &'static str {

@@ -328,7 +328,10 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
             .iter()
             .map(|f| {
                 let n = if f.n > 1 { format!(" ({} workloads, geometric mean)", f.n) } else { String::new() };
-                format!("{} {}{n}", f.family.name(), super::answer::verdict(f.cost, f.ci, f.eq, t).line())
+                match super::answer::family_verdict(rows, f, t) {
+                    (_, Some(why)) => format!("{} inconclusive: {why}{n}", f.family.name()),
+                    (v, None) => format!("{} {}{n}", f.family.name(), v.line()),
+                }
             })
             .collect();
         s += &esc(&parts.join("; "));
@@ -358,13 +361,16 @@ fn answer(r: &Report, rows: &[CostRow], figs: &mut Figs, color: &dyn Fn(&str) ->
     }
     out += "</ul>\n";
     if let Some(p) = &r.precision {
+        let within = super::answer::within_target(r);
         let _ = writeln!(
             out,
-            "<p class=\"muted\">Precision mode: {} of {} ratios reached ±{} % at the {:.1} % level within the budget; the tables give each interval.</p>",
-            p.met,
-            p.cells.len(),
+            "<p class=\"muted\">Precision mode: {} of {} measurements are measured to ±{} % within the budget (a workload's several metrics counted once; its own cells at the {:.1} % level: {} of {} ratios); the tables give each interval.</p>",
+            within.0,
+            within.1,
             super::svg::tick_text(p.target_percent),
-            p.level * 100.0
+            p.level * 100.0,
+            p.met,
+            p.cells.len()
         );
         for n in super::order_notes(p) {
             let _ = writeln!(out, "<p class=\"muted\">{}</p>", esc(&n));
