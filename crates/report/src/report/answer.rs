@@ -1198,7 +1198,7 @@ pub fn render(r: &Report, width: usize) -> String {
     let lines = environment_lines(r);
     if !lines.is_empty() {
         out += &format!(
-            "\nWhat each environment costs against {base} ({}, 95 %, geometric means by family; signed: the change in time):\n",
+            "\nWhat each environment costs against {base} ({}, 95 %, by family; signed: the change in time):\n",
             match r.estimate {
                 super::paired::Estimate::Paired => "paired",
                 super::paired::Estimate::Unpaired => "unpaired",
@@ -1223,8 +1223,7 @@ pub fn render(r: &Report, width: usize) -> String {
         let ratios = r.results.iter().any(|x| x.overhead.is_some());
         if ratios {
             out += &format!(
-                "\nPer workload: {base}'s value ±95 %, each environment against it, its 95 % interval under it (signed: the value's change in %; a rate's said lower or higher; ≈ same: the 90 % interval within ±{:.0} %{abbreviated})\n",
-                target(r) * 100.0
+                "\nPer workload: {base}'s value ±95 %; each environment's change, its 95 % interval under it (in %{abbreviated}):\n"
             );
         } else {
             out += "\nPer workload: the value (its mean), its 95 % interval under it (no ratios: nothing to compare it with)\n";
