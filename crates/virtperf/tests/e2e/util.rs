@@ -334,6 +334,41 @@ pub fn vp_with_stdin(args: &[&str], input: &str) -> Output {
     Spawned::new(child, format!("virtperf {}", args.join(" "))).wait()
 }
 
+/// Runs `f` with a probe beside it that times a fixed piece of CPU work over and over, and returns
+/// `f`'s result with how much the host's speed varied meanwhile: the slowest piece over the
+/// fastest (p90 / p10, ≥ 1). A test whose figure depends on the host keeping its speed (a count
+/// calibrated at one moment, timed at another) widens its margin by it: beside load that comes
+/// and goes the same work took ×1.6 longer from one second to the next.
+pub fn with_speed_spread<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut times = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                let mut x = 1u64;
+                for i in 0..200_000u64 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+                }
+                std::hint::black_box(x);
+                times.push(t.elapsed().as_secs_f64());
+                // Mostly idle: a probe that spun would be load itself.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            times.sort_by(f64::total_cmp);
+            let at = |q: f64| times.get(((times.len() as f64 - 1.0) * q) as usize).copied();
+            match (at(0.1), at(0.9)) {
+                (Some(lo), Some(hi)) if lo > 0.0 => (hi / lo).max(1.0),
+                _ => 1.0,
+            }
+        })
+    };
+    let out = f();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    (out, probe.join().unwrap_or(1.0))
+}
+
 pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>, secs: f64) -> Option<T> {
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     while Instant::now() < deadline {
