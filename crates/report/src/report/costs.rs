@@ -87,6 +87,11 @@ pub fn cost_rows(results: &[ResultRow]) -> Vec<CostRow> {
 /// The geometric mean of costs and its interval: each cost's interval as a half-width in log
 /// space, combined as independent (root of the sum of squares over k). None when any lacks one.
 pub fn geomean(items: &[Interval]) -> Interval {
+    log_mean(items, |h| h.iter().map(|x| x * x).sum::<f64>().sqrt())
+}
+
+/// The mean of the costs' logs, its interval's log half-width `combine` of theirs over k.
+fn log_mean(items: &[Interval], combine: fn(&[f64]) -> f64) -> Interval {
     let k = items.len().max(1) as f64;
     let centre = items.iter().map(|(c, _)| c.ln()).sum::<f64>() / k;
     let halves: Option<Vec<f64>> = items
@@ -94,7 +99,7 @@ pub fn geomean(items: &[Interval]) -> Interval {
         .map(|(_, ci)| ci.filter(|[l, h]| *l > 0.0 && h > l).map(|[l, h]| (h.ln() - l.ln()) / 2.0))
         .collect();
     let ci = halves.map(|h| {
-        let hw = h.iter().map(|x| x * x).sum::<f64>().sqrt() / k;
+        let hw = combine(&h) / k;
         [(centre - hw).exp(), (centre + hw).exp()]
     });
     (centre.exp(), ci)
@@ -105,17 +110,7 @@ pub fn geomean(items: &[Interval]) -> Interval {
 /// errors move together, so the half-widths (in log space) average instead of adding in
 /// quadrature — counted as independent, two reciprocals narrowed the interval by √2.
 pub fn geomean_correlated(items: &[Interval]) -> Interval {
-    let k = items.len().max(1) as f64;
-    let centre = items.iter().map(|(c, _)| c.ln()).sum::<f64>() / k;
-    let halves: Option<Vec<f64>> = items
-        .iter()
-        .map(|(_, ci)| ci.filter(|[l, h]| *l > 0.0 && h > l).map(|[l, h]| (h.ln() - l.ln()) / 2.0))
-        .collect();
-    let ci = halves.map(|h| {
-        let hw = h.iter().sum::<f64>() / k;
-        [(centre - hw).exp(), (centre + hw).exp()]
-    });
-    (centre.exp(), ci)
+    log_mean(items, |h| h.iter().sum::<f64>())
 }
 
 /// An environment's cost on one family: the geometric mean over its workloads, the extremes.
