@@ -253,8 +253,12 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
     let (out, doc, secs) = run(&loose, "90%", "60s", "1");
     let p = &doc["precision"];
     assert_eq!((p["met"].as_u64(), p["rule"].as_str()), (Some(1), Some("two-stage")), "{p:#}");
-    // No block beyond the minimum — unless the pilot's own four blocks were wider than the
-    // target (CI, on a busy host: 13 blocks, a trial of the four stalled), which the pairs say.
+    // No block beyond the minimum — unless the pilot's own four blocks do not size the ratio
+    // within themselves. The run decides that at 99 % (`sequential::KEEP_LEVEL`: a ratio kept at
+    // its minimum is one whose spread looked small) on the pairs it keeps (a stall set apart); CI
+    // on a busy host: ±52 % at 95 % is ±116 % at 99 % on 3 degrees of freedom, and the pilot grew
+    // to 13 blocks, rightly. The test recomputes that from the stored trials; within 20 % of the
+    // target either way is the rule's edge, where both are right.
     let pilot_half = {
         let c = db_conn(&loose.db);
         let mut st = c
@@ -268,26 +272,45 @@ pub(crate) fn precision_mode_stops_at_its_target_or_its_budget_and_resumes() -> 
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        let logs: Vec<f64> = (0..4)
+        let pairs: Vec<virtperf_stats::paired::Pair> = (0..4)
             .filter_map(|b| {
                 let side = |e: i64| rows.iter().find(|r| r.0 == b && r.1 == e).map(|r| r.2);
-                Some((side(1)? / side(0)?).ln())
+                Some(virtperf_stats::paired::Pair { block: b, env: side(1)?, base: side(0)? })
             })
+            .collect();
+        let apart = virtperf_stats::paired::set_apart(&pairs);
+        let logs: Vec<f64> = pairs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !apart.contains(i))
+            .map(|(_, p)| (p.env / p.base).ln())
             .collect();
         let n = logs.len() as f64;
         let m = logs.iter().sum::<f64>() / n;
         let sd = (logs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-        // Student's t at 95 % with 3 degrees of freedom.
-        ((3.182 * sd / n.sqrt()).exp() - 1.0) * 100.0
+        // What 4 blocks of that spread give at 99 %: the minimum keeps the ratio where that is
+        // within the target.
+        let t = virtperf_stats::t_quantile(virtperf_stats::sequential::KEEP_LEVEL, n - 1.0);
+        ((t * sd / 2.0).exp() - 1.0) * 100.0
     };
     let nblocks = blocks(&loose.db).len();
     if pilot_half < 0.8 * 90.0 {
-        assert_eq!(nblocks, 4, "no block beyond the minimum (the pilot's pairs: ±{pilot_half:.0} %)");
+        assert_eq!(nblocks, 4, "no block beyond the minimum (the pilot's pairs: ±{pilot_half:.0} % at 99 %)");
     } else {
-        println!("    the pilot's four blocks ±{pilot_half:.0} % against ±90 %: {nblocks} blocks, met");
-        assert!(nblocks > 4 || pilot_half < 90.0, "a pilot of ±{pilot_half:.0} % was not grown");
+        println!(
+            "    the pilot's four blocks ±{pilot_half:.0} % at 99 % against ±90 %: {nblocks} blocks, met"
+        );
+        assert!(
+            nblocks > 4 || pilot_half < 1.2 * 90.0,
+            "a pilot of ±{pilot_half:.0} % at 99 % was not grown"
+        );
     }
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("budget") && secs < 30.0);
+    // The minimum alone is quick; a grown pilot spends what the 60 s budget allows, no more.
+    let bound = if nblocks == 4 { 30.0 } else { 75.0 };
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("budget") && secs < bound,
+        "{secs:.1} s for {nblocks} blocks"
+    );
     // A reachable target: more blocks, every one paired (both environments, back to back), and
     // the ratio ends with the blocks its pilot asked for — or met. Reachable is the host's to
     // say: a fixed ±1 % asked 65 blocks of a quiet pilot and ~650 of a noisy one (then rightly
