@@ -13,6 +13,58 @@ use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use virtperf_proto::Sample;
 
+use crate::catalog::{Better, CaseRecord, MetricRecord, Metrics};
+
+/// A case's record as stored.
+fn record_json(r: &CaseRecord) -> Result<String> {
+    serde_json::to_string(r).context("a case's record as JSON")
+}
+
+fn insert_metrics(tx: &Transaction, run: i64, metrics: &[MetricRecord]) -> Result<()> {
+    let mut st =
+        tx.prepare("INSERT OR IGNORE INTO metrics (run_id, name, unit, better) VALUES (?1, ?2, ?3, ?4)")?;
+    for m in metrics {
+        st.execute(params![run, m.name, m.unit, m.better.as_str()])?;
+    }
+    Ok(())
+}
+
+/// Records for the cases of runs stored before records were, from the installed describer (the
+/// build's workloads, which described such a run before); a kind it does not know keeps
+/// [`CaseRecord::unknown`]. Without a describer (a program that reads no old runs) the migration
+/// is refused, not guessed.
+fn fill_records(tx: &Transaction) -> Result<()> {
+    let runs: Vec<i64> = {
+        let mut st = tx.prepare("SELECT id FROM runs ORDER BY id")?;
+        let ids = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        ids
+    };
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let Some(d) = crate::catalog::describer() else {
+        bail!("this database holds runs stored before cases had records, and this program has no workloads installed to describe them (virtperf_record::catalog::install)");
+    };
+    let cases: Vec<(i64, i64, String, String)> = {
+        let mut st = tx.prepare("SELECT run_id, idx, kind, params FROM cases WHERE record IS NULL")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (run, idx, kind, params_text) in cases {
+        let p: serde_json::Value = serde_json::from_str(&params_text).unwrap_or_default();
+        let record = d.case(&kind, &p).unwrap_or_else(CaseRecord::unknown);
+        tx.execute(
+            "UPDATE cases SET record = ?1 WHERE run_id = ?2 AND idx = ?3",
+            params![record_json(&record)?, run, idx],
+        )?;
+    }
+    let metrics = d.metrics();
+    for run in runs {
+        insert_metrics(tx, run, &metrics)?;
+    }
+    Ok(())
+}
+
 /// Whether an error is a full disk, anywhere in its chain: SQLite's SQLITE_FULL, or the OS's
 /// ENOSPC or EDQUOT on a write — decided on the error's kind, never on its words.
 pub fn is_disk_full(e: &anyhow::Error) -> bool {
@@ -253,7 +305,26 @@ ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
 ALTER TABLE runs ADD COLUMN owner_start INTEGER;
 ALTER TABLE runs ADD COLUMN owner_boot TEXT;
 "#,
+    r#"
+-- What each case is, recorded when its run starts, so that the report reads only the store and
+-- never asks today's workload code about a run of years ago: JSON of `catalog::CaseRecord` (its
+-- family, section, metrics with unit and which way each is better, headlines, what a warm-up
+-- does of a trial's work, its link bound). Runs stored before are filled once, as they are
+-- migrated, by the workloads of the build that migrates them (`catalog::install`).
+ALTER TABLE cases ADD COLUMN record TEXT;
+-- Every metric the run's build declared, for figures not a case's own (a background load's).
+CREATE TABLE metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name   TEXT NOT NULL,
+    unit   TEXT NOT NULL,
+    better TEXT NOT NULL CHECK (better IN ('higher', 'lower', 'neither')),
+    PRIMARY KEY (run_id, name)
+);
+"#,
 ];
+
+/// The schema version whose migration added the cases' records (filled by [`Store::migrate`]).
+const RECORDS_SINCE: i64 = 10;
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -440,6 +511,8 @@ pub struct RunRows {
     pub info: RunInfo,
     pub envs: Vec<EnvRow>,
     pub cases: Vec<CaseRow>,
+    /// Every metric the run's build declared (figures not a case's own).
+    pub metrics: Metrics,
     pub trials: Vec<TrialRow>,
     /// Per-operation counts by (environment, case).
     pub calibrations: BTreeMap<(usize, usize), Calibration>,
@@ -551,9 +624,8 @@ pub struct NewEnv {
     pub own_clock: bool,
 }
 
-#[cfg(test)]
 impl NewEnv {
-    /// An environment of kind `name`, one instance here (unit tests' runs made by hand).
+    /// An environment of kind `name`, one instance here (tests' runs made by hand).
     pub fn of_kind(name: &str) -> NewEnv {
         NewEnv {
             name: name.into(),
@@ -569,9 +641,8 @@ impl NewEnv {
     }
 }
 
-#[cfg(test)]
 impl PlannedTrial {
-    /// Trial `i` of a plan alternating between two environments.
+    /// Trial `i` of a plan alternating between two environments (tests' runs made by hand).
     pub fn alternating(i: i64, case_idx: usize, rep: i64) -> PlannedTrial {
         PlannedTrial {
             id: 0,
@@ -593,6 +664,51 @@ pub struct CaseRow {
     pub kind: String,
     pub label: String,
     pub params: serde_json::Value,
+    /// What it is, as its run recorded it.
+    pub record: CaseRecord,
+}
+
+impl Default for CaseRecord {
+    fn default() -> Self {
+        CaseRecord::unknown()
+    }
+}
+
+/// A new run, as [`Store::create_run`] writes it in its first transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    pub name: &'a str,
+    /// The experiment as TOML (re-read by `--resume`).
+    pub experiment_toml: &'a str,
+    pub manifest: &'a serde_json::Value,
+    pub envs: &'a [NewEnv],
+    pub cases: &'a [NewCase],
+    /// Every metric the build declares.
+    pub metrics: &'a [MetricRecord],
+    pub plan: &'a [PlannedTrial],
+}
+
+/// A case of a new run ([`Store::create_run`]).
+#[derive(Debug, Clone)]
+pub struct NewCase {
+    pub workload: String,
+    pub kind: String,
+    pub label: String,
+    pub params: serde_json::Value,
+    pub record: CaseRecord,
+}
+
+impl NewCase {
+    /// A case named by its kind, with no record of what it is (tests of the store's plumbing).
+    pub fn plain(kind: &str, params: serde_json::Value) -> NewCase {
+        NewCase {
+            workload: kind.into(),
+            kind: kind.into(),
+            label: kind.into(),
+            params,
+            record: CaseRecord::unknown(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -812,22 +928,19 @@ impl Store {
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(v as usize) {
             let tx = self.conn.transaction()?;
             tx.execute_batch(sql).with_context(|| format!("migration to schema version {}", i + 1))?;
+            if i as i64 + 1 == RECORDS_SINCE {
+                fill_records(&tx)?;
+            }
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tx.commit()?;
         }
         Ok(())
     }
 
-    /// Creates a run with its environments, cases and the whole plan, in one transaction.
-    pub fn create_run(
-        &mut self,
-        name: &str,
-        experiment_toml: &str,
-        manifest: &serde_json::Value,
-        envs: &[NewEnv],
-        cases: &[(String, String, String, serde_json::Value)],
-        plan: &[PlannedTrial],
-    ) -> Result<i64> {
+    /// Creates a run with its environments, its cases and their records, the build's metrics and
+    /// the whole plan, in one transaction.
+    pub fn create_run(&mut self, r: &NewRun) -> Result<i64> {
+        let NewRun { name, experiment_toml, manifest, envs, cases, metrics, plan } = *r;
         let tx = self.conn.transaction()?;
         tx.execute(
             "INSERT INTO runs (name, status, started_at, experiment, manifest) VALUES (?1, 'running', ?2, ?3, ?4)",
@@ -840,12 +953,13 @@ impl Store {
                 params![run, i as i64, e.name, e.kind, e.params.to_string(), e.runtime, e.instances, e.group, e.host, e.baseline, e.own_clock],
             )?;
         }
-        for (i, (w, k, l, p)) in cases.iter().enumerate() {
+        for (i, c) in cases.iter().enumerate() {
             tx.execute(
-                "INSERT INTO cases (run_id, idx, workload, kind, label, params) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![run, i as i64, w, k, l, p.to_string()],
+                "INSERT INTO cases (run_id, idx, workload, kind, label, params, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![run, i as i64, c.workload, c.kind, c.label, c.params.to_string(), record_json(&c.record)?],
             )?;
         }
+        insert_metrics(&tx, run, metrics)?;
         {
             insert_planned(&tx, run, plan)?;
         }
@@ -1072,6 +1186,7 @@ impl Store {
             info: self.run(run)?,
             envs: self.environments(run)?,
             cases: self.cases(run)?,
+            metrics: self.metrics(run)?,
             trials: self.trials(run)?,
             calibrations: self.calibrations(run)?.into_iter().collect(),
             starts: self.start_times(run)?,
@@ -1272,19 +1387,54 @@ impl Store {
     }
 
     pub fn cases(&self, run: i64) -> Result<Vec<CaseRow>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT idx, workload, kind, label, params FROM cases WHERE run_id = ?1 ORDER BY idx")?;
+        let mut st = self.conn.prepare(
+            "SELECT idx, workload, kind, label, params, record FROM cases WHERE run_id = ?1 ORDER BY idx",
+        )?;
         let rows = st.query_map([run], |r| {
-            Ok(CaseRow {
-                idx: r.get::<_, i64>(0)? as usize,
-                workload: r.get(1)?,
-                kind: r.get(2)?,
-                label: r.get(3)?,
-                params: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
-            })
+            Ok((
+                CaseRow {
+                    idx: r.get::<_, i64>(0)? as usize,
+                    workload: r.get(1)?,
+                    kind: r.get(2)?,
+                    label: r.get(3)?,
+                    params: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
+                    record: CaseRecord::unknown(),
+                },
+                r.get::<_, Option<String>>(5)?,
+            ))
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let mut out = Vec::new();
+        for row in rows {
+            let (mut c, record) = row?;
+            // A record that does not read is refused, never guessed: every later figure's
+            // direction rests on it.
+            c.record = match record {
+                Some(text) => serde_json::from_str(&text).with_context(|| {
+                    format!("run {run}, case {} ({}): its stored record does not read", c.idx, c.label)
+                })?,
+                None => CaseRecord::unknown(),
+            };
+            out.push(c);
+        }
+        Ok(out)
+    }
+
+    /// Every metric run `run`'s build declared.
+    pub fn metrics(&self, run: i64) -> Result<Metrics> {
+        let mut st =
+            self.conn.prepare("SELECT name, unit, better FROM metrics WHERE run_id = ?1 ORDER BY rowid")?;
+        let rows = st.query_map([run], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (name, unit, better) = row?;
+            let better = Better::parse(&better).with_context(|| {
+                format!("run {run}, metric {name}: `{better}` is not higher, lower or neither")
+            })?;
+            out.push(MetricRecord { name, unit, better });
+        }
+        Ok(Metrics(out))
     }
 
     /// Every trial of a run with its samples, in planned order.
@@ -1466,6 +1616,94 @@ mod tests {
         assert!(read("done").unwrap_err().to_string().contains("unknown TrialStatus `done`"));
     }
 
+    /// A describer of one kind, `k`, whose figure is better lower unless its parameters say.
+    struct OneKind;
+    impl crate::catalog::Describe for OneKind {
+        fn case(&self, kind: &str, params: &serde_json::Value) -> Option<CaseRecord> {
+            let better = if params["better"] == "higher" { Better::Higher } else { Better::Lower };
+            (kind == "k").then(|| CaseRecord {
+                family: crate::Family::Compute,
+                metrics: vec![MetricRecord { name: "k_time".into(), unit: "ms".into(), better }],
+                headlines: 1,
+                ..CaseRecord::unknown()
+            })
+        }
+        fn metrics(&self) -> Vec<MetricRecord> {
+            vec![MetricRecord { name: "k_time".into(), unit: "ms".into(), better: Better::Lower }]
+        }
+    }
+    static ONE_KIND: OneKind = OneKind;
+
+    #[test]
+    fn a_database_from_before_records_is_filled_once_as_it_is_migrated() {
+        crate::catalog::install(&ONE_KIND);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            // Schema 9, as virtperf made it before cases had records: one run of three cases.
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..(RECORDS_SINCE - 1) as usize] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.pragma_update(None, "user_version", RECORDS_SINCE - 1).unwrap();
+            c.execute_batch(
+                "INSERT INTO runs (id, name, status, started_at, experiment, manifest) VALUES (1, 'old', 'completed', '2026-01-01T00:00:00Z', '', '{}');
+                 INSERT INTO cases VALUES (1, 0, 'k', 'k', 'k', '{}');
+                 INSERT INTO cases VALUES (1, 1, 'k', 'k', 'k higher', '{\"better\": \"higher\"}');
+                 INSERT INTO cases VALUES (1, 2, 'gone', 'gone', 'gone', '{}');",
+            )
+            .unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        // Read only: the file is not touched; its copy is migrated and filled.
+        let r = Store::open_read(&path).unwrap();
+        let cases = r.cases(1).unwrap();
+        assert_eq!(cases[0].record.family, crate::Family::Compute);
+        assert_eq!(cases[0].record.metric("k_time").map(|m| m.better), Some(Better::Lower));
+        assert_eq!(
+            cases[1].record.metric("k_time").map(|m| m.better),
+            Some(Better::Higher),
+            "its parameters say"
+        );
+        assert_eq!(cases[2].record, CaseRecord::unknown(), "a kind the build does not know");
+        assert_eq!(r.metrics(1).unwrap().find("k_time_host").map(|m| m.unit.as_str()), Some("ms"));
+        drop(r);
+        assert_eq!(std::fs::read(&path).unwrap(), before, "read only");
+        // Opened to write: migrated in place, once; a record written then is kept as it is.
+        let s = Store::open(&path).unwrap();
+        s.conn
+            .execute(
+                "UPDATE cases SET record = ?1 WHERE idx = 2",
+                [record_json(&CaseRecord { headlines: 7, ..CaseRecord::unknown() }).unwrap()],
+            )
+            .unwrap();
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.cases(1).unwrap()[2].record.headlines, 7, "filled once, not again");
+        let v: i64 = s.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_record_that_does_not_read_is_refused_with_its_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("r.db")).unwrap();
+        let run = s
+            .create_run(&NewRun {
+                name: "x",
+                experiment_toml: "",
+                manifest: &serde_json::json!({}),
+                envs: &[NewEnv::of_kind("native")],
+                cases: &[NewCase::plain("k", serde_json::json!({}))],
+                metrics: &[],
+                plan: &[],
+            })
+            .unwrap();
+        s.conn.execute("UPDATE cases SET record = '{\"family\": \"weather\"}'", []).unwrap();
+        let e = format!("{:#}", s.cases(run).unwrap_err());
+        assert!(e.contains("case 0 (k): its stored record does not read"), "{e}");
+    }
+
     #[test]
     fn plan_trials_and_resume_view() {
         let dir = tempfile::tempdir().unwrap();
@@ -1484,11 +1722,11 @@ mod tests {
             })
             .collect();
         let run = s
-            .create_run(
-                "x",
-                "toml",
-                &serde_json::json!({}),
-                &[NewEnv {
+            .create_run(&NewRun {
+                name: "x",
+                experiment_toml: "toml",
+                manifest: &serde_json::json!({}),
+                envs: &[NewEnv {
                     name: "native".into(),
                     kind: "native".into(),
                     params: serde_json::json!({}),
@@ -1499,9 +1737,10 @@ mod tests {
                     baseline: true,
                     own_clock: false,
                 }],
-                &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
-                &plan,
-            )
+                cases: &[NewCase::plain("memcpy", serde_json::json!({}))],
+                metrics: &[],
+                plan: &plan,
+            })
             .unwrap();
         let pending = s.pending_trials(run).unwrap();
         assert_eq!(pending.len(), 4);

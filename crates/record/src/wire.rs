@@ -28,19 +28,6 @@ pub fn udp_ceiling_pps(rate_bps: u64, payload: u64) -> f64 {
     rate_bps as f64 / ((frame + 20) * 8) as f64
 }
 
-impl crate::workload::LinkBound {
-    /// What this bound is on a link of `rate_bps` and `mtu`: Gbit/s of TCP goodput, or thousands
-    /// of datagrams per second.
-    pub fn ceiling(self, rate_bps: u64, mtu: u32) -> Option<f64> {
-        match self {
-            crate::workload::LinkBound::TcpGoodput => tcp_ceiling_bps(rate_bps, mtu).map(|b| b / 1e9),
-            crate::workload::LinkBound::UdpDatagrams { payload } => {
-                Some(udp_ceiling_pps(rate_bps, payload) / 1e3)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,11 +40,5 @@ mod tests {
         let pps = udp_ceiling_pps(1_000_000_000, 18);
         assert!((pps - 1_488_095.2).abs() < 1.0, "{pps}");
         assert_eq!(tcp_ceiling_bps(1_000_000_000, 40), None);
-        assert_eq!(
-            crate::workload::LinkBound::UdpDatagrams { payload: 18 }
-                .ceiling(1_000_000_000, 1500)
-                .map(f64::round),
-            Some(1488.0)
-        );
     }
 }

@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
+use virtperf_record::store::{RunStatus, Store};
 use virtperf_report::report::Report;
-use virtperf_report::store::{RunStatus, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {

@@ -119,6 +119,7 @@ pub(crate) mod tests {
     /// The crates whose modules are layered, each with the heading of its table.
     const CRATES: &[(&str, &str)] = &[
         ("crates/virtperf", "## Layers"),
+        ("crates/record", "## Layers of crates/record"),
         ("crates/report", "## Layers of crates/report"),
         ("crates/workload", "## Layers of crates/workload"),
     ];
@@ -193,7 +194,7 @@ pub(crate) mod tests {
     fn no_code_outside_the_workloads_decides_on_a_workloads_name() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let mut files = Vec::new();
-        for krate in ["crates/virtperf/src", "crates/report/src"] {
+        for krate in ["crates/virtperf/src", "crates/record/src", "crates/report/src"] {
             sources(&root.join(krate), &mut files);
         }
         let mut wrong = Vec::new();

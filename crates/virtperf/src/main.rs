@@ -31,7 +31,8 @@ use experiment::{Origin, RawExperiment, RawSetting};
 use virtperf_workload::Raw;
 // The output side (the store; reports, exports, comparisons, histories read from it) is a crate
 // of its own.
-use virtperf_report::{compare, exit, export, history, report, store};
+use virtperf_record::store;
+use virtperf_report::{compare, exit, export, history, report};
 
 const AFTER_HELP: &str = "\
 Exit status: 0 done; 1 failure (or every trial failed); 2 bad input (nothing created);
@@ -1147,6 +1148,9 @@ fn cmd_domain_xml(a: DomainXmlArgs) -> anyhow::Result<ExitStatus> {
 
 fn main() -> ExitCode {
     host::panics::install_hook();
+    // A database stored before its cases had records is described, once, by this build's
+    // workloads as it is migrated (virtperf_record::catalog).
+    virtperf_record::catalog::install(&virtperf_workload::DESCRIBER);
     // `run --help` lists what the registries hold (see run_help).
     let matches = Cli::command().mut_subcommand("run", |c| c.after_help(run_help())).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());

@@ -21,7 +21,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::experiment::{Experiment, Order};
-use virtperf_report::store::PlannedTrial;
+use virtperf_record::store::PlannedTrial;
 
 /// Adds one trial to the plan: (environment, case, peer), repetition, warm-up, block.
 type Push<'a> = dyn FnMut((usize, usize, Option<usize>), i64, bool, u32) + 'a;

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use virtperf_stats::sequential::{self, Side, Standing};
 
 use crate::experiment::Experiment;
-use virtperf_report::store::{PlannedTrial, Store};
+use virtperf_record::store::{PlannedTrial, Store};
 
 /// One ratio precision mode watches.
 #[derive(Debug, Clone)]
@@ -536,7 +536,7 @@ mod tests {
     use super::*;
     use crate::experiment::{read_flag, validate, Origin, RawExperiment, RawSetting};
     use virtperf_proto::Sample;
-    use virtperf_report::store::{NewEnv, TrialOutcome, TrialStatus};
+    use virtperf_record::store::{NewCase, NewEnv, TrialOutcome, TrialStatus};
     use virtperf_workload::Raw;
 
     /// Today's unpaired design (order = random): launches of one side at a time.
@@ -588,9 +588,25 @@ mod tests {
         let cases: Vec<_> = e
             .cases
             .iter()
-            .map(|c| (c.workload.clone(), c.kind.clone(), c.label.clone(), serde_json::json!({})))
+            .map(|c| NewCase {
+                workload: c.workload.clone(),
+                kind: c.kind.clone(),
+                label: c.label.clone(),
+                params: serde_json::json!({}),
+                record: virtperf_workload::describe(&c.kind, &serde_json::json!({})).unwrap(),
+            })
             .collect();
-        let run = s.create_run("p", "", &serde_json::json!({}), &envs, &cases, &plan).unwrap();
+        let run = s
+            .create_run(&virtperf_record::store::NewRun {
+                name: "p",
+                experiment_toml: "",
+                manifest: &serde_json::json!({}),
+                envs: &envs,
+                cases: &cases,
+                metrics: &virtperf_workload::metric_records(),
+                plan: &plan,
+            })
+            .unwrap();
         for t in s.pending_trials(run).unwrap() {
             let metric = if t.case_idx == 0 { "syscall_time" } else { "memcpy_time" };
             let v = value(t.env_idx, t.case_idx, t.rep);

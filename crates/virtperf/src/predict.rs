@@ -13,9 +13,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::experiment::{self, Origin, RawExperiment, RawSetting};
+use virtperf_record::store::{RunStatus, Store};
 use virtperf_report::exit::{bad_input, ExitStatus};
 use virtperf_report::report::explain::{self, EventCost, Share};
-use virtperf_report::store::{RunStatus, Store};
 use virtperf_workload::Raw;
 
 /// Where the prices come from, and the workloads to predict.
@@ -150,9 +150,7 @@ pub fn predict(o: &Opts) -> Result<Answer> {
         let Some(rt) = rates.get(&c.idx) else {
             anyhow::bail!("{}: its native pass counted nothing (see the run's notes)", c.label);
         };
-        let row = rep.results.iter().find(|x| {
-            x.workload == c.label && virtperf_report::report::costs::is_headline(&x.kind, &x.metric)
-        });
+        let row = rep.results.iter().find(|x| x.workload == c.label && x.headline);
         let predictions = envs
             .iter()
             .map(|e| {

@@ -23,16 +23,16 @@ use crate::lab::Lab;
 use crate::ledger::Ledger;
 use crate::plan;
 use crate::trial::{self, Dut, Fail, Tester};
+use virtperf_record::store::{
+    InstanceRecord, LaunchStatus, NewCase, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus,
+};
 use virtperf_report::exit::ExitStatus;
 use virtperf_report::report;
-use virtperf_report::store::{
-    InstanceRecord, LaunchStatus, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus,
-};
 
 /// Set by SIGINT/SIGTERM; every wait checks it.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
-pub use virtperf_report::store::SWITCH_CPU;
+pub use virtperf_record::store::SWITCH_CPU;
 
 /// Whether process `pid` runs (not gone, not a zombie waiting for its parent).
 fn process_alive(pid: u32) -> bool {
@@ -192,7 +192,7 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
         "runtimes": runtimes,
         "hosts": hosts,
         "command_line": command_line,
-        "date": virtperf_report::store::now_rfc3339(),
+        "date": virtperf_record::store::now_rfc3339(),
     })
 }
 
@@ -315,7 +315,7 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
     let envs: Vec<_> = exp
         .envs
         .iter()
-        .map(|e| virtperf_report::store::NewEnv {
+        .map(|e| virtperf_record::store::NewEnv {
             name: e.name.clone(),
             kind: e.kind.clone(),
             params: serde_json::to_value(&e.params).unwrap_or_default(),
@@ -334,12 +334,17 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
         .cases
         .iter()
         .map(|c| {
-            (
-                c.workload.clone(),
-                c.kind.clone(),
-                c.label.clone(),
-                serde_json::to_value(&c.params).unwrap_or_default(),
-            )
+            let params = serde_json::to_value(&c.params).unwrap_or_default();
+            // What the case is, recorded with it: the report reads this, never the workload.
+            let record = virtperf_workload::describe(&c.kind, &params)
+                .unwrap_or_else(virtperf_record::CaseRecord::unknown);
+            NewCase {
+                workload: c.workload.clone(),
+                kind: c.kind.clone(),
+                label: c.label.clone(),
+                params,
+                record,
+            }
         })
         .collect();
     let mut manifest = manifest(&exp, &opts.command_line);
@@ -361,7 +366,16 @@ pub fn run_new(mut exp: Experiment, opts: &RunOpts) -> Result<ExitStatus> {
             Err(why) => serde_json::json!({ "tracepoints": {}, "why": why }),
         };
     }
-    let run_id = store.create_run(&exp.name, &exp.to_toml(), &manifest, &envs, &cases, &plan)?;
+    let metrics = virtperf_workload::metric_records();
+    let run_id = store.create_run(&virtperf_record::store::NewRun {
+        name: &exp.name,
+        experiment_toml: &exp.to_toml(),
+        manifest: &manifest,
+        envs: &envs,
+        cases: &cases,
+        metrics: &metrics,
+        plan: &plan,
+    })?;
     eprintln!("virtperf: run {run_id} → {} ({} trials)", opts.db.display(), plan.len());
     if let Err(owner) = store.claim_run(run_id, this_process(), process_runs)? {
         return Err(virtperf_report::exit::bad_input(format!(
@@ -469,7 +483,7 @@ fn resume_owned(
     store: &mut Store,
     run_id: i64,
     retry_failed: bool,
-    info: &virtperf_report::store::RunInfo,
+    info: &virtperf_record::store::RunInfo,
     exp: &Experiment,
     opts: &RunOpts,
 ) -> Result<ExitStatus> {
@@ -1206,7 +1220,7 @@ struct Session<'a> {
     slots: Vec<Slot>,
     tester_slot: Slot,
     /// Per-operation counts calibrated so far, by (environment, case).
-    calibrations: BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
+    calibrations: BTreeMap<(usize, usize), virtperf_record::store::Calibration>,
     /// Cells (environment, peer, case) whose workload cannot run there, by the kind its agent
     /// gave ([`Fail::Cannot`]), with why: their later trials are skipped.
     cannot: BTreeMap<(usize, Option<usize>, usize), String>,
@@ -1674,7 +1688,7 @@ impl Ctx<'_> {
     /// unstored one on a relaunched environment), and the lab's switch alive before and after.
     fn measure(
         &self,
-        calibrations: &mut BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
+        calibrations: &mut BTreeMap<(usize, usize), virtperf_record::store::Calibration>,
         slot: &mut Slot,
         other: Option<&mut Slot>,
         t: &PlannedTrial,
@@ -1769,7 +1783,7 @@ impl Ctx<'_> {
     /// a resumed run reuses the stored one), set in `spec`; the count, where there is one.
     fn calibrated(
         &self,
-        calibrations: &mut BTreeMap<(usize, usize), virtperf_report::store::Calibration>,
+        calibrations: &mut BTreeMap<(usize, usize), virtperf_record::store::Calibration>,
         slot: &mut Slot,
         e: usize,
         c: usize,
@@ -1796,7 +1810,7 @@ impl Ctx<'_> {
         e: usize,
         c: usize,
         spec: &WorkloadSpec,
-    ) -> std::result::Result<virtperf_report::store::Calibration, Fail> {
+    ) -> std::result::Result<virtperf_record::store::Calibration, Fail> {
         let (w, case) = (self.w, &self.w.exp.cases[c]);
         let Some(param) = calibrated_param(case) else {
             return Err(Fail::Failed {
@@ -1831,7 +1845,7 @@ impl Ctx<'_> {
         &self,
         e: usize,
         c: usize,
-        cal: &virtperf_report::store::Calibration,
+        cal: &virtperf_record::store::Calibration,
     ) -> std::result::Result<(), Fail> {
         let w = self.w;
         w.store.record_calibration(w.run_id, e, c, cal).map_err(|err| Fail::Failed {
@@ -1950,7 +1964,7 @@ fn run_workers(
 }
 
 /// Why a run stopped before its end, and how to go on: the trials stored are kept, `--resume`
-/// runs the rest; a full disk (`full`, [`virtperf_report::store::is_disk_full`]) is named as such.
+/// runs the rest; a full disk (`full`, [`virtperf_record::store::is_disk_full`]) is named as such.
 fn stopped_how(run_id: i64, db: &Path, full: bool) -> String {
     let fix = if full {
         format!(
@@ -1985,7 +1999,7 @@ fn execute(store: &Store, run_id: i64, exp: &Experiment, opts: &RunOpts) -> Resu
     ran.map_err(|e| {
         // On a full disk, with the space the store kept for it.
         let _ = store.mark_interrupted(run_id);
-        let how = stopped_how(run_id, &opts.db, virtperf_report::store::is_disk_full(&e));
+        let how = stopped_how(run_id, &opts.db, virtperf_record::store::is_disk_full(&e));
         e.context(how)
     })
 }

@@ -22,7 +22,7 @@ use virtperf_workload::{Output, Workload};
 
 use crate::env::{CallError, CpuProbe, Instance};
 use crate::experiment::{Case, LoadOn};
-use virtperf_report::store::TrialOutcome;
+use virtperf_record::store::TrialOutcome;
 
 /// Host CPU samples per second during a trial (seed 000 plotted CPU over time; ≥ 10 Hz).
 pub const CPU_SAMPLE_HZ: u64 = 20;
@@ -449,7 +449,7 @@ pub fn run<'b>(
         let w = (ms(w0), ms(w1));
         if let Some(c) = cpu_per_gbit(&series, bytes, w) {
             body.samples.push(Sample {
-                metric: virtperf_report::store::CPU_PER_GBIT.into(),
+                metric: virtperf_record::store::CPU_PER_GBIT.into(),
                 value: c,
                 unit: "CPU-s/Gbit".into(),
             });
@@ -458,7 +458,7 @@ pub fn run<'b>(
         extra["transfer"] = json!({ "bytes": bytes, "window_ms": [w.0, w.1] });
     }
     Ok(TrialOutcome {
-        status: virtperf_report::store::TrialStatus::Ok,
+        status: virtperf_record::store::TrialStatus::Ok,
         reason: None,
         host_ns: Some(body.host_ns),
         guest_ns: Some(body.guest_ns),
@@ -493,7 +493,7 @@ pub fn calibrate(
     cap: (u64, &str),
     timeout: Duration,
     cancel: &AtomicBool,
-) -> Result<virtperf_report::store::Calibration, Fail> {
+) -> Result<virtperf_record::store::Calibration, Fail> {
     let deadline = Instant::now() + timeout;
     let mut parties =
         Parties { duts: std::slice::from_mut(dut), tester: None, in_flight: Vec::new(), cancel };
@@ -511,7 +511,7 @@ fn calibrate_on(
     target: Duration,
     (cap, cap_why): (u64, &str),
     deadline: Instant,
-) -> Result<virtperf_report::store::Calibration, Fail> {
+) -> Result<virtperf_record::store::Calibration, Fail> {
     let target_ns = target.as_nanos() as u64;
     let (overhead, _) = go_overhead(p, Who::Dut(0), deadline)?;
     // From the parameter's own minimum (`pagefault`'s pages start at 16).
@@ -539,7 +539,7 @@ fn calibrate_on(
             } else {
                 (scaled, None)
             };
-            return Ok(virtperf_report::store::Calibration {
+            return Ok(virtperf_record::store::Calibration {
                 param: param.to_string(),
                 count,
                 target_ns,
@@ -718,7 +718,7 @@ fn combine(
     }
     let w = virtperf_workload::find(&spec.kind);
     let (mut agg, windows) = aggregate(&mut per, details, w, &virtperf_workload::Params(&spec.params));
-    agg.push(Sample { metric: virtperf_report::store::START_SKEW.into(), value: skew_ms, unit: "ms".into() });
+    agg.push(Sample { metric: virtperf_record::store::START_SKEW.into(), value: skew_ms, unit: "ms".into() });
     let each =
         per.into_iter().enumerate().flat_map(|(k, v)| v.into_iter().map(move |x| (k as u32, x))).collect();
     (agg, each, windows)
@@ -1602,7 +1602,7 @@ mod tests {
         };
         let (agg, each, _) = combine(per, &none, &spec, 1.5);
         assert_eq!(each.len(), 8);
-        assert!(agg.iter().any(|x| x.metric == virtperf_report::store::START_SKEW && x.value == 1.5));
+        assert!(agg.iter().any(|x| x.metric == virtperf_record::store::START_SKEW && x.value == 1.5));
         let (one, none, _) = combine(vec![vec![s("cpu_rate", 1.0, "Mops/s")]], &none[..1], &spec, 0.0);
         assert_eq!((one.len(), none.len()), (1, 0), "one instance keeps its own samples");
     }

@@ -22,10 +22,12 @@ pub mod registry;
 pub mod rfc2544;
 pub mod timer;
 pub mod tools;
-pub mod wire;
+pub use virtperf_record::wire;
 pub mod workload;
 
 pub use error::{Error, FailureKind, OsError};
 pub use params::{ParamError, ParamKind, ParamSpec, Params, Raw};
-pub use registry::{find, kinds, metric, prepare, run, Prepared, REGISTRY};
+pub use registry::{
+    describe, find, kinds, metric, metric_records, prepare, run, Prepared, DESCRIBER, REGISTRY,
+};
 pub use workload::*;

@@ -75,6 +75,77 @@ pub fn metric(name: &str) -> Option<&'static MetricSpec> {
     REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name || m.name == base)
 }
 
+/// What a case of `kind` with `params` is, as its run records it (`virtperf_record::catalog`):
+/// the report reads this record, never the workload. None: a kind this build does not know.
+pub fn describe(kind: &str, params: &Value) -> Option<virtperf_record::CaseRecord> {
+    use virtperf_record::MetricRecord;
+    let w = find(kind)?;
+    let map: BTreeMap<String, Value> = serde_json::from_value(params.clone()).unwrap_or_default();
+    let p = Params(&map);
+    Some(virtperf_record::CaseRecord {
+        family: w.family(),
+        section: w.report_section().map(str::to_string),
+        procedure: w.procedure(),
+        streams: w.streams(),
+        metrics: w
+            .metrics()
+            .iter()
+            .map(|m| MetricRecord {
+                name: m.name.to_string(),
+                unit: m.unit.to_string(),
+                better: w.better_for(m.name, params).unwrap_or(m.better),
+            })
+            .collect(),
+        headlines: w.headline_metrics(),
+        warmup_share: warmup_share(w, &map),
+        link_bound: w.link_bound(&p).map(|(m, b)| (m.to_string(), b)),
+    })
+}
+
+/// The share of a trial's work a warm-up of this case does, where the warm-up scales a count the
+/// case gives (an integer parameter: `pde`'s iterations); None where it scales nothing the case
+/// gives (a calibrated count is chosen later, per environment; a duration is not a count).
+fn warmup_share(w: &dyn Workload, params: &BTreeMap<String, Value>) -> Option<f64> {
+    let key = w.warmup_scales()?;
+    let is_count =
+        w.params().iter().any(|p| p.name == key && matches!(p.kind, params::ParamKind::Int { .. }));
+    let n = params.get(key).and_then(Value::as_u64).filter(|n| is_count && *n > 0)?;
+    let mut p: BTreeMap<String, Value> = [(key.to_string(), Value::from(n))].into();
+    crate::workload::warmup_params(w, &mut p);
+    p.get(key).and_then(Value::as_u64).map(|m| m as f64 / n as f64)
+}
+
+/// Every metric the registry declares, each name once (its first declaration, as [`metric`]
+/// finds it).
+pub fn metric_records() -> Vec<virtperf_record::MetricRecord> {
+    let mut out: Vec<virtperf_record::MetricRecord> = Vec::new();
+    for m in REGISTRY.iter().flat_map(|w| w.metrics().iter()) {
+        if !out.iter().any(|o| o.name == m.name) {
+            out.push(virtperf_record::MetricRecord {
+                name: m.name.into(),
+                unit: m.unit.into(),
+                better: m.better,
+            });
+        }
+    }
+    out
+}
+
+/// The registry as what describes the cases of runs stored before their records were.
+pub struct Describer;
+
+impl virtperf_record::catalog::Describe for Describer {
+    fn case(&self, kind: &str, params: &Value) -> Option<virtperf_record::CaseRecord> {
+        describe(kind, params)
+    }
+    fn metrics(&self) -> Vec<virtperf_record::MetricRecord> {
+        metric_records()
+    }
+}
+
+/// The one [`Describer`], to install (`virtperf_record::catalog::install(&DESCRIBER)`).
+pub static DESCRIBER: Describer = Describer;
+
 /// Why a request gave no result: the protocol's code, the message, and for a workload that ran
 /// and failed its [`FailureKind`](crate::error::FailureKind) — what the agent sends as `error`.
 #[derive(Debug)]
@@ -163,6 +234,62 @@ pub fn run(spec: &WorkloadSpec) -> Result<Vec<Sample>, Refusal> {
 mod tests {
     use super::*;
     use crate::workload::*;
+
+    /// A case's record says what its workload declares: every metric in order with its unit, the
+    /// headlines, the family, the section; `command`'s direction as its parameters say; the
+    /// warm-up's share of a count the case gives; a link bound of its parameters.
+    #[test]
+    fn a_cases_record_is_what_its_workload_declares() {
+        for w in REGISTRY {
+            let r = describe(w.kind(), &serde_json::json!({})).unwrap();
+            let names: Vec<&str> = r.metrics.iter().map(|m| m.name.as_str()).collect();
+            let declared: Vec<&str> = w.metrics().iter().map(|m| m.name).collect();
+            assert_eq!(names, declared, "{}", w.kind());
+            assert_eq!(
+                (r.headlines, r.family, r.section.as_deref()),
+                (w.headline_metrics(), w.family(), w.report_section())
+            );
+            assert_eq!((r.procedure, r.streams), (w.procedure(), w.streams()), "{}", w.kind());
+        }
+        assert!(describe("no-such-kind", &serde_json::json!({})).is_none());
+        let cmd = |better: &str| describe("command", &serde_json::json!({ "better": better })).unwrap();
+        assert_eq!(cmd("higher").metric("command_regex").map(|m| m.better), Some(Better::Higher));
+        assert_eq!(cmd("lower").metric("command_regex").map(|m| m.better), Some(Better::Lower));
+        assert_eq!(cmd("higher").metric("command_time").map(|m| m.better), Some(Better::Lower));
+        let pde = describe("pde", &serde_json::json!({ "iterations": 300 })).unwrap();
+        assert_eq!(pde.warmup_share, Some(0.25));
+        assert_eq!(describe("pde", &serde_json::json!({})).unwrap().warmup_share, None, "no count given");
+        assert_eq!(
+            describe("cpu", &serde_json::json!({ "iterations": 1000 })).unwrap().warmup_share,
+            Some(0.25)
+        );
+        let udp = describe("udp_stream", &serde_json::json!({ "frame_size": 64 })).unwrap();
+        assert!(matches!(udp.link_bound, Some((_, LinkBound::UdpDatagrams { .. }))), "{udp:?}");
+        let r = describe("tcp_stream", &serde_json::json!({})).unwrap();
+        assert!(r.is_headline("tcp_goodput_in") && !r.is_headline("tcp_retransmits"), "{r:?}");
+    }
+
+    /// A metric's name means one thing in every workload that declares it: the run's list of the
+    /// build's metrics (each name once) then says how any figure of that name is better, whichever
+    /// case it came from.
+    #[test]
+    fn a_metric_declared_twice_is_declared_alike() {
+        let mut seen: BTreeMap<&str, (&str, Better, &str)> = BTreeMap::new();
+        for w in REGISTRY {
+            for m in w.metrics() {
+                let first = *seen.entry(m.name).or_insert((m.unit, m.better, w.kind()));
+                assert_eq!(
+                    (first.0, first.1),
+                    (m.unit, m.better),
+                    "{}: {} and {}",
+                    m.name,
+                    first.2,
+                    w.kind()
+                );
+            }
+        }
+        assert_eq!(metric_records().len(), seen.len());
+    }
 
     /// A warm-up does a quarter of the work of the workload's own scaling parameter — a
     /// calibrated count, a fixed-work workload's repeat count, a flow's duration — and leaves what

@@ -12,14 +12,7 @@ use virtperf_proto::{NetRole, Sample};
 use crate::error::Error;
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 
-/// Which direction of a metric is better: the report uses it to say "slower" or "faster".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    Higher,
-    Lower,
-    /// Not a performance figure (the background load reached): reported, never compared.
-    Neither,
-}
+pub use virtperf_record::catalog::{Better, Family, LinkBound, HOST_SUFFIX};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MetricSpec {
@@ -474,47 +467,6 @@ pub fn histogram_mean(h: &[(f64, u64)]) -> f64 {
     let total: u64 = h.iter().map(|b| b.1).sum();
     h.iter().map(|(v, c)| v * *c as f64).sum::<f64>() / total.max(1) as f64
 }
-
-/// What a shaped link bounds in a workload (see [`Workload::link_bound`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkBound {
-    /// TCP goodput: payload bits per second through MSS-sized segments.
-    TcpGoodput,
-    /// UDP datagrams per second of this payload size.
-    UdpDatagrams { payload: u64 },
-}
-
-/// Every workload this build knows, in the order `--help` and docs list them.
-/// What a workload measures: the report states each environment's cost per family (the
-/// geometric mean of its workloads' headline ratios).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Family {
-    Compute,
-    Memory,
-    /// System calls and the kernel's mechanisms (faults, switches, processes, signals, IPC).
-    System,
-    Timer,
-    Disk,
-    Network,
-    Other,
-}
-
-impl Family {
-    pub fn name(self) -> &'static str {
-        match self {
-            Family::Compute => "compute",
-            Family::Memory => "memory",
-            Family::System => "system calls & kernel",
-            Family::Timer => "timers",
-            Family::Disk => "disk",
-            Family::Network => "network",
-            Family::Other => "other",
-        }
-    }
-}
-
-/// Suffix of a metric recomputed from the host's clock ([`Workload::on_host_clock`]).
-pub const HOST_SUFFIX: &str = "_host";
 
 /// Unit tests that time or pace things, or load the CPUs, hold this so they do not skew each other.
 #[cfg(test)]

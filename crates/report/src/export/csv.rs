@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use super::exporter::{Exporter, Part, RunData};
-use crate::store::RunRows;
+use virtperf_record::store::RunRows;
 
 pub struct SamplesCsv;
 

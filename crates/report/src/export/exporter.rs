@@ -8,9 +8,9 @@ use anyhow::Result;
 
 use crate::report::html::Page;
 use crate::report::Report;
-use crate::store::RunRows;
+use virtperf_record::store::RunRows;
 
-/// What exporters read: the stored run read once ([`crate::store::Store::load`]) and its report
+/// What exporters read: the stored run read once ([`virtperf_record::store::Store::load`]) and its report
 /// built from it; the HTML page (with its
 /// figures) is rendered at most once for every format that needs it.
 pub struct RunData<'a> {

@@ -217,36 +217,37 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{RunRows, Store};
+    use virtperf_record::store::{RunRows, Store};
 
     /// A run made by hand, the same every time: native and a container, a fixed-work workload
     /// (memcpy) and a network one (tcp_stream, with CPU series and detail), five repetitions of
     /// known values each, one failed trial; timestamps fixed.
     fn fixture_run(dir: &Path) -> RunRows {
-        use crate::store::{NewEnv, PlannedTrial, TrialOutcome, TrialStatus};
+        use virtperf_record::store::{NewEnv, PlannedTrial, TrialOutcome, TrialStatus};
         let db = dir.join("fixture.db");
         let mut s = Store::open(&db).unwrap();
         let env = NewEnv::of_kind;
         let plan: Vec<PlannedTrial> =
             (0..20).map(|i| PlannedTrial::alternating(i, ((i / 2) % 2) as usize, i / 4)).collect();
         let cases = [
-            (
-                "memcpy".into(),
-                "memcpy".into(),
-                "memcpy:size=4MiB".into(),
+            crate::report::described(
+                "memcpy",
+                "memcpy",
+                "memcpy:size=4MiB",
                 serde_json::json!({"size": "4MiB"}),
             ),
-            ("tcp_stream".into(), "tcp_stream".into(), "tcp_stream".into(), serde_json::json!({})),
+            crate::report::described("tcp_stream", "tcp_stream", "tcp_stream", serde_json::json!({})),
         ];
         let run = s
-            .create_run(
-                "fixture",
-                "reps = 5\n",
-                &serde_json::json!({"git_revision": "fixture"}),
-                &[env("native"), env("container")],
-                &cases,
-                &plan,
-            )
+            .create_run(&virtperf_record::store::NewRun {
+                name: "fixture",
+                experiment_toml: "reps = 5\n",
+                manifest: &serde_json::json!({"git_revision": "fixture"}),
+                envs: &[env("native"), env("container")],
+                cases: &cases,
+                metrics: &virtperf_workload::metric_records(),
+                plan: &plan,
+            })
             .unwrap();
         for t in s.pending_trials(run).unwrap() {
             let k = t.rep as f64;
@@ -293,16 +294,16 @@ mod tests {
             s.record_trial(t.id, &o).unwrap();
         }
         for (e, ppm) in [(0, 1.5), (1, -3.0)] {
-            let launch = crate::store::InstanceRecord {
+            let launch = virtperf_record::store::InstanceRecord {
                 env_idx: e,
-                status: crate::store::LaunchStatus::Ready,
+                status: virtperf_record::store::LaunchStatus::Ready,
                 start_ms: Some(120.0 + 10.0 * e as f64),
                 ..Default::default()
             };
             let id = s.record_instance(run, &launch).unwrap();
             s.record_clock_rate(id, 12.0, ppm, 4.0).unwrap();
         }
-        s.set_run_status(run, crate::store::RunStatus::Completed).unwrap();
+        s.set_run_status(run, virtperf_record::store::RunStatus::Completed).unwrap();
         drop(s);
         let c = rusqlite::Connection::open(&db).unwrap();
         c.execute_batch(

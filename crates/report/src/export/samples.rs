@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use super::exporter::{Exporter, Part, RunData};
-use crate::store::RunRows;
+use virtperf_record::store::RunRows;
 
 pub struct SamplesJson;
 

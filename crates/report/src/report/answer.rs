@@ -15,9 +15,9 @@
 
 use std::collections::BTreeMap;
 
-use virtperf_workload::Family;
+use virtperf_record::Family;
 
-use super::costs::{cost, cost_rows, family_costs, is_headline};
+use super::costs::{cost, cost_rows, family_costs};
 use super::words::{fmt_num, fmt_value, runtime_emulated};
 use super::{Report, ResultRow};
 
@@ -598,7 +598,7 @@ fn balanced(rest: &str) -> String {
 fn headline_rows(r: &Report) -> Vec<&ResultRow> {
     r.results
         .iter()
-        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
+        .filter(|x| x.peer.is_none() && x.instance.is_none() && x.headline)
         .filter(|x| {
             !r.disk
                 .iter()
@@ -742,7 +742,7 @@ pub fn caveats(r: &Report) -> Vec<String> {
         for (kind, prog) in m {
             out.push(format!(
                 "{kind}'s agent was {} (VIRTPERF_NATIVE_AGENT), not virtperf's: its figures are that program's",
-                virtperf_proto::printable(prog.as_str().unwrap_or("?"), 200)
+                virtperf_record::printable(prog.as_str().unwrap_or("?"), 200)
             ));
         }
     }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use virtperf_workload::Family;
+use virtperf_record::Family;
 
 use super::rows::ResultRow;
 
@@ -19,20 +19,6 @@ pub fn cost(ratio: f64, ci: Option<[f64; 2]>, better: &str) -> (f64, Option<[f64
     } else {
         (ratio, ci)
     }
-}
-
-/// Whether `metric` (a declared name, or one with a `_out`/`_in`/`_host` suffix) is one of the
-/// headline metrics of workload `kind`: what the answer and the family figures show.
-pub fn is_headline(kind: &str, metric: &str) -> bool {
-    let Some(w) = virtperf_workload::find(kind) else { return false };
-    w.metrics()
-        .iter()
-        .take(w.headline_metrics())
-        .any(|m| metric == m.name || metric.strip_prefix(m.name).is_some_and(|rest| rest.starts_with('_')))
-}
-
-fn family_of(kind: &str) -> Family {
-    virtperf_workload::find(kind).map_or(Family::Other, |w| w.family())
 }
 
 /// One headline ratio of an environment, as a cost.
@@ -55,12 +41,12 @@ pub struct CostRow {
 /// Every environment-level headline ratio (no peers, instances, CPU times), in report order.
 pub fn cost_rows(results: &[ResultRow]) -> Vec<CostRow> {
     let several = |x: &ResultRow| {
-        results.iter().filter(|y| y.workload == x.workload && is_headline(&y.kind, &y.metric)).count()
+        results.iter().filter(|y| y.workload == x.workload && y.headline).count()
             > results.iter().filter(|y| y.workload == x.workload && y.metric == x.metric).count()
     };
     results
         .iter()
-        .filter(|x| x.peer.is_none() && x.instance.is_none() && is_headline(&x.kind, &x.metric))
+        .filter(|x| x.peer.is_none() && x.instance.is_none() && x.headline)
         .filter_map(|x| {
             let o = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0)?;
             let (c, ci) = cost(o.ratio, o.ci, x.better);
@@ -72,7 +58,7 @@ pub fn cost_rows(results: &[ResultRow]) -> Vec<CostRow> {
             };
             Some(CostRow {
                 environment: x.environment.clone(),
-                family: family_of(&x.kind),
+                family: x.family,
                 what,
                 workload: x.workload.clone(),
                 better: x.better,
@@ -202,22 +188,21 @@ mod tests {
     }
 
     #[test]
-    fn headlines_match_declared_names_and_their_suffixed_forms() {
-        assert!(is_headline("memcpy", "memcpy_time"));
-        assert!(is_headline("tcp_stream", "tcp_goodput_in"));
-        assert!(!is_headline("tcp_stream", "tcp_retransmits"));
-        assert!(!is_headline("no-such-workload", "x"));
-    }
-
-    #[test]
     fn costs_group_by_family_per_environment() {
         let mut r = crate::report::summary_test_report();
-        let row = |env: &str, kind: &str, metric: &str, ratio: f64| ResultRow {
-            workload: kind.into(),
-            kind: kind.into(),
-            metric: metric.into(),
-            overhead: Some(crate::report::Overhead::unpaired(ratio, Some([ratio * 0.9, ratio * 1.1]), None)),
-            ..crate::report::test_row(env, 1.0, 0.1, "lower")
+        let row = |env: &str, kind: &str, metric: &str, ratio: f64| {
+            ResultRow {
+                workload: kind.into(),
+                kind: kind.into(),
+                metric: metric.into(),
+                overhead: Some(crate::report::Overhead::unpaired(
+                    ratio,
+                    Some([ratio * 0.9, ratio * 1.1]),
+                    None,
+                )),
+                ..crate::report::test_row(env, 1.0, 0.1, "lower")
+            }
+            .as_recorded()
         };
         r.results = vec![
             row("container", "pde", "pde_time", 1.0),
@@ -239,12 +224,19 @@ mod tests {
     #[test]
     fn a_workloads_several_metrics_count_once_in_its_family() {
         let mut r = crate::report::summary_test_report();
-        let row = |workload: &str, metric: &str, better: &'static str, ratio: f64| ResultRow {
-            workload: workload.into(),
-            kind: workload.split(':').next().unwrap().into(),
-            metric: metric.into(),
-            overhead: Some(crate::report::Overhead::unpaired(ratio, Some([ratio / 1.1, ratio * 1.1]), None)),
-            ..crate::report::test_row("container", 1.0, 0.1, better)
+        let row = |workload: &str, metric: &str, better: &'static str, ratio: f64| {
+            ResultRow {
+                workload: workload.into(),
+                kind: workload.split(':').next().unwrap().into(),
+                metric: metric.into(),
+                overhead: Some(crate::report::Overhead::unpaired(
+                    ratio,
+                    Some([ratio / 1.1, ratio * 1.1]),
+                    None,
+                )),
+                ..crate::report::test_row("container", 1.0, 0.1, better)
+            }
+            .as_recorded()
         };
         r.results = vec![
             row("tcp_rr", "tcp_rr_rate", "higher", 1.0 / 1.018),

@@ -5,9 +5,9 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::rows::{in_section, Overhead, ResultRow};
+use super::rows::{Overhead, ResultRow};
 use super::words::{arrow, better_str, mean_text, overhead_text};
-use crate::store::CaseRow;
+use virtperf_record::store::CaseRow;
 
 /// One phase's metric over one sweep of a disk workload.
 #[derive(Debug, Serialize)]
@@ -52,7 +52,7 @@ pub const SECTION: &str = "disk";
 pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<DiskMatrix> {
     // Cases grouped by workload and their parameters other than the two sizes.
     let mut groups: Vec<(String, serde_json::Value, Vec<&CaseRow>)> = Vec::new();
-    for c in cases.iter().filter(|c| in_section(&c.kind, SECTION)) {
+    for c in cases.iter().filter(|c| c.record.in_section(SECTION)) {
         let mut fixed = c.params.clone();
         if let Some(o) = fixed.as_object_mut() {
             for k in SWEPT {
@@ -74,8 +74,8 @@ pub fn build(results: &[ResultRow], cases: &[CaseRow], envs: &[String]) -> Vec<D
             v
         };
         let (files, records) = (axis("file_size"), axis("record_size"));
-        let Some(w) = members.first().and_then(|c| virtperf_workload::find(&c.kind)) else { continue };
-        for m in w.metrics() {
+        let Some(first) = members.first() else { continue };
+        for m in &first.record.metrics {
             let row = |c: &CaseRow, env: &str| {
                 results.iter().find(|x| {
                     x.workload == c.label
@@ -197,6 +197,7 @@ mod tests {
             kind: "disk".into(),
             label: format!("disk [file_size={f},record_size={r}]"),
             params: serde_json::json!({"file_size": f, "record_size": r, "direct": false}),
+            record: virtperf_workload::describe("disk", &serde_json::json!({})).unwrap(),
         }
     }
 
@@ -232,7 +233,10 @@ mod tests {
             variance: None,
             work: None,
             verdict: None,
+            headline: false,
+            family: virtperf_record::Family::Other,
         }
+        .as_recorded()
     }
 
     #[test]

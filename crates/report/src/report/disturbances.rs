@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::store::{RunRows, TrialStatus};
+use virtperf_record::store::{RunRows, TrialStatus};
 
 /// A moment the whole host slowed down.
 #[derive(Debug, Clone, Serialize)]
@@ -97,10 +97,9 @@ pub fn find(rows: &RunRows) -> Vec<Disturbance> {
             continue;
         }
         let Some(case) = rows.cases.get(t.case_idx) else { continue };
-        let Some(w) = virtperf_workload::find(&case.kind) else { continue };
-        let Some(head) = w.metrics().first() else { continue };
+        let Some(head) = case.record.headline() else { continue };
         // The figure the report headlines: the host clock's twin where it exists.
-        let host = format!("{}{}", head.name, virtperf_workload::HOST_SUFFIX);
+        let host = format!("{}{}", head.name, virtperf_record::HOST_SUFFIX);
         let value = t
             .samples
             .iter()
@@ -109,9 +108,9 @@ pub fn find(rows: &RunRows) -> Vec<Disturbance> {
             .map(|s| s.value);
         let Some(x) = value.filter(|x| *x > 0.0 && x.is_finite()) else { continue };
         let dir = match head.better {
-            virtperf_workload::Better::Lower => 1.0,
-            virtperf_workload::Better::Higher => -1.0,
-            virtperf_workload::Better::Neither => continue,
+            virtperf_record::Better::Lower => 1.0,
+            virtperf_record::Better::Higher => -1.0,
+            virtperf_record::Better::Neither => continue,
         };
         cells.entry((t.env_idx, t.case_idx)).or_default().push((i, x));
         sign.insert((t.env_idx, t.case_idx), (dir, head.name.to_string()));
@@ -192,8 +191,12 @@ pub fn line(d: &Disturbance) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{CaseRow, EnvRow, RunInfo, TrialRow};
     use virtperf_proto::Sample;
+    use virtperf_record::store::{CaseRow, EnvRow, RunInfo, TrialRow};
+
+    fn described(kind: &str) -> virtperf_record::CaseRecord {
+        virtperf_workload::describe(kind, &serde_json::json!({})).unwrap()
+    }
 
     fn env(idx: usize, name: &str) -> EnvRow {
         EnvRow { idx, name: name.into(), kind: "native".into(), ..Default::default() }
@@ -220,8 +223,20 @@ mod tests {
             info: RunInfo::default(),
             envs: vec![env(0, "native"), env(1, "container"), env(2, "gvisor")],
             cases: vec![
-                CaseRow { idx: 0, kind: "syscall".into(), label: "syscall".into(), ..Default::default() },
-                CaseRow { idx: 1, kind: "pde".into(), label: "pde".into(), ..Default::default() },
+                CaseRow {
+                    idx: 0,
+                    kind: "syscall".into(),
+                    label: "syscall".into(),
+                    record: described("syscall"),
+                    ..Default::default()
+                },
+                CaseRow {
+                    idx: 1,
+                    kind: "pde".into(),
+                    label: "pde".into(),
+                    record: described("pde"),
+                    ..Default::default()
+                },
             ],
             trials,
             ..Default::default()

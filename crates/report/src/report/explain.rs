@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::Value;
-use virtperf_workload::counts::{model_events, MECHANISMS};
+use virtperf_record::mechanisms::{model_events, Mechanism, MECHANISMS};
 
 use super::costs;
 use super::rows::ResultRow;
@@ -34,7 +34,7 @@ pub struct Basis<'a> {
     pub baseline: Option<&'a str>,
     pub manifest: &'a Value,
 }
-use crate::store::RunRows;
+use virtperf_record::store::RunRows;
 
 /// The model's verdict on one run.
 #[derive(Debug, Clone, Serialize)]
@@ -136,13 +136,13 @@ fn case_trials(
     env: usize,
     case: usize,
     warmup: bool,
-) -> impl Iterator<Item = &crate::store::TrialRow> {
+) -> impl Iterator<Item = &virtperf_record::store::TrialRow> {
     rows.trials.iter().filter(move |t| {
         t.env_idx == env
             && t.case_idx == case
             && t.warmup == warmup
             && t.peer_idx.is_none()
-            && t.status == crate::store::TrialStatus::Ok
+            && t.status == virtperf_record::store::TrialStatus::Ok
     })
 }
 
@@ -316,7 +316,7 @@ fn headline(r: &Basis, env: &str, case: &str) -> Option<usize> {
             && x.workload == case
             && x.peer.is_none()
             && x.instance.is_none()
-            && costs::is_headline(&x.kind, &x.metric)
+            && x.headline
             && (base || x.overhead.is_some())
     })
 }
@@ -324,22 +324,11 @@ fn headline(r: &Basis, env: &str, case: &str) -> Option<usize> {
 /// The share of a trial's work its warm-up did, where the headline is the time of the whole
 /// work (`pde`'s iterations, `memcpy`'s copies scaled down): 1 for a time per operation, a rate,
 /// or a flow's duration (its figures are per transaction or per byte either way).
-fn warmup_share(case: &crate::store::CaseRow, row: &ResultRow) -> f64 {
+fn warmup_share(case: &virtperf_record::store::CaseRow, row: &ResultRow) -> f64 {
     if row.unit.contains("/op") || row.better == "higher" {
         return 1.0;
     }
-    let Some(w) = virtperf_workload::find(&case.kind) else { return 1.0 };
-    let Some(key) = w.warmup_scales() else { return 1.0 };
-    let is_count = w
-        .params()
-        .iter()
-        .any(|p| p.name == key && matches!(p.kind, virtperf_workload::ParamKind::Int { .. }));
-    let Some(n) = case.params.get(key).and_then(Value::as_u64).filter(|n| is_count && *n > 0) else {
-        return 1.0;
-    };
-    let mut p: BTreeMap<String, Value> = [(key.to_string(), Value::from(n))].into();
-    virtperf_workload::warmup_params(w, &mut p);
-    p.get(key).and_then(Value::as_u64).map_or(1.0, |m| m as f64 / n as f64)
+    case.record.warmup_share.unwrap_or(1.0)
 }
 
 /// Events per ns of a case's native run, from its counted warm-ups: (mean, standard error) per
@@ -352,7 +341,7 @@ fn rates(
 ) -> Option<BTreeMap<&'static str, (f64, f64)>> {
     let mut per: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let work_share = warmup_share(&rows.cases[case], row);
-    let streams = virtperf_workload::find(&rows.cases[case].kind).is_some_and(|w| w.streams());
+    let streams = rows.cases[case].record.streams;
     for t in case_trials(rows, base, case, true) {
         let Some(c) = rows.detail(t.id).and_then(pass_counts) else { continue };
         // A pass without its span (an agent that could not time it) is left out, not the case.
@@ -547,7 +536,7 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
         notes.push(format!("no system call, process or signal counts natively: {why}"));
     }
     // The mechanism case of each event: the first case of its kind (and parameters) with counts.
-    let mechs: Vec<(usize, &virtperf_workload::counts::Mechanism)> = MECHANISMS
+    let mechs: Vec<(usize, &Mechanism)> = MECHANISMS
         .iter()
         .filter_map(|m| {
             let counted = |kind: &str| {
@@ -591,7 +580,7 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
     let mut hits = Vec::new();
     for env in rows.envs.iter().filter(|e| e.name != base_name) {
         // The mechanisms this environment measured, and their events' rates in them.
-        let mut used: Vec<(usize, &virtperf_workload::counts::Mechanism, Measured)> = Vec::new();
+        let mut used: Vec<(usize, &Mechanism, Measured)> = Vec::new();
         for (c, m) in &mechs {
             let label = &rows.cases[*c].label;
             let Some(i) = headline(r, &env.name, label) else {
@@ -917,7 +906,7 @@ pub fn figure(x: &Explain, env: &str) -> Result<super::figures::Figure, String> 
     let span = W - left - right;
     let row_h = 26.0;
     // The legend names the mechanisms that colour some bar here.
-    let drawn = |m: &virtperf_workload::counts::Mechanism| {
+    let drawn = |m: &Mechanism| {
         cells.iter().any(|c| !flat(c) && c.shares.iter().any(|s| s.event == m.event && s.share > 0.0))
     };
     let entries: Vec<(String, String, bool)> = MECHANISMS
@@ -1226,13 +1215,14 @@ mod tests {
     /// A counted pass without its span is left out; the case keeps the passes that have one.
     #[test]
     fn a_pass_without_its_span_leaves_the_others() {
-        let trial = |id: i64| crate::store::TrialRow {
+        let trial = |id: i64| virtperf_record::store::TrialRow {
             id,
             warmup: true,
-            status: crate::store::TrialStatus::Ok,
+            status: virtperf_record::store::TrialStatus::Ok,
             ..Default::default()
         };
-        let mut rows = RunRows { cases: vec![crate::store::CaseRow::default()], ..Default::default() };
+        let mut rows =
+            RunRows { cases: vec![virtperf_record::store::CaseRow::default()], ..Default::default() };
         rows.trials = vec![trial(1), trial(2)];
         let counts = |c: Value| (Some(serde_json::json!({ "counts": c })), Vec::new());
         rows.details.insert(1, counts(serde_json::json!({"syscalls": 100, "elapsed_ns": 1000})));
@@ -1244,7 +1234,7 @@ mod tests {
         rows.details
             .insert(1, counts(serde_json::json!({"syscalls": 100, "faults_minor": 5, "elapsed_ns": 1000})));
         assert_eq!(rates(&rows, 0, 0, &row).unwrap()["faults_minor"], (0.005, 0.0));
-        rows.trials.extend([3, 4].map(|id| crate::store::TrialRow { warmup: false, ..trial(id) }));
+        rows.trials.extend([3, 4].map(|id| virtperf_record::store::TrialRow { warmup: false, ..trial(id) }));
         rows.details.insert(3, counts(serde_json::json!({"ru_minflt": 200, "elapsed_ns": 1000})));
         rows.details.insert(4, counts(serde_json::json!({"ru_minflt": 400, "elapsed_ns": 1000})));
         let r = rates(&rows, 0, 0, &row).unwrap();
@@ -1256,13 +1246,17 @@ mod tests {
     /// stalled is found (its rate is its waits').
     #[test]
     fn a_streams_packets_count_in_bulk_and_a_stalled_sender_is_found() {
-        let trial = |id: i64, warmup: bool| crate::store::TrialRow {
+        let trial = |id: i64, warmup: bool| virtperf_record::store::TrialRow {
             id,
             warmup,
-            status: crate::store::TrialStatus::Ok,
+            status: virtperf_record::store::TrialStatus::Ok,
             ..Default::default()
         };
-        let case = |kind: &str| crate::store::CaseRow { kind: kind.into(), ..Default::default() };
+        let case = |kind: &str| virtperf_record::store::CaseRow {
+            kind: kind.into(),
+            record: virtperf_workload::describe(kind, &serde_json::json!({})).unwrap(),
+            ..Default::default()
+        };
         let flow = |stalls: u64| {
             serde_json::json!({"flows": [{"dut": "client", "server": {}, "client": {
                 "send_stalls": stalls,

@@ -455,7 +455,7 @@ pub fn default_run() -> Report {
                     ..Overhead::unpaired(ratio, ci, None)
                 }
             });
-            x
+            x.as_recorded()
         })
         .collect::<Vec<ResultRow>>();
     r
@@ -466,9 +466,7 @@ pub fn default_run() -> Report {
 pub fn precision_run() -> Report {
     let mut r = default_run();
     let mut cells = Vec::new();
-    for x in
-        r.results.iter().filter(|x| x.overhead.is_some() && super::costs::is_headline(&x.kind, &x.metric))
-    {
+    for x in r.results.iter().filter(|x| x.overhead.is_some() && x.headline) {
         let hw = x.overhead.as_ref().and_then(Overhead::relative_half_width).map(|h| h * 100.0);
         let met = hw.is_some_and(|h| h <= 5.0);
         cells.push(super::PrecisionCell {

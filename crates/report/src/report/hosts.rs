@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::rows::{Overhead, ResultRow};
 use super::words::{arrow, mean_text, overhead_text, WIDTH};
-use crate::store::EnvRow;
-use crate::store::LOCAL_HOST;
+use virtperf_record::store::EnvRow;
+use virtperf_record::store::LOCAL_HOST;
 
 #[derive(Debug, Serialize)]
 pub struct HostTable {

@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use virtperf_workload::Family;
+use virtperf_record::Family;
 
-use super::costs::{case_short, cost_rows, family_costs, is_headline, CostRow, FamilyCost};
+use super::costs::{case_short, cost_rows, family_costs, CostRow, FamilyCost};
 use super::figures::{self, Bar, Dot, DotRow, Figure, Line, Stack, Strip};
 use super::{fmt_num, mean_text, trial_values, Report, ResultRow};
-use crate::store::{RunRows, TrialStatus};
+use virtperf_record::store::{RunRows, TrialStatus};
 
 /// The page and its figures (for `--svg DIR` and `--png DIR`).
 pub struct Page {
@@ -55,7 +55,7 @@ pub fn sample_groups(rows: &RunRows) -> Result<Vec<(SampleKey, SampleGroups)>> {
     }
     let mut out = Vec::new();
     for ((case, metric), (unit, per_env)) in by {
-        if !is_headline(&cases[case].kind, &metric) {
+        if !cases[case].record.is_headline(&metric) {
             continue;
         }
         let groups: SampleGroups = per_env
@@ -279,7 +279,7 @@ fn header(r: &Report) -> String {
     h += "<nav><a href=\"#answer\">Answer</a><a href=\"#workloads\">Workloads</a>";
     let sections = [
         (!r.by_host.is_empty(), "hosts", "By host"),
-        (r.results.iter().any(|x| x.metric == crate::store::CPU_PER_GBIT), "network", "CPU cost"),
+        (r.results.iter().any(|x| x.metric == virtperf_record::store::CPU_PER_GBIT), "network", "CPU cost"),
         (!r.rfc2544.is_empty(), "rfc2544", "RFC 2544"),
         (r.results.iter().any(|x| x.peer.is_some()), "pairs", "All pairs"),
         (!r.instances.is_empty(), "instances", "Instances"),
@@ -615,7 +615,9 @@ fn network(rows: &RunRows, r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> 
     let bars: Vec<Bar> = r
         .results
         .iter()
-        .filter(|x| x.metric == crate::store::CPU_PER_GBIT && x.peer.is_none() && x.instance.is_none())
+        .filter(|x| {
+            x.metric == virtperf_record::store::CPU_PER_GBIT && x.peer.is_none() && x.instance.is_none()
+        })
         .map(|x| Bar {
             label: format!("{} · {}", x.environment, case_short(&x.workload)),
             color: color(&x.environment),

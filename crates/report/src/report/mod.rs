@@ -27,11 +27,10 @@ pub use words::{WIDTH as SUMMARY_WIDTH, *};
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use serde::Serialize;
+use virtperf_record::catalog::{Better, LinkBound, Metrics};
 use virtperf_stats::{ratio_ci, Summary};
-use virtperf_workload::Better;
 
-use crate::store::{RunRows, RunStatus, TrialRow, TrialStatus};
-use virtperf_workload::LinkBound;
+use virtperf_record::store::{RunRows, RunStatus, TrialRow, TrialStatus};
 
 const DERIVED: &[&str] = &[HOST_CPU, TESTER_CPU, GUEST_CPU, CPU_PER_GBIT];
 
@@ -91,7 +90,8 @@ impl Side {
     fn row(
         &self,
         environment: &str,
-        case: &crate::store::CaseRow,
+        case: &virtperf_record::store::CaseRow,
+        metrics: &Metrics,
         metric: &str,
         unit: &str,
         level: f64,
@@ -105,7 +105,7 @@ impl Side {
             ci_covers: if self.nested.is_some() { "launches" } else { "one launch" },
             ci_level: level,
             variance: self.variance(),
-            ..ResultRow::of(&self.all, environment, case, metric, unit)
+            ..ResultRow::of(&self.all, environment, case, metrics, metric, unit)
         }
     }
 }
@@ -208,7 +208,8 @@ impl ResultRow {
     fn of(
         s: &Summary,
         environment: &str,
-        case: &crate::store::CaseRow,
+        case: &virtperf_record::store::CaseRow,
+        metrics: &Metrics,
         metric: &str,
         unit: &str,
     ) -> ResultRow {
@@ -221,11 +222,7 @@ impl ResultRow {
             params: case.params.clone(),
             metric: metric.to_string(),
             unit: unit.to_string(),
-            better: better_str(
-                virtperf_workload::find(&case.kind)
-                    .and_then(|w| w.better_for(metric, &case.params))
-                    .unwrap_or_else(|| better_of(metric)),
-            ),
+            better: better_str(better_of(case, metrics, metric)),
             n: s.n,
             mean: s.mean,
             median: s.median,
@@ -247,6 +244,8 @@ impl ResultRow {
             variance: None,
             work: None,
             verdict: None,
+            headline: case.record.is_headline(metric),
+            family: case.record.family,
         }
     }
 }
@@ -668,8 +667,8 @@ fn precision_report(
     for x in results.iter().filter(|x| x.peer.is_none() && x.instance.is_none()) {
         let Some(o) = &x.overhead else { continue };
         let Some(case) = cases.iter().find(|c| c.label == x.workload) else { continue };
-        let Some(w) = virtperf_workload::find(&case.kind).filter(|w| !w.procedure()) else { continue };
-        if !w.metrics().iter().take(w.headline_metrics()).any(|m| m.name == x.metric) {
+        let r = &case.record;
+        if r.procedure || !r.metrics.iter().take(r.headlines).any(|m| m.name == x.metric) {
             continue;
         }
         let hw = o.relative_half_width().map(|h| h * 100.0);
@@ -691,7 +690,7 @@ fn precision_report(
         let needs = match (met, paired_rule, e, base, c, o.blocks) {
             (false, true, Some(e), Some(b), Some(c), Some(blocks)) => {
                 let metric = if x.clock == Some("host") {
-                    format!("{}{}", x.metric, virtperf_workload::HOST_SUFFIX)
+                    format!("{}{}", x.metric, virtperf_record::HOST_SUFFIX)
                 } else {
                     x.metric.clone()
                 };
@@ -739,17 +738,20 @@ fn precision_report(
     })
 }
 
-fn better_of(metric: &str) -> Better {
+/// Which way `metric` of `case` is better: the report's own figures (host CPU time) lower,
+/// descriptions of N instances together never compared, the rest as the run recorded them (the
+/// case's own metrics for its parameters, else as the run's build declared them).
+fn better_of(case: &virtperf_record::store::CaseRow, metrics: &Metrics, metric: &str) -> Better {
     if DERIVED.contains(&metric) {
         return Better::Lower;
     }
     // Descriptions of N instances together (fairness, shares, skew): reported, never a ratio.
-    if metric == crate::store::START_SKEW
+    if metric == virtperf_record::store::START_SKEW
         || ["_jain", "_share_min", "_share_max"].iter().any(|s| metric.ends_with(s))
     {
         return Better::Neither;
     }
-    virtperf_workload::metric(metric).map(|m| m.better).unwrap_or(Better::Lower)
+    case.record.metric(metric).or_else(|| metrics.find(metric)).map_or(Better::Lower, |m| m.better)
 }
 
 /// Metrics of one trial, including the derived host CPU time.
@@ -782,7 +784,7 @@ pub struct Ceiling {
     pub basis: String,
 }
 
-fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Vec<Ceiling> {
+fn ceilings(manifest: &serde_json::Value, cases: &[virtperf_record::store::CaseRow]) -> Vec<Ceiling> {
     let lab = &manifest["lab"];
     let Some(rate) = lab["rate_bps"].as_u64() else { return Vec::new() };
     let mtu = lab["mtu"].as_u64().unwrap_or(1500) as u32;
@@ -790,12 +792,7 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
         format!("{} Mbit/s on the wire (preamble, FCS, gap counted), MTU {mtu}", fmt_num(rate as f64 / 1e6));
     let mut out = Vec::new();
     for c in cases {
-        let params: BTreeMap<String, serde_json::Value> =
-            serde_json::from_value(c.params.clone()).unwrap_or_default();
-        let p = virtperf_workload::Params(&params);
-        let Some((metric, bound)) = virtperf_workload::find(&c.kind).and_then(|w| w.link_bound(&p)) else {
-            continue;
-        };
+        let Some((metric, bound)) = c.record.link_bound.clone() else { continue };
         let (value, unit, basis) = match bound {
             LinkBound::TcpGoodput => match bound.ceiling(rate, mtu) {
                 Some(gbps) => {
@@ -810,7 +807,7 @@ fn ceilings(manifest: &serde_json::Value, cases: &[crate::store::CaseRow]) -> Ve
         };
         out.push(Ceiling {
             workload: c.label.clone(),
-            metric: metric.into(),
+            metric,
             unit: unit.into(),
             value,
             basis,
@@ -874,7 +871,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
             .unwrap_or_default();
         results.push(ResultRow {
             instance: Some(*k),
-            ..ResultRow::of(&s, &envs[*e].name, &cases[*c], m, &unit)
+            ..ResultRow::of(&s, &envs[*e].name, &cases[*c], &rows.metrics, m, &unit)
         });
     }
     let failures = tally
@@ -983,8 +980,8 @@ struct Baselines {
 }
 
 impl Baselines {
-    fn of(envs: &[crate::store::EnvRow]) -> Baselines {
-        let is_base = |e: &crate::store::EnvRow| e.baseline;
+    fn of(envs: &[virtperf_record::store::EnvRow]) -> Baselines {
+        let is_base = |e: &virtperf_record::store::EnvRow| e.baseline;
         let of: Vec<Option<usize>> = envs
             .iter()
             .map(|e| {
@@ -1171,7 +1168,7 @@ impl Tally {
 }
 
 /// Whether an environment's kind keeps time of its own (a guest kernel).
-fn own_clock(envs: &[crate::store::EnvRow], e: usize) -> bool {
+fn own_clock(envs: &[virtperf_record::store::EnvRow], e: usize) -> bool {
     envs[e].own_clock
 }
 
@@ -1179,8 +1176,8 @@ fn own_clock(envs: &[crate::store::EnvRow], e: usize) -> bool {
 /// them disagree.
 fn clock_checks(
     tally: &Tally,
-    envs: &[crate::store::EnvRow],
-    cases: &[crate::store::CaseRow],
+    envs: &[virtperf_record::store::EnvRow],
+    cases: &[virtperf_record::store::CaseRow],
 ) -> (Vec<ClockCheck>, std::collections::BTreeSet<(usize, usize)>) {
     let mut checks = Vec::new();
     let mut disagrees: std::collections::BTreeSet<(usize, usize)> = Default::default();
@@ -1231,13 +1228,9 @@ fn result_rows(
         let Some(ms) = tally.metrics.get(&case.idx) else { continue };
         // Declared metrics first (in the workload's order), then derived ones.
         let mut ms = ms.clone();
-        let order = |m: &str| {
-            virtperf_workload::find(&case.kind)
-                .and_then(|w| w.metrics().iter().position(|d| d.name == m))
-                .unwrap_or(usize::MAX)
-        };
+        let order = |m: &str| case.record.position(m).unwrap_or(usize::MAX);
         ms.sort_by_key(|(m, _)| order(m));
-        let host_suffix = virtperf_workload::HOST_SUFFIX;
+        let host_suffix = virtperf_record::HOST_SUFFIX;
         for (m, unit) in ms.iter().filter(|(m, _)| !m.ends_with(host_suffix)) {
             // A metric also timed by the host (`METRIC_host`): each environment's figure is
             // headlined on its trustworthy clock, and its ratio compares like with like (the
@@ -1276,7 +1269,7 @@ fn result_rows(
                 });
                 // An all-pairs cell has no native counterpart to divide by, and a figure that is
                 // not a performance (the load reached) is never compared.
-                let comparable = better_of(m) != Better::Neither;
+                let comparable = better_of(case, &rows.metrics, m) != Better::Neither;
                 let overhead = match (&base, Some(env.idx) != base_idx && peer.is_none() && comparable) {
                     (Some(b), true) => {
                         let paired = (how.estimate == paired::Estimate::Paired)
@@ -1311,7 +1304,7 @@ fn result_rows(
                     } else {
                         0
                     },
-                    ..s.row(&env.name, case, m, unit, level)
+                    ..s.row(&env.name, case, &rows.metrics, m, unit, level)
                 });
             }
         }
@@ -1388,7 +1381,7 @@ fn rfc2544_rows(rows: &RunRows, manifest: &serde_json::Value) -> Vec<rfc2544::Ro
         .filter(|t| {
             t.status == TrialStatus::Ok
                 && !t.warmup
-                && rows::in_section(&rows.cases[t.case_idx].kind, rfc2544::SECTION)
+                && rows.cases[t.case_idx].record.in_section(rfc2544::SECTION)
         })
         .filter_map(|t| {
             let env = &rows.envs[t.env_idx];
@@ -1414,8 +1407,8 @@ type InstValues = BTreeMap<(usize, String, usize, u32), Vec<f64>>;
 /// Seed 000's tables: for every environment swept over `instances` (or run as several), each
 /// workload's headline metric (its first declared one) row by instance count.
 fn instance_tables(
-    envs: &[crate::store::EnvRow],
-    cases: &[crate::store::CaseRow],
+    envs: &[virtperf_record::store::EnvRow],
+    cases: &[virtperf_record::store::CaseRow],
     values: &Values,
     inst_values: &InstValues,
 ) -> Vec<InstanceTable> {
@@ -1427,19 +1420,19 @@ fn instance_tables(
     }
     let mut out = Vec::new();
     for g in groups {
-        let mut members: Vec<&crate::store::EnvRow> = envs.iter().filter(|e| e.group == g).collect();
+        let mut members: Vec<&virtperf_record::store::EnvRow> =
+            envs.iter().filter(|e| e.group == g).collect();
         members.sort_by_key(|e| e.instances);
         for case in cases {
-            let Some(w) = virtperf_workload::find(&case.kind) else { continue };
-            let Some(headline) = w.metrics().first() else { continue };
+            let Some(headline) = case.record.headline() else { continue };
             // The main table's figure: on the host's clock for a guest with a clock of its own,
             // where the host timed it.
             let own_clock = members.iter().all(|e| e.own_clock);
-            let host_twin = format!("{}{}", headline.name, virtperf_workload::HOST_SUFFIX);
+            let host_twin = format!("{}{}", headline.name, virtperf_record::HOST_SUFFIX);
             let on_host = own_clock
                 && members.iter().any(|e| values.contains_key(&(case.idx, host_twin.clone(), (e.idx, None))));
             let metric = if on_host { host_twin } else { headline.name.to_string() };
-            let agg = |e: &crate::store::EnvRow, m: &str| {
+            let agg = |e: &virtperf_record::store::EnvRow, m: &str| {
                 values.get(&(case.idx, m.to_string(), (e.idx, None))).and_then(|v| Summary::of(v))
             };
             let one = members.iter().find(|e| e.instances == 1).and_then(|e| agg(e, &metric));
@@ -1469,12 +1462,12 @@ fn instance_tables(
                     jain: mean_of(format!("{}_jain", headline.name)),
                     share_min_pct: mean_of(format!("{}_share_min", headline.name)),
                     share_max_pct: mean_of(format!("{}_share_max", headline.name)),
-                    start_skew_ms: mean_of(crate::store::START_SKEW.to_string()),
+                    start_skew_ms: mean_of(virtperf_record::store::START_SKEW.to_string()),
                 });
             }
             if rows.iter().any(|r| r.instances > 1) {
                 let dual = values.keys().any(|k| {
-                    k.0 == case.idx && k.1 == format!("{}{}", headline.name, virtperf_workload::HOST_SUFFIX)
+                    k.0 == case.idx && k.1 == format!("{}{}", headline.name, virtperf_record::HOST_SUFFIX)
                 });
                 out.push(InstanceTable {
                     group: g.to_string(),
@@ -1727,9 +1720,9 @@ fn render_clocks(r: &Report, any_dual: bool) -> String {
 /// limited a figure, loads not reached, failures, how to resume.
 /// The parameters the run sized from the host (stored in its manifest), one line each.
 pub fn sizing_lines(manifest: &serde_json::Value) -> Vec<String> {
-    let sizings: Vec<crate::store::Sizing> =
+    let sizings: Vec<virtperf_record::store::Sizing> =
         serde_json::from_value(manifest["sizing"].clone()).unwrap_or_default();
-    sizings.iter().map(crate::store::Sizing::line).collect()
+    sizings.iter().map(virtperf_record::store::Sizing::line).collect()
 }
 
 fn render_notes(r: &Report, any_dual: bool) -> String {
@@ -1809,7 +1802,7 @@ fn switch_note(lab: &serde_json::Value) -> String {
         "the lab's switch ({sw}): {}{}; its host CPU per network trial is the row {}\n",
         lab["switch_is"].as_str().unwrap_or(sw),
         if how.is_empty() { String::new() } else { format!(", {}", how.join(", ")) },
-        crate::store::SWITCH_CPU
+        virtperf_record::store::SWITCH_CPU
     )
 }
 
@@ -2108,6 +2101,39 @@ pub fn test_row(env: &str, mean: f64, stdev: f64, better: &'static str) -> Resul
         variance: None,
         work: None,
         verdict: None,
+        headline: false,
+        family: virtperf_record::Family::Other,
+    }
+}
+
+/// A case of a test's run, described as a run of today's workloads records it.
+#[cfg(test)]
+pub fn described(
+    workload: &str,
+    kind: &str,
+    label: &str,
+    params: serde_json::Value,
+) -> virtperf_record::store::NewCase {
+    let record =
+        virtperf_workload::describe(kind, &params).unwrap_or_else(virtperf_record::CaseRecord::unknown);
+    virtperf_record::store::NewCase {
+        workload: workload.into(),
+        kind: kind.into(),
+        label: label.into(),
+        params,
+        record,
+    }
+}
+
+#[cfg(test)]
+impl ResultRow {
+    /// This row with its headline and family as a run of today's workloads records them.
+    pub fn as_recorded(mut self) -> ResultRow {
+        let r = virtperf_workload::describe(&self.kind, &self.params)
+            .unwrap_or_else(virtperf_record::CaseRecord::unknown);
+        self.headline = r.is_headline(&self.metric);
+        self.family = r.family;
+        self
     }
 }
 
@@ -2178,7 +2204,7 @@ mod tests {
     /// a warm-up's, a slightly slow one's, and a workload without a planned duration are not.
     #[test]
     fn a_flow_far_longer_than_planned_is_a_stall() {
-        use crate::store::{CaseRow, EnvRow, TrialRow};
+        use virtperf_record::store::{CaseRow, EnvRow, TrialRow};
         let env = |idx: usize, name: &str| EnvRow { idx, name: name.into(), ..Default::default() };
         let t = |env_idx: usize, case_idx: usize, ms: f64, warmup: bool| TrialRow {
             env_idx,
@@ -2280,28 +2306,29 @@ mod tests {
         params: serde_json::Value,
         values: &[(f64, f64, f64)],
     ) -> Report {
-        use crate::store::{NewEnv, PlannedTrial, TrialOutcome};
+        use virtperf_record::store::{NewEnv, PlannedTrial, TrialOutcome};
         let dir = tempfile::tempdir().unwrap();
-        let mut s = crate::store::Store::open(&dir.path().join("r.db")).unwrap();
+        let mut s = virtperf_record::store::Store::open(&dir.path().join("r.db")).unwrap();
         let env = NewEnv::of_kind;
         let plan: Vec<PlannedTrial> = (0..2 * values.len() as i64)
             .map(|i| PlannedTrial { block: (i / 2) as u32, ..PlannedTrial::alternating(i, 0, i / 2) })
             .collect();
         let run = s
-            .create_run(
-                "x",
-                "toml",
-                &serde_json::json!({"order": "paired"}),
-                &[env("native"), env("gvisor")],
-                &[(kind.into(), kind.into(), kind.into(), params)],
-                &plan,
-            )
+            .create_run(&virtperf_record::store::NewRun {
+                name: "x",
+                experiment_toml: "toml",
+                manifest: &serde_json::json!({"order": "paired"}),
+                envs: &[env("native"), env("gvisor")],
+                cases: &[described(kind, kind, kind, params)],
+                metrics: &virtperf_workload::metric_records(),
+                plan: &plan,
+            })
             .unwrap();
         for t in s.pending_trials(run).unwrap() {
             let (nat, gv, ms) = values[t.rep as usize];
             let (v, ms) = if t.env_idx == 0 { (nat, 510.0) } else { (gv, ms) };
             let ok = TrialOutcome {
-                status: crate::store::TrialStatus::Ok,
+                status: virtperf_record::store::TrialStatus::Ok,
                 host_ns: Some((ms * 1e6) as u64),
                 samples: vec![virtperf_proto::Sample { metric: metric.into(), value: v, unit: unit.into() }],
                 ..Default::default()
@@ -2409,25 +2436,26 @@ mod tests {
 
     #[test]
     fn a_sample_that_is_not_finite_is_left_out_and_said() {
-        use crate::store::{NewEnv, PlannedTrial, TrialOutcome};
+        use virtperf_record::store::{NewEnv, PlannedTrial, TrialOutcome};
         let dir = tempfile::tempdir().unwrap();
-        let mut s = crate::store::Store::open(&dir.path().join("r.db")).unwrap();
+        let mut s = virtperf_record::store::Store::open(&dir.path().join("r.db")).unwrap();
         let env = NewEnv::of_kind;
         let plan: Vec<PlannedTrial> = (0..6).map(|i| PlannedTrial::alternating(i, 0, i / 2)).collect();
         let run = s
-            .create_run(
-                "x",
-                "toml",
-                &serde_json::json!({}),
-                &[env("native"), env("container")],
-                &[("memcpy".into(), "memcpy".into(), "memcpy".into(), serde_json::json!({}))],
-                &plan,
-            )
+            .create_run(&virtperf_record::store::NewRun {
+                name: "x",
+                experiment_toml: "toml",
+                manifest: &serde_json::json!({}),
+                envs: &[env("native"), env("container")],
+                cases: &[described("memcpy", "memcpy", "memcpy", serde_json::json!({}))],
+                metrics: &virtperf_workload::metric_records(),
+                plan: &plan,
+            })
             .unwrap();
         for (k, t) in s.pending_trials(run).unwrap().iter().enumerate() {
             let v = if k == 3 { f64::INFINITY } else { 10.0 + k as f64 };
             let ok = TrialOutcome {
-                status: crate::store::TrialStatus::Ok,
+                status: virtperf_record::store::TrialStatus::Ok,
                 samples: vec![virtperf_proto::Sample {
                     metric: "memcpy_time".into(),
                     value: v,

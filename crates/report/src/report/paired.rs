@@ -65,7 +65,7 @@ impl Design {
         let pilot_blocks = manifest["precision"]
             .is_object()
             .then(|| manifest["launches"].as_u64().unwrap_or(1).max(1) as u32);
-        Design { paired_order, pilot_blocks, pilots: crate::store::pilots_of(manifest) }
+        Design { paired_order, pilot_blocks, pilots: virtperf_record::store::pilots_of(manifest) }
     }
     /// A paired ratio's key among the pilots: its environment, case and metric (as measured: the
     /// host clock's twin where the report headlines it).

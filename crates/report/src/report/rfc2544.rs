@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::words::{fmt_num, mean_text, WIDTH};
 
-use virtperf_workload::rfc2544::frames::LossAt;
-use virtperf_workload::rfc2544::search::{BackToBack, Detail, Latency};
+use virtperf_record::rfc2544::LossAt;
+use virtperf_record::rfc2544::{BackToBack, Detail, Latency};
 
 /// This section's name, as the workloads it shows give it (`Workload::report_section`).
 pub const SECTION: &str = "rfc2544";
@@ -49,7 +49,7 @@ pub struct Row {
     pub guest_cpu_pct: Option<f64>,
     pub latency: Value,
     /// Why the latency figures are not published, or what weakens them: fewer than
-    /// [`virtperf_workload::rfc2544::search::MIN_TAGGED`] tagged frames, frames lost in the latency trial.
+    /// [`virtperf_record::rfc2544::MIN_TAGGED`] tagged frames, frames lost in the latency trial.
     pub latency_note: Option<String>,
     /// (% of the highest rate, offered fps, loss %).
     pub loss_curve: Vec<(u64, f64, f64)>,
@@ -133,10 +133,9 @@ impl Row {
             dut_cpu_pct: ndr_cpu.dut_host_pct,
             guest_cpu_pct: ndr_cpu.guest_pct,
             latency_note: match &d.latency {
-                Some(Latency::Measured { enough: false, tagged_frames, .. }) => Some(format!(
-                    "n/d: {tagged_frames} tagged < {}",
-                    virtperf_workload::rfc2544::search::MIN_TAGGED
-                )),
+                Some(Latency::Measured { enough: false, tagged_frames, .. }) => {
+                    Some(format!("n/d: {tagged_frames} tagged < {}", virtperf_record::rfc2544::MIN_TAGGED))
+                }
                 Some(Latency::Measured { loss_pct, .. }) if *loss_pct > 0.0 => {
                     Some(format!("its trial lost {} %", fmt_num(*loss_pct)))
                 }
@@ -281,8 +280,8 @@ fn b2b_notes(b: &BackToBack, line_max: f64) -> Vec<String> {
         notes.push(format!(
             "{} burst(s) the generator broke up (sent below {:.0} % of its own rate at each of {} tries): the lengths they bound are lower bounds",
             b.broken,
-            virtperf_workload::rfc2544::search::BROKEN_BURST * 100.0,
-            virtperf_workload::rfc2544::search::BROKEN_TRIES
+            virtperf_record::rfc2544::BROKEN_BURST * 100.0,
+            virtperf_record::rfc2544::BROKEN_TRIES
         ));
     }
     let lossy: Vec<(u64, &LossAt)> = b

@@ -14,7 +14,7 @@ pub const TESTER_CPU: &str = "tester_cpu_time";
 
 pub const GUEST_CPU: &str = "guest_cpu_time";
 
-pub use crate::store::CPU_PER_GBIT;
+pub use virtperf_record::store::CPU_PER_GBIT;
 
 /// The CPU times every trial carries beside its workload's own metrics (the host's for the
 /// environment, the tester's, the agent's inside it).
@@ -33,12 +33,6 @@ pub const CPU_TIMES: [&str; 3] = [HOST_CPU, TESTER_CPU, GUEST_CPU];
 const CLOCK_RATE_TOL: f64 = 0.01;
 
 /// Tolerance of one trial's clock check, ns.
-/// Whether `kind`'s cases show in the report's section `section`: the workload says which
-/// (`Workload::report_section`), so that no section picks its cases by a workload's name.
-pub fn in_section(kind: &str, section: &str) -> bool {
-    virtperf_workload::find(kind).and_then(|w| w.report_section()) == Some(section)
-}
-
 pub fn clock_tolerance_ns(overhead_ns: f64, jitter_ns: f64, wake_ns: f64, guest_ns: f64) -> f64 {
     (4.0 * jitter_ns).max(overhead_ns / 2.0).max(100_000.0).max(wake_ns) + CLOCK_RATE_TOL * guest_ns
 }
@@ -179,6 +173,13 @@ pub struct ResultRow {
     /// What the ratio says in words, as the terminal and the page say it (absent: no ratio).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<RowVerdict>,
+    /// One of its case's headline metrics (what the answer and the families show), as the run
+    /// recorded the case.
+    #[serde(skip)]
+    pub headline: bool,
+    /// Its case's family, as the run recorded the case.
+    #[serde(skip)]
+    pub family: virtperf_record::Family,
 }
 
 /// A ratio's verdict in the JSON: the same words the terminal prints (docs/methodology.md,

@@ -446,7 +446,10 @@ mod tests {
             variance: None,
             work: None,
             verdict: None,
+            headline: false,
+            family: virtperf_record::Family::Other,
         }
+        .as_recorded()
     }
 
     fn report(results: Vec<ResultRow>) -> Report {

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::rows::in_section;
-use crate::store::{RunRows, TrialStatus};
+use virtperf_record::store::{RunRows, TrialStatus};
 
 /// This section's name, as the workloads it shows give it (`Workload::report_section`).
 pub const SECTION: &str = "timer";
@@ -28,7 +27,7 @@ pub fn build(rows: &RunRows) -> Vec<TimerHistogram> {
     let mut by: BTreeMap<(usize, usize), (BTreeMap<u64, u64>, String)> = BTreeMap::new();
     for t in trials
         .iter()
-        .filter(|t| t.status == TrialStatus::Ok && !t.warmup && in_section(&cases[t.case_idx].kind, SECTION))
+        .filter(|t| t.status == TrialStatus::Ok && !t.warmup && cases[t.case_idx].record.in_section(SECTION))
     {
         let Some(extra) = rows.detail(t.id) else { continue };
         // One instance: the workload's own detail; several: one per instance.

@@ -3,7 +3,7 @@
 //! terminal's width and line wrapping. Every rendering (summary, tables, the page, the figures)
 //! says a figure the same way because it says it through here.
 
-use virtperf_workload::Better;
+use virtperf_record::Better;
 
 use super::rows::Overhead;
 

@@ -52,7 +52,7 @@ mod tests {
     /// Where the source may name an environment kind other than in the kind's own files
     /// (`env/KIND.rs`, `env/KIND/`) and the registry (`env/mod.rs`), and why.
     const NAMED_ELSEWHERE: &[(&str, &str, &str)] = &[
-        ("crates/report/src/store.rs", "*", "the migration records what each kind was when the flags came"),
+        ("crates/record/src/store.rs", "*", "the migration records what each kind was when the flags came"),
         ("crates/virtperf/src/run.rs", "qemu", "the lab's driver domain is a QEMU guest by definition"),
         ("crates/virtperf/src/env/libvirt.rs", "qemu", "libvirt's own word: its domain type `qemu` (TCG)"),
         (
@@ -130,7 +130,7 @@ mod tests {
             c.execute("INSERT INTO environments (kind, baseline, own_clock) VALUES (?1, 9, 9)", [k.kind()])
                 .unwrap();
         }
-        c.execute_batch(virtperf_report::store::LEGACY_ENV_FLAGS).unwrap();
+        c.execute_batch(virtperf_record::store::LEGACY_ENV_FLAGS).unwrap();
         for k in super::REGISTRY {
             let (base, own): (bool, bool) = c
                 .query_row("SELECT baseline, own_clock FROM environments WHERE kind = ?1", [k.kind()], |r| {

@@ -393,7 +393,7 @@ iterations = [10, 20]
         // The given syscall case stands for its mechanism; every other one is added after.
         assert_eq!(kinds.iter().filter(|k| **k == "syscall").count(), 1, "{kinds:?}");
         // Every mechanism but the packets' (no network workload here: nothing sends one).
-        for m in virtperf_workload::counts::MECHANISMS {
+        for m in virtperf_record::mechanisms::MECHANISMS {
             assert_eq!(kinds.contains(&m.kind), !validate::priced_by_a_flow(&m), "{} in {kinds:?}", m.kind);
         }
         assert_eq!(&kinds[..2], &["syscall", "memcpy"]);

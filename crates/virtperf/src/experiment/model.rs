@@ -220,7 +220,7 @@ pub struct Precision {
 /// Precision mode's budget when only `precision` is given.
 pub const DEFAULT_BUDGET_MS: u64 = 5 * 60_000;
 
-pub use virtperf_report::store::Sizing;
+pub use virtperf_record::store::Sizing;
 
 impl Experiment {
     pub fn has_network(&self) -> bool {
@@ -297,7 +297,7 @@ pub struct HostDef {
 /// The keys of a `[[host]]` table.
 pub const HOST_KEYS: &[&str] = &["name", "ssh", "ssh_config", "addr", "local_addr"];
 
-pub use virtperf_report::store::LOCAL_HOST;
+pub use virtperf_record::store::LOCAL_HOST;
 
 pub(super) fn toml_value(r: &Raw) -> String {
     match r {

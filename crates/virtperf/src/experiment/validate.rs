@@ -813,7 +813,7 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
     // The packets' price in flows as long as the shortest the experiment gives its network
     // workloads (its default, 1 s, doubled the explain example's run).
     let flow_ms = shortest_flow(raw);
-    for m in virtperf_workload::counts::MECHANISMS {
+    for m in virtperf_record::mechanisms::MECHANISMS {
         if priced_by_a_flow(&m) && !network {
             continue;
         }
@@ -839,14 +839,14 @@ fn explain_cases(raw: &RawExperiment) -> Result<RawExperiment, InputError> {
 }
 
 /// A mechanism priced by a network workload (packets: a flow with the lab's tester).
-pub(super) fn priced_by_a_flow(m: &virtperf_workload::counts::Mechanism) -> bool {
+pub(super) fn priced_by_a_flow(m: &virtperf_record::mechanisms::Mechanism) -> bool {
     virtperf_workload::find(m.kind).is_some_and(|w| w.needs_peer())
 }
 
 /// The workload as written gives a case that prices `m`: its kind, and each parameter `m` names
 /// given that value (one of a sweep's) or left at that default; `payload`, which overrides the
 /// frame size, not given.
-fn stands_for(w: &RawItem, m: &virtperf_workload::counts::Mechanism) -> bool {
+fn stands_for(w: &RawItem, m: &virtperf_record::mechanisms::Mechanism) -> bool {
     let default = |k: &str| {
         virtperf_workload::find(&w.kind).and_then(|x| x.params().iter().find(|p| p.name == k)?.default)
     };

@@ -317,7 +317,7 @@ impl HostFacts {
     }
 }
 
-pub use virtperf_report::units::mib;
+pub use virtperf_record::units::mib;
 
 static FACTS: OnceLock<HostFacts> = OnceLock::new();
 

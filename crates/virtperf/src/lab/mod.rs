@@ -28,7 +28,7 @@ use crate::host::{delete_netns, netns_path};
 use crate::ledger::{Entry, Ledger};
 pub use switch::{Switch, SwitchLimits};
 
-pub use virtperf_workload::wire::{ETH_HEADER, MIN_WIRE_FRAME, WIRE_OVERHEAD};
+pub use virtperf_record::wire::{ETH_HEADER, MIN_WIRE_FRAME, WIRE_OVERHEAD};
 /// Largest tbf burst: under a 64 KiB GSO packet, so tbf always segments super-packets.
 const TBF_BURST_MAX: u64 = 32 * 1024;
 

@@ -17,6 +17,7 @@ mod libvirt;
 mod mechanisms;
 mod network;
 mod pfs;
+mod record;
 mod remote;
 mod report;
 mod rigour;
@@ -47,6 +48,8 @@ fn main() {
         cli::a_required_environment_that_would_skip_fails_its_test,
         cli::a_hung_virtperf_fails_its_test_with_the_command_line,
         cli::native_run_report_export_agree,
+        record::a_database_from_before_records_reports_byte_for_byte_as_before,
+        record::a_run_records_what_each_case_is_and_the_report_reads_only_that,
         security::a_containers_scratch_cannot_name_a_host_process_to_kill,
         security::a_uml_guest_cannot_write_the_hosts_root,
         faults::hung_agent_fails_trial_at_deadline_and_run_goes_on,

@@ -214,51 +214,7 @@ impl Account {
     }
 }
 
-/// The runs of lost frames a step keeps (the count of all runs is kept beside them).
-pub const LOST_RUNS: usize = 8;
-
-/// Where a step's frames were lost, by sequence number (the first frame is 1, the last `sent`).
-#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct LossAt {
-    pub lost: u64,
-    pub first: Option<u64>,
-    pub last: Option<u64>,
-    /// Runs of consecutive lost frames, `[from, to]`, the first [`LOST_RUNS`] of them.
-    pub runs: Vec<[u64; 2]>,
-    pub run_count: u64,
-}
-
-impl LossAt {
-    fn close(&mut self, (a, b): (u64, u64)) {
-        self.run_count += 1;
-        if self.runs.len() < LOST_RUNS {
-            self.runs.push([a, b]);
-        }
-    }
-
-    /// In words: "lost 3 of 10: #8–10 (the tail)".
-    pub fn describe(&self, sent: u64) -> String {
-        let runs: Vec<String> = self
-            .runs
-            .iter()
-            .map(|[a, b]| if a == b { format!("#{a}") } else { format!("#{a}–{b}") })
-            .collect();
-        let more = self.run_count.saturating_sub(self.runs.len() as u64);
-        let where_ = match (self.first, self.last) {
-            (Some(1), Some(l)) if l == sent => " (head to tail)",
-            (Some(1), _) => " (the head)",
-            (_, Some(l)) if l == sent => " (the tail)",
-            _ => "",
-        };
-        format!(
-            "lost {} of {sent}: {}{}{where_}",
-            self.lost,
-            runs.join(", "),
-            if more > 0 { format!(" and {more} more runs") } else { String::new() }
-        )
-    }
-}
+pub use virtperf_record::rfc2544::{LossAt, LOST_RUNS};
 
 /// Latency summary of a histogram of round trips in ns, in µs.
 fn latency_json(h: &hdrhistogram::Histogram<u64>) -> Value {
