@@ -805,13 +805,7 @@ fn ceilings(manifest: &serde_json::Value, cases: &[virtperf_record::store::CaseR
                 None => continue,
             },
         };
-        out.push(Ceiling {
-            workload: c.label.clone(),
-            metric,
-            unit: unit.into(),
-            value,
-            basis,
-        });
+        out.push(Ceiling { workload: c.label.clone(), metric, unit: unit.into(), value, basis });
     }
     out
 }
