@@ -585,11 +585,16 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
 
 fn cmd_run(a: RunArgs) -> anyhow::Result<ExitStatus> {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let outputs =
-        match export::choose(a.json, a.full, a.html.as_deref(), None, None, a.bencher.as_deref(), false) {
-            Ok(t) => t,
-            Err(e) => return Err(bad_input(e)),
-        };
+    let outputs = match export::choose(&export::Asked {
+        json: a.json,
+        full: a.full,
+        html: a.html.as_deref(),
+        bencher: a.bencher.as_deref(),
+        ..Default::default()
+    }) {
+        Ok(t) => t,
+        Err(e) => return Err(bad_input(e)),
+    };
     let opts = run::RunOpts {
         db: a.db.clone(),
         progress: !a.json,
@@ -724,15 +729,15 @@ fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitStatus> {
         Ok(i) => i,
         Err(e) => return Err(bad_input(e)),
     };
-    let outputs = match export::choose(
-        a.json,
-        a.full,
-        a.html.as_deref(),
-        a.svg.as_deref(),
-        a.png.as_deref(),
-        a.bencher.as_deref(),
-        true,
-    ) {
+    let outputs = match export::choose(&export::Asked {
+        json: a.json,
+        full: a.full,
+        html: a.html.as_deref(),
+        svg: a.svg.as_deref(),
+        png: a.png.as_deref(),
+        bencher: a.bencher.as_deref(),
+        files_only_when_asked: true,
+    }) {
         Ok(t) => t,
         Err(e) => return Err(bad_input(e)),
     };

@@ -113,19 +113,27 @@ impl Target {
     }
 }
 
+/// What the flags of `run` and `report` ask for (their outputs, [`choose`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked<'a> {
+    /// `--json`: the JSON report on stdout.
+    pub json: bool,
+    /// `--full`: the full table on stdout.
+    pub full: bool,
+    pub html: Option<&'a Path>,
+    pub svg: Option<&'a Path>,
+    pub png: Option<&'a Path>,
+    pub bencher: Option<&'a Path>,
+    /// `report`: stdout stays empty when only files were asked for.
+    pub files_only_when_asked: bool,
+}
+
 /// The outputs that the flags of `run` and `report` ask for — the one place that chooses them.
 /// Stdout gets the JSON report (`--json`), the full table (`--full`) or the summary; `report`
 /// leaves it empty when it was asked only for files (`files_only_when_asked`). `--html FILE` and
 /// `--svg DIR` add their files, each checked here, before anything runs; the error names the flag.
-pub fn choose(
-    json: bool,
-    full: bool,
-    html: Option<&Path>,
-    svg: Option<&Path>,
-    png: Option<&Path>,
-    bencher: Option<&Path>,
-    files_only_when_asked: bool,
-) -> Result<Vec<Target>, String> {
+pub fn choose(a: &Asked) -> Result<Vec<Target>, String> {
+    let Asked { json, full, html, svg, png, bencher, files_only_when_asked } = *a;
     let mut targets = Vec::new();
     if json {
         targets.push(Target::new(Format::Json, Dest::Stdout));
@@ -370,38 +378,77 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let html = dir.path().join("r.html");
         let formats = |t: Vec<Target>| t.into_iter().map(|t| t.format).collect::<Vec<_>>();
-        assert_eq!(formats(choose(false, false, None, None, None, None, true).unwrap()), [Format::Summary]);
-        assert_eq!(formats(choose(true, true, None, None, None, None, true).unwrap()), [Format::Json]);
-        assert_eq!(formats(choose(false, true, None, None, None, None, true).unwrap()), [Format::Table]);
+        assert_eq!(
+            formats(choose(&Asked { files_only_when_asked: true, ..Default::default() }).unwrap()),
+            [Format::Summary]
+        );
+        assert_eq!(
+            formats(
+                choose(&Asked { json: true, full: true, files_only_when_asked: true, ..Default::default() })
+                    .unwrap()
+            ),
+            [Format::Json]
+        );
+        assert_eq!(
+            formats(
+                choose(&Asked { full: true, files_only_when_asked: true, ..Default::default() }).unwrap()
+            ),
+            [Format::Table]
+        );
         // `report --html`: only the file; `run --html`: the summary too.
         assert_eq!(
-            formats(choose(false, false, Some(&html), None, None, None, true).unwrap()),
+            formats(
+                choose(&Asked { html: Some(&html), files_only_when_asked: true, ..Default::default() })
+                    .unwrap()
+            ),
             [Format::Html]
         );
         assert_eq!(
-            formats(choose(false, false, Some(&html), None, None, None, false).unwrap()),
+            formats(choose(&Asked { html: Some(&html), ..Default::default() }).unwrap()),
             [Format::Summary, Format::Html]
         );
-        let e = choose(false, false, None, Some(&html.join("x/y")), None, None, true).unwrap_err();
+        let e = choose(&Asked {
+            svg: Some(&html.join("x/y")),
+            files_only_when_asked: true,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.starts_with("--svg: "), "{e}");
-        let e = choose(false, false, None, None, Some(&html.join("x/y")), None, true).unwrap_err();
+        let e = choose(&Asked {
+            png: Some(&html.join("x/y")),
+            files_only_when_asked: true,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.starts_with("--png: "), "{e}");
         assert_eq!(
-            formats(choose(false, false, None, None, Some(dir.path()), None, true).unwrap()),
+            formats(
+                choose(&Asked { png: Some(dir.path()), files_only_when_asked: true, ..Default::default() })
+                    .unwrap()
+            ),
             [Format::Png]
         );
-        let e = choose(false, false, Some(dir.path()), None, None, None, true).unwrap_err();
+        let e = choose(&Asked { html: Some(dir.path()), files_only_when_asked: true, ..Default::default() })
+            .unwrap_err();
         assert!(e.starts_with("--html: ") && e.contains("is a directory"), "{e}");
         let bmf = dir.path().join("bmf.json");
         assert_eq!(
-            formats(choose(false, false, None, None, None, Some(&bmf), true).unwrap()),
+            formats(
+                choose(&Asked { bencher: Some(&bmf), files_only_when_asked: true, ..Default::default() })
+                    .unwrap()
+            ),
             [Format::Bencher]
         );
         assert_eq!(
-            formats(choose(false, false, None, None, None, Some(&bmf), false).unwrap()),
+            formats(choose(&Asked { bencher: Some(&bmf), ..Default::default() }).unwrap()),
             [Format::Summary, Format::Bencher]
         );
-        let e = choose(false, false, None, None, None, Some(&html.join("x/y")), true).unwrap_err();
+        let e = choose(&Asked {
+            bencher: Some(&html.join("x/y")),
+            files_only_when_asked: true,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.starts_with("--bencher"), "{e}");
     }
 
