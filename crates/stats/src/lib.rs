@@ -459,22 +459,7 @@ mod tests {
         assert!(close(hi, r.ratio + half, 1e-4), "{hi} vs {}", r.ratio + half);
     }
 
-    /// A small deterministic generator (SplitMix64) and Box–Muller normals: no dependency, and the
-    /// same draws on every machine.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-        }
-        fn normal(&mut self, mean: f64, sd: f64) -> f64 {
-            let (u, v) = (self.next().max(1e-300), self.next());
-            mean + sd * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-        }
-    }
+    use crate::sim::Rng;
 
     /// What a ratio CI promises, checked by simulation rather than by re-deriving its formula:
     /// over many experiments with a known true ratio, the 95 % interval covers it about 95 % of

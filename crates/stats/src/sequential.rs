@@ -523,21 +523,7 @@ mod tests {
         assert_eq!(first_vs_rest(&few), None, "two launches of several cannot tell");
     }
 
-    /// SplitMix64 and Box–Muller: the same draws on every machine, no dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn uniform(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-        }
-        fn normal(&mut self, mean: f64, sd: f64) -> f64 {
-            let (u, v) = (self.uniform().max(1e-300), self.uniform());
-            mean + sd * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-        }
-    }
+    use crate::sim::Rng;
 
     /// An environment measured as the orchestrator does: launches, each with its own offset
     /// (sd `launch`) around `mean`, and repetitions around that (sd `trial`).

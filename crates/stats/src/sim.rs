@@ -27,7 +27,9 @@
 use crate::paired::{paired_ratio_stein, Pair};
 use crate::sequential;
 
-/// SplitMix64 and Box–Muller: the same draws on every machine, no dependency.
+/// SplitMix64 and Box–Muller: the same draws on every machine, no dependency. The workspace's
+/// one seeded generator: the simulations here and every test that draws (the statistics',
+/// MLRsearch's) use it.
 #[derive(Debug, Clone)]
 pub struct Rng(pub u64);
 

@@ -264,17 +264,7 @@ pub fn search<E>(
 mod tests {
     use super::*;
 
-    /// SplitMix64: the same draws on every machine.
-    struct Rng(u64);
-    impl Rng {
-        fn uniform(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
+    use virtperf_stats::sim::Rng;
 
     /// A system under test with a true capacity (fps) that, now and then (`outage` per trial),
     /// loses a burst of `burst` frames whatever the load — a descheduled millisecond on a shared
