@@ -110,7 +110,7 @@ pub fn check(probe: bool) -> Vec<Row> {
                         row.usable = false;
                         row.detail = format!(
                             "installed, but a test launch failed: {}",
-                            env::libvirt::one_line(&e.to_string())
+                            crate::host::command::one_line(&e.to_string())
                         );
                         row.console = e.console();
                         row.fix = Some(if label.contains("crun") {

@@ -709,7 +709,7 @@ fn identity<'a>(
             Some(Identity { kind, params: &def.params, name: def.name.as_str(), id, e: e as i64 })
         }
         Role::Tester => Some(Identity {
-            kind: &env::native::Native as &dyn env::Environment,
+            kind: env::baseline(),
             params: tester_params,
             name: "tester",
             id: format!("vp{pid}-{}-{launches}", l.tester_id),

@@ -30,6 +30,7 @@
 //!
 //! docs/environments/libvirt.md says what was exercised on which host.
 
+use crate::host::command::one_line;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Read;
@@ -239,11 +240,6 @@ fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     Err(format!("virsh {} failed: {}", args.join(" "), one_line(&String::from_utf8_lossy(&out.stderr))))
-}
-
-/// Lines joined with "; " (virsh's errors span lines; a failure is stored and shown as one).
-pub fn one_line(s: &str) -> String {
-    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 /// XML-escapes text for an attribute or element.

@@ -96,6 +96,12 @@ pub fn wait_within(child: &mut std::process::Child, limit: Duration) -> Option<E
     }
 }
 
+/// Lines joined with "; " (a tool's errors span lines — virsh's, ssh's — and a failure is stored
+/// and shown as one).
+pub fn one_line(s: &str) -> String {
+    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,7 +165,7 @@ fn run_on(host: &HostDef, cmd: &str, input: &[u8]) -> Result<String, (String, St
 /// Why an ssh command failed, and the fix: exit 255 is ssh's own (the host unreachable, the key
 /// refused), anything else the remote command's.
 fn ssh_failure(host: &HostDef, cmd: &str, out: &std::process::Output) -> (String, String) {
-    let err = crate::env::libvirt::one_line(&String::from_utf8_lossy(&out.stderr));
+    let err = crate::host::command::one_line(&String::from_utf8_lossy(&out.stderr));
     let why = if out.status.code() == Some(255) {
         format!("cannot reach host `{}` over SSH ({}): {err}", host.name, host.ssh)
     } else {

@@ -141,7 +141,7 @@ pub fn launch_main() -> std::io::Result<()> {
             }
             ledger.remove_dir(&run_dir);
             ledger.close();
-            return say(&mut out, &format!("error {}", crate::env::libvirt::one_line(&e.to_string())));
+            return say(&mut out, &format!("error {}", crate::host::command::one_line(&e.to_string())));
         }
     };
     let ready = Ready {
