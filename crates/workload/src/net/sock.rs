@@ -96,6 +96,13 @@ pub(crate) fn tcp_bytes_acked(s: &StdTcpStream) -> Option<u64> {
     tcp_info(s).map(|i| i.tcpi_bytes_acked)
 }
 
+/// The bytes a connection has received in order, read or still queued (TCP_INFO's
+/// `tcpi_bytes_received`, RFC 4898's; 0 from a kernel or a user-space stack that does not count
+/// them).
+pub(crate) fn tcp_bytes_received(s: &StdTcpStream) -> Option<u64> {
+    tcp_info(s).map(|i| i.tcpi_bytes_received)
+}
+
 fn tcp_info(s: &StdTcpStream) -> Option<libc::tcp_info> {
     use std::os::fd::AsRawFd;
     // SAFETY: tcp_info is plain data; zeroed is a valid value.
