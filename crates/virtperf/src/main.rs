@@ -302,9 +302,12 @@ struct PredictArgs {
 }
 
 /// A flag's duration (`--boot-timeout`), up to an hour: a guest that is not up within one will
-/// not be (TCG boots take seconds), and a longer one is a typo.
+/// not be (TCG boots take seconds), and a longer one is a typo. Read by the one parser of
+/// durations, the parameters' (`500ms`, `2s`, `1m 30s`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 30s, 2m)"))?;
+    let ms = virtperf_workload::params::parse_duration_ms(s)
+        .ok_or_else(|| format!("`{s}` is not a duration (e.g. 30s, 2m)"))?;
+    let d = Duration::from_millis(ms);
     if d > Duration::from_secs(3600) || d.is_zero() {
         return Err(format!("`{s}`: a duration above 0 and at most 1h (e.g. 60s)"));
     }

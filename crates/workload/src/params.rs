@@ -197,10 +197,34 @@ impl crate::error::Kinded for ParamError {
     }
 }
 
-/// `500ms`, `2s`, `1m 30s` → milliseconds.
+/// `500ms`, `2s`, `1m 30s`, `1.5ms`, `100us` → nanoseconds: the one parser of durations
+/// (experiment keys, parameters, flags, the lab's delay). humantime's forms, and a single decimal
+/// number with its unit (`1.5ms`), which humantime does not take. None: not a duration, or
+/// negative.
+pub fn parse_duration_ns(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if let Ok(d) = humantime::parse_duration(s) {
+        return u64::try_from(d.as_nanos()).ok();
+    }
+    let at = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = (s[..at].trim(), s[at..].trim());
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        _ => return None,
+    };
+    let v: f64 = num.parse().ok()?;
+    let ns = (v * scale).round();
+    (v.is_finite() && v >= 0.0 && ns < u64::MAX as f64).then_some(ns as u64)
+}
+
+/// [`parse_duration_ns`] in milliseconds (rounded down).
 pub fn parse_duration_ms(s: &str) -> Option<u64> {
-    let d = humantime::parse_duration(s.trim()).ok()?;
-    u64::try_from(d.as_millis()).ok()
+    parse_duration_ns(s).map(|ns| ns / 1_000_000)
 }
 
 /// Validates a complete parameter map against `specs`: unknown keys are refused, defaults filled.
@@ -296,6 +320,19 @@ impl Params<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One parser for every duration: humantime's forms and a decimal with its unit.
+    #[test]
+    fn durations_read_in_every_form_one_parser_takes() {
+        assert_eq!(parse_duration_ns("1m 30s"), Some(90_000_000_000));
+        assert_eq!(parse_duration_ns("1.5ms"), Some(1_500_000));
+        assert_eq!(parse_duration_ns(" 100us "), Some(100_000));
+        assert_eq!(parse_duration_ns("0.25s"), Some(250_000_000));
+        assert_eq!(parse_duration_ms("500ms"), Some(500));
+        for bad in ["", "-1ms", "1.5", "ms", "1.5 parsecs", "1..5ms"] {
+            assert_eq!(parse_duration_ns(bad), None, "{bad:?}");
+        }
+    }
 
     const SPECS: &[ParamSpec] = &[
         ParamSpec {

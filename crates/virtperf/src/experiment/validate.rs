@@ -82,23 +82,13 @@ fn scratch_by_default(envs: &mut [EnvDef], cases: &[Case]) -> Vec<Sizing> {
     out
 }
 
-/// A delay in µs: `0`, `100us`, `1.5ms`, `1s`.
+/// A delay in µs: `0`, `100us`, `1.5ms`, `1s` (the one parser of durations,
+/// [`params::parse_duration_ns`]), at most a minute.
 pub fn parse_delay_us(r: &Raw) -> Option<u64> {
     match r {
         Raw::Int(0) => Some(0),
         Raw::Str(s) => {
-            let s = s.trim();
-            let (num, mult) = if let Some(n) = s.strip_suffix("us") {
-                (n, 1.0)
-            } else if let Some(n) = s.strip_suffix("ms") {
-                (n, 1e3)
-            } else if let Some(n) = s.strip_suffix('s') {
-                (n, 1e6)
-            } else {
-                return None;
-            };
-            let v: f64 = num.trim().parse().ok()?;
-            (v >= 0.0 && v.is_finite() && v * mult <= 60e6).then(|| (v * mult).round() as u64)
+            params::parse_duration_ns(s).map(|ns| (ns + 500) / 1000).filter(|us| *us <= 60_000_000)
         }
         _ => None,
     }
