@@ -142,3 +142,75 @@ pub fn model_events(counts: &Value, streams: bool) -> BTreeMap<&'static str, f64
     out.insert("cpu_user_ns", user);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A request/response's packets received are each one answered (`udp_rr`'s price); a
+    /// stream's, sent and received, are one bulk event (an MTU-sized `udp_stream`'s price), and
+    /// only a case of those parameters prices it.
+    #[test]
+    fn a_streams_packets_are_priced_in_bulk_and_a_round_trips_each() {
+        let c = json!({"net_rx_packets": 30, "net_tx_packets": 70, "syscalls": 5});
+        let rr = model_events(&c, false);
+        assert_eq!((rr.get("packets_rx"), rr.get("stream_packets")), (Some(&30.0), None));
+        let stream = model_events(&c, true);
+        assert_eq!((stream.get("packets_rx"), stream.get("stream_packets")), (None, Some(&100.0)));
+        // Nothing counted on the wire: no packet event either way.
+        assert!(!model_events(&json!({"syscalls": 5}), true).contains_key("stream_packets"));
+        let bulk = MECHANISMS.iter().find(|m| m.event == "stream_packets").unwrap();
+        let params = |frame: &'static str| {
+            move |k: &str| {
+                Some(String::from(match k {
+                    "frame_size" => frame,
+                    "direction" => "out",
+                    "rate" => "0",
+                    "batch" => "64",
+                    _ => return None,
+                }))
+            }
+        };
+        assert!(bulk.priced_by("udp_stream", params("1518")));
+        assert!(!bulk.priced_by("udp_stream", params("64")), "a 64-byte stream is a workload, not the price");
+        assert!(!bulk.priced_by("tcp_stream", params("1518")));
+        // A mechanism without parameters: any case of its kind.
+        let rr_m = MECHANISMS.iter().find(|m| m.event == "packets_rx").unwrap();
+        assert!(rr_m.priced_by("udp_rr", |_| None));
+    }
+
+    /// An older run's one class of file system calls (`syscalls_file`, priced by `fileop`) reads
+    /// as descriptor calls, so its report still prices them; what no class holds is the rest.
+    #[test]
+    fn an_older_runs_file_class_reads_as_descriptor_calls() {
+        let old = json!({"syscalls": 100, "syscalls_file": 30, "syscalls_io": 20});
+        let ev = model_events(&old, false);
+        assert_eq!((ev["syscalls_fd"], ev["syscalls_io"], ev["syscalls"]), (30.0, 20.0, 50.0));
+        assert!(!ev.contains_key("syscalls_path") && !ev.contains_key("syscalls_dir"));
+        let m = MECHANISMS.iter().find(|m| m.event == "syscalls_fd").unwrap();
+        assert_eq!((m.kind, m.older), ("fdop", Some("fileop")));
+        // Today's classes, each its own.
+        let now = json!({"syscalls": 100, "syscalls_fd": 10, "syscalls_path": 20, "syscalls_open": 4, "syscalls_dir": 5, "syscalls_file": 99});
+        let ev = model_events(&now, false);
+        assert_eq!(
+            (ev["syscalls_fd"], ev["syscalls_path"], ev["syscalls_open"], ev["syscalls_dir"], ev["syscalls"]),
+            (10.0, 20.0, 4.0, 5.0, 61.0)
+        );
+        assert!(!ev.contains_key("fstats"), "counted together, as before: {ev:?}");
+        // newfstatat and statx with AT_EMPTY_PATH (7 + 2 of the 20 path calls): fstats, apart.
+        let split =
+            json!({"syscalls": 100, "syscalls_fd": 10, "syscalls_path": 20, "fstats": 7, "fstats_statx": 2});
+        let ev = model_events(&split, false);
+        assert_eq!(
+            (ev["fstats"], ev["syscalls_path"], ev["syscalls_fd"], ev["syscalls"]),
+            (9.0, 11.0, 10.0, 70.0)
+        );
+        // Never more than the lookups counted (the counters opened a moment apart).
+        let ev = model_events(
+            &json!({"syscalls": 100, "syscalls_fd": 10, "syscalls_path": 3, "fstats": 5}),
+            false,
+        );
+        assert_eq!((ev["fstats"], ev["syscalls_path"]), (3.0, 0.0));
+    }
+}
