@@ -95,8 +95,9 @@ impl LinkBound {
 pub const HOST_SUFFIX: &str = "_host";
 
 /// The metric `name` stands for: without the host-clock suffix and a flow's direction
-/// (`_out`, `_in`, for direction = both), the candidates in the order they are tried.
-fn declared_names(name: &str) -> [&str; 2] {
+/// (`_out`, `_in`, for direction = both), the candidates in the order they are tried. The one
+/// reading of a suffixed name: the records here and the workload registry's `metric` use it.
+pub fn declared_names(name: &str) -> [&str; 2] {
     let name = name.strip_suffix(HOST_SUFFIX).unwrap_or(name);
     let base = name.strip_suffix("_out").or_else(|| name.strip_suffix("_in")).unwrap_or(name);
     [name, base]

@@ -12,7 +12,7 @@ use virtperf_proto::{ErrorCode, NetRole, Sample, WorkloadSpec};
 
 use crate::params::{self, Params};
 use crate::rfc2544::{self, frames};
-use crate::workload::{MetricSpec, Output, RunCtx, Workload, HOST_SUFFIX};
+use crate::workload::{MetricSpec, Output, RunCtx, Workload};
 use crate::{compute, disk, load, micro, net, pfs, timer, tools};
 
 pub static REGISTRY: &[&dyn Workload] = &[
@@ -70,8 +70,7 @@ pub fn kinds() -> Vec<&'static str> {
 /// Finds a metric's spec across all workloads. A flow suffix (`_out`, `_in`, for direction = both)
 /// and the host-clock suffix (`_host`) name the same metric.
 pub fn metric(name: &str) -> Option<&'static MetricSpec> {
-    let name = name.strip_suffix(HOST_SUFFIX).unwrap_or(name);
-    let base = name.strip_suffix("_out").or_else(|| name.strip_suffix("_in")).unwrap_or(name);
+    let [name, base] = virtperf_record::catalog::declared_names(name);
     REGISTRY.iter().flat_map(|w| w.metrics().iter()).find(|m| m.name == name || m.name == base)
 }
 
