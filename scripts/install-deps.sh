@@ -39,6 +39,8 @@ NEEDS=(
   "sysbench:sysbench"    # the sysbench workload (tools inside environments)
   "glusterd:glusterfs-server"   # the pfs workload's servers (seed 001's parallel file system)
   "glusterfs:glusterfs-client"  #   and its client on the tester (FUSE)
+  "nginx:nginx"                 # the nginx workload's server (docs/apps.md)
+  "wrk:wrk"                     # bench/apps.sh: the reference for nginx's capacity
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
   "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh
   "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)

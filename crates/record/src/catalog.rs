@@ -50,6 +50,8 @@ pub enum Family {
     Timer,
     Disk,
     Network,
+    /// A real server (nginx, …) under load from the tester: what a layer costs a service.
+    Service,
     Other,
 }
 
@@ -62,6 +64,7 @@ impl Family {
             Family::Timer => "timers",
             Family::Disk => "disk",
             Family::Network => "network",
+            Family::Service => "services",
             Family::Other => "other",
         }
     }
@@ -139,6 +142,10 @@ pub struct CaseRecord {
     /// The metric a shaped link bounds, and how.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bound: Option<(String, LinkBound)>,
+    /// How long one trial is planned to take, ms, where the case says (its `duration`; a
+    /// service's every phase): a trial far longer stalled. None: a fixed amount of work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_ms: Option<f64>,
 }
 
 impl CaseRecord {
@@ -153,6 +160,7 @@ impl CaseRecord {
             headlines: 0,
             warmup_share: None,
             link_bound: None,
+            planned_ms: None,
         }
     }
     /// Its declared metric `name` stands for (a `_out`/`_in`/`_host` suffix names the same).

@@ -74,6 +74,13 @@ pub fn make(exp: &Experiment) -> Vec<PlannedTrial> {
                 for c in cases {
                     let mut group: Vec<_> = pairs.iter().copied().filter(|u| u.1 == c).collect();
                     group.shuffle(rng);
+                    // A service's offered loads are percentages of the baseline's capacity
+                    // measured in this run: its trial comes first in the group.
+                    if virtperf_workload::find(&exp.cases[c].kind).is_some_and(|w| w.service()) {
+                        let base =
+                            |e: usize| crate::env::find(&exp.envs[e].kind).is_some_and(|k| k.is_baseline());
+                        group.sort_by_key(|u| !base(u.0));
+                    }
                     for u in group {
                         push(u, r as i64, warmup, block);
                     }

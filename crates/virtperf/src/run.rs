@@ -1686,6 +1686,37 @@ impl<'a> Session<'a> {
 impl Ctx<'_> {
     /// Measures one trial on ready instances: the calibrated count, the trial itself (after an
     /// unstored one on a relaunched environment), and the lab's switch alive before and after.
+    /// A service's offered loads are percentages of the baseline's capacity measured in this
+    /// run: the median of its trials' so far (its first trial, run before the others' in each
+    /// group, uses its own), given to the trial as `reference` — unless the experiment gives one.
+    fn service_reference(&self, e: usize, c: usize, spec: &mut WorkloadSpec) {
+        let case = &self.w.exp.cases[c];
+        if case.params.contains_key("reference")
+            || !virtperf_workload::find(&case.kind).is_some_and(|w| w.service())
+        {
+            return;
+        }
+        let Some(b) = crate::precision::baseline_of(self.w.exp, e) else { return };
+        let metric = format!("{}_capacity", case.kind);
+        let mut v = match self.w.store.values_of(self.w.run_id, b, c, &metric) {
+            Ok(v) => v,
+            Err(err) => {
+                eprintln!(
+                    "virtperf: cannot read {metric} of the baseline so far ({err}): the trial uses its own"
+                );
+                return;
+            }
+        };
+        v.retain(|x| x.is_finite() && *x > 0.0);
+        if v.is_empty() {
+            return;
+        }
+        v.sort_by(f64::total_cmp);
+        let median =
+            if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
+        spec.params.insert("reference".into(), serde_json::json!(median));
+    }
+
     fn measure(
         &self,
         calibrations: &mut BTreeMap<(usize, usize), virtperf_record::store::Calibration>,
@@ -1700,6 +1731,7 @@ impl Ctx<'_> {
         let case = &w.exp.cases[c];
         let mut spec = self.specs[c].clone();
         let mut work = self.calibrated(calibrations, slot, e, c, &mut spec)?;
+        self.service_reference(e, c, &mut spec);
         if t.warmup {
             // A share of the trial's work, where the workload says how to scale it; the count
             // stored is the one it did.

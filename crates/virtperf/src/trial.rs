@@ -457,6 +457,10 @@ pub fn run<'b>(
         let extra = body.extra.get_or_insert_with(|| json!({}));
         extra["transfer"] = json!({ "bytes": bytes, "window_ms": [w.0, w.1] });
     }
+    if let Some((requests, w0, w1)) = body.served {
+        let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1e3;
+        body.samples.extend(cpu_per_request(&series, &case.kind, requests, (ms(w0), ms(w1))));
+    }
     Ok(TrialOutcome {
         status: virtperf_record::store::TrialStatus::Ok,
         reason: None,
@@ -570,6 +574,9 @@ struct Body {
     windows: Vec<(Who, [u64; 2])>,
     /// Several instances: each one's samples; `samples` then holds the aggregates.
     instance_samples: Vec<(u32, Sample)>,
+    /// A service: the requests its capacity phase served and that phase's host-clock window, for
+    /// the CPU per request of the server's and the client's sides.
+    served: Option<(u64, Instant, Instant)>,
 }
 
 /// What the aggregation of N instances may read beside their samples: per instance, its run's
@@ -760,6 +767,24 @@ pub fn cpu_per_gbit(series: &[(&str, f64, u64)], bytes: u64, w_ms: (f64, f64)) -
     (gbit > 0.0 && cpu_ns >= 0.0).then(|| cpu_ns / 1e9 / gbit)
 }
 
+/// A service's host CPU per request at capacity (`{kind}_server_cpu`: the environment's, its
+/// cgroup or processes; `{kind}_client_cpu`: the tester's), µs, over the capacity phase's window
+/// (ms since the trial began) interpolated in the 20 Hz series.
+fn cpu_per_request(series: &[(&str, f64, u64)], kind: &str, requests: u64, w_ms: (f64, f64)) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for (role, name) in [("dut", "server_cpu"), ("tester", "client_cpu")] {
+        let used = cpu_at(series, role, w_ms.1).zip(cpu_at(series, role, w_ms.0)).map(|(b, a)| b - a);
+        if let Some(ns) = used.filter(|ns| *ns >= 0.0 && requests > 0) {
+            out.push(Sample {
+                metric: format!("{kind}_{name}"),
+                value: ns / 1e3 / requests as f64,
+                unit: "us/req".into(),
+            });
+        }
+    }
+    out
+}
+
 fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) -> Result<Body, Fail> {
     // A test's fault, where VIRTPERF_FAILPOINTS asks for one (`trial-body=panic`).
     fail::fail_point!("trial-body");
@@ -788,8 +813,11 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
     }
     let procedure = virtperf_workload::find(&case.kind).is_some_and(|w| w.procedure());
     let cluster = virtperf_workload::find(&case.kind).is_some_and(|w| w.cluster());
+    let service = virtperf_workload::find(&case.kind).is_some_and(|w| w.service());
     let mut b = if procedure {
         rfc2544_trial(p, spec, timeout)?
+    } else if service {
+        service_trial(p, case, spec, deadline)?
     } else if cluster {
         cluster_trial(p, spec, deadline)?
     } else if case.network {
@@ -1043,6 +1071,7 @@ fn single(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Result<Bod
         transfer: None,
         windows,
         instance_samples,
+        served: None,
     })
 }
 
@@ -1100,6 +1129,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         transfer: g.bytes.zip(started.first_started).zip(g.last_result).map(|((b, w0), w1)| (b, w0, w1)),
         windows: g.windows,
         instance_samples,
+        served: None,
     })
 }
 
@@ -1437,6 +1467,153 @@ fn cluster_trial(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Res
         transfer: None,
         windows,
         instance_samples: Vec::new(),
+        served: None,
+    })
+}
+
+/// Where a service's offered loads come from, in the words the trial's detail keeps.
+fn reference_of(case: &Case, spec: &WorkloadSpec) -> Option<(f64, &'static str)> {
+    let r = spec.params.get("reference").and_then(Value::as_f64).filter(|r| *r > 0.0)?;
+    let from = if case.params.contains_key("reference") {
+        "given in the experiment"
+    } else {
+        "the baseline's capacity measured in this run (the median of its trials so far)"
+    };
+    Some((r, from))
+}
+
+/// A service (`apps`): its server in instance 0 of the environment, readiness-checked by its own
+/// agent; then its client on the tester, one run per phase — the capacity (closed loop), then
+/// each offered load (open loop) at its percentage of the reference rate (the baseline's
+/// capacity measured in this run, injected by the run; else this trial's own) — each timed on
+/// the host's clock; then the server's stop. A server that dies meanwhile ends its own run with
+/// the reason, which is the trial's (the client's error joined to it).
+fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: Instant) -> Result<Body, Fail> {
+    let (dut_addrs, tester_addr) = lab_addrs(p)?;
+    if dut_addrs.len() != 1 {
+        return Err(Fail::Failed {
+            reason: format!("a service runs in one instance, not {}: give instances = 1", dut_addrs.len()),
+            dut_broken: Vec::new(),
+            tester_broken: false,
+        });
+    }
+    let dut = dut_addrs[0].clone();
+    let params = virtperf_workload::Params(&spec.params);
+    let bad = |e: virtperf_workload::ParamError| Fail::Failed {
+        reason: e.to_string(),
+        dut_broken: Vec::new(),
+        tester_broken: false,
+    };
+    let loads = virtperf_workload::apps::loads(&params).map_err(bad)?;
+    let role = |side: Side, bind: &str, peer: &str| NetRole {
+        side,
+        bind: bind.to_string(),
+        peer: peer.to_string(),
+        port: BASE_PORT,
+        flow: 1,
+        instrument: false,
+    };
+    let with = |phase: &str, extra: &[(&str, Value)]| {
+        let mut params = spec.params.clone();
+        params.insert("phase".into(), json!(phase));
+        for (k, v) in extra {
+            params.insert(k.to_string(), v.clone());
+        }
+        params
+    };
+    let server = WorkloadSpec {
+        params: with("server", &[]),
+        net: Some(role(Side::Server, &dut, &tester_addr)),
+        scratch: p.duts[0].inst.scratch.as_ref().map(|s| s.dir.clone()),
+        ..spec.clone()
+    };
+    let (stag, ssent) = p.send(Who::Dut(0), server)?;
+    p.wait_started(Who::Dut(0), stag, deadline, "the server")?;
+    let mut phases = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut served = None;
+    let mut reference = reference_of(case, spec);
+    let run_phase = |p: &mut Parties, params: std::collections::BTreeMap<String, Value>, what: &str| {
+        let c = WorkloadSpec {
+            params,
+            net: Some(role(Side::Client, &tester_addr, &dut)),
+            scratch: None,
+            ..spec.clone()
+        };
+        let (tag, _) = p.send(Who::Tester, c)?;
+        let at = p.wait_started(Who::Tester, tag, deadline, what)?;
+        let r = p.wait_result(Who::Tester, tag, deadline, what)?;
+        Ok::<_, Fail>((r, at))
+    };
+    let client: Result<(), Fail> = (|| {
+        let (r, at) = run_phase(p, with("capacity", &[]), "the client's capacity phase")?;
+        let cap = r.out.samples.iter().find(|x| x.metric.ends_with("_capacity")).map(|x| x.value);
+        let requests = r.out.extra["tally"]["requests"].as_u64().unwrap_or(0);
+        served = Some((requests, at, r.at));
+        if reference.is_none() {
+            reference = cap
+                .filter(|c| *c > 0.0)
+                .map(|c| (c, "this trial's own capacity (no baseline measured before it)"));
+        }
+        samples.extend(r.out.samples);
+        phases.push(r.out.extra);
+        let Some((rate, _)) = reference else {
+            return Err(Fail::Failed {
+                reason: "the capacity phase served nothing: no offered load to derive".into(),
+                dut_broken: Vec::new(),
+                tester_broken: false,
+            });
+        };
+        for l in &loads {
+            let offered = rate * *l as f64 / 100.0;
+            let params = with("open", &[("loads", json!(l.to_string())), ("rate", json!(offered))]);
+            let (r, _) = run_phase(p, params, &format!("the client at {l} % load"))?;
+            samples.extend(r.out.samples);
+            phases.push(r.out.extra);
+        }
+        Ok(())
+    })();
+    // The server stops whatever the client did; its own failure is the better reason.
+    let never = AtomicBool::new(false);
+    let stopped = p
+        .inst(Who::Dut(0))?
+        .conn
+        .call(Request::Stop { target: stag }, Duration::from_secs(5), &never)
+        .map_err(|e| fail(Who::Dut(0), "stopping the server", e))
+        .and_then(|_| {
+            p.wait_result(Who::Dut(0), stag, Instant::now() + Duration::from_secs(20), "the server")
+        });
+    let s = match (client, stopped) {
+        (Ok(()), Ok(s)) => s,
+        (Err(Fail::Interrupted), _) | (_, Err(Fail::Interrupted)) => return Err(Fail::Interrupted),
+        (Ok(()), Err(e)) => return Err(e),
+        (
+            Err(Fail::Failed { reason: cr, tester_broken, .. }),
+            Err(Fail::Failed { reason, dut_broken, .. }),
+        ) => return Err(Fail::Failed { reason: format!("{reason}; {cr}"), dut_broken, tester_broken }),
+        (Err(e), _) => return Err(e),
+    };
+    // One count of failed requests over every phase.
+    let errors: f64 = samples.iter().filter(|x| x.metric.ends_with("_errors")).map(|x| x.value).sum();
+    let errors_name = format!("{}_errors", case.kind);
+    samples.retain(|x| !x.metric.ends_with("_errors"));
+    samples.push(Sample { metric: errors_name, value: errors, unit: "req".into() });
+    let host_ns = s.at.duration_since(ssent).as_nanos() as u64;
+    Ok(Body {
+        host_ns,
+        guest_ns: s.guest_ns,
+        guest_cpu_ns: s.guest_cpu_ns,
+        samples,
+        extra: Some(json!({
+            "server": s.out.extra.get("server").cloned().unwrap_or(Value::Null),
+            "phases": phases,
+            "reference": reference.map(|(r, from)| json!({"rate": r, "from": from})),
+        })),
+        rtt: None,
+        transfer: None,
+        windows: Vec::new(),
+        instance_samples: Vec::new(),
+        served,
     })
 }
 
@@ -1524,6 +1701,7 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
         transfer: None,
         windows: Vec::new(),
         instance_samples: Vec::new(),
+        served: None,
     })
 }
 

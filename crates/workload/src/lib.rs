@@ -9,6 +9,7 @@
 //! kinds. To add a workload: write a module with a `pub struct X;` implementing [`Workload`], add
 //! it to [`REGISTRY`] (registry.rs), and document it in `docs/workloads.md`.
 
+pub mod apps;
 pub mod compute;
 pub mod counts;
 pub mod disk;

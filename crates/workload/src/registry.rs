@@ -13,7 +13,7 @@ use virtperf_proto::{ErrorCode, NetRole, Sample, WorkloadSpec};
 use crate::params::{self, Params};
 use crate::rfc2544::{self, frames};
 use crate::workload::{MetricSpec, Output, RunCtx, Workload};
-use crate::{compute, disk, load, micro, net, pfs, timer, tools};
+use crate::{apps, compute, disk, load, micro, net, pfs, timer, tools};
 
 pub static REGISTRY: &[&dyn Workload] = &[
     &compute::IntMix,
@@ -57,6 +57,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &tools::Sysbench,
     &tools::StressNg,
     &tools::CommandLine,
+    &apps::nginx::Nginx,
 ];
 
 pub fn find(kind: &str) -> Option<&'static dyn Workload> {
@@ -98,6 +99,7 @@ pub fn describe(kind: &str, params: &Value) -> Option<virtperf_record::CaseRecor
         headlines: w.headline_metrics(),
         warmup_share: warmup_share(w, &map),
         link_bound: w.link_bound(&p).map(|(m, b)| (m.to_string(), b)),
+        planned_ms: w.planned_ms(&p),
     })
 }
 

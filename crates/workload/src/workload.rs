@@ -319,6 +319,11 @@ pub trait Workload: Sync {
     fn link_bound(&self, _p: &Params) -> Option<(&'static str, LinkBound)> {
         None
     }
+    /// How long one trial is planned to take, ms (the report calls a trial far longer stalled).
+    /// Default: the `duration` parameter, where the workload has one.
+    fn planned_ms(&self, p: &Params) -> Option<f64> {
+        p.opt_f64("duration").filter(|d| *d > 0.0)
+    }
     /// True for workloads that write files: they need the environment's scratch disk
     /// ([`RunCtx::scratch`]), and the orchestrator stores what backs it with every trial.
     fn needs_scratch(&self) -> bool {
@@ -348,6 +353,12 @@ pub trait Workload: Sync {
     /// instances); the orchestrator starts the servers, gives instance 0 the others' addresses,
     /// runs the client, then stops the servers.
     fn cluster(&self) -> bool {
+        false
+    }
+    /// True for a service (`apps`): its server runs in the environment (`phase = server`) while
+    /// the orchestrator runs its client on the tester phase by phase — the capacity, then each
+    /// offered load — and stops the server after the last (`trial.rs`, `service_trial`).
+    fn service(&self) -> bool {
         false
     }
     /// True for a procedure the orchestrator drives as many steps of another workload (RFC 2544:

@@ -86,6 +86,20 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Every value of `metric` that environment `env`'s completed trials of case `case` stored in
+    /// run `run` so far, warm-ups included (the aggregate of several instances), in trial order:
+    /// a service's reference rate is the baseline's capacity measured so far.
+    pub fn values_of(&self, run: i64, env: usize, case: usize, metric: &str) -> Result<Vec<f64>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT s.value FROM samples s JOIN trials t ON t.id = s.trial_id
+             WHERE t.run_id = ?1 AND t.env_idx = ?2 AND t.case_idx = ?3 AND s.metric = ?4
+               AND t.status = 'ok' AND t.peer_idx IS NULL AND s.instance IS NULL
+             ORDER BY t.seq",
+        )?;
+        let rows = st.query_map(rusqlite::params![run, env as i64, case as i64, metric], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// How each environment × case's trials went so far (not all-pairs): (failed or skipped,
     /// whether the latest one that ended failed).
     pub fn case_health(&self, run: i64) -> Result<std::collections::BTreeMap<(usize, usize), (usize, bool)>> {

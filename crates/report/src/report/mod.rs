@@ -429,16 +429,19 @@ pub struct Stall {
 /// A trial that took more than this many times its planned duration, and a second more, stalled.
 const STALL_FACTOR: f64 = 2.0;
 
+/// How long a trial of `c` was planned to take, ms: as its run recorded it, else (a run recorded
+/// before the record said) its `duration`.
+fn planned_ms(c: &virtperf_record::store::CaseRow) -> Option<f64> {
+    c.record
+        .planned_ms
+        .or_else(|| c.params.get("duration").and_then(serde_json::Value::as_f64))
+        .filter(|d| *d > 0.0)
+}
+
 /// Whether a timed trial stalled: it took more than [`STALL_FACTOR`] times its case's planned
 /// `duration` and a second more.
 fn trial_stalled(rows: &RunRows, t: &TrialRow) -> bool {
-    let planned = rows
-        .cases
-        .iter()
-        .find(|c| c.idx == t.case_idx)
-        .and_then(|c| c.params.get("duration"))
-        .and_then(serde_json::Value::as_f64)
-        .filter(|d| *d > 0.0);
+    let planned = rows.cases.iter().find(|c| c.idx == t.case_idx).and_then(planned_ms);
     match (planned, t.host_ns) {
         (Some(p), Some(h)) => h as f64 / 1e6 > STALL_FACTOR * p + 1000.0,
         _ => false,
@@ -460,14 +463,7 @@ fn stalls(rows: &RunRows) -> Vec<Stall> {
     // (environment, case) → (stalled, timed, planned ms, longest ms)
     let mut by: BTreeMap<(usize, usize), (usize, usize, f64, f64)> = BTreeMap::new();
     for t in rows.trials.iter().filter(|t| t.status == TrialStatus::Ok && !t.warmup) {
-        let Some(planned) = rows
-            .cases
-            .iter()
-            .find(|c| c.idx == t.case_idx)
-            .and_then(|c| c.params.get("duration"))
-            .and_then(serde_json::Value::as_f64)
-            .filter(|d| *d > 0.0)
-        else {
+        let Some(planned) = rows.cases.iter().find(|c| c.idx == t.case_idx).and_then(planned_ms) else {
             continue;
         };
         let Some(ms) = t.host_ns.map(|h| h as f64 / 1e6) else { continue };
