@@ -522,6 +522,19 @@ fn event_loop<P: Protocol>(
                             if close || !proto.keepalive() {
                                 let _ = poll.registry().deregister(&mut stream);
                                 Ok(State::Down { at: done })
+                            } else if c.paced.is_none() && !ending && done < end {
+                                // A closed loop asks again at once, as wrk does (not after the
+                                // other connections' answers of this wake-up: that would batch
+                                // the server's work and flatter it).
+                                c.origin = done;
+                                c.k += 1;
+                                let mut wrote = 0;
+                                match write_some(&mut stream, req, &mut wrote) {
+                                    Ok(_) => {
+                                        Ok(State::Busy { stream, wrote, reader: proto.reader(), sent: done })
+                                    }
+                                    Err(e) => Err((stream, e)),
+                                }
                             } else {
                                 Ok(State::Idle { stream })
                             }
