@@ -1321,6 +1321,30 @@ pub(crate) fn check_instances(whole: &Origin, envs: &[EnvDef], cases: &[Case]) -
             ));
         }
     }
+    // A service: one server per environment, its phases the orchestrator's.
+    for c in cases.iter().filter(|c| virtperf_workload::find(&c.kind).is_some_and(|w| w.service())) {
+        if let Some(k) = virtperf_workload::apps::SET_BY_VIRTPERF.iter().find(|k| c.params.contains_key(**k))
+        {
+            return Err(err(
+                whole,
+                Some(k),
+                format!(
+                    "workload `{}`: {k} is set by virtperf for each phase of the trial; leave it out",
+                    c.label
+                ),
+            ));
+        }
+        if let Some(e) = envs.iter().find(|e| e.instances > 1) {
+            return Err(err(
+                whole,
+                Some("instances"),
+                format!(
+                    "workload `{}` is a service: one server in each environment, and `{}` has {} instances; give instances = 1 (or leave it out)",
+                    c.label, e.name, e.instances
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -474,6 +474,8 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ("glusterfs", "glusterd", "glusterfs-server"),
     ("ovs", "ovs-vswitchd", "openvswitch-switch"),
     ("ethtool", "ethtool", "ethtool"),
+    ("nginx", "nginx", "nginx"),
+    ("wrk", "wrk", "wrk"),
     ("sshd", "/usr/sbin/sshd", "openssh-server"),
     ("ssh", "ssh", "openssh-client"),
     ("apt", "apt-get", "apt"),

@@ -69,7 +69,7 @@ impl crate::error::Kinded for AppError {
 pub const PHASE: ParamSpec = ParamSpec {
     name: "phase",
     kind: ParamKind::Choice(&["server", "capacity", "open"]),
-    default: Some("server"),
+    default: None,
     help: "set by virtperf: the server's run, or the client's capacity or open-loop phase",
 };
 
@@ -77,7 +77,7 @@ pub const PHASE: ParamSpec = ParamSpec {
 pub const RATE: ParamSpec = ParamSpec {
     name: "rate",
     kind: ParamKind::Float { min: 0.0, max: 1e9 },
-    default: Some("0"),
+    default: None,
     help: "set by virtperf: the open-loop phase's offered rate (requests/s)",
 };
 
@@ -139,10 +139,13 @@ pub fn planned_ms(p: &Params) -> Option<f64> {
     p.opt_f64("duration").map(|d| d * phases as f64)
 }
 
-/// The phase this run plays.
-pub fn phase<'a>(p: &'a Params<'a>) -> Result<&'a str, ParamError> {
-    p.str("phase")
+/// The phase this run plays (the server's, unless the orchestrator says).
+pub fn phase<'a>(p: &'a Params<'a>) -> &'a str {
+    p.0.get("phase").and_then(Value::as_str).unwrap_or("server")
 }
+
+/// The keys an experiment may not give a service: the orchestrator sets them per phase.
+pub const SET_BY_VIRTPERF: [&str; 2] = ["phase", "rate"];
 
 /// A service's metrics: capacity, each offered load's latencies (p50, p90, p99, p99.9, µs from the
 /// scheduled send), rate achieved and backlog, the CPU per request of server and client at

@@ -97,7 +97,7 @@ impl Workload for Nginx {
     }
     fn run(&self, p: &Params, ctx: &RunCtx) -> Result<Output, crate::error::Error> {
         let role = ctx.net()?.clone();
-        Ok(match (role.side, super::phase(p).map_err(AppError::from)?) {
+        Ok(match (role.side, super::phase(p)) {
             (Side::Server, _) => serve(p, ctx, &role)?,
             (Side::Client, phase) => client(p, ctx, &role, phase)?,
         })

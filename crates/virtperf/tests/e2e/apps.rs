@@ -1,0 +1,251 @@
+//! e2e: services — nginx inside every environment this host can run, driven from the tester:
+//! capacity, latency at offered loads of native's capacity measured in the same run, CPU per
+//! request, wrk's capacity beside virtperf's, bad input, and nothing left behind however a run
+//! ends.
+
+use crate::util::*;
+
+const EXPERIMENT: &str = r#"
+name = "apps"
+reps = 2
+warmup = 1
+order = "paired"
+
+[[workload]]
+kind = "nginx"
+name = "nginx"
+duration = "1s"
+loads = "25,50"
+
+[[workload]]
+kind = "nginx"
+name = "nginx-wrk"
+client = "wrk"
+duration = "1s"
+loads = "none"
+"#;
+
+/// nginx processes on this host (by their executable), as "pid cmdline".
+fn nginx_processes() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
+        if exe.to_string_lossy().ends_with("/nginx") {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            out.push(format!(
+                "{} {}",
+                e.file_name().to_string_lossy(),
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    out
+}
+
+fn row<'a>(
+    doc: &'a serde_json::Value,
+    env: &str,
+    workload: &str,
+    metric: &str,
+) -> Option<&'a serde_json::Value> {
+    doc["results"]
+        .as_array()?
+        .iter()
+        .find(|r| r["environment"] == env && r["workload"] == workload && r["metric"] == metric)
+}
+
+fn mean(doc: &serde_json::Value, env: &str, workload: &str, metric: &str) -> f64 {
+    row(doc, env, workload, metric)
+        .and_then(|r| r["mean"].as_f64())
+        .unwrap_or_else(|| panic!("{env} / {workload}: no {metric} in {:#}", doc["results"]))
+}
+
+/// nginx in native, a container, gVisor, UML and a QEMU guest (those doctor says this host can
+/// run; the others named as dropped): every trial served, its capacity a real figure, each
+/// offered load either carried (its rate within 10 % of what was offered, its latencies present
+/// and ordered) or said not to be (its latencies left out, its backlog counted); the loads are
+/// percentages of native's capacity measured in the same run; the server's CPU per request is
+/// gVisor's several times native's; wrk's capacity and virtperf's agree; bad keys exit 2; no
+/// nginx and no server directory outlive a run, even one killed with -9 mid-trial.
+pub(crate) fn nginx_serves_from_every_environment_and_agrees_with_wrk() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    if let Some(why) = need_tools(&["nginx", "wrk"]) {
+        return Outcome::Skip(why);
+    }
+    if !nginx_processes().is_empty() {
+        return Outcome::Skip(format!(
+            "nginx already runs on this host (not the test's): {:?}",
+            nginx_processes()
+        ));
+    }
+    let fx = Fixture::new();
+    let mut toml =
+        String::from(EXPERIMENT) + "\n[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\n";
+    let mut envs = vec!["native", "container"];
+    for (name, spec) in
+        [("gvisor", "kind = \"gvisor\"\n"), ("uml", "kind = \"uml\"\n"), ("qemu", "kind = \"qemu\"\n")]
+    {
+        match doctor_unusable(name) {
+            None => {
+                envs.push(name);
+                toml += &format!("\n[[env]]\n{spec}");
+            }
+            Some(why) => dropped(&format!("nginx in {name}"), &why),
+        }
+    }
+    let file = fx.file("apps.toml", &toml);
+    let doc = fx.json(&format!("run {}", file.display()));
+    let raw = fx.export();
+    let trials = raw["trials"].as_array().unwrap();
+    let failed: Vec<_> = trials.iter().filter(|t| t["status"] != "ok").map(|t| t["reason"].clone()).collect();
+    assert!(failed.is_empty(), "every trial served: {failed:#?}");
+    let native_caps: Vec<f64> = trials
+        .iter()
+        .filter(|t| t["environment"] == "native" && t["workload"] == "nginx")
+        .filter_map(|t| {
+            t["samples"].as_array()?.iter().find(|s| s["metric"] == "nginx_capacity")?["value"].as_f64()
+        })
+        .collect();
+    assert!(!native_caps.is_empty(), "native's capacity stored");
+    let (lo, hi) = native_caps.iter().fold((f64::MAX, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    let mut line = Vec::new();
+    for e in &envs {
+        let cap = mean(&doc, e, "nginx", "nginx_capacity");
+        // A 1 KiB file over the lab's veth: thousands per second natively (this host: 40-48k),
+        // hundreds at least in an emulated guest (TCG here: 2.5k).
+        let floor = if *e == "native" || *e == "container" { 2000.0 } else { 100.0 };
+        assert!(cap > floor && cap < 2e6, "{e}: capacity {cap} req/s");
+        assert_eq!(mean(&doc, e, "nginx", "nginx_errors"), 0.0, "{e}: no request failed");
+        let scpu = mean(&doc, e, "nginx", "nginx_server_cpu");
+        let ccpu = mean(&doc, e, "nginx", "nginx_client_cpu");
+        // A request costs the server's side at least a microsecond and at most a CPU-second.
+        assert!(scpu > 1.0 && scpu < 1e6 && ccpu > 0.5 && ccpu < 1e6, "{e}: {scpu} / {ccpu} us/req");
+        line.push(format!("{e} {cap:.0} req/s, server {scpu:.1} us/req"));
+        for t in trials.iter().filter(|t| t["environment"] == *e && t["workload"] == "nginx") {
+            let x = &t["extra"];
+            let reference =
+                x["reference"]["rate"].as_f64().unwrap_or_else(|| panic!("{e}: no reference: {x:#}"));
+            let from = x["reference"]["from"].as_str().unwrap_or("");
+            if from.starts_with("the baseline's") {
+                // The median of native's capacities so far: within their range.
+                assert!(
+                    reference >= lo * 0.999 && reference <= hi * 1.001,
+                    "{e}: reference {reference} outside native's {lo}..{hi}"
+                );
+            } else {
+                assert!(
+                    *e == "native" && t["warmup"] == true,
+                    "{e}: only native's first trial uses its own capacity: {from}"
+                );
+            }
+            let phases = x["phases"].as_array().unwrap();
+            assert_eq!(phases.len(), 3, "capacity, 25 % and 50 %: {x:#}");
+            let samples = t["samples"].as_array().unwrap();
+            let has = |m: &str| samples.iter().any(|s| s["metric"] == m);
+            for (ph, l) in phases[1..].iter().zip([25, 50]) {
+                let offered = ph["tally"]["offered"].as_f64().unwrap();
+                assert!(
+                    (offered / reference - l as f64 / 100.0).abs() < 1e-6,
+                    "{e}: {l} % offered {offered} of {reference}"
+                );
+                let rate = ph["tally"]["rate"].as_f64().unwrap();
+                let carried = ph["tally"]["carried"].as_bool().unwrap();
+                assert_eq!(carried, rate >= 0.95 * offered, "{e} {l} %: {ph:#}");
+                assert_eq!(
+                    has(&format!("nginx_p99_at{l}")),
+                    carried,
+                    "{e} {l} %: latencies only where carried"
+                );
+                assert!(
+                    has(&format!("nginx_rate_at{l}")) && has(&format!("nginx_backlog_at{l}")),
+                    "{e} {l} %"
+                );
+                if carried {
+                    // An open loop offers what it was asked, no more.
+                    assert!(rate < 1.1 * offered, "{e} {l} %: {rate} achieved of {offered} offered");
+                    let q = |m: &str| {
+                        samples.iter().find(|s| s["metric"] == format!("nginx_{m}_at{l}")).unwrap()["value"]
+                            .as_f64()
+                            .unwrap()
+                    };
+                    assert!(
+                        q("p50") <= q("p90") && q("p90") <= q("p99") && q("p99") <= q("p999"),
+                        "{e} {l} %"
+                    );
+                    assert!(q("p50") > 1.0, "{e} {l} %: a request over a network takes microseconds");
+                } else {
+                    assert!(
+                        ph["tally"]["backlog"].as_u64().unwrap() > 0 || rate < 0.95 * offered,
+                        "{e} {l} %"
+                    );
+                }
+                // The histogram is stored with the phase.
+                assert!(ph["tally"]["histogram_us"].as_array().is_some_and(|h| !h.is_empty()), "{e} {l} %");
+            }
+        }
+    }
+    println!("    {}", line.join("; "));
+    // Native carries a quarter of its own capacity.
+    assert!(row(&doc, "native", "nginx", "nginx_p99_at25").is_some(), "native carries 25 % of its capacity");
+    if envs.contains(&"gvisor") {
+        let (g, n) = (
+            mean(&doc, "gvisor", "nginx", "nginx_server_cpu"),
+            mean(&doc, "native", "nginx", "nginx_server_cpu"),
+        );
+        // gVisor serves each request through its own network stack and system call layer: this
+        // host measured 15x native's CPU per request.
+        assert!(g > 2.0 * n, "gVisor's CPU per request {g} us against native's {n}");
+    }
+    // wrk's capacity against virtperf's, on the same nginx in the same environments: within a
+    // factor 1.5, what a misread figure (a thread's rate for the total, the wrong side) is not.
+    // Closer is not two 1 s trials' to promise on a 2-CPU host (one run here: x1.17 native,
+    // x0.74 in a container — trial to trial, not client to client); how close the clients are is
+    // bench/apps.sh's figure (medians of paired trials: 1.00 here).
+    for e in ["native", "container"] {
+        let v = row(&doc, e, "nginx", "nginx_capacity").unwrap();
+        let w = row(&doc, e, "nginx-wrk", "nginx_capacity").unwrap_or_else(|| panic!("{e}: no wrk capacity"));
+        let r = v["mean"].as_f64().unwrap() / w["mean"].as_f64().unwrap();
+        println!("    {e}: virtperf {:.0} req/s, wrk {:.0} req/s: x{r:.2}", v["mean"], w["mean"]);
+        assert!(r > 0.67 && r < 1.5, "{e}: virtperf's capacity x{r:.2} of wrk's");
+    }
+    // The report leads with the services family.
+    let rep = fx.text("report");
+    assert!(rep.contains("services"), "{rep}");
+    fx.assert_no_leftovers();
+    assert!(nginx_processes().is_empty(), "left running: {:?}", nginx_processes());
+
+    // Bad input: the key and what to give, exit 2, nothing made.
+    for (w, key) in [
+        ("nginx:size=0", "size"),
+        ("nginx:loads=30", "loads"),
+        ("nginx:phase=open", "phase"),
+        ("nginx:rate=100", "rate"),
+        ("nginx:keepalive=maybe", "keepalive"),
+    ] {
+        let out = fx.vp_on("bad.db", &format!("run --env native --workload {w}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{w}: {err}");
+        assert!(err.contains(&format!("`{key}`")), "{w}: {err}");
+    }
+    let out = fx.vp_on("bad.db", "run --env native:instances=2 --workload nginx");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("instances"));
+    assert!(!fx.path("bad.db").exists(), "nothing created");
+
+    // kill -9 while nginx serves: the next start leaves no nginx and no server directory.
+    let child = fx.spawn("run --env native --workload nginx:duration=20s --reps 1 --warmup 0");
+    let pid = child.id();
+    let running = wait_for(|| (!nginx_processes().is_empty()).then(nginx_processes), 60.0);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(pid, 9);
+    let _ = child.wait();
+    assert!(running.is_some(), "nginx never ran");
+    fx.ok("run --env native --workload noop --reps 1");
+    let gone = wait_for(|| nginx_processes().is_empty().then_some(()), 5.0);
+    assert!(gone.is_some(), "not swept: {:?}", nginx_processes());
+    fx.assert_no_leftovers();
+    println!("    kill -9 while nginx served: swept by the next start");
+    Outcome::Pass
+}
