@@ -41,6 +41,8 @@ NEEDS=(
   "glusterfs:glusterfs-client"  #   and its client on the tester (FUSE)
   "nginx:nginx"                 # the nginx workload's server (docs/apps.md)
   "wrk:wrk"                     # bench/apps.sh: the reference for nginx's capacity
+  "redis-server:redis-server"   # the redis workload's server
+  "redis-benchmark:redis-tools" #   and its reference client (bench/apps.sh)
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
   "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh
   "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)

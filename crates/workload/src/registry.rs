@@ -58,6 +58,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &tools::StressNg,
     &tools::CommandLine,
     &apps::nginx::Nginx,
+    &apps::redis::Redis,
 ];
 
 pub fn find(kind: &str) -> Option<&'static dyn Workload> {

@@ -163,7 +163,9 @@ pub fn drive<P: Protocol>(proto: &P, phase: Phase, ctx: &RunCtx) -> Result<Tally
     let threads = threads_for(n);
     // Each connection's share of the offered rate; its first send staggered by its index so the
     // connections do not send in bursts.
-    let interval = phase.rate.map(|r| Duration::from_secs_f64(n as f64 / r.max(1e-3)));
+    // The rate counts requests, an exchange carries `per_request` of them (a pipeline).
+    let per = proto.per_request().max(1) as f64;
+    let interval = phase.rate.map(|r| Duration::from_secs_f64(n as f64 * per / r.max(1e-3)));
     let start = Instant::now() + Duration::from_millis(5);
     let end = start + phase.duration;
     let lanes: Vec<Result<Lane, AppError>> = std::thread::scope(|s| {

@@ -226,6 +226,7 @@ macro_rules! service_metrics {
 pub mod driver;
 pub mod http;
 pub mod nginx;
+pub mod redis;
 pub mod server;
 
 /// The metrics of a service that are present only in some trials: each load's (a load not asked

@@ -11,7 +11,7 @@ use serde_json::json;
 use virtperf_proto::Side;
 
 use super::http::HttpGet;
-use super::server::{Home, Server};
+use super::server::Home;
 use super::{AppError, CONNECTIONS, DURATION, LOADS_PARAM, PHASE, RATE, REFERENCE};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::tools::find_program;
@@ -143,38 +143,10 @@ fn serve(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole) -> Result<Out
         "-e".into(),
         home.path().join("error.log").display().to_string(),
     ];
-    let mut server = Server::start("nginx", &args, &home)?;
     // Ready once it answers a real request for the file, from its own address.
     let at = crate::net::addr(&role.bind, role.port)?;
     let get = HttpGet::new(crate::net::addr(&role.bind, 0)?, at, &format!("/{FILE}"), size, false);
-    let ready = server.wait_ready(&at.to_string(), ctx, || super::driver::once(&get));
-    if let Err(e) = ready {
-        let left = server.stop(Some(&home.path().join("error.log")));
-        return Err(with_log(e, &left));
-    }
-    ctx.ready();
-    let served = server.serve_until_stopped(ctx);
-    let detail = server.stop(Some(&home.path().join("error.log")));
-    served?;
-    Ok(Output { samples: Vec::new(), extra: json!({ "server": detail }) })
-}
-
-/// A server's failure with the end of its error log and stderr, where it wrote any.
-fn with_log(e: AppError, left: &serde_json::Value) -> AppError {
-    let log: String = ["log", "stderr"]
-        .iter()
-        .filter_map(|k| left[*k].as_str())
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
-    match e {
-        AppError::NotReady { prog, addr, secs, detail } if !log.is_empty() => {
-            let tail: String = log.chars().rev().take(600).collect::<Vec<_>>().into_iter().rev().collect();
-            AppError::NotReady { prog, addr, secs, detail: format!("{detail}; its log ends: {tail}") }
-        }
-        e => e,
-    }
+    super::server::serve("nginx", &args, &home, "error.log", ctx, &at, || super::driver::once(&get))
 }
 
 fn client(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole, phase: &str) -> Result<Output, AppError> {

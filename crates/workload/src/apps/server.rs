@@ -235,6 +235,49 @@ impl Server {
     }
 }
 
+/// A server's whole run: started in `home`, ready once `probe` succeeds against `at` (the host
+/// told only then), serving until the host says stop, stopped; its exit, CPU and the tails of its
+/// stderr and of `log` (a file in `home`) kept as the run's detail.
+pub fn serve(
+    prog: &str,
+    args: &[String],
+    home: &Home,
+    log: &str,
+    ctx: &RunCtx,
+    at: &std::net::SocketAddr,
+    probe: impl FnMut() -> Result<(), String>,
+) -> Result<crate::workload::Output, AppError> {
+    let log = home.path().join(log);
+    let mut server = Server::start(prog, args, home)?;
+    if let Err(e) = server.wait_ready(&at.to_string(), ctx, probe) {
+        let left = server.stop(Some(&log));
+        return Err(with_log(e, &left));
+    }
+    ctx.ready();
+    let served = server.serve_until_stopped(ctx);
+    let detail = server.stop(Some(&log));
+    served?;
+    Ok(crate::workload::Output { samples: Vec::new(), extra: json!({ "server": detail }) })
+}
+
+/// A server's failure with the end of its error log and stderr, where it wrote any.
+fn with_log(e: AppError, left: &serde_json::Value) -> AppError {
+    let log: String = ["log", "stderr"]
+        .iter()
+        .filter_map(|k| left[*k].as_str())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    match e {
+        AppError::NotReady { prog, addr, secs, detail } if !log.is_empty() => {
+            let tail: String = log.chars().rev().take(600).collect::<Vec<_>>().into_iter().rev().collect();
+            AppError::NotReady { prog, addr, secs, detail: format!("{detail}; its log ends: {tail}") }
+        }
+        e => e,
+    }
+}
+
 fn tail(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
     let cut = s.len().saturating_sub(KEEP_LOG);
