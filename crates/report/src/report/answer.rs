@@ -1185,6 +1185,67 @@ fn render_matrix(m: &Matrix, width: usize) -> String {
 }
 
 /// The answer: caveats, a line per environment, the matrix.
+/// Each service case in words, per environment against the baseline: the requests it serves
+/// (its capacity's ratio), its p99 at half load (or, where that load was not carried, what was
+/// answered of what was offered — never a latency), and the server's CPU per request; each
+/// estimate beside its interval.
+pub fn service_lines(r: &Report) -> Vec<String> {
+    let base = r.baseline.as_deref().or(r.natural_baseline.as_deref()).unwrap_or("the baseline");
+    let top = |x: &&ResultRow| x.peer.is_none() && x.instance.is_none();
+    let find = |env: &str, w: &str, m: &str| {
+        r.results
+            .iter()
+            .filter(top)
+            .find(|x| x.environment == env && x.workload == w && x.metric.ends_with(m))
+    };
+    let factor = |o: &super::Overhead| match o.ci {
+        Some([lo, hi]) => format!("{}× ({}–{}×)", fmt_factor(o.ratio), fmt_factor(lo), fmt_factor(hi)),
+        None => format!("{}× (no interval: {})", fmt_factor(o.ratio), o.no_ci.unwrap_or("too few trials")),
+    };
+    let mut out = Vec::new();
+    for x in r
+        .results
+        .iter()
+        .filter(top)
+        .filter(|x| x.family == Family::Service && x.metric.ends_with("_capacity"))
+    {
+        let Some(o) = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0) else { continue };
+        let (e, w) = (&x.environment, &x.workload);
+        let mut line = format!("{w}: {e} serves {} {base}'s requests", factor(o));
+        let base_cap = find(base, w, "_capacity").map(|b| b.mean);
+        for l in [50, 25, 75, 90] {
+            let rate = find(e, w, &format!("_rate_at{l}"));
+            let Some(rate) = rate else { continue };
+            let load = if l == 50 { "half load".to_string() } else { format!("{l} % load") };
+            match find(e, w, &format!("_p99_at{l}")).and_then(|p| p.overhead.as_ref()) {
+                Some(p) if p.ratio.is_finite() && p.ratio > 0.0 => {
+                    line += &format!(", p99 at {load} {} {base}'s", factor(p))
+                }
+                _ => {
+                    let offered = base_cap.map(|c| c * l as f64 / 100.0);
+                    line += &match offered {
+                        Some(off) => format!(
+                            ", {load} not carried ({} of {} req/s offered answered)",
+                            fmt_num(rate.mean),
+                            fmt_num(off)
+                        ),
+                        None => format!(", {load} not carried"),
+                    };
+                }
+            }
+            break;
+        }
+        if let Some(c) = find(e, w, "_server_cpu")
+            .and_then(|c| c.overhead.as_ref())
+            .filter(|c| c.ratio.is_finite() && c.ratio > 0.0)
+        {
+            line += &format!("; its CPU per request {} {base}'s", factor(c));
+        }
+        out.push(line);
+    }
+    out
+}
+
 pub fn render(r: &Report, width: usize) -> String {
     let mut out = String::new();
     let cav = caveats(r);
@@ -1229,6 +1290,15 @@ pub fn render(r: &Report, width: usize) -> String {
             out += "\nPer workload: the value (its mean), its 95 % interval under it (no ratios: nothing to compare it with)\n";
         }
         out += &table;
+    }
+    let services = service_lines(r);
+    if !services.is_empty() {
+        out += &format!(
+            "\nYour services against {base} (capacity, latency at an offered load, CPU per request):\n"
+        );
+        for l in services {
+            out += &super::wrap(&format!("- {l}"), width);
+        }
     }
     out
 }
@@ -1279,6 +1349,14 @@ pub fn render_html(r: &Report) -> String {
         out += "</tr>\n";
     }
     out += "</table></div>\n";
+    let services = service_lines(r);
+    if !services.is_empty() {
+        out += "<h3>Your services against the baseline</h3>\n<ul class=\"services\">\n";
+        for l in services {
+            out += &format!("<li>{}</li>\n", esc(&l));
+        }
+        out += "</ul>\n";
+    }
     out
 }
 

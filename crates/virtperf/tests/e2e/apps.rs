@@ -1,4 +1,4 @@
-//! e2e: services — nginx inside every environment this host can run, driven from the tester:
+//! e2e: services — nginx (and redis) inside every environment this host can run, driven from the tester:
 //! capacity, latency at offered loads of native's capacity measured in the same run, CPU per
 //! request, wrk's capacity beside virtperf's, bad input, and nothing left behind however a run
 //! ends.
@@ -65,13 +65,14 @@ fn mean(doc: &serde_json::Value, env: &str, workload: &str, metric: &str) -> f64
 /// offered load either carried (its rate within 10 % of what was offered, its latencies present
 /// and ordered) or said not to be (its latencies left out, its backlog counted); the loads are
 /// percentages of native's capacity measured in the same run; the server's CPU per request is
-/// gVisor's several times native's; wrk's capacity and virtperf's agree; bad keys exit 2; no
-/// nginx and no server directory outlive a run, even one killed with -9 mid-trial.
-pub(crate) fn nginx_serves_from_every_environment_and_agrees_with_wrk() -> Outcome {
+/// gVisor's several times native's; wrk's capacity and virtperf's agree; redis GET and a
+/// pipelined SET natively and in gVisor; bad keys exit 2; no server and no server directory
+/// outlive a run, even one killed with -9 mid-trial.
+pub(crate) fn services_serve_from_every_environment_and_agree_with_wrk() -> Outcome {
     if let Some(why) = need_root_and_env("container") {
         return Outcome::Skip(why);
     }
-    if let Some(why) = need_tools(&["nginx", "wrk"]) {
+    if let Some(why) = need_tools(&["nginx", "wrk", "redis"]) {
         return Outcome::Skip(why);
     }
     if !nginx_processes().is_empty() {
@@ -210,9 +211,23 @@ pub(crate) fn nginx_serves_from_every_environment_and_agrees_with_wrk() -> Outco
         println!("    {e}: virtperf {:.0} req/s, wrk {:.0} req/s: x{r:.2}", v["mean"], w["mean"]);
         assert!(r > 0.67 && r < 1.5, "{e}: virtperf's capacity x{r:.2} of wrk's");
     }
-    // The report leads with the services family.
+    // The report says it in words: the family, then each service's line per environment — its
+    // requests against native's with their interval, its latency at half load or that the load
+    // was not carried, its CPU per request; within 100 columns.
     let rep = fx.text("report");
     assert!(rep.contains("services"), "{rep}");
+    let said = rep
+        .split("Your services against native")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no services block: {rep}"));
+    for e in envs.iter().filter(|e| **e != "native") {
+        let at = said.find(&format!("nginx: {e} serves ")).unwrap_or_else(|| panic!("{e}: {said}"));
+        let line: String = said[at..].split("\n- ").next().unwrap_or("").replace("\n  ", " ");
+        assert!(line.contains("native's requests") && line.contains("×)"), "{line}");
+        assert!(line.contains("half load"), "{line}");
+        assert!(line.contains("CPU per request"), "{line}");
+    }
+    assert!(rep.lines().all(|l| l.chars().count() <= 100), "{rep}");
     fx.assert_no_leftovers();
     assert!(nginx_processes().is_empty(), "left running: {:?}", nginx_processes());
 
@@ -233,6 +248,50 @@ pub(crate) fn nginx_serves_from_every_environment_and_agrees_with_wrk() -> Outco
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("instances"));
     assert!(!fx.path("bad.db").exists(), "nothing created");
+
+    // redis in native and gVisor (UML and QEMU where nginx ran: the same path): GET and a
+    // pipelined SET, each command checked, the pipeline's commands counted as requests.
+    let mut renvs = vec!["native"];
+    if envs.contains(&"gvisor") {
+        renvs.push("gvisor");
+    }
+    let mut rtoml = String::from(
+        "name = \"redis\"\nreps = 2\nwarmup = 1\n\n[[workload]]\nkind = \"redis\"\nname = \"get\"\nduration = \"1s\"\nloads = \"50\"\n\n[[workload]]\nkind = \"redis\"\nname = \"set16\"\nop = \"set\"\npipeline = 16\nvalue_size = \"1KiB\"\nduration = \"1s\"\nloads = \"50\"\n",
+    );
+    for e in &renvs {
+        rtoml += &format!("\n[[env]]\nkind = \"{e}\"\n");
+    }
+    let rfile = fx.file("redis.toml", &rtoml);
+    let rdoc = fx.json_on("redis.db", &format!("run {}", rfile.display()));
+    let mut rline = Vec::new();
+    for e in &renvs {
+        let get = mean(&rdoc, e, "get", "redis_capacity");
+        let set = mean(&rdoc, e, "set16", "redis_capacity");
+        assert!(get > 100.0 && set > 100.0, "{e}: GET {get}, SET x16 {set} per second");
+        assert_eq!(
+            mean(&rdoc, e, "get", "redis_errors") + mean(&rdoc, e, "set16", "redis_errors"),
+            0.0,
+            "{e}"
+        );
+        rline.push(format!("{e} GET {get:.0}/s, SET x16 {set:.0}/s"));
+    }
+    // Pipelined, a command costs native a fraction of a round trip: more commands per second.
+    assert!(
+        mean(&rdoc, "native", "set16", "redis_capacity")
+            > 2.0 * mean(&rdoc, "native", "get", "redis_capacity")
+    );
+    // At half of native's capacity the open loop offers half, counted in commands.
+    let half =
+        mean(&rdoc, "native", "set16", "redis_rate_at50") / mean(&rdoc, "native", "set16", "redis_capacity");
+    assert!(half > 0.3 && half < 0.7, "SET x16 at 50 %: {half:.2} of the capacity");
+    println!("    redis: {}", rline.join("; "));
+    assert!(
+        !std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|x| x.ends_with("redis-server"))),
+        "a redis-server left running"
+    );
 
     // kill -9 while nginx serves: the next start leaves no nginx and no server directory.
     let child = fx.spawn("run --env native --workload nginx:duration=20s --reps 1 --warmup 0");

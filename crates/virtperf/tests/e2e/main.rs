@@ -129,7 +129,7 @@ fn main() {
         report::html_report_renders_offline_in_a_headless_browser,
         tools::tools_run_inside_every_environment_and_agree_with_virtperf,
         tools::a_program_an_environment_lacks_sets_its_cell_aside,
-        apps::nginx_serves_from_every_environment_and_agrees_with_wrk,
+        apps::services_serve_from_every_environment_and_agree_with_wrk,
         report::compare_flags_a_slowed_environment_only,
         report::history_and_ab_give_verdicts_ci_can_act_on,
         mechanisms::mechanisms_run_everywhere_and_make_physical_sense,

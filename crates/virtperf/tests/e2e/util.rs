@@ -476,6 +476,7 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ("ethtool", "ethtool", "ethtool"),
     ("nginx", "nginx", "nginx"),
     ("wrk", "wrk", "wrk"),
+    ("redis", "redis-server", "redis-server"),
     ("sshd", "/usr/sbin/sshd", "openssh-server"),
     ("ssh", "ssh", "openssh-client"),
     ("apt", "apt-get", "apt"),
