@@ -1213,14 +1213,18 @@ pub fn service_lines(r: &Report) -> Vec<String> {
         let (e, w) = (&x.environment, &x.workload);
         let mut line = format!("{w}: {e} serves {} {base}'s requests", factor(o));
         let base_cap = find(base, w, "_capacity").map(|b| b.mean);
-        for l in [50, 25, 75, 90] {
+        let p99 = |l: u64| {
+            find(e, w, &format!("_p99_at{l}"))
+                .and_then(|p| p.overhead.as_ref())
+                .filter(|p| p.ratio.is_finite() && p.ratio > 0.0)
+        };
+        let load_name = |l: u64| if l == 50 { "half load".to_string() } else { format!("{l} % load") };
+        for l in [50, 25, 75, 90, 10] {
             let rate = find(e, w, &format!("_rate_at{l}"));
             let Some(rate) = rate else { continue };
-            let load = if l == 50 { "half load".to_string() } else { format!("{l} % load") };
-            match find(e, w, &format!("_p99_at{l}")).and_then(|p| p.overhead.as_ref()) {
-                Some(p) if p.ratio.is_finite() && p.ratio > 0.0 => {
-                    line += &format!(", p99 at {load} {} {base}'s", factor(p))
-                }
+            let load = load_name(l);
+            match p99(l) {
+                Some(p) => line += &format!(", p99 at {load} {} {base}'s", factor(p)),
                 _ => {
                     let offered = base_cap.map(|c| c * l as f64 / 100.0);
                     line += &match offered {
@@ -1231,6 +1235,12 @@ pub fn service_lines(r: &Report) -> Vec<String> {
                         ),
                         None => format!(", {load} not carried"),
                     };
+                    // The highest lower load it did carry, where there is one.
+                    if let Some((lo, p)) =
+                        [25, 10].into_iter().filter(|x| *x < l).find_map(|x| p99(x).map(|p| (x, p)))
+                    {
+                        line += &format!(", p99 at {} {} {base}'s", load_name(lo), factor(p));
+                    }
                 }
             }
             break;

@@ -23,7 +23,7 @@ use crate::workload::{sample, Output, RunCtx};
 
 /// The offered loads a service may be asked for, in percent of the reference rate: each has its
 /// metrics declared (`{kind}_p99_at50`…).
-pub const LOADS: [u64; 4] = [25, 50, 75, 90];
+pub const LOADS: [u64; 5] = [10, 25, 50, 75, 90];
 
 /// How a service workload fails.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ pub const LOADS_PARAM: ParamSpec = ParamSpec {
     name: "loads",
     kind: ParamKind::Text,
     default: Some("25,50,75"),
-    help: "offered loads of the open-loop phases, in percent of the reference rate (a set of 25, 50, 75, 90; none: the capacity alone)",
+    help: "offered loads of the open-loop phases, in percent of the reference rate (a set of 10, 25, 50, 75, 90; none: the capacity alone)",
 };
 
 pub const CONNECTIONS: ParamSpec = ParamSpec {
@@ -119,10 +119,10 @@ pub fn loads(p: &Params) -> Result<Vec<u64>, ParamError> {
     }
     for t in s.split([',', '+', ' ']).map(str::trim).filter(|t| !t.is_empty()) {
         let v: u64 = t.trim_end_matches('%').parse().map_err(|_| {
-            ParamError::new("loads", format!("`{t}` is not a percentage; give some of 25, 50, 75, 90"))
+            ParamError::new("loads", format!("`{t}` is not a percentage; give some of 10, 25, 50, 75, 90"))
         })?;
         if !LOADS.contains(&v) {
-            return Err(ParamError::new("loads", format!("{v} % is not one of 25, 50, 75, 90")));
+            return Err(ParamError::new("loads", format!("{v} % is not one of 10, 25, 50, 75, 90")));
         }
         if !out.contains(&v) {
             out.push(v);
@@ -153,7 +153,7 @@ pub const SET_BY_VIRTPERF: [&str; 2] = ["phase", "rate"];
 /// (Defined before the kinds' modules, which see it by its textual scope.)
 macro_rules! service_metrics {
     ($k:literal, $what:literal) => {
-        service_metrics!(@all $k, $what, "25", "50", "75", "90")
+        service_metrics!(@all $k, $what, "10", "25", "50", "75", "90")
     };
     (@all $k:literal, $what:literal, $($l:literal),*) => {
         &[
@@ -292,7 +292,7 @@ mod tests {
         let bad = params(json!({"loads": "30"}));
         let e = loads(&Params(&bad)).unwrap_err();
         assert_eq!(e.key, "loads");
-        assert!(e.message.contains("25, 50, 75, 90"), "{}", e.message);
+        assert!(e.message.contains("10, 25, 50, 75, 90"), "{}", e.message);
         let word = params(json!({"loads": "half"}));
         assert!(loads(&Params(&word)).is_err());
     }
