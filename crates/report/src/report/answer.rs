@@ -1374,6 +1374,41 @@ pub fn render_html(r: &Report) -> String {
 mod tests {
     use super::*;
 
+    /// A service's line: its requests against native's with the interval; the p99 at half load
+    /// where that load was carried; where not, what was answered of what was offered and the p99
+    /// of the highest lower load carried — never a latency of a load it could not carry.
+    #[test]
+    fn a_service_is_said_by_its_requests_its_latency_at_a_load_and_its_cpu() {
+        let mut r = crate::report::summary_test_report();
+        let row = |env: &str, metric: &str, better: &'static str, mean: f64, ratio: Option<f64>| {
+            ResultRow {
+                workload: "nginx".into(),
+                kind: "nginx".into(),
+                metric: metric.into(),
+                mean,
+                overhead: ratio.map(|x| crate::report::Overhead::unpaired(x, Some([x * 0.9, x * 1.1]), None)),
+                ..crate::report::test_row(env, mean, 0.1, better)
+            }
+            .as_recorded()
+        };
+        r.results = vec![
+            row("native", "nginx_capacity", "higher", 40000.0, None),
+            row("container", "nginx_capacity", "higher", 39000.0, Some(0.975)),
+            row("container", "nginx_p99_at50", "lower", 900.0, Some(1.5)),
+            row("container", "nginx_rate_at50", "higher", 20000.0, Some(1.0)),
+            row("gvisor", "nginx_capacity", "higher", 4000.0, Some(0.1)),
+            row("gvisor", "nginx_rate_at50", "higher", 3900.0, Some(0.195)),
+            row("gvisor", "nginx_rate_at10", "higher", 3990.0, Some(1.0)),
+            row("gvisor", "nginx_p99_at10", "lower", 5000.0, Some(4.0)),
+            row("gvisor", "nginx_server_cpu", "lower", 150.0, Some(9.0)),
+        ];
+        let l = service_lines(&r);
+        assert_eq!(l.len(), 2, "{l:#?}");
+        assert_eq!(l[0], "nginx: container serves 1.0× (0.88–1.1×) native's requests, p99 at half load 1.5× (1.4–1.7×) native's");
+        assert!(l[1].starts_with("nginx: gvisor serves 0.100× (0.090–0.11×) native's requests, half load not carried (3900 of 20000 req/s offered answered), p99 at 10 % load 4.0× (3.6–4.4×) native's"), "{}", l[1]);
+        assert!(l[1].ends_with("its CPU per request 9.0× (8.1–9.9×) native's"), "{}", l[1]);
+    }
+
     #[test]
     fn a_long_workload_label_is_cut_and_keeps_its_case() {
         let l = "rfc2544:quick=true,frame_size=[64,1518],direction=out,mlr_width=10 [frame_size=64]";

@@ -199,10 +199,8 @@ impl Server {
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
         let t0 = Instant::now();
-        let mut ru: libc::rusage = unsafe {
-            // SAFETY: rusage is plain data; zeroed is a valid value.
-            std::mem::zeroed()
-        };
+        // SAFETY: rusage is plain data; zeroed is a valid value.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         let mut status = 0;
         let mut reaped = false;
         while !self.reaped && t0.elapsed() < Duration::from_secs(2) {
