@@ -239,6 +239,7 @@ pub fn render(rows: &RunRows, r: &Report) -> Result<Page> {
     body += &by_host(r);
     body += &workloads(rows, r, &mut figs, &color)?;
     body += &network(rows, r, &mut figs, &color)?;
+    body += &services(r, &mut figs, &color);
     body += &rfc2544(r, &mut figs, &color);
     body += &pairs(r, &mut figs);
     body += &instances(r, &mut figs, &color);
@@ -641,6 +642,87 @@ fn network(rows: &RunRows, r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> 
         out += &grid(&series);
     }
     Ok(out)
+}
+
+/// Services (`apps`): per case, the capacity of each environment as bars with their intervals,
+/// and the p99 (solid) and p50 (dashed) latency against the offered load, on a log axis — only
+/// the loads each environment carried (a load it did not carry has no latency to draw).
+fn services(r: &Report, figs: &mut Figs, color: &dyn Fn(&str) -> usize) -> String {
+    let top = |x: &&ResultRow| x.peer.is_none() && x.instance.is_none();
+    let mut cases: Vec<&str> = Vec::new();
+    for x in r
+        .results
+        .iter()
+        .filter(top)
+        .filter(|x| x.family == Family::Service && x.metric.ends_with("_capacity"))
+    {
+        if !cases.contains(&x.workload.as_str()) {
+            cases.push(&x.workload);
+        }
+    }
+    if cases.is_empty() {
+        return String::new();
+    }
+    let mut inner = String::new();
+    for (i, w) in cases.iter().enumerate() {
+        let of = |suffix: &str| {
+            r.results
+                .iter()
+                .filter(top)
+                .filter(move |x| x.workload == *w && x.metric.ends_with(suffix))
+                .collect::<Vec<_>>()
+        };
+        let bars: Vec<Bar> = of("_capacity")
+            .into_iter()
+            .map(|x| Bar {
+                label: x.environment.clone(),
+                color: color(&x.environment),
+                value: x.mean,
+                ci: x.ci95,
+            })
+            .collect();
+        inner += &figs.add(figures::hbars(
+            &format!("service-{i}-capacity"),
+            &format!("{}: capacity per environment (closed loop), with the 95 % interval", case_short(w)),
+            "requests/s",
+            &bars,
+        ));
+        let mut lines = Vec::new();
+        for env in r.environments.iter().map(|e| e.name.as_str()) {
+            for (q, dashed) in [("p99", false), ("p50", true)] {
+                let mut points: Vec<(f64, f64)> = of("")
+                    .into_iter()
+                    .filter(|x| x.environment == env)
+                    .filter_map(|x| {
+                        let l: f64 = x.metric.rsplit_once(&format!("_{q}_at"))?.1.parse().ok()?;
+                        Some((l, x.mean))
+                    })
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !points.is_empty() {
+                    lines.push(Line {
+                        name: format!("{env} {q}"),
+                        color: color(env),
+                        dashed,
+                        hollow: false,
+                        points,
+                    });
+                }
+            }
+        }
+        if !lines.is_empty() {
+            inner += &figs.add(figures::lines(
+                &format!("service-{i}-latency"),
+                &format!("{}: latency against the offered load (p99 solid, p50 dashed), from each request's scheduled send; loads an environment did not carry are left out", case_short(w)),
+                "offered load (% of the baseline's capacity)",
+                "µs (log scale)",
+                &lines,
+                false,
+                true,
+            ));
+        }
+    }
+    format!("<h2 id=\"services\">Services</h2>\n{}", grid(&inner))
 }
 
 /// RFC 2544 (seed 003): throughput against frame size per environment and direction with the
