@@ -300,6 +300,19 @@ fn run_one(
     }
     let counts = counters.into_inner().ok().flatten().map(|c| c.finish(t1.saturating_sub(t0)));
     // A write error means the host is gone: nobody to tell.
+    // JSON has no NaN or infinity: a figure that is not finite would reach the host as `null`
+    // and read as a malformed reply. Said as what it is, a failure of the workload's arithmetic.
+    let res = res.and_then(|o| match o.samples.iter().find(|x| !x.value.is_finite()) {
+        Some(bad) => Err(virtperf_workload::registry::Refusal {
+            code: virtperf_proto::ErrorCode::WorkloadFailed,
+            message: format!(
+                "the workload's {} came out {} (a span of 0 on this clock?): not sent",
+                bad.metric, bad.value
+            ),
+            kind: Some(virtperf_proto::FailureKind::Other),
+        }),
+        None => Ok(o),
+    });
     let _ = match res {
         Ok(mut o) => send(
             tag,
