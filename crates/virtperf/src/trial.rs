@@ -215,6 +215,17 @@ impl Parties<'_, '_> {
         }
     }
 
+    /// Asks the run `tag` to stop (the agent answers within 5 s) and waits up to `within` for its
+    /// result: a server's or a background load's end.
+    fn stop_run(&mut self, who: Who, tag: u64, within: Duration, what: &str) -> Result<RunResult, Fail> {
+        let never = AtomicBool::new(false);
+        self.inst(who)?
+            .conn
+            .call(Request::Stop { target: tag }, Duration::from_secs(5), &never)
+            .map_err(|e| fail(who, &format!("stopping {what}"), e))?;
+        self.wait_result(who, tag, Instant::now() + within, what)
+    }
+
     /// True when `who` takes part and does not answer a ping within a second.
     fn unresponsive(&mut self, who: Who) -> bool {
         if who == Who::Tester && self.tester.is_none() {
@@ -758,11 +769,16 @@ pub fn cpu_at(series: &[(&str, f64, u64)], role: &str, t_ms: f64) -> Option<f64>
     Some(a.1 + f * (b.1 - a.1))
 }
 
+/// The CPU `role` used over a window (ms since the trial began), ns, interpolated in the series.
+fn cpu_over(series: &[(&str, f64, u64)], role: &str, w_ms: (f64, f64)) -> Option<f64> {
+    Some(cpu_at(series, role, w_ms.1)? - cpu_at(series, role, w_ms.0)?)
+}
+
 /// Host CPU of the DUT per Gbit received (netperf's service demand; seed 000's CPU cost), over the
 /// transfer window only: CPU interpolated in the 20 Hz series at the window's ends (ms since the
 /// trial began), bytes the receivers counted.
 pub fn cpu_per_gbit(series: &[(&str, f64, u64)], bytes: u64, w_ms: (f64, f64)) -> Option<f64> {
-    let cpu_ns = cpu_at(series, "dut", w_ms.1)? - cpu_at(series, "dut", w_ms.0)?;
+    let cpu_ns = cpu_over(series, "dut", w_ms)?;
     let gbit = bytes as f64 * 8.0 / 1e9;
     (gbit > 0.0 && cpu_ns >= 0.0).then(|| cpu_ns / 1e9 / gbit)
 }
@@ -773,8 +789,7 @@ pub fn cpu_per_gbit(series: &[(&str, f64, u64)], bytes: u64, w_ms: (f64, f64)) -
 fn cpu_per_request(series: &[(&str, f64, u64)], kind: &str, requests: u64, w_ms: (f64, f64)) -> Vec<Sample> {
     let mut out = Vec::new();
     for (role, name) in [("dut", "server_cpu"), ("tester", "client_cpu")] {
-        let used = cpu_at(series, role, w_ms.1).zip(cpu_at(series, role, w_ms.0)).map(|(b, a)| b - a);
-        if let Some(ns) = used.filter(|ns| *ns >= 0.0 && requests > 0) {
+        if let Some(ns) = cpu_over(series, role, w_ms).filter(|ns| *ns >= 0.0 && requests > 0) {
             out.push(Sample {
                 metric: format!("{kind}_{name}"),
                 value: ns / 1e3 / requests as f64,
@@ -829,12 +844,7 @@ fn body(p: &mut Parties, case: &Case, spec: &WorkloadSpec, timeout: Duration) ->
     let mut reached = Vec::new();
     let mut results = Vec::new();
     for (who, tag) in loads {
-        let never = AtomicBool::new(false);
-        p.inst(who)?
-            .conn
-            .call(Request::Stop { target: tag }, Duration::from_secs(5), &never)
-            .map_err(|e| fail(who, "stopping the background load", e))?;
-        let r = p.wait_result(who, tag, Instant::now() + Duration::from_secs(10), "background load")?;
+        let r = p.stop_run(who, tag, Duration::from_secs(10), "the background load")?;
         let mut result = r.out.extra;
         // The load reached over the measured workload's window on the loader's side (same agent,
         // same clock), not over the loader's whole life.
@@ -1423,14 +1433,7 @@ fn cluster_trial(p: &mut Parties, spec: &WorkloadSpec, deadline: Instant) -> Res
     let mut server_out = Vec::new();
     let mut server_err = None;
     for &(k, tag) in servers.iter().rev() {
-        let never = AtomicBool::new(false);
-        let who = Who::Dut(k);
-        if let Err(e) = p.inst(who)?.conn.call(Request::Stop { target: tag }, Duration::from_secs(5), &never)
-        {
-            server_err.get_or_insert(fail(who, "stopping a pfs server", e));
-            continue;
-        }
-        match p.wait_result(who, tag, Instant::now() + Duration::from_secs(20), "a pfs server") {
+        match p.stop_run(Who::Dut(k), tag, Duration::from_secs(20), "a pfs server") {
             Ok(r) => server_out.push((k, r.guest_cpu_ns, r.out.extra)),
             Err(e) => {
                 server_err.get_or_insert(e);
@@ -1574,15 +1577,7 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
         Ok(())
     })();
     // The server stops whatever the client did; its own failure is the better reason.
-    let never = AtomicBool::new(false);
-    let stopped = p
-        .inst(Who::Dut(0))?
-        .conn
-        .call(Request::Stop { target: stag }, Duration::from_secs(5), &never)
-        .map_err(|e| fail(Who::Dut(0), "stopping the server", e))
-        .and_then(|_| {
-            p.wait_result(Who::Dut(0), stag, Instant::now() + Duration::from_secs(20), "the server")
-        });
+    let stopped = p.stop_run(Who::Dut(0), stag, Duration::from_secs(20), "the server");
     let s = match (client, stopped) {
         (Ok(()), Ok(s)) => s,
         (Err(Fail::Interrupted), _) | (_, Err(Fail::Interrupted)) => return Err(Fail::Interrupted),

@@ -151,8 +151,9 @@ fn tight_timer() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
-/// The event-loop threads for `connections`: one per CPU this process may run on.
-fn threads_for(connections: usize) -> usize {
+/// The event-loop threads for `connections`: one per CPU this process may run on (the reference
+/// tools' `-t`/`--threads` follow the same rule).
+pub fn threads_for(connections: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(connections).max(1)
 }
 

@@ -162,7 +162,7 @@ fn client(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole, phase: &str)
 /// the client may use (as virtperf's), its connections, its duration.
 fn wrk(p: &Params, ctx: &RunCtx, to: &std::net::SocketAddr) -> Result<Output, AppError> {
     let connections = p.u64("connections")?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64).min(connections).max(1);
+    let threads = super::driver::threads_for(connections as usize);
     let secs = (p.ms_or("duration", 3000) as f64 / 1e3).max(1.0).round() as u64;
     let mut argv: Vec<String> = vec![
         "wrk".into(),

@@ -166,7 +166,7 @@ fn benchmark(p: &Params, ctx: &RunCtx, resp: &Resp, to: &SocketAddr) -> Result<O
     };
     let rate = super::driver::drive(resp, probe, ctx)?.rate();
     let n = ((rate * secs) as u64).clamp(1000, 100_000_000);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64).min(connections).max(1);
+    let threads = super::driver::threads_for(connections as usize);
     let mut argv: Vec<String> = vec![
         "redis-benchmark".into(),
         "-h".into(),
