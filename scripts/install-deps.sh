@@ -43,6 +43,7 @@ NEEDS=(
   "wrk:wrk"                     # bench/apps.sh: the reference for nginx's capacity
   "redis-server:redis-server"   # the redis workload's server
   "redis-benchmark:redis-tools" #   and its reference client (bench/apps.sh)
+  "pg_ctlcluster:postgresql"    # the postgres workload's server, initdb and pgbench (its client)
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
   "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh
   "libvirtd:libvirt-daemon-system"     #   the system daemon (qemu:///system)

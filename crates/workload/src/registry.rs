@@ -59,6 +59,7 @@ pub static REGISTRY: &[&dyn Workload] = &[
     &tools::CommandLine,
     &apps::nginx::Nginx,
     &apps::redis::Redis,
+    &apps::postgres::Postgres,
 ];
 
 pub fn find(kind: &str) -> Option<&'static dyn Workload> {

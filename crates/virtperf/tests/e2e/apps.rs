@@ -308,3 +308,171 @@ pub(crate) fn services_serve_from_every_environment_and_agree_with_wrk() -> Outc
     println!("    kill -9 while nginx served: swept by the next start");
     Outcome::Pass
 }
+
+/// Processes of PostgreSQL's server on this host (by their executable), as "pid cmdline".
+fn postgres_processes() -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
+        if exe.to_string_lossy().ends_with("/bin/postgres") {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            out.push(format!(
+                "{} {}",
+                e.file_name().to_string_lossy(),
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    out
+}
+
+/// The host's System V shared memory segments (their keys): PostgreSQL keeps one per cluster.
+fn shm_segments() -> std::collections::BTreeSet<String> {
+    std::fs::read_to_string("/proc/sysvipc/shm")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect()
+}
+
+/// PostgreSQL in native, a container with Docker's capabilities, gVisor, UML and a QEMU guest
+/// (those doctor says this host can run): its cluster made and loaded inside each, pgbench on the
+/// tester; every trial served, its capacity a real figure, the half load carried or said not to
+/// be (its latencies then left out), each transaction's latency from pgbench's own log; the
+/// cluster's set-up is not the trial's time (no trial judged stalled for it); a container without
+/// CAP_SETFCAP fails with what to give it; bad keys exit 2; no server, no shared memory segment
+/// and no directory outlive a run, even one killed with -9 while the server serves.
+pub(crate) fn postgres_serves_from_every_environment_with_pgbench() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    if let Some(why) = need_tools(&["postgres"]) {
+        return Outcome::Skip(why);
+    }
+    if !postgres_processes().is_empty() {
+        return Outcome::Skip(format!(
+            "PostgreSQL already runs on this host (not the test's): {:?}",
+            postgres_processes()
+        ));
+    }
+    let shm_before = shm_segments();
+    let fx = Fixture::new();
+    let mut toml = String::from(
+        "name = \"pg\"\nreps = 2\nwarmup = 0\norder = \"paired\"\n\n[[workload]]\nkind = \"postgres\"\nduration = \"1s\"\nloads = \"50\"\n\n[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\ncapabilities = \"docker\"\n",
+    );
+    let mut envs = vec!["native", "container"];
+    for name in ["gvisor", "uml", "qemu"] {
+        match doctor_unusable(name) {
+            None => {
+                envs.push(name);
+                toml += &format!("\n[[env]]\nkind = \"{name}\"\n");
+            }
+            Some(why) => dropped(&format!("postgres in {name}"), &why),
+        }
+    }
+    let file = fx.file("pg.toml", &toml);
+    let doc = fx.json(&format!("run {}", file.display()));
+    let raw = fx.export();
+    let trials = raw["trials"].as_array().unwrap();
+    let failed: Vec<_> = trials.iter().filter(|t| t["status"] != "ok").map(|t| t["reason"].clone()).collect();
+    assert!(failed.is_empty(), "every trial served: {failed:#?}");
+    let mut line = Vec::new();
+    for e in &envs {
+        let cap = mean(&doc, e, "postgres", "postgres_capacity");
+        // Select-only at scale 1: ~15k transactions per second natively here, ~400 in TCG.
+        let floor = if *e == "native" || *e == "container" { 1000.0 } else { 20.0 };
+        assert!(cap > floor && cap < 1e6, "{e}: capacity {cap} tps");
+        assert_eq!(mean(&doc, e, "postgres", "postgres_errors"), 0.0, "{e}: no transaction failed");
+        let scpu = mean(&doc, e, "postgres", "postgres_server_cpu");
+        assert!(scpu > 1.0 && scpu < 1e6, "{e}: {scpu} us/transaction");
+        line.push(format!("{e} {cap:.0} tps, server {scpu:.0} us/tx"));
+        for t in trials.iter().filter(|t| t["environment"] == *e) {
+            let x = &t["extra"];
+            let server = &x["server"];
+            assert!(
+                server["initdb_ms"].as_f64().is_some_and(|v| v > 0.0)
+                    && server["ready_ms"].as_f64().is_some_and(|v| v > 0.0),
+                "{e}: the cluster's set-up is said: {server:#}"
+            );
+            // The trial's time is its phases' (capacity and one load, each a second's warm-up
+            // and a second: 4 s planned), never the cluster's initdb and load (9 s in a TCG
+            // guest here).
+            let secs = t["host_ns"].as_f64().unwrap() / 1e9;
+            assert!(secs > 4.0 && secs < 2.0 * 4.0 + 1.0, "{e}: a trial of {secs:.1} s");
+            let phases = x["phases"].as_array().unwrap();
+            assert_eq!(phases.len(), 2, "capacity and 50 %: {x:#}");
+            let ph = &phases[1];
+            let (offered, rate) =
+                (ph["tally"]["offered"].as_f64().unwrap(), ph["tally"]["rate"].as_f64().unwrap());
+            let carried = ph["tally"]["carried"].as_bool().unwrap();
+            assert_eq!(carried, rate >= 0.95 * offered, "{e}: {ph:#}");
+            let samples = t["samples"].as_array().unwrap();
+            let q = |m: &str| samples.iter().find(|s| s["metric"] == m).and_then(|s| s["value"].as_f64());
+            assert_eq!(q("postgres_p99_at50").is_some(), carried, "{e}: latencies only where carried");
+            assert!(q("postgres_rate_at50").is_some() && q("postgres_backlog_at50").is_some(), "{e}");
+            if carried {
+                let (p50, p99) = (q("postgres_p50_at50").unwrap(), q("postgres_p99_at50").unwrap());
+                assert!(p50 > 10.0 && p50 <= p99, "{e}: p50 {p50} us, p99 {p99} us");
+                // Every latency after the warm-up from pgbench's log: the histogram holds each
+                // transaction the load's rate counts.
+                let n: f64 = ph["tally"]["histogram_us"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b[1].as_f64().unwrap())
+                    .sum();
+                let done = rate * ph["tally"]["secs"].as_f64().unwrap();
+                assert!((n - done).abs() <= 0.01 * done + 8.0, "{e}: {n} latencies of {done} transactions");
+            }
+        }
+    }
+    println!("    {}", line.join("; "));
+    assert!(
+        row(&doc, "native", "postgres", "postgres_p99_at50").is_some(),
+        "native carries half its capacity"
+    );
+    let rep = fx.text("report");
+    assert!(!rep.contains("stalled"), "the cluster's set-up is no stall: {rep}");
+    fx.assert_no_leftovers();
+    assert!(postgres_processes().is_empty(), "left running: {:?}", postgres_processes());
+    assert_eq!(shm_segments(), shm_before, "a shared memory segment left behind");
+
+    // A container without capabilities: the server cannot drop root; said with what to give.
+    let out = fx.vp_on(
+        "nocaps.db",
+        "run --env container --workload postgres:duration=1s,loads=none --reps 1 --warmup 0",
+    );
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("capabilities = \"docker\"") && said.contains("CAP_SETFCAP"), "{said}");
+
+    // Bad input: the key and what to give, exit 2, nothing made.
+    for (w, key) in [
+        ("postgres:duration=1500ms", "duration"),
+        ("postgres:transaction=tpcc", "transaction"),
+        ("postgres:scale=0", "scale"),
+        ("postgres:loads=60", "loads"),
+    ] {
+        let out = fx.vp_on("bad.db", &format!("run --env native --workload {w}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{w}: {err}");
+        assert!(err.contains(&format!("`{key}`")), "{w}: {err}");
+    }
+    assert!(!fx.path("bad.db").exists(), "nothing created");
+
+    // kill -9 while the server serves: the next start leaves no server, segment or directory.
+    let child = fx.spawn("run --env native --workload postgres:duration=20s,loads=none --reps 1 --warmup 0");
+    let pid = child.id();
+    let running = wait_for(|| (!postgres_processes().is_empty()).then(postgres_processes), 60.0);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    kill(pid, 9);
+    let _ = child.wait();
+    assert!(running.is_some(), "postgres never ran");
+    fx.ok("run --env native --workload noop --reps 1");
+    let gone = wait_for(|| postgres_processes().is_empty().then_some(()), 10.0);
+    assert!(gone.is_some(), "not swept: {:?}", postgres_processes());
+    assert_eq!(shm_segments(), shm_before, "a shared memory segment left by the killed run");
+    fx.assert_no_leftovers();
+    println!("    kill -9 while postgres served: swept by the next start");
+    Outcome::Pass
+}

@@ -130,6 +130,7 @@ fn main() {
         tools::tools_run_inside_every_environment_and_agree_with_virtperf,
         tools::a_program_an_environment_lacks_sets_its_cell_aside,
         apps::services_serve_from_every_environment_and_agree_with_wrk,
+        apps::postgres_serves_from_every_environment_with_pgbench,
         report::compare_flags_a_slowed_environment_only,
         report::history_and_ab_give_verdicts_ci_can_act_on,
         mechanisms::mechanisms_run_everywhere_and_make_physical_sense,

@@ -477,6 +477,7 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ("nginx", "nginx", "nginx"),
     ("wrk", "wrk", "wrk"),
     ("redis", "redis-server", "redis-server"),
+    ("postgres", "pg_ctlcluster", "postgresql"),
     ("sshd", "/usr/sbin/sshd", "openssh-server"),
     ("ssh", "ssh", "openssh-client"),
     ("apt", "apt-get", "apt"),

@@ -139,7 +139,7 @@ impl Tally {
     }
 }
 
-fn new_histogram() -> Result<Histogram<u64>, AppError> {
+pub fn new_histogram() -> Result<Histogram<u64>, AppError> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|e| AppError::Protocol(format!("histogram: {e}")))
 }

@@ -38,6 +38,8 @@ pub enum AppError {
     NotReady { prog: String, addr: String, secs: u64, detail: String },
     #[error("{prog} exited while serving ({how}): {stderr}")]
     Died { prog: String, how: String, stderr: String },
+    #[error("{prog} refuses to run as root, and cannot be started as an unprivileged user in a user namespace of its own here ({source}): mapping root's files to it needs CAP_SETFCAP — give a container capabilities = \"docker\" (Docker's default set), or SETFCAP")]
+    NoUserNamespace { prog: String, source: std::io::Error },
     #[error("{0}")]
     Protocol(String),
     #[error("every connection failed: {0}")]
@@ -57,7 +59,7 @@ impl crate::error::Kinded for AppError {
             AppError::Tool(e) => e.kind(),
             AppError::Net(e) => e.kind(),
             AppError::Os(e) => e.kind(),
-            AppError::NotReady { .. } | AppError::Died { .. } => K::Other,
+            AppError::NotReady { .. } | AppError::Died { .. } | AppError::NoUserNamespace { .. } => K::Other,
             AppError::NoConnection(_) => K::Peer,
             AppError::Protocol(_) | AppError::Param(_) | AppError::Panicked(_) => K::Other,
             AppError::Stopped => K::Stopped,
@@ -132,11 +134,24 @@ pub fn loads(p: &Params) -> Result<Vec<u64>, ParamError> {
     Ok(out)
 }
 
-/// A service trial's planned length, ms: its capacity phase and each offered load's, each
-/// `duration` long.
+/// A service trial's planned length, ms: the warm-up, its capacity phase and each offered load's,
+/// each `duration` long.
 pub fn planned_ms(p: &Params) -> Option<f64> {
     let phases = 1 + loads(p).map_or(0, |l| l.len());
-    p.opt_f64("duration").map(|d| d * phases as f64)
+    p.opt_f64("duration").map(|d| WARM_UP.as_secs_f64() * 1e3 + d * phases as f64)
+}
+
+/// How long the client loads the server, uncounted, before its capacity is measured: the server's
+/// caches and connections, a TCG guest's translated code, warm. (Measured without it: a TCG
+/// guest's PostgreSQL served 30 % more in the open loop that followed its capacity phase, at an
+/// offered rate it could not carry, than in the capacity phase itself.)
+pub const WARM_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// [`WARM_UP`] with virtperf's closed loop on the phase's connections; its figures dropped.
+pub fn warm_up<C: driver::Protocol>(p: &Params, ctx: &RunCtx, c: &C) -> Result<(), AppError> {
+    let connections = p.u64("connections")? as usize;
+    driver::drive(c, driver::Phase { connections, duration: WARM_UP, rate: None }, ctx)?;
+    Ok(())
 }
 
 /// The phase this run plays (the server's, unless the orchestrator says).
@@ -226,6 +241,7 @@ macro_rules! service_metrics {
 pub mod driver;
 pub mod http;
 pub mod nginx;
+pub mod postgres;
 pub mod redis;
 pub mod server;
 
@@ -246,18 +262,28 @@ pub fn phase_output<C: driver::Protocol>(
 ) -> Result<Output, AppError> {
     let connections = p.u64("connections")? as usize;
     let duration = std::time::Duration::from_millis(p.ms_or("duration", 3000));
-    let (rate, load) = match phase {
-        "open" => {
-            let load = loads(p)?.first().copied().ok_or_else(|| ParamError::new("loads", "no load given"))?;
-            let rate = p.f64("rate")?;
-            if rate <= 0.0 {
-                return Err(ParamError::new("rate", "an open-loop phase needs the rate it offers").into());
-            }
-            (Some(rate), Some(load))
-        }
-        _ => (None, None),
-    };
+    let o = offered(p, phase)?;
+    let (rate, load) = (o.map(|x| x.0), o.map(|x| x.1));
     let t = driver::drive(c, driver::Phase { connections, duration, rate }, ctx)?;
+    Ok(tally_output(k, phase, load, &t, json!({})))
+}
+
+/// The phase's rate for an open loop (`rate`, its `loads` percentage), None for the capacity.
+pub fn offered(p: &Params, phase: &str) -> Result<Option<(f64, u64)>, AppError> {
+    if phase != "open" {
+        return Ok(None);
+    }
+    let load = loads(p)?.first().copied().ok_or_else(|| ParamError::new("loads", "no load given"))?;
+    let rate = p.f64("rate")?;
+    if rate <= 0.0 {
+        return Err(ParamError::new("rate", "an open-loop phase needs the rate it offers").into());
+    }
+    Ok(Some((rate, load)))
+}
+
+/// A phase's tally as samples (the capacity, or the load's latencies where carried, its rate and
+/// backlog; errors in both) and its stored detail (`more` merged into it: a tool's output).
+pub fn tally_output(k: &str, phase: &str, load: Option<u64>, t: &driver::Tally, more: Value) -> Output {
     let mut samples = Vec::new();
     match load {
         None => samples.push(sample(&format!("{k}_capacity"), t.rate(), "req/s")),
@@ -272,8 +298,11 @@ pub fn phase_output<C: driver::Protocol>(
         }
     }
     samples.push(sample(&format!("{k}_errors"), t.errors as f64, "req"));
-    let extra: Value = json!({ "phase": phase, "load": load, "tally": t.detail() });
-    Ok(Output { samples, extra })
+    let mut extra: Value = json!({ "phase": phase, "load": load, "tally": t.detail() });
+    if let (Some(e), Value::Object(m)) = (extra.as_object_mut(), more) {
+        e.extend(m);
+    }
+    Output { samples, extra }
 }
 
 #[cfg(test)]

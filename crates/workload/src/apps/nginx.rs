@@ -152,8 +152,11 @@ fn serve(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole) -> Result<Out
 fn client(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole, phase: &str) -> Result<Output, AppError> {
     let (from, to) = (crate::net::addr(&role.bind, 0)?, crate::net::addr(&role.peer, role.port)?);
     let get = HttpGet::new(from, to, &format!("/{FILE}"), p.u64("size")?, p.bool("keepalive"));
-    if phase == "capacity" && p.str("client")? == "wrk" {
-        return wrk(p, ctx, &to);
+    if phase == "capacity" {
+        super::warm_up(p, ctx, &get)?;
+        if p.str("client")? == "wrk" {
+            return wrk(p, ctx, &to);
+        }
     }
     super::phase_output("nginx", p, ctx, &get, phase)
 }

@@ -147,8 +147,11 @@ fn serve(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole) -> Result<Out
 fn client(p: &Params, ctx: &RunCtx, role: &virtperf_proto::NetRole, phase: &str) -> Result<Output, AppError> {
     let (from, to) = (crate::net::addr(&role.bind, 0)?, crate::net::addr(&role.peer, role.port)?);
     let resp = Resp::new(from, to, p.str("op")?, p.u64("value_size")?, p.u64("pipeline")?);
-    if phase == "capacity" && p.str("client")? == "redis-benchmark" {
-        return benchmark(p, ctx, &resp, &to);
+    if phase == "capacity" {
+        super::warm_up(p, ctx, &resp)?;
+        if p.str("client")? == "redis-benchmark" {
+            return benchmark(p, ctx, &resp, &to);
+        }
     }
     super::phase_output("redis", p, ctx, &resp, phase)
 }

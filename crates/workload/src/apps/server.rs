@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::AppError;
-use crate::tools::{die_with_parent, find_program, writable_tmp, ToolError};
+use crate::tools::{find_program, writable_tmp, ToolError};
 use crate::workload::RunCtx;
 
 /// The most of a server's stderr and error log kept with the trial.
@@ -64,9 +64,158 @@ impl Home {
     }
 }
 
+/// Who a server runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunAs {
+    /// As the agent runs (root in most environments).
+    Agent,
+    /// As uid and gid [`UNPRIVILEGED`] in a user namespace of its own, the agent's uid and gid
+    /// mapped to it: a server that refuses to run as root (PostgreSQL) owns every file the agent
+    /// made for it — no `chown`, which gVisor and a container without capabilities refuse — and
+    /// holds no capability outside its namespace. Mapping root needs CAP_SETFCAP (Linux 5.12+).
+    Unprivileged,
+}
+
+/// The uid and gid an [`RunAs::Unprivileged`] server has inside its user namespace: `nobody` and
+/// `nogroup`, which every Debian's password database names (initdb looks its user's name up).
+pub const UNPRIVILEGED: u32 = 65534;
+
+/// How a server is started and stopped.
+#[derive(Debug, Clone, Copy)]
+pub struct How {
+    pub run_as: RunAs,
+    /// The signal that asks it to stop (SIGTERM; PostgreSQL's fast shutdown is SIGINT).
+    pub stop: i32,
+    /// The signal it gets when the agent's thread that started it ends (PR_SET_PDEATHSIG).
+    pub on_death: i32,
+    /// Variables set in its environment.
+    pub env: &'static [(&'static str, &'static str)],
+}
+
+impl Default for How {
+    fn default() -> How {
+        How { run_as: RunAs::Agent, stop: libc::SIGTERM, on_death: libc::SIGKILL, env: &[] }
+    }
+}
+
+/// `prog` with `args` in `home` as `how` says; stdin closed.
+fn command(path: &str, args: &[String], home: &Home, how: &How) -> Command {
+    let mut cmd = Command::new(path);
+    cmd.args(args).current_dir(home.path()).env("TMPDIR", home.path()).stdin(Stdio::null());
+    for (k, v) in how.env {
+        cmd.env(k, v);
+    }
+    if how.run_as == RunAs::Unprivileged {
+        enter_user_namespace(&mut cmd);
+    }
+    crate::tools::signal_with_parent(&mut cmd, how.on_death);
+    cmd
+}
+
+/// The child enters a user namespace of its own where it is uid and gid [`UNPRIVILEGED`], mapped
+/// to the agent's own uid and gid outside (a one-line map of its own ids, which needs no
+/// privilege but CAP_SETFCAP where the id is root's).
+fn enter_user_namespace(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid/getegid only read the caller's credentials.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // Formatted here, before the fork: the child only writes these bytes.
+    let uid_map = format!("{UNPRIVILEGED} {uid} 1\n").into_bytes();
+    let gid_map = format!("{UNPRIVILEGED} {gid} 1\n").into_bytes();
+    // SAFETY: between fork and exec the closure calls only async-signal-safe functions
+    // (unshare, open, write, close) on buffers allocated before the fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            write_proc(c"/proc/self/uid_map", &uid_map)?;
+            // gVisor has no setgroups file; its gid map needs none.
+            match write_proc(c"/proc/self/setgroups", b"deny") {
+                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+                _ => {}
+            }
+            write_proc(c"/proc/self/gid_map", &gid_map)
+        });
+    }
+}
+
+/// Writes `bytes` to the file at `path` with open/write/close alone (async-signal-safe).
+fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: path is NUL-terminated; bytes is a live buffer of bytes.len() bytes; fd is closed once.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n != bytes.len() as isize {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// A start refused before the program ran (the user namespace), said with what to do.
+fn start_error(prog: &str, path: &str, how: &How, source: std::io::Error) -> AppError {
+    if how.run_as == RunAs::Unprivileged
+        && matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EINVAL) | Some(libc::ENOSPC))
+    {
+        return AppError::NoUserNamespace { prog: prog.to_string(), source };
+    }
+    ToolError::Start { prog: path.to_string(), source }.into()
+}
+
+/// Runs `prog` to its end in `home` as `how` says, within `within` (or until the host stops the
+/// run); its stdout and stderr go to `{name}.out` in `home`, whose tail a failure quotes.
+pub fn run_once(
+    prog: &str,
+    args: &[String],
+    home: &Home,
+    how: &How,
+    within: Duration,
+    ctx: &RunCtx,
+) -> Result<Duration, AppError> {
+    let path = find_program(prog)?;
+    let name = Path::new(prog).file_name().map_or(prog.to_string(), |n| n.to_string_lossy().into_owned());
+    let out_path = home.path().join(format!("{name}.out"));
+    let out = std::fs::File::create(&out_path)
+        .map_err(|e| crate::error::OsError::new(format!("create {}", out_path.display()), e))?;
+    let err = out.try_clone().map_err(|e| crate::error::OsError::new("dup an output file", e))?;
+    let mut cmd = command(&path, args, home, how);
+    cmd.stdout(out).stderr(err);
+    let t0 = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| start_error(&name, &path, how, e))?;
+    let said = |how: String| {
+        let b = std::fs::read(&out_path).unwrap_or_default();
+        AppError::Tool(ToolError::Exited { prog: name.clone(), how, stderr: tail(&b).trim().to_string() })
+    };
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) if st.success() => return Ok(t0.elapsed()),
+            Ok(Some(st)) => {
+                return Err(said(st.code().map_or("a signal".to_string(), |c| format!("status {c}"))))
+            }
+            Ok(None) if ctx.stopped() || t0.elapsed() > within => {
+                let _ = child.kill();
+                let _ = child.wait();
+                if ctx.stopped() {
+                    return Err(AppError::Stopped);
+                }
+                return Err(said(format!("no end within {} s (killed)", within.as_secs())));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(ToolError::Start { prog: path, source: e }.into()),
+        }
+    }
+}
+
 /// A running server.
 pub struct Server {
     prog: String,
+    stop_signal: i32,
     child: Child,
     stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
     started: Instant,
@@ -86,18 +235,13 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts `prog` with `args` in `home`, stdout discarded, stderr kept (its tail, bounded).
-    pub fn start(prog: &str, args: &[String], home: &Home) -> Result<Server, AppError> {
+    /// Starts `prog` with `args` in `home` as `how` says, stdout discarded, stderr kept (its
+    /// tail, bounded).
+    pub fn start(prog: &str, args: &[String], home: &Home, how: &How) -> Result<Server, AppError> {
         let path = find_program(prog)?;
-        let mut cmd = Command::new(&path);
-        cmd.args(args)
-            .current_dir(home.path())
-            .env("TMPDIR", home.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        die_with_parent(&mut cmd);
-        let mut child = cmd.spawn().map_err(|source| ToolError::Start { prog: path.clone(), source })?;
+        let mut cmd = command(&path, args, home, how);
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| start_error(prog, &path, how, e))?;
         let mut err = child.stderr.take().ok_or_else(|| ToolError::Start {
             prog: path.clone(),
             source: std::io::Error::other("no stderr pipe"),
@@ -118,7 +262,8 @@ impl Server {
             keep
         });
         Ok(Server {
-            prog: prog.to_string(),
+            prog: Path::new(prog).file_name().map_or(prog.to_string(), |n| n.to_string_lossy().into_owned()),
+            stop_signal: how.stop,
             child,
             stderr: Some(stderr),
             started: Instant::now(),
@@ -188,7 +333,7 @@ impl Server {
         AppError::Died { prog: self.prog.clone(), how, stderr: tail(&stderr).trim().to_string() }
     }
 
-    /// Stops the server (SIGTERM, then SIGKILL after 2 s) and says what it left: its exit, its
+    /// Stops the server (its stop signal, then SIGKILL after 2 s) and says what it left: its exit, its
     /// stderr's tail, `log`'s tail (the server's own error log, in its home), its CPU time as its
     /// kernel counted it (`wait4`'s rusage: the guest's view).
     pub fn stop(mut self, log: Option<&Path>) -> Value {
@@ -196,7 +341,7 @@ impl Server {
         if !self.reaped {
             // SAFETY: kill(2) on our own child's pid, which we have not reaped yet (wait4 below
             // reaps it), so the pid cannot name another process.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+            unsafe { libc::kill(pid, self.stop_signal) };
         }
         let t0 = Instant::now();
         // SAFETY: rusage is plain data; zeroed is a valid value.
@@ -245,9 +390,26 @@ pub fn serve(
     at: &std::net::SocketAddr,
     probe: impl FnMut() -> Result<(), String>,
 ) -> Result<crate::workload::Output, AppError> {
+    serve_then(prog, args, &How::default(), home, log, ctx, at, probe, || Ok(()))
+}
+
+/// [`serve`], started as `how` says, with `then` run once the server answers and before the host
+/// is told it is ready (PostgreSQL's tables are loaded there).
+#[allow(clippy::too_many_arguments)]
+pub fn serve_then(
+    prog: &str,
+    args: &[String],
+    how: &How,
+    home: &Home,
+    log: &str,
+    ctx: &RunCtx,
+    at: &std::net::SocketAddr,
+    probe: impl FnMut() -> Result<(), String>,
+    then: impl FnOnce() -> Result<(), AppError>,
+) -> Result<crate::workload::Output, AppError> {
     let log = home.path().join(log);
-    let mut server = Server::start(prog, args, home)?;
-    if let Err(e) = server.wait_ready(&at.to_string(), ctx, probe) {
+    let mut server = Server::start(prog, args, home, how)?;
+    if let Err(e) = server.wait_ready(&at.to_string(), ctx, probe).and_then(|_| then()) {
         let left = server.stop(Some(&log));
         return Err(with_log(e, &left));
     }
