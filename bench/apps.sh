@@ -8,7 +8,12 @@
 #  2. redis's capacity, GET and a 16-deep pipelined SET: virtperf's RESP client against
 #     redis-benchmark (`client = "redis-benchmark"`: `-c`, `-t`, `-d`, `-P` the same, `-n` sized
 #     to the duration).
-#  All are cases of one experiment in case groups, so each pair of trials ran seconds apart on
+#  3. postgres's capacity (select-only, scale 1, natively): pgbench is virtperf's client too, so
+#     the figure is checked against pgbench run by hand on a cluster made by hand as users make
+#     one (the `postgres` system user, initdb's defaults, `pgbench -i`), server on the host's last
+#     CPU and pgbench on CPU 0 (virtperf's placement), alternating with virtperf's runs; by hand
+#     over loopback, virtperf's over the lab's veth.
+#  1 and 2 are cases of one experiment in case groups, so each pair of trials ran seconds apart on
 #  the same launch; the ratio is of the medians over REPS trials each, and the median of the
 #  pairs' ratios (the headline: a launch's placement moves both clients alike) is printed too.
 #  Target: within 10 %. Each client's host CPU per request on the
@@ -93,4 +98,45 @@ for (env, case), w in by.items():
 print("capacity, virtperf against the tools (the median of the pairs' ratios; pairs ran seconds apart),\n"
       "where the tool was not client-bound: worst %.1f %% off (target: within 10 %%) — %s"
       % (worst * 100, "PASS" if worst <= 0.10 and compared > 0 else "FAIL (nothing compared)" if compared == 0 else "FAIL"))
+PY
+
+# 3. postgres natively: virtperf's capacity against pgbench by hand on a hand-made cluster.
+PG=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ -z "$PG" ] || ! id postgres >/dev/null 2>&1; then
+  echo "postgres: skipped (PostgreSQL is not installed: scripts/install-deps.sh installs it)"
+  exit 0
+fi
+last=$(( $(nproc) - 1 ))
+threads=1
+pgdir=$(mktemp -d /tmp/virtperf-bench-pg.XXXXXX)
+chmod 755 "$pgdir"
+install -d -o postgres -m 700 "$pgdir/data"
+pgpid=""
+trap '[ -n "$pgpid" ] && kill -INT "$pgpid" 2>/dev/null; [ -n "$pgpid" ] && wait "$pgpid" 2>/dev/null; rm -rf "$tmp" "$pgdir"' EXIT
+runuser -u postgres -- "$PG/initdb" -D "$pgdir/data" --auth=trust > "$pgdir/initdb.log" 2>&1
+taskset -c "$last" runuser -u postgres -- "$PG/postgres" -D "$pgdir/data" -c listen_addresses=127.0.0.1 \
+  -c port=55432 -c unix_socket_directories= > "$pgdir/server.log" 2>&1 &
+pgpid=$!
+for _ in $(seq 100); do "$PG/pgbench" -h 127.0.0.1 -p 55432 -U postgres -i -s 1 postgres > "$pgdir/load.log" 2>&1 && break; sleep 0.1; done
+printf 'name = "bench postgres"\nreps = 1\nwarmup = 0\n[lab]\ntester_cpu = "0"\n[[env]]\nkind = "native"\ncpuset = "last"\n[[workload]]\nkind = "postgres"\nconnections = 8\nduration = "%ss"\nloads = "none"\n' "$SECS" > "$tmp/pg.toml"
+hand=(); vp=()
+for i in $(seq "$REPS"); do
+  "$BIN" run "$tmp/pg.toml" --db "$tmp/pg.db" > /dev/null 2> "$tmp/pgerr" || { cat "$tmp/pgerr"; exit 1; }
+  taskset -c 0 "$PG/pgbench" -h 127.0.0.1 -p 55432 -U postgres -n -S -c 8 -j "$threads" -T 1 postgres > /dev/null 2>&1
+  hand+=("$(taskset -c 0 "$PG/pgbench" -h 127.0.0.1 -p 55432 -U postgres -n -S -c 8 -j "$threads" -T "$SECS" postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')")
+done
+"$BIN" export --db "$tmp/pg.db" --format json > "$tmp/pg.json"
+python3 - "$tmp/pg.json" "${hand[@]}" <<'PY'
+import json, statistics, sys
+raw = json.load(open(sys.argv[1]))
+vp = [next(s["value"] for s in t["samples"] if s["metric"] == "postgres_capacity")
+      for t in raw["trials"] if t["status"] == "ok"]
+hand = [float(x) for x in sys.argv[2:] if x]
+pairs = [a / b for a, b in zip(vp, hand)]
+if not pairs:
+    print("postgres: nothing compared — FAIL"); sys.exit(0)
+pr = statistics.median(pairs)
+print("postgres select-only, native: virtperf %.0f tps (median of %d), pgbench by hand %.0f: pairs' median x%.3f"
+      " (pairs %s) — %s" % (statistics.median(vp), len(vp), statistics.median(hand), pr,
+      " ".join("%.2f" % p for p in pairs), "PASS" if abs(pr - 1) <= 0.10 else "FAIL"))
 PY
