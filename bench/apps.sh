@@ -112,7 +112,8 @@ pgdir=$(mktemp -d /tmp/virtperf-bench-pg.XXXXXX)
 chmod 755 "$pgdir"
 install -d -o postgres -m 700 "$pgdir/data"
 pgpid=""
-trap '[ -n "$pgpid" ] && kill -INT "$pgpid" 2>/dev/null; [ -n "$pgpid" ] && wait "$pgpid" 2>/dev/null; rm -rf "$tmp" "$pgdir"' EXIT
+# The postmaster's own pid (runuser passes no signal on): its fast shutdown, then runuser's end.
+trap 'pm=$(head -1 "$pgdir/data/postmaster.pid" 2>/dev/null); [ -n "$pm" ] && kill -INT "$pm" 2>/dev/null; [ -n "$pgpid" ] && wait "$pgpid" 2>/dev/null; rm -rf "$tmp" "$pgdir"' EXIT
 runuser -u postgres -- "$PG/initdb" -D "$pgdir/data" --auth=trust > "$pgdir/initdb.log" 2>&1
 taskset -c "$last" runuser -u postgres -- "$PG/postgres" -D "$pgdir/data" -c listen_addresses=127.0.0.1 \
   -c port=55432 -c unix_socket_directories= > "$pgdir/server.log" 2>&1 &
@@ -121,17 +122,19 @@ for _ in $(seq 100); do "$PG/pgbench" -h 127.0.0.1 -p 55432 -U postgres -i -s 1 
 printf 'name = "bench postgres"\nreps = 1\nwarmup = 0\n[lab]\ntester_cpu = "0"\n[[env]]\nkind = "native"\ncpuset = "last"\n[[workload]]\nkind = "postgres"\nconnections = 8\nduration = "%ss"\nloads = "none"\n' "$SECS" > "$tmp/pg.toml"
 hand=(); vp=()
 for i in $(seq "$REPS"); do
-  "$BIN" run "$tmp/pg.toml" --db "$tmp/pg.db" > /dev/null 2> "$tmp/pgerr" || { cat "$tmp/pgerr"; exit 1; }
+  "$BIN" run "$tmp/pg.toml" --db "$tmp/pg$i.db" > /dev/null 2> "$tmp/pgerr" || { cat "$tmp/pgerr"; exit 1; }
+  "$BIN" export --db "$tmp/pg$i.db" --format json > "$tmp/pg$i.json"
   taskset -c 0 "$PG/pgbench" -h 127.0.0.1 -p 55432 -U postgres -n -S -c 8 -j "$threads" -T 1 postgres > /dev/null 2>&1
   hand+=("$(taskset -c 0 "$PG/pgbench" -h 127.0.0.1 -p 55432 -U postgres -n -S -c 8 -j "$threads" -T "$SECS" postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')")
 done
-"$BIN" export --db "$tmp/pg.db" --format json > "$tmp/pg.json"
-python3 - "$tmp/pg.json" "${hand[@]}" <<'PY'
+python3 - "$tmp" "$REPS" "${hand[@]}" <<'PY'
 import json, statistics, sys
-raw = json.load(open(sys.argv[1]))
-vp = [next(s["value"] for s in t["samples"] if s["metric"] == "postgres_capacity")
-      for t in raw["trials"] if t["status"] == "ok"]
-hand = [float(x) for x in sys.argv[2:] if x]
+vp = []
+for i in range(1, int(sys.argv[2]) + 1):
+    raw = json.load(open("%s/pg%d.json" % (sys.argv[1], i)))
+    vp += [next(s["value"] for s in t["samples"] if s["metric"] == "postgres_capacity")
+           for t in raw["trials"] if t["status"] == "ok"]
+hand = [float(x) for x in sys.argv[3:] if x]
 pairs = [a / b for a, b in zip(vp, hand)]
 if not pairs:
     print("postgres: nothing compared — FAIL"); sys.exit(0)
