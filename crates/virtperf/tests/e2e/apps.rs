@@ -25,12 +25,12 @@ duration = "1s"
 loads = "none"
 "#;
 
-/// nginx processes on this host (by their executable), as "pid cmdline".
-fn nginx_processes() -> Vec<String> {
+/// Processes on this host whose executable's path ends with `suffix`, as "pid cmdline".
+fn processes_of(suffix: &str) -> Vec<String> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
-        if exe.to_string_lossy().ends_with("/nginx") {
+        if exe.to_string_lossy().ends_with(suffix) {
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             out.push(format!(
                 "{} {}",
@@ -40,6 +40,11 @@ fn nginx_processes() -> Vec<String> {
         }
     }
     out
+}
+
+/// nginx processes on this host (by their executable).
+fn nginx_processes() -> Vec<String> {
+    processes_of("/nginx")
 }
 
 fn row<'a>(
@@ -309,21 +314,9 @@ pub(crate) fn services_serve_from_every_environment_and_agree_with_wrk() -> Outc
     Outcome::Pass
 }
 
-/// Processes of PostgreSQL's server on this host (by their executable), as "pid cmdline".
+/// Processes of PostgreSQL's server on this host (by their executable).
 fn postgres_processes() -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(exe) = std::fs::read_link(e.path().join("exe")) else { continue };
-        if exe.to_string_lossy().ends_with("/bin/postgres") {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            out.push(format!(
-                "{} {}",
-                e.file_name().to_string_lossy(),
-                String::from_utf8_lossy(&cmd).replace('\0', " ")
-            ));
-        }
-    }
-    out
+    processes_of("/bin/postgres")
 }
 
 /// The host's System V shared memory segments (their keys): PostgreSQL keeps one per cluster.
