@@ -291,11 +291,9 @@ pub(crate) fn services_serve_from_every_environment_and_agree_with_wrk() -> Outc
     assert!(half > 0.3 && half < 0.7, "SET x16 at 50 %: {half:.2} of the capacity");
     println!("    redis: {}", rline.join("; "));
     assert!(
-        !std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .any(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|x| x.ends_with("redis-server"))),
-        "a redis-server left running"
+        processes_of("/redis-server").is_empty(),
+        "a redis-server left running: {:?}",
+        processes_of("/redis-server")
     );
 
     // kill -9 while nginx serves: the next start leaves no nginx and no server directory.
