@@ -27,7 +27,8 @@ pub const LOCAL_HOST: &str = "local";
 /// hold: recorded in the run's manifest and said by the report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sizing {
-    /// The case's label.
+    /// The case's label; for a setting of an environment (a scratch `disk` given by default), the
+    /// environment's name.
     pub case: String,
     pub key: String,
     /// How the host decided it: `STREAM's rule: 4 × the host's 260 MiB last-level cache per array`.

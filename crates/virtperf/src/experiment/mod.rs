@@ -117,7 +117,18 @@ mod tests {
                     .and_then(|raw| validate_on(&raw, &Origin::Default, &facts))
                     .unwrap_or_else(|e| panic!("{name} under {profile}: {e}"));
                 for z in &exp.sizings {
-                    let c = exp.cases.iter().find(|c| c.label == z.case).unwrap();
+                    // A scratch disk given by default sizes an environment, named in `case`.
+                    if let Some(e) = exp.envs.iter().find(|e| e.name == z.case && z.key == "disk") {
+                        assert_eq!(
+                            e.params.get("disk"),
+                            Some(&z.used),
+                            "{name}: the guest gets the disk said"
+                        );
+                        continue;
+                    }
+                    let c = exp.cases.iter().find(|c| c.label == z.case);
+                    let c =
+                        c.unwrap_or_else(|| panic!("{name}: sizing of no case or environment: {}", z.line()));
                     assert_eq!(c.params.get(&z.key), Some(&z.used), "{name}: the case runs the size used");
                     for e in &exp.envs {
                         if let Some((_, has)) = env::find(&e.kind).and_then(|k| k.memory_bytes(&e.params)) {
