@@ -38,6 +38,27 @@ pub struct Counters {
     own: BTreeMap<&'static str, u64>,
     /// `Counting::rusage_only`: getrusage alone, on a timed trial.
     light: bool,
+    /// [`Counters::count_from`]: the counters' values then, taken from the ones at the end.
+    base: BTreeMap<&'static str, u64>,
+    /// [`Counters::count_until`]: the counters' values, the other sources and the span then.
+    ended: Option<Ended>,
+    /// When what is counted began, on the monotonic clock (ns).
+    began_ns: u64,
+}
+
+/// What [`Counters::count_until`] read.
+struct Ended {
+    values: Vec<(&'static str, std::io::Result<u64>)>,
+    snapshot: Snapshot,
+    elapsed_ns: u64,
+}
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime fills the timespec we own; CLOCK_MONOTONIC is always valid.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The kernel's software events the model uses, under the names the report gives them.
@@ -239,7 +260,17 @@ impl Counters {
     pub fn open(spec: &Counting, network: bool) -> Counters {
         let light = spec.rusage_only;
         let (perf, missing) = if light { (Vec::new(), Vec::new()) } else { open_perf(spec) };
-        let mut c = Counters { perf, missing, start: None, network, own: BTreeMap::new(), light };
+        let mut c = Counters {
+            perf,
+            missing,
+            start: None,
+            network,
+            own: BTreeMap::new(),
+            light,
+            base: BTreeMap::new(),
+            ended: None,
+            began_ns: 0,
+        };
         if !light {
             c.own = c.own_counts();
         }
@@ -252,6 +283,33 @@ impl Counters {
             return;
         }
         self.start = Some(self.switch_on());
+        self.began_ns = monotonic_ns();
+    }
+
+    /// What is counted begins again here (a server ready, its set-up behind it): the counters'
+    /// values now are taken from the ones at the end. Not a reset: a reset keeps what children
+    /// that have exited (an initdb) left in the counter. Before [`Counters::start`], starts.
+    pub fn count_from(&mut self) {
+        if self.start.is_none() {
+            self.start();
+            return;
+        }
+        self.base = self.perf.iter_mut().filter_map(|(name, c)| Some((*name, c.read().ok()?))).collect();
+        self.start = Some(Snapshot::now(self.network, self.light));
+        self.began_ns = monotonic_ns();
+    }
+
+    /// What is counted ends here (a server told to stop, its shutdown ahead): every source read
+    /// now, while the server's processes are alive (an inherited counter reads its live
+    /// children's counts too), and the counters disabled. The first call counts.
+    pub fn count_until(&mut self) {
+        if self.start.is_none() || self.ended.is_some() {
+            return;
+        }
+        let values = self.perf.iter_mut().map(|(name, c)| (*name, c.read())).collect();
+        let elapsed_ns = monotonic_ns().saturating_sub(self.began_ns);
+        self.ended = Some(Ended { values, snapshot: Snapshot::now(self.network, self.light), elapsed_ns });
+        self.stop();
     }
 
     /// Resets and enables every counter, then reads the other sources: [`Counters::start`]'s
@@ -289,23 +347,43 @@ impl Counters {
     pub fn finish(mut self, elapsed_ns: u64) -> Value {
         self.stop();
         let Some(start) = self.start.take() else { return Value::Null };
-        // A thread's counts join its parent's when the thread is torn down, a moment after a
-        // join has returned (the join waits on the tid the kernel clears first): wait for that.
-        // (getrusage sums its threads whenever asked: a timed trial does not wait.)
-        if !self.light {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let end = Snapshot::now(self.network, self.light);
+        let (values, end, elapsed_ns) = match self.ended.take() {
+            Some(e) => (e.values, e.snapshot, e.elapsed_ns),
+            None => {
+                // A thread's counts join its parent's when the thread is torn down, a moment
+                // after a join has returned (the join waits on the tid the kernel clears first):
+                // wait for that. (getrusage sums its threads whenever asked: a timed trial does
+                // not wait.)
+                if !self.light {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                let values = self.perf.iter_mut().map(|(name, c)| (*name, c.read())).collect();
+                // Counted from a mark: the span is the mark's, not the run's.
+                let elapsed_ns = if self.base.is_empty() {
+                    elapsed_ns
+                } else {
+                    monotonic_ns().saturating_sub(self.began_ns)
+                };
+                (values, Snapshot::now(self.network, self.light), elapsed_ns)
+            }
+        };
         let mut out = serde_json::Map::new();
         out.insert("elapsed_ns".into(), json!(elapsed_ns));
-        for (name, c) in &mut self.perf {
-            match c.read() {
+        for (name, v) in values {
+            match v {
                 Ok(v) => {
-                    let own = self.own.get(name).copied().unwrap_or(0);
-                    out.insert((*name).into(), json!(v.saturating_sub(own)));
+                    // Switching on counts itself once; a count from a later mark does not.
+                    let from = match self.base.get(name) {
+                        Some(b) => *b,
+                        None => self.own.get(name).copied().unwrap_or(0),
+                    };
+                    out.insert(name.into(), json!(v.saturating_sub(from)));
                 }
                 Err(e) => self.missing.push(format!("{name}: read: {e}")),
             }
+        }
+        if !self.base.is_empty() {
+            out.insert("counted_from_mark".into(), json!(true));
         }
         if self.own.values().any(|v| *v > 0) {
             out.insert("counters_own".into(), json!(self.own));
@@ -531,6 +609,74 @@ mod tests {
         }
         // A counter never started gives nothing.
         assert_eq!(Counters::open(&Counting::default(), false).finish(1), Value::Null);
+    }
+
+    #[test]
+    fn a_server_counts_from_ready_to_stop_and_its_live_children_with_it() {
+        let spec =
+            Counting { boot_id: boot_id().unwrap_or_default(), tracepoints: host_ids(), rusage_only: false };
+        let getppid = |n: usize| {
+            for _ in 0..n {
+                // SAFETY: getppid has no preconditions.
+                std::hint::black_box(unsafe { libc::getppid() });
+            }
+        };
+        let mut c = Counters::open(&spec, false);
+        c.start();
+        // The set-up: not counted.
+        getppid(5000);
+        c.count_from();
+        getppid(1000);
+        // A worker process the server started, alive when the count ends (nginx's, postgres's
+        // backends): its 300 calls count, its exit after the mark does not.
+        // Two pipes: the child says it is done on one and waits on the other (one pipe both
+        // ways lets the child read back its own byte).
+        let (mut done, mut go) = ([0; 2], [0; 2]);
+        // SAFETY: each array has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(done.as_mut_ptr()) + libc::pipe(go.as_mut_ptr()) }, 0);
+        // SAFETY: the child calls only getppid, write, read and _exit; the parent reaps it.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            getppid(300);
+            let mut b = [0u8; 1];
+            // SAFETY: writes and reads one byte of a buffer we own on the pipes' ends.
+            unsafe {
+                libc::write(done[1], b.as_ptr().cast(), 1);
+                libc::read(go[0], b.as_mut_ptr().cast(), 1);
+                libc::_exit(0)
+            };
+        }
+        let mut b = [0u8; 1];
+        // SAFETY: reads one byte into a buffer we own: the child has made its calls.
+        assert_eq!(unsafe { libc::read(done[0], b.as_mut_ptr().cast(), 1) }, 1);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.count_until();
+        // The shutdown: not counted; a second mark changes nothing.
+        getppid(7000);
+        c.count_until();
+        // SAFETY: one byte to the child, then it is reaped; every end closed.
+        unsafe {
+            libc::write(go[1], b.as_ptr().cast(), 1);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+            for fd in done.into_iter().chain(go) {
+                libc::close(fd);
+            }
+        }
+        let out = c.finish(1);
+        eprintln!("counted: {out}");
+        // The span is the marks', on the monotonic clock: 20 ms at least, not the 1 ns given.
+        let elapsed = out["elapsed_ns"].as_u64().unwrap();
+        assert!((20_000_000..5_000_000_000).contains(&elapsed), "{out}");
+        assert_eq!(out["counted_from_mark"], true, "{out}");
+        match out.get("syscalls").and_then(Value::as_u64) {
+            // 1 000 + the child's 300, its write and the fork, the pipe, the read, the sleep,
+            // the marks' reads: within 1 300..1 400, never near the 12 000 around them.
+            Some(s) => assert!((1300..1400).contains(&s), "syscalls {s}: {out}"),
+            None => eprintln!("skipped: syscall count: {:?}", out.get("missing")),
+        }
+        if let Some(t) = out.get("tasks").and_then(Value::as_u64) {
+            assert_eq!(t, 1, "the fork after the mark: {out}");
+        }
     }
 
     #[test]

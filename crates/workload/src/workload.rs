@@ -42,9 +42,19 @@ pub struct RunCtx<'a> {
     ready: &'a (dyn Fn() + Sync),
     begin: &'a (dyn Fn() + Sync),
     lap: &'a (dyn Fn(&str) + Sync),
+    count: &'a (dyn Fn(Count) + Sync),
     net: Option<&'a NetRole>,
     cpu: &'a ThreadCpuTotal,
     scratch: Option<&'a str>,
+}
+
+/// A boundary of what a counted run's events are counted over ([`RunCtx::count`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// From here: what came before (a server's set-up, a cluster's initdb) is left out.
+    From,
+    /// To here: what comes after (a server's shutdown) is left out.
+    Until,
 }
 
 impl<'a> RunCtx<'a> {
@@ -94,7 +104,7 @@ static NO_CPU: ThreadCpuTotal = ThreadCpuTotal { user_ns: AtomicU64::new(0), sys
 
 impl<'a> RunCtx<'a> {
     pub fn new(stop: &'a AtomicBool, ready: &'a (dyn Fn() + Sync), net: Option<&'a NetRole>) -> Self {
-        RunCtx { stop, ready, begin: &|| {}, lap: &|_| {}, net, cpu: &NO_CPU, scratch: None }
+        RunCtx { stop, ready, begin: &|| {}, lap: &|_| {}, count: &|_| {}, net, cpu: &NO_CPU, scratch: None }
     }
     /// The agent's context: `begin` blocks an armed run until the host says go; `cpu` collects
     /// the CPU time of the threads the workload starts.
@@ -105,7 +115,7 @@ impl<'a> RunCtx<'a> {
         net: Option<&'a NetRole>,
         cpu: &'a ThreadCpuTotal,
     ) -> Self {
-        RunCtx { stop, ready, begin, lap: &|_| {}, net, cpu, scratch: None }
+        RunCtx { stop, ready, begin, lap: &|_| {}, count: &|_| {}, net, cpu, scratch: None }
     }
     /// A context with no agent behind it (tests, benchmarks).
     pub fn detached() -> RunCtx<'static> {
@@ -114,6 +124,7 @@ impl<'a> RunCtx<'a> {
             ready: &|| {},
             begin: &|| {},
             lap: &|_| {},
+            count: &|_| {},
             net: None,
             cpu: &NO_CPU,
             scratch: None,
@@ -152,6 +163,16 @@ impl<'a> RunCtx<'a> {
     /// Call it outside the phases' own clocks: its write is not part of any phase.
     pub fn lap(&self, name: &str) {
         (self.lap)(name)
+    }
+    /// The agent's hook for [`RunCtx::count`].
+    pub fn with_count(self, count: &'a (dyn Fn(Count) + Sync)) -> Self {
+        RunCtx { count, ..self }
+    }
+    /// Narrows what a counted run's events are counted over (`explain`, docs/explain.md): a
+    /// server counts from the moment it is ready to the moment it is told to stop, so its events
+    /// are its requests' and not its set-up's or shutdown's. Does nothing in a run not counted.
+    pub fn count(&self, at: Count) {
+        (self.count)(at)
     }
     /// Counts the calling thread's CPU time in the run's until the guard drops: every thread a
     /// workload starts takes one, so `guest_cpu_time` is the run's own work and nothing else.
