@@ -274,7 +274,18 @@ fn run_one(
             let _ = send(tag, Reply::Lap { name: name.into() });
         }
     };
-    let ctx = virtperf_workload::RunCtx::with_hooks(&slot.stop, &ready, &begin, None, &others).with_lap(&lap);
+    // A server narrows what is counted to its serving (from ready to stop).
+    let count = |at: virtperf_workload::Count| {
+        if let Some(c) = counters.lock().ok().as_deref_mut().and_then(Option::as_mut) {
+            match at {
+                virtperf_workload::Count::From => c.count_from(),
+                virtperf_workload::Count::Until => c.count_until(),
+            }
+        }
+    };
+    let ctx = virtperf_workload::RunCtx::with_hooks(&slot.stop, &ready, &begin, None, &others)
+        .with_lap(&lap)
+        .with_count(&count);
     let res = prepared.run(&ctx);
     // What is counted ends with the work, before this function's own bookkeeping.
     if let Some(c) = counters.lock().ok().as_deref_mut().and_then(Option::as_mut) {

@@ -1524,10 +1524,16 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
         }
         params
     };
+    // `explain`'s counted pass: the server counts its events from ready to stop (its set-up and
+    // shutdown left out) over the capacity phase alone, the phase the model explains. A timed
+    // trial's getrusage would be the agent's own (the server's processes are reaped after the
+    // count): the server is not counted there, nor the client ever.
+    let counted = spec.count.as_ref().is_some_and(|c| !c.rusage_only);
     let server = WorkloadSpec {
         params: with("server", &[]),
         net: Some(role(Side::Server, &dut, &tester_addr)),
         scratch: p.duts[0].inst.scratch.as_ref().map(|s| s.dir.clone()),
+        count: if counted { spec.count.clone() } else { None },
         ..spec.clone()
     };
     let (stag, ssent) = p.send(Who::Dut(0), server)?;
@@ -1538,11 +1544,13 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
     let mut reference = reference_of(case, spec);
     // The client's phases' span: from the capacity phase's start to the last phase's answer.
     let mut span: Option<(Instant, Instant)> = None;
+    let mut capacity_span: Option<Duration> = None;
     let run_phase = |p: &mut Parties, params: std::collections::BTreeMap<String, Value>, what: &str| {
         let c = WorkloadSpec {
             params,
             net: Some(role(Side::Client, &tester_addr, &dut)),
             scratch: None,
+            count: None,
             ..spec.clone()
         };
         let (tag, _) = p.send(Who::Tester, c)?;
@@ -1556,6 +1564,7 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
         let cap = r.out.samples.iter().find(|x| x.metric.ends_with("_capacity")).map(|x| x.value);
         let requests = r.out.extra["tally"]["requests"].as_u64().unwrap_or(0);
         served = Some((requests, at, r.at));
+        capacity_span = Some(r.at.duration_since(at));
         spanned(at, r.at);
         if reference.is_none() {
             reference = cap
@@ -1571,7 +1580,7 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
                 tester_broken: false,
             });
         };
-        for l in &loads {
+        for l in loads.iter().filter(|_| !counted) {
             let offered = rate * *l as f64 / 100.0;
             let params = with("open", &[("loads", json!(l.to_string())), ("rate", json!(offered))]);
             let (r, at) = run_phase(p, params, &format!("the client at {l} % load"))?;
@@ -1601,16 +1610,29 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
     // The trial's time is its phases' (what `planned_ms` plans and a stall is judged by); the
     // server's set-up (a cluster's initdb and load) is its own figure, `server.ready_ms`.
     let host_ns = span.map_or(s.at.duration_since(ssent), |(a, b)| b.duration_since(a)).as_nanos() as u64;
+    // The counts' span is the capacity phase's on the host's clock: the server counted from
+    // ready to stop, a few ms more on each side in which it served nothing.
+    let counts = s.out.extra.get("counts").filter(|c| c.is_object()).cloned().map(|mut c| {
+        if let Some(d) = capacity_span {
+            c["server_window_ns"] = c["elapsed_ns"].clone();
+            c["elapsed_ns"] = json!(d.as_nanos() as u64);
+        }
+        c
+    });
+    let mut extra = json!({
+        "server": s.out.extra.get("server").cloned().unwrap_or(Value::Null),
+        "phases": phases,
+        "reference": reference.map(|(r, from)| json!({"rate": r, "from": from})),
+    });
+    if let Some(c) = counts {
+        extra["counts"] = c;
+    }
     Ok(Body {
         host_ns,
         guest_ns: s.guest_ns,
         guest_cpu_ns: s.guest_cpu_ns,
         samples,
-        extra: Some(json!({
-            "server": s.out.extra.get("server").cloned().unwrap_or(Value::Null),
-            "phases": phases,
-            "reference": reference.map(|(r, from)| json!({"rate": r, "from": from})),
-        })),
+        extra: Some(extra),
         rtt: None,
         transfer: None,
         windows: Vec::new(),

@@ -413,8 +413,11 @@ pub fn serve_then(
         let left = server.stop(Some(&log));
         return Err(with_log(e, &left));
     }
+    // A counted run's events are the serving's: set-up before, shutdown after, left out.
+    ctx.count(crate::workload::Count::From);
     ctx.ready();
     let served = server.serve_until_stopped(ctx);
+    ctx.count(crate::workload::Count::Until);
     let detail = server.stop(Some(&log));
     served?;
     Ok(crate::workload::Output { samples: Vec::new(), extra: json!({ "server": detail }) })
