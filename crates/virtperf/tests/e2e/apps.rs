@@ -467,3 +467,56 @@ pub(crate) fn postgres_serves_from_every_environment_with_pgbench() -> Outcome {
     println!("    kill -9 while postgres served: swept by the next start");
     Outcome::Pass
 }
+
+/// `explain` counts a server from ready to stop over its capacity phase: its set-up (nginx's
+/// exec) left out, its requests' events in — nginx opens the file once per request, so its
+/// opens per second are the client's capacity, and the counts' span is the phase's.
+pub(crate) fn a_server_is_counted_from_ready_to_stop() -> Outcome {
+    if let Some(why) = need_tool("root") {
+        return Outcome::Skip(why);
+    }
+    if let Some(why) = need_tools(&["nginx"]) {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    fx.json("run --env native --workload nginx:duration=1s,loads=none --explain --reps 1");
+    let raw = fx.export();
+    let pass = raw["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["workload"].as_str().is_some_and(|w| w.starts_with("nginx"))
+                && t["warmup"] == true
+                && t["extra"]["counts"].is_object()
+        })
+        .unwrap_or_else(|| panic!("no counted warm-up of nginx"));
+    let c = &pass["extra"]["counts"];
+    assert_eq!(c["counted_from_mark"], true, "{c:#}");
+    let phase = &pass["extra"]["phases"][0]["tally"];
+    let (rate, secs) = (phase["rate"].as_f64().unwrap(), phase["secs"].as_f64().unwrap());
+    let elapsed = c["elapsed_ns"].as_f64().unwrap() / 1e9;
+    // The capacity phase on the host's clock: its measured second and the client's warm-up and
+    // connections around it, never the server's start (nginx's configuration check, its fork).
+    assert!(elapsed >= secs && elapsed < secs * 3.0 + 1.0, "counted {elapsed} s of a {secs} s phase: {c:#}");
+    let server_window = c["server_window_ns"].as_f64().unwrap() / 1e9;
+    assert!(server_window >= elapsed * 0.9 && server_window < elapsed + 2.0, "{server_window} s: {c:#}");
+    if c.get("syscalls").is_none() {
+        return Outcome::Skip(format!(
+            "the host's syscall tracepoints are not counted here: {}",
+            c["missing"]
+        ));
+    }
+    assert_eq!(c["execs"], 0, "nginx's start is before the mark: {c:#}");
+    let opens = c["syscalls_open"].as_f64().unwrap() / elapsed;
+    let per_request = c["syscalls"].as_f64().unwrap() / elapsed / rate;
+    println!(
+        "  nginx counted {elapsed:.2} s: {opens:.0} opens/s against the client's {rate:.0} req/s, {per_request:.1} system calls a request"
+    );
+    // One open per request: within ±40 % (the counted span has the client's warm-up, served at
+    // its own rate, and the counters slow each call a little).
+    assert!((opens / rate - 1.0).abs() < 0.4, "{opens:.0} opens/s against {rate:.0} req/s: {c:#}");
+    // accept/recv, open, fstat, sendfile or writev, close, epoll: a handful, never hundreds.
+    assert!((3.0..60.0).contains(&per_request), "{per_request} system calls a request: {c:#}");
+    Outcome::Pass
+}

@@ -131,6 +131,7 @@ fn main() {
         tools::a_program_an_environment_lacks_sets_its_cell_aside,
         apps::services_serve_from_every_environment_and_agree_with_wrk,
         apps::postgres_serves_from_every_environment_with_pgbench,
+        apps::a_server_is_counted_from_ready_to_stop,
         report::compare_flags_a_slowed_environment_only,
         report::history_and_ab_give_verdicts_ci_can_act_on,
         mechanisms::mechanisms_run_everywhere_and_make_physical_sense,
