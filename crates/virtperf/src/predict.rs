@@ -204,13 +204,9 @@ pub fn render(a: &Answer, width: usize) -> String {
                 .take(3)
                 .map(|s| format!("{} {:.0}\u{a0}%", what(s.event), s.share * 100.0))
                 .collect();
-            let head = format!(
-                "  {:<14} {:>7} [{}, {}]  ",
-                p.environment,
-                explain::times(p.predicted),
-                explain::times(p.ci[0].max(0.0)),
-                explain::times(p.ci[1])
-            );
+            // The interval padded: every environment's shares start in one column.
+            let ci = format!("[{}, {}]", explain::times(p.ci[0]), explain::times(p.ci[1]));
+            let head = format!("  {:<14} {:>7} {ci:<16}  ", p.environment, explain::times(p.predicted));
             out += &explain::hang(&head, &from.join(", "), width);
         }
     }

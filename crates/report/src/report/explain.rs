@@ -517,12 +517,25 @@ pub fn predict(
         parts.push((p.event, v));
     }
     let half = 1.96 * var.sqrt();
+    let predicted = 1.0 + sum;
     let shares = parts
         .into_iter()
         .filter(|(_, v)| sum.abs() > 0.0 && (v / sum).abs() >= 0.005)
         .map(|(event, v)| Share { event, share: v / sum })
         .collect();
-    (1.0 + sum, [1.0 + sum - half, 1.0 + sum + half], shares)
+    (predicted, log_interval(predicted, half), shares)
+}
+
+/// A prediction's 95 % interval from its half-width on the linear scale (the delta method's):
+/// on the log scale, as every measured ratio's is — `p·e^(±half/p)` — so it never reaches zero
+/// or below, which a cost cannot (a half-width wider than the prediction read "[0.00×, 43×]").
+/// Its log half-width is the `se_pred` that `within_interval` uses.
+pub fn log_interval(predicted: f64, half: f64) -> [f64; 2] {
+    if predicted.is_nan() || predicted <= 0.0 || !half.is_finite() {
+        return [f64::NAN, f64::NAN];
+    }
+    let k = (half / predicted).exp();
+    [predicted / k, predicted * k]
 }
 
 pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
@@ -730,7 +743,7 @@ pub fn build(rows: &RunRows, r: &Basis) -> Option<Explain> {
                 measured: m.cost,
                 measured_ci: m.ci,
                 predicted,
-                predicted_ci: [predicted - half, predicted + half],
+                predicted_ci: log_interval(predicted, half),
                 error_percent: (predicted / m.cost - 1.0) * 100.0,
                 shares,
                 unexplained: 1.0 - explained,
@@ -1183,8 +1196,9 @@ mod tests {
         let (cost, [l, h], shares) = predict(&rates, &[&c]);
         assert_eq!(cost, 1.0);
         assert!(shares.is_empty());
-        let half = 1.96 * 1e-6 * (35_000.0 / (2.0 * 1.96));
-        assert!((h - l - 2.0 * half).abs() < 1e-9, "{l} {h}");
+        let half: f64 = 1.96 * 1e-6 * (35_000.0 / (2.0 * 1.96));
+        // On the log scale: 1 ×/÷ e^half.
+        assert!((h - half.exp()).abs() < 1e-9 && (l - (-half).exp()).abs() < 1e-9, "{l} {h}");
         assert_eq!(price(&c), "process creations 0");
     }
 
@@ -1206,8 +1220,13 @@ mod tests {
             [("syscalls", (1e-3, 0.0)), ("faults_minor", (2e-4, 0.0))].into();
         let (p, ci, shares) = predict(&rates, &[&a, &b]);
         assert!((p - 2.1).abs() < 1e-9, "{p}");
-        // The call's price ±196 ns at 1.96 σ: σ 100 ns × 1e-3 per ns → ±0.196.
-        assert!((ci[1] - p - 0.196).abs() < 1e-9 && (p - ci[0] - 0.196).abs() < 1e-9, "{ci:?}");
+        // The call's price ±196 ns at 1.96 σ: σ 100 ns × 1e-3 per ns → ±0.196, on the log
+        // scale ±0.196/2.1: ×/÷ e^0.0933.
+        let k = (0.196f64 / 2.1).exp();
+        assert!((ci[1] - 2.1 * k).abs() < 1e-9 && (ci[0] - 2.1 / k).abs() < 1e-9, "{ci:?}");
+        // A half-width wider than the prediction keeps the interval above zero.
+        let [lo, hi] = log_interval(14.0, 29.0);
+        assert!(lo > 1.0 && lo < 14.0 && hi > 14.0 * 7.0, "{lo} {hi}");
         let s: f64 = shares.iter().map(|s| s.share).sum();
         assert!((s - 1.0).abs() < 1e-9 && (shares[0].share - 1.0 / 1.1).abs() < 1e-9, "{shares:?}");
     }
