@@ -1198,9 +1198,21 @@ pub fn service_lines(r: &Report) -> Vec<String> {
             .filter(top)
             .find(|x| x.environment == env && x.workload == w && x.metric.ends_with(m))
     };
+    // Why a figure has no interval, said once a line however many of its figures lack one (it
+    // read "(no interval: one pair: …)" three times in one line).
+    let why: std::cell::RefCell<Vec<&str>> = std::cell::RefCell::new(Vec::new());
     let factor = |o: &super::Overhead| match o.ci {
         Some([lo, hi]) => format!("{}× ({}–{}×)", fmt_factor(o.ratio), fmt_factor(lo), fmt_factor(hi)),
-        None => format!("{}× (no interval: {})", fmt_factor(o.ratio), o.no_ci.unwrap_or("too few trials")),
+        None => {
+            let reason = o.no_ci.unwrap_or("too few trials");
+            let mut w = why.borrow_mut();
+            if w.contains(&reason) {
+                format!("{}× (no interval)", fmt_factor(o.ratio))
+            } else {
+                w.push(reason);
+                format!("{}× (no interval: {reason})", fmt_factor(o.ratio))
+            }
+        }
     };
     let mut out = Vec::new();
     for x in r
@@ -1211,6 +1223,7 @@ pub fn service_lines(r: &Report) -> Vec<String> {
     {
         let Some(o) = x.overhead.as_ref().filter(|o| o.ratio.is_finite() && o.ratio > 0.0) else { continue };
         let (e, w) = (&x.environment, &x.workload);
+        why.borrow_mut().clear();
         let mut line = format!("{w}: {e} serves {} {base}'s requests", factor(o));
         let base_cap = find(base, w, "_capacity").map(|b| b.mean);
         let p99 = |l: u64| {
@@ -1407,6 +1420,23 @@ mod tests {
         assert_eq!(l[0], "nginx: container serves 1.0× (0.88–1.1×) native's requests, p99 at half load 1.5× (1.4–1.7×) native's");
         assert!(l[1].starts_with("nginx: gvisor serves 0.100× (0.090–0.11×) native's requests, half load not carried (3900 of 20000 req/s offered answered), p99 at 10 % load 4.0× (3.6–4.4×) native's"), "{}", l[1]);
         assert!(l[1].ends_with("its CPU per request 9.0× (8.1–9.9×) native's"), "{}", l[1]);
+        // Figures without an interval: the reason said once a line.
+        let bare = |env: &str, metric: &str, better: &'static str, mean: f64, x: f64| {
+            let mut row = row(env, metric, better, mean, Some(x));
+            row.overhead = Some(crate::report::Overhead::unpaired(x, None, Some("one pair")));
+            row
+        };
+        r.results.extend([
+            bare("uml", "nginx_capacity", "higher", 4000.0, 0.1),
+            bare("uml", "nginx_rate_at50", "higher", 20000.0, 1.0),
+            bare("uml", "nginx_p99_at50", "lower", 900.0, 3.0),
+            bare("uml", "nginx_server_cpu", "lower", 150.0, 9.0),
+        ]);
+        let l = service_lines(&r);
+        assert_eq!(
+            l[2],
+            "nginx: uml serves 0.100× (no interval: one pair) native's requests, p99 at half load 3.0× (no interval) native's; its CPU per request 9.0× (no interval) native's"
+        );
     }
 
     #[test]
