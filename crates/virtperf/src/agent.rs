@@ -13,13 +13,6 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use virtperf_proto::{self as proto, CpuTime, ErrorCode, Frame, Reply, Request};
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Cumulative `/proc/stat` CPU counters of all CPUs, in ns (USER_HZ ticks converted).
 fn system_cpu() -> Option<virtperf_proto::SystemCpu> {
     let s = std::fs::read_to_string("/proc/stat").ok()?;
@@ -118,7 +111,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
         Reply::Hello {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
-            clock_ns: monotonic_ns(),
+            clock_ns: virtperf_workload::now_ns(),
         },
     )?;
     let shutdown_tag = std::thread::scope(|scope| {
@@ -156,7 +149,7 @@ pub fn serve<R: Read, W: Write + Send>(input: R, output: W) -> std::io::Result<(
                 kind: None,
             };
             match frame.body {
-                Request::Ping => send(tag, Reply::Pong { clock_ns: monotonic_ns() })?,
+                Request::Ping => send(tag, Reply::Pong { clock_ns: virtperf_workload::now_ns() })?,
                 Request::Info => send(tag, system_info())?,
                 Request::Shutdown => break Ok(Some(tag)),
                 Request::Stop { target } => match slot_of(target) {
@@ -262,7 +255,7 @@ fn run_one(
             c.start();
         }
         let cpu = virtperf_workload::thread_cpu();
-        *b = Some((monotonic_ns(), cpu, sys));
+        *b = Some((virtperf_workload::now_ns(), cpu, sys));
     };
     if !prepared.marks_timed_region() {
         begin();
@@ -291,7 +284,7 @@ fn run_one(
     if let Some(c) = counters.lock().ok().as_deref_mut().and_then(Option::as_mut) {
         c.stop();
     }
-    let t1 = monotonic_ns();
+    let t1 = virtperf_workload::now_ns();
     let cpu1 = virtperf_workload::thread_cpu();
     let sys1 = if timed_by_host { None } else { system_cpu() };
     // A workload that failed before its timed region: its span is empty.
@@ -572,12 +565,12 @@ mod tests {
         assert!(!text(&out).contains("\"type\":\"result\""), "nothing runs before go: {}", text(&out));
         // The agent runs in this process: its span is on this clock, so where it lies can be
         // checked against when `go` was written and when the result was read, without a margin.
-        let go_ns = monotonic_ns();
+        let go_ns = virtperf_workload::now_ns();
         writeln!(w, "{{\"v\":1,\"tag\":4,\"type\":\"go\",\"target\":1}}").unwrap();
         writeln!(w, "{{\"v\":1,\"tag\":5,\"type\":\"stop\",\"target\":2}}").unwrap();
         drop(w);
         t.join().unwrap();
-        let read_ns = monotonic_ns();
+        let read_ns = virtperf_workload::now_ns();
         let all = text(&out);
         assert!(
             all.contains("\"tag\":3,\"type\":\"error\",\"code\":\"no_such_run\""),

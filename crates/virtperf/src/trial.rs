@@ -1544,7 +1544,6 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
     let mut reference = reference_of(case, spec);
     // The client's phases' span: from the capacity phase's start to the last phase's answer.
     let mut span: Option<(Instant, Instant)> = None;
-    let mut capacity_span: Option<Duration> = None;
     let run_phase = |p: &mut Parties, params: std::collections::BTreeMap<String, Value>, what: &str| {
         let c = WorkloadSpec {
             params,
@@ -1564,7 +1563,6 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
         let cap = r.out.samples.iter().find(|x| x.metric.ends_with("_capacity")).map(|x| x.value);
         let requests = r.out.extra["tally"]["requests"].as_u64().unwrap_or(0);
         served = Some((requests, at, r.at));
-        capacity_span = Some(r.at.duration_since(at));
         spanned(at, r.at);
         if reference.is_none() {
             reference = cap
@@ -1613,9 +1611,9 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
     // The counts' span is the capacity phase's on the host's clock: the server counted from
     // ready to stop, a few ms more on each side in which it served nothing.
     let counts = s.out.extra.get("counts").filter(|c| c.is_object()).cloned().map(|mut c| {
-        if let Some(d) = capacity_span {
+        if let Some((_, from, to)) = served {
             c["server_window_ns"] = c["elapsed_ns"].clone();
-            c["elapsed_ns"] = json!(d.as_nanos() as u64);
+            c["elapsed_ns"] = json!(to.duration_since(from).as_nanos() as u64);
         }
         c
     });

@@ -40,6 +40,8 @@ pub struct Counters {
     light: bool,
     /// [`Counters::count_from`]: the counters' values then, taken from the ones at the end.
     base: BTreeMap<&'static str, u64>,
+    /// Counted from a [`Counters::count_from`] mark (with or without perf counters to base).
+    marked: bool,
     /// [`Counters::count_until`]: the counters' values, the other sources and the span then.
     ended: Option<Ended>,
     /// When what is counted began, on the monotonic clock (ns).
@@ -51,14 +53,6 @@ struct Ended {
     values: Vec<(&'static str, std::io::Result<u64>)>,
     snapshot: Snapshot,
     elapsed_ns: u64,
-}
-
-fn monotonic_ns() -> u64 {
-    // SAFETY: clock_gettime fills the timespec we own; CLOCK_MONOTONIC is always valid.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The kernel's software events the model uses, under the names the report gives them.
@@ -268,6 +262,7 @@ impl Counters {
             own: BTreeMap::new(),
             light,
             base: BTreeMap::new(),
+            marked: false,
             ended: None,
             began_ns: 0,
         };
@@ -283,7 +278,7 @@ impl Counters {
             return;
         }
         self.start = Some(self.switch_on());
-        self.began_ns = monotonic_ns();
+        self.began_ns = crate::workload::now_ns();
     }
 
     /// What is counted begins again here (a server ready, its set-up behind it): the counters'
@@ -294,9 +289,10 @@ impl Counters {
             self.start();
             return;
         }
-        self.base = self.perf.iter_mut().filter_map(|(name, c)| Some((*name, c.read().ok()?))).collect();
+        self.base = self.read_counters().into_iter().filter_map(|(name, v)| Some((name, v.ok()?))).collect();
+        self.marked = true;
         self.start = Some(Snapshot::now(self.network, self.light));
-        self.began_ns = monotonic_ns();
+        self.began_ns = crate::workload::now_ns();
     }
 
     /// What is counted ends here (a server told to stop, its shutdown ahead): every source read
@@ -306,8 +302,8 @@ impl Counters {
         if self.start.is_none() || self.ended.is_some() {
             return;
         }
-        let values = self.perf.iter_mut().map(|(name, c)| (*name, c.read())).collect();
-        let elapsed_ns = monotonic_ns().saturating_sub(self.began_ns);
+        let values = self.read_counters();
+        let elapsed_ns = crate::workload::now_ns().saturating_sub(self.began_ns);
         self.ended = Some(Ended { values, snapshot: Snapshot::now(self.network, self.light), elapsed_ns });
         self.stop();
     }
@@ -339,7 +335,12 @@ impl Counters {
     fn own_counts(&mut self) -> BTreeMap<&'static str, u64> {
         let _ = self.switch_on();
         self.stop();
-        self.perf.iter_mut().filter_map(|(name, c)| Some((*name, c.read().ok()?))).collect()
+        self.read_counters().into_iter().filter_map(|(name, v)| Some((name, v.ok()?))).collect()
+    }
+
+    /// Every perf counter's value now, or why it could not be read.
+    fn read_counters(&mut self) -> Vec<(&'static str, std::io::Result<u64>)> {
+        self.perf.iter_mut().map(|(name, c)| (*name, c.read())).collect()
     }
 
     /// The timed region has ended: the counts over it (`{"name": count, …, "missing": [...]}`),
@@ -357,12 +358,12 @@ impl Counters {
                 if !self.light {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
-                let values = self.perf.iter_mut().map(|(name, c)| (*name, c.read())).collect();
+                let values = self.read_counters();
                 // Counted from a mark: the span is the mark's, not the run's.
-                let elapsed_ns = if self.base.is_empty() {
+                let elapsed_ns = if !self.marked {
                     elapsed_ns
                 } else {
-                    monotonic_ns().saturating_sub(self.began_ns)
+                    crate::workload::now_ns().saturating_sub(self.began_ns)
                 };
                 (values, Snapshot::now(self.network, self.light), elapsed_ns)
             }
@@ -382,7 +383,7 @@ impl Counters {
                 Err(e) => self.missing.push(format!("{name}: read: {e}")),
             }
         }
-        if !self.base.is_empty() {
+        if self.marked {
             out.insert("counted_from_mark".into(), json!(true));
         }
         if self.own.values().any(|v| *v > 0) {
