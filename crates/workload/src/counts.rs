@@ -278,7 +278,7 @@ impl Counters {
             return;
         }
         self.start = Some(self.switch_on());
-        self.began_ns = crate::workload::now_ns();
+        self.began_ns = crate::clock::now_ns();
     }
 
     /// What is counted begins again here (a server ready, its set-up behind it): the counters'
@@ -292,7 +292,7 @@ impl Counters {
         self.base = self.read_counters().into_iter().filter_map(|(name, v)| Some((name, v.ok()?))).collect();
         self.marked = true;
         self.start = Some(Snapshot::now(self.network, self.light));
-        self.began_ns = crate::workload::now_ns();
+        self.began_ns = crate::clock::now_ns();
     }
 
     /// What is counted ends here (a server told to stop, its shutdown ahead): every source read
@@ -303,7 +303,7 @@ impl Counters {
             return;
         }
         let values = self.read_counters();
-        let elapsed_ns = crate::workload::now_ns().saturating_sub(self.began_ns);
+        let elapsed_ns = crate::clock::now_ns().saturating_sub(self.began_ns);
         self.ended = Some(Ended { values, snapshot: Snapshot::now(self.network, self.light), elapsed_ns });
         self.stop();
     }
@@ -363,7 +363,7 @@ impl Counters {
                 let elapsed_ns = if !self.marked {
                     elapsed_ns
                 } else {
-                    crate::workload::now_ns().saturating_sub(self.began_ns)
+                    crate::clock::now_ns().saturating_sub(self.began_ns)
                 };
                 (values, Snapshot::now(self.network, self.light), elapsed_ns)
             }

@@ -10,6 +10,7 @@
 //! it to [`REGISTRY`] (registry.rs), and document it in `docs/workloads.md`.
 
 pub mod apps;
+pub mod clock;
 pub mod compute;
 pub mod counts;
 pub mod disk;
