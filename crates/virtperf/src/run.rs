@@ -24,7 +24,8 @@ use crate::ledger::Ledger;
 use crate::plan;
 use crate::trial::{self, Dut, Fail, Tester};
 use virtperf_record::store::{
-    InstanceRecord, LaunchStatus, NewCase, PlannedTrial, RunStatus, Store, TrialOutcome, TrialStatus,
+    InstanceRecord, LaunchStatus, Lifecycle, NewCase, PlannedTrial, RunStatus, Store, TrialOutcome,
+    TrialStatus,
 };
 use virtperf_report::exit::ExitStatus;
 use virtperf_report::report;
@@ -560,6 +561,8 @@ struct Slot {
     launch_id: Option<i64>,
     /// Each instance's launch record and its clock at the start (see [`Slot::close_clocks`]).
     clocks: Vec<Option<(i64, env::ClockPoint)>>,
+    /// Each instance's launch record (`instances.id`), for its teardown's time.
+    ids: Vec<Option<i64>>,
 }
 
 impl Slot {
@@ -573,14 +576,20 @@ impl Slot {
             block: 0,
             launch_id: None,
             clocks: (0..n).map(|_| None).collect(),
+            ids: (0..n).map(|_| None).collect(),
         }
     }
     /// Stops every instance that is up (a planned relaunch: `shutdown`, the polite way), each
-    /// launch's clock rate stored first.
+    /// launch's clock rate stored first, and how long each teardown took after.
     fn shutdown(&mut self, ledger: &mut Ledger, store: &Store) {
         self.close_clocks(store);
-        for inst in self.instances.iter_mut().filter_map(Option::take) {
+        for (inst, id) in self.instances.iter_mut().zip(self.ids.iter_mut()) {
+            let Some(inst) = inst.take() else { continue };
+            let t0 = Instant::now();
             inst.shutdown(ledger);
+            if let Some(id) = id.take() {
+                let _ = store.record_teardown(id, t0.elapsed().as_secs_f64() * 1e3);
+            }
         }
         self.launch_id = None;
     }
@@ -719,6 +728,7 @@ fn identity<'a>(
 }
 
 fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
+    let asked = Instant::now();
     let Worker { store, run_id, exp, run_dir, exe, opts, lab, scratch_dir, .. } = *l.worker;
     let first_endpoint = l.first_endpoint;
     let tester_params: BTreeMap<String, serde_json::Value> = exp
@@ -812,22 +822,48 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
                     inst.cleanup.push(e);
                 }
             }
+            // The cold start's last step: the first request answered after the hello.
+            let first = inst.first_answer(&CANCEL);
             let clock = inst.calibrate_rtt(&CANCEL);
             inst.own_clock = kind.own_clock();
-            slot.up(k, inst, clock, store, run_id, e);
+            let life = lifecycle(&inst, asked, first);
+            slot.up(k, inst, clock, life, store, run_id, e);
         }
         Err(err) => slot.failed(&err, store, run_id, e, def_name),
     }
 }
 
+/// A launch's phases and its memory once ready and idle (after its first round trips), for its
+/// record: what the host prepared before the runtime or VMM started, a guest's kernel boot up to
+/// its init's first line, and the first request answered after the hello.
+fn lifecycle(inst: &Instance, asked: Instant, first: Option<Duration>) -> Lifecycle {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p = inst.phases;
+    let mem = inst.cpu.as_ref().and_then(env::footprint::footprint);
+    Lifecycle {
+        prepare_ms: p.spawned.map(|s| ms(s.saturating_duration_since(asked))),
+        boot_ms: p.spawned.zip(p.init).map(|(s, i)| ms(i.saturating_duration_since(s))),
+        first_ms: first.map(ms),
+        teardown_ms: None,
+        pss_kib: mem.map(|m| m.pss_kib),
+        uss_kib: mem.map(|m| m.uss_kib),
+        rss_kib: mem.map(|m| m.rss_kib),
+        processes: mem.map(|m| m.processes),
+        charged_kib: mem.and_then(|m| m.charged_kib),
+    }
+}
+
 impl Slot {
-    /// Instance `k` is up: stored as a ready launch (its start time and round trip) with its clock
-    /// as it came up (for [`Slot::close_clocks`]), the slot's failure count reset.
+    /// Instance `k` is up: stored as a ready launch (its start time, phases, memory and round
+    /// trip) with its clock as it came up (for [`Slot::close_clocks`]), the slot's failure count
+    /// reset.
+    #[allow(clippy::too_many_arguments)]
     fn up(
         &mut self,
         k: usize,
         inst: Instance,
         clock: Option<env::ClockPoint>,
+        lifecycle: Lifecycle,
         store: &Store,
         run_id: i64,
         e: i64,
@@ -841,12 +877,14 @@ impl Slot {
                 rtt_us: Some(inst.rtt.as_secs_f64() * 1e6),
                 rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
                 status: LaunchStatus::Ready,
+                lifecycle,
                 ..Default::default()
             },
         );
         if k == 0 {
             self.launch_id = id.as_ref().ok().copied();
         }
+        self.ids[k] = id.as_ref().ok().copied();
         self.clocks[k] = id.ok().zip(clock);
         self.failures_in_a_row = 0;
         self.instances[k] = Some(inst);

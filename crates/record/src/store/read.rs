@@ -226,6 +226,7 @@ impl Store {
             trials: self.trials(run)?,
             calibrations: self.calibrations(run)?.into_iter().collect(),
             starts: self.start_times(run)?,
+            lifecycles: self.lifecycles(run)?,
             clock_rates: self.clock_rates(run)?,
             details,
             retried: self.retried(run)?,
@@ -444,6 +445,32 @@ impl Store {
             }
         }
         Ok(trials)
+    }
+
+    /// Every successful launch that stored its phases (`prepare_ms`): its start-up and memory.
+    pub fn lifecycles(&self, run: i64) -> Result<Vec<LaunchLife>> {
+        let mut st = self.conn.prepare(
+            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
+        )?;
+        let kib = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        let rows = st.query_map([run], |r| {
+            Ok(LaunchLife {
+                env_idx: r.get::<_, i64>(0)? as usize,
+                start_ms: r.get(1)?,
+                life: Lifecycle {
+                    prepare_ms: r.get(2)?,
+                    boot_ms: r.get(3)?,
+                    first_ms: r.get(4)?,
+                    teardown_ms: r.get(5)?,
+                    pss_kib: kib(r.get(6)?),
+                    uss_kib: kib(r.get(7)?),
+                    rss_kib: kib(r.get(8)?),
+                    processes: r.get(9)?,
+                    charged_kib: kib(r.get(10)?),
+                },
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// (env_idx, start_ms) of every successful launch.

@@ -188,6 +188,8 @@ pub struct RunRows {
     pub calibrations: BTreeMap<(usize, usize), Calibration>,
     /// Each ready launch's start time: (environment, ms).
     pub starts: Vec<(usize, f64)>,
+    /// Each ready launch's phases and memory, where its run stored them (runs of schema 11 on).
+    pub lifecycles: Vec<LaunchLife>,
     /// Each launch's clock rate against the host's: (environment, span s, ppm, uncertainty ppm).
     pub clock_rates: Vec<(usize, f64, f64, f64)>,
     /// Each trial's non-scalar detail (JSON) and host CPU series, by trial id.
@@ -249,6 +251,28 @@ pub struct InstanceRecord {
     pub detail: Option<String>,
     /// The console tail of a failed launch.
     pub console: Option<String>,
+    /// Where the launch's time went, and what it holds in memory once ready.
+    pub lifecycle: Lifecycle,
+}
+
+/// A launch in phases (host clock, ms) and its memory once ready and idle (KiB, the host's
+/// reading of its processes).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Lifecycle {
+    /// Asked for to the runtime's or VMM's process started.
+    pub prepare_ms: Option<f64>,
+    /// That process started to the guest init's first line (guests only).
+    pub boot_ms: Option<f64>,
+    /// The hello to the first request answered.
+    pub first_ms: Option<f64>,
+    /// The planned shutdown: asked to stop to everything stopped and removed (stored after it,
+    /// by [`super::Store::record_teardown`]; not by the launch's insert).
+    pub teardown_ms: Option<f64>,
+    pub pss_kib: Option<u64>,
+    pub uss_kib: Option<u64>,
+    pub rss_kib: Option<u64>,
+    pub processes: Option<u32>,
+    pub charged_kib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -432,4 +456,13 @@ pub struct Calibration {
     /// count it runs (`count`, the slowest environment's) is another.
     #[serde(default)]
     pub own: Option<u64>,
+}
+
+/// One ready launch's start-up in phases and memory (see [`Lifecycle`]).
+#[derive(Debug, Clone, Default)]
+pub struct LaunchLife {
+    pub env_idx: usize,
+    /// The runtime's or VMM's process started to the agent's hello.
+    pub start_ms: f64,
+    pub life: Lifecycle,
 }

@@ -192,6 +192,23 @@ CREATE TABLE metrics (
     PRIMARY KEY (run_id, name)
 );
 "#,
+    r#"
+-- A launch in phases, each on the host's monotonic clock, in ms: what the host prepared before
+-- the runtime's or VMM's process started (a bundle, a disk image, an init), from there to the
+-- guest init's first line (a guest's kernel boot; NULL where there is no guest kernel), to the
+-- agent's hello (start_ms is spawn to hello, as before), the first request answered after it,
+-- and the teardown. What the instance's host processes held in memory once ready and idle, in
+-- KiB: PSS and USS summed over them (smaps_rollup), RSS, how many, and the cgroup's charge.
+ALTER TABLE instances ADD COLUMN prepare_ms REAL;
+ALTER TABLE instances ADD COLUMN boot_ms REAL;
+ALTER TABLE instances ADD COLUMN first_ms REAL;
+ALTER TABLE instances ADD COLUMN teardown_ms REAL;
+ALTER TABLE instances ADD COLUMN pss_kib INTEGER;
+ALTER TABLE instances ADD COLUMN uss_kib INTEGER;
+ALTER TABLE instances ADD COLUMN rss_kib INTEGER;
+ALTER TABLE instances ADD COLUMN processes INTEGER;
+ALTER TABLE instances ADD COLUMN charged_kib INTEGER;
+"#,
 ];
 
 /// The schema version whose migration added the cases' records (filled by [`Store::migrate`]).

@@ -124,10 +124,36 @@ impl Store {
     /// Stores one launch; returns its id (a trial names the launch that ran it).
     pub fn record_instance(&self, run: i64, i: &InstanceRecord) -> Result<i64> {
         self.conn.execute(
-            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![run, i.env_idx, now_rfc3339(), i.start_ms, i.rtt_us, i.rtt_jitter_us, i.status, i.detail, i.console, i.block],
+            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block, prepare_ms, boot_ms, first_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+            params![
+                run,
+                i.env_idx,
+                now_rfc3339(),
+                i.start_ms,
+                i.rtt_us,
+                i.rtt_jitter_us,
+                i.status,
+                i.detail,
+                i.console,
+                i.block,
+                i.lifecycle.prepare_ms,
+                i.lifecycle.boot_ms,
+                i.lifecycle.first_ms,
+                i.lifecycle.pss_kib.map(|v| v as i64),
+                i.lifecycle.uss_kib.map(|v| v as i64),
+                i.lifecycle.rss_kib.map(|v| v as i64),
+                i.lifecycle.processes,
+                i.lifecycle.charged_kib.map(|v| v as i64)
+            ],
         )?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Stores how long a launch's teardown took (everything it ran stopped, what it made removed).
+    pub fn record_teardown(&self, instance: i64, teardown_ms: f64) -> Result<()> {
+        self.conn
+            .execute("UPDATE instances SET teardown_ms = ?2 WHERE id = ?1", params![instance, teardown_ms])?;
+        Ok(())
     }
 
     /// Stores what a launch's clock did over its life (virtperf's `env::ClockPoint::rate_against`).

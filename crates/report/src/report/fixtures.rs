@@ -422,6 +422,7 @@ pub fn default_run() -> Report {
             launches: 4,
             start_ms_mean: None,
             start_ms: None,
+            startup: None,
             baseline: (*n != "native").then(|| "native".to_string()),
             own_clock: !matches!(*n, "native" | "container"),
         })

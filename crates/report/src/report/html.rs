@@ -1163,13 +1163,19 @@ fn host(r: &Report) -> String {
     for line in super::render_notes(r, r.results.iter().any(|x| x.clock.is_some())).lines() {
         let _ = write!(host, "<tr><th>note</th><td>{}</td></tr>", esc(line));
     }
-    host += "</table></div>\n<div class=\"tw\"><table><tr><th>environment</th><th>kind</th><th>parameters</th><th>runtime</th><th>launches</th><th>start to agent ready (ms)</th></tr>";
+    // Runs that stored their launches' phases: the whole start-up and the memory beside it.
+    let phased = r.environments.iter().any(|e| e.startup.is_some());
+    host += "</table></div>\n<div class=\"tw\"><table><tr><th>environment</th><th>kind</th><th>parameters</th><th>runtime</th><th>launches</th><th>start to agent ready (ms)</th>";
+    if phased {
+        host += "<th>ready: asked for to hello</th><th>phases</th><th>PSS once ready</th>";
+    }
+    host += "</tr>";
     for e in &r.environments {
         let rt = m["runtimes"][&e.name].as_str().unwrap_or("—");
         let start = e.start_ms.as_ref().map(|s| mean_text(s.mean, s.ci95, s.n)).unwrap_or_else(|| "—".into());
         let _ = write!(
             host,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
             esc(&e.name),
             esc(&e.kind),
             esc(&key_values(&e.params)),
@@ -1177,6 +1183,32 @@ fn host(r: &Report) -> String {
             e.launches,
             esc(&start)
         );
+        if phased {
+            let (ready, phases, pss) = match &e.startup {
+                Some(s) => (
+                    super::lifecycle::figure_text(&s.ready_ms, "ms"),
+                    s.phases
+                        .iter()
+                        .map(|f| format!("{} {}", f.name, super::lifecycle::figure_text(&f.of, f.unit)))
+                        .collect::<Vec<_>>()
+                        .join(" · "),
+                    s.memory
+                        .iter()
+                        .find(|f| f.name == "PSS")
+                        .map(|f| super::lifecycle::figure_text(&f.of, f.unit))
+                        .unwrap_or_else(|| "—".into()),
+                ),
+                None => ("—".into(), "—".into(), "—".into()),
+            };
+            let _ = write!(
+                host,
+                "<td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td>",
+                esc(&ready),
+                esc(&phases),
+                esc(&pss)
+            );
+        }
+        host += "</tr>";
     }
     host + "</table></div>\n"
 }

@@ -13,6 +13,7 @@ pub mod figures;
 mod fixtures;
 pub mod hosts;
 pub mod html;
+pub mod lifecycle;
 pub mod paired;
 pub mod rfc2544;
 pub mod rows;
@@ -318,6 +319,9 @@ pub struct EnvSummary {
     /// What its ratios are to (None: it is a baseline itself, or there is none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
+    /// Its launches in phases and its memory once ready (runs that stored them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<lifecycle::Startup>,
     /// It keeps time of its own (a guest, gVisor): its store row's flag.
     #[serde(skip)]
     pub own_clock: bool,
@@ -1325,6 +1329,7 @@ fn env_summaries(rows: &RunRows, base_of: &[Option<usize>]) -> Vec<EnvSummary> {
                     max: x.max,
                 }),
                 baseline: base_of[e.idx].filter(|b| *b != e.idx).map(|b| envs[b].name.clone()),
+                startup: lifecycle::startup(&rows.lifecycles, e.idx),
             }
         })
         .collect()
@@ -1819,6 +1824,11 @@ pub(crate) fn ceiling_notes(r: &Report) -> String {
     out
 }
 
+/// Each environment that stored its launches' phases, with them (for [`lifecycle::render`]).
+pub fn startups(r: &Report) -> Vec<(&str, &lifecycle::Startup)> {
+    r.environments.iter().filter_map(|e| e.startup.as_ref().map(|s| (e.name.as_str(), s))).collect()
+}
+
 /// Each environment's time from start to its agent's hello, per launch.
 fn start_note(r: &Report) -> String {
     let starts: Vec<String> = r
@@ -2137,6 +2147,7 @@ pub fn summary_test_report() -> Report {
         launches: 1,
         start_ms_mean: None,
         start_ms: None,
+        startup: None,
         baseline: None,
         own_clock: ["gvisor", "uml", "qemu", "libvirt"].contains(&n),
     };

@@ -122,6 +122,10 @@ pub fn render_summary(r: &Report) -> String {
     let envs: Vec<&str> = r.environments.iter().map(|e| e.name.as_str()).collect();
     out += &super::render_matrices(r, &envs);
     out += &super::render_instances(r);
+    // Start-up is the answer of a run that launched each environment several times.
+    if r.manifest["launches"].as_u64().unwrap_or(1) >= 2 {
+        out += &super::lifecycle::render_summary(&super::startups(r));
+    }
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);
     out += &super::tool_agreement(r);
@@ -155,6 +159,7 @@ pub fn render_full(r: &Report, width: usize) -> String {
     out += &super::render_matrices(r, &envs);
     out += &super::hosts::render(&r.by_host);
     out += &super::render_instances(r);
+    out += &super::lifecycle::render(&super::startups(r));
     out += &super::disk::render(&r.disk);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);
@@ -478,6 +483,7 @@ mod tests {
                 launches: 1,
                 start_ms_mean: None,
                 start_ms: None,
+                startup: None,
                 baseline: None,
                 own_clock: false,
             })

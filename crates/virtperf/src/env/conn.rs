@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::io::{BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use virtperf_proto::{self as proto, Frame, Reply, Request};
@@ -101,12 +101,21 @@ pub enum CallError {
     Write(std::io::Error, String),
 }
 
-/// A bounded tail of lines (stderr of the agent or its runtime, a guest console).
+/// A bounded tail of lines (stderr of the agent or its runtime, a guest console), and when the
+/// guest's init said its first line ([`INIT_STARTED`]) as the host read it.
 #[derive(Clone, Default)]
-pub struct Tail(Arc<Mutex<VecDeque<String>>>);
+pub struct Tail(Arc<Mutex<VecDeque<String>>>, Arc<OnceLock<Instant>>);
+
+/// The line virtperf's guest inits print first (QEMU's and UML's): the kernel has booted and
+/// runs user space. The guest's own word, so only a timing figure rests on it (the first such
+/// line; the launch clamps it between the spawn and the hello).
+pub const INIT_STARTED: &str = "virtperf-init: start";
 
 impl Tail {
     pub fn push(&self, line: String) {
+        if line.trim_end() == INIT_STARTED {
+            let _ = self.1.set(Instant::now());
+        }
         // Kept printable (a console's escape sequences never reach a terminal) and bounded.
         let line = proto::printable(&line, LINE_MAX);
         if let Ok(mut t) = self.0.lock() {
@@ -125,6 +134,11 @@ impl Tail {
             Some(l) => format!("; last output: {l}"),
             None => String::new(),
         }
+    }
+
+    /// When the host read the guest init's first line, if it did.
+    pub fn init_started(&self) -> Option<Instant> {
+        self.1.get().copied()
     }
 
     /// Every line kept, oldest first.

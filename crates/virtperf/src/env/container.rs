@@ -599,6 +599,7 @@ pub(super) fn launch_oci(
             conn: Conn::new(stdout, Box::new(super::conn::DeadlineWriter::new(stdin)), tail),
             cpu: super::cgroup::cgroup_probe(&id),
             start_time: Default::default(),
+            phases: Default::default(),
             rtt: Default::default(),
             rtt_jitter: Default::default(),
             go_floor: None,

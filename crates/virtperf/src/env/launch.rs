@@ -302,6 +302,7 @@ pub fn launch_guest(
         agent_pid: 0,
         child: Some(child),
         start_time: Default::default(),
+        phases: Default::default(),
         rtt: Default::default(),
         rtt_jitter: Default::default(),
         go_floor: None,
@@ -328,12 +329,26 @@ pub trait Teardown: Send {
     fn teardown(&mut self, ledger: &mut Ledger);
 }
 
+/// When a launch reached its phases, on the host's monotonic clock: the runtime's or VMM's
+/// process started (everything the host prepared before it — a bundle, a disk image, an init —
+/// lies before this), the guest's init ran (guests only: the kernel's boot ends there), and the
+/// agent said hello. `run` adds what came before (the launch asked for) and after (the first
+/// request answered, the teardown) and stores them per launch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Phases {
+    pub spawned: Option<Instant>,
+    pub init: Option<Instant>,
+    pub ready: Option<Instant>,
+}
+
 /// A launched environment with a ready agent.
 pub struct Instance {
     pub conn: Conn,
     pub cpu: Option<CpuProbe>,
     /// Launch to hello, on the host's monotonic clock.
     pub start_time: Duration,
+    /// When the launch reached each of its phases ([`Phases`]).
+    pub phases: Phases,
     pub agent_pid: u32,
     /// Median idle round trip to the agent, measured after launch ([`Instance::calibrate_rtt`]).
     pub rtt: Duration,
@@ -479,7 +494,7 @@ impl Instance {
     /// says hello is killed and its resources released.
     pub fn await_hello(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
         let said = await_hello(&mut self.conn, ctx, started);
-        self.up(ctx, said)
+        self.up(ctx, started, said)
     }
 
     /// An agent already running when its instance comes up (a guest restored from a running
@@ -487,7 +502,7 @@ impl Instance {
     /// unanswered within 2 s is sent again until the boot deadline.
     pub fn await_pong(mut self, ctx: &mut LaunchCtx, started: Instant) -> Result<Instance, LaunchError> {
         let answered = await_pong(&mut self.conn, ctx, started).map(|t| (0, t));
-        self.up(ctx, answered)
+        self.up(ctx, started, answered)
     }
 
     /// The instance up (its agent's pid when the launcher could not know it, its start time), or
@@ -495,6 +510,7 @@ impl Instance {
     fn up(
         mut self,
         ctx: &mut LaunchCtx,
+        started: Instant,
         answer: Result<(u32, Duration), LaunchError>,
     ) -> Result<Instance, LaunchError> {
         match answer {
@@ -504,6 +520,10 @@ impl Instance {
                 }
                 self.id = ctx.instance_id.clone();
                 self.start_time = t;
+                let ready = started + t;
+                // The guest's word for when its init ran, kept between the spawn and the hello.
+                let init = self.conn.tail().init_started().filter(|i| *i >= started && *i <= ready);
+                self.phases = Phases { spawned: Some(started), init, ready: Some(ready) };
                 Ok(self)
             }
             Err(e) => {
@@ -526,6 +546,14 @@ impl Instance {
             self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
         }
         shortest(&points)
+    }
+
+    /// One ping's round trip on the host's clock: the first request an instance answers after
+    /// its hello (the cold start's end). None when it did not answer.
+    pub fn first_answer(&mut self, cancel: &AtomicBool) -> Option<Duration> {
+        let t0 = Instant::now();
+        let p = self.pings(1, cancel);
+        (!p.is_empty()).then(|| t0.elapsed())
     }
 
     /// The agent's clock against the host's now: the shortest of a few ping round trips.

@@ -716,6 +716,7 @@ fn attach(
         agent_pid: 0,
         child: None,
         start_time: Default::default(),
+        phases: Default::default(),
         rtt: Default::default(),
         rtt_jitter: Default::default(),
         go_floor: None,

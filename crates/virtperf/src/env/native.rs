@@ -142,6 +142,7 @@ impl Environment for Native {
             agent_pid: child.id(),
             child: Some(child),
             start_time: Default::default(),
+            phases: Default::default(),
             rtt: Default::default(),
             rtt_jitter: Default::default(),
             go_floor: None,

@@ -99,6 +99,7 @@ pub fn init_script(agent: &Path, net: Option<&GuestNet>, disk: bool) -> String {
     let mut s = String::from(
         "#!/bin/sh\n\
          # virtperf UML guest init (generated)\n\
+         echo 'virtperf-init: start' >&2\n\
          mount -t proc proc /proc\n\
          mount -t sysfs sys /sys\n",
     );

@@ -214,6 +214,7 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs -o size=50% tmp /tmp
 say() { echo "virtperf-init: $*" > /dev/console; }
+say start
 mods= addr= mtu=1500 ctl=/dev/hvc0 mmio= disk= bridge=0
 for a in $(cat /proc/cmdline); do
   case "$a" in

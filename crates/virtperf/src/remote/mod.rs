@@ -535,6 +535,7 @@ pub fn launch(
         agent_pid: ready.agent_pid,
         child: inst_child,
         start_time: Default::default(),
+        phases: Default::default(),
         rtt: Default::default(),
         rtt_jitter: Default::default(),
         go_floor: None,

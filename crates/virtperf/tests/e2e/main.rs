@@ -15,6 +15,7 @@ mod disk;
 mod faults;
 mod guests;
 mod libvirt;
+mod lifecycle;
 mod mechanisms;
 mod network;
 mod pfs;
@@ -90,6 +91,7 @@ fn main() {
         guests::uml_guest_boots_joins_the_lab_and_is_swept,
         guests::uml_host_spans_hold_the_work_not_a_tick,
         guests::uml_where_the_packaged_kernel_cannot_run,
+        lifecycle::launches_are_timed_in_phases_and_weighed,
         // Held to a < 1 % spread where the host allows it: after the first minutes, which
         // scripts/test.sh gives to the UML kernel's build and the lint at nice 19 (beside them
         // the host's own memcpy spread rose to 12-14 % and the target was left out, said).

@@ -1,0 +1,164 @@
+//! Start-up and memory: every launch is timed in phases on the host's clock and weighed as the
+//! host reads its processes, stored per launch, and said with intervals over launches — against
+//! a bare agent the test starts and reads itself, beside the run.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// A `virtperf agent` started by the test, and when its hello's first byte came (ms after spawn).
+fn agent() -> (std::process::Child, f64) {
+    let t0 = Instant::now();
+    let mut c = Command::new(exe())
+        .arg("agent")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("virtperf agent");
+    let mut byte = [0u8; 1];
+    c.stdout.as_mut().unwrap().read_exact(&mut byte).expect("the agent's hello");
+    (c, t0.elapsed().as_secs_f64() * 1e3)
+}
+
+/// What the test measures of a bare `virtperf agent` on the host, by itself: spawn to the hello's
+/// first byte (ms), and its PSS once it said it and idled a moment (KiB). Another process maps
+/// the same binary meanwhile, as virtperf's orchestrator does beside a native agent (PSS divides
+/// the pages they share between them).
+fn bare_agent() -> (f64, u64) {
+    let (mut companion, _) = agent();
+    let (mut c, ms) = agent();
+    std::thread::sleep(Duration::from_millis(100));
+    let rollup = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", c.id())).unwrap();
+    let pss = rollup
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Pss:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or_else(|| panic!("Pss in smaps_rollup: {rollup}"));
+    for p in [&mut c, &mut companion] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    (ms, pss)
+}
+
+/// Each launch of native, a container, gVisor, QEMU and UML (those this host runs; the others
+/// left out with doctor's reason) is stored in phases — prepared, a guest's kernel boot to its
+/// init's first line, to the hello, the first answer, the teardown — and with its memory once
+/// ready (PSS ≤ RSS, USS ≤ PSS, a cgroup's charge where it has one). The report's ready time is
+/// each launch's prepared + started; the summary says "ready in …" per environment. Beside the
+/// run, the test starts the agent bare: native's start and PSS must come within 3× of it (or
+/// 15 ms: a busy 2-core host), and each figure's distance from it is printed.
+pub(crate) fn launches_are_timed_in_phases_and_weighed() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let mut envs = vec!["native", "container"];
+    for e in ["gvisor", "qemu", "uml"] {
+        match need_root_and_env(e) {
+            None => envs.push(e),
+            Some(why) => dropped(e, &why),
+        }
+    }
+    let fx = Fixture::new();
+    let list: String = envs.iter().map(|e| format!("--env {e} ")).collect();
+    let out = fx.ok(&format!("run {list}--workload noop --reps 1 --warmup 0 --launches 2"));
+    let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    let bare: Vec<(f64, u64)> = (0..3).map(|_| bare_agent()).collect();
+    let bare_ms = bare.iter().map(|b| b.0).fold(f64::INFINITY, f64::min);
+    let bare_pss = bare.iter().map(|b| b.1).min().unwrap();
+
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
+    type Row = (i64, f64, f64, Option<f64>, Option<f64>, Option<f64>, Option<i64>, Option<i64>, Option<i64>);
+    let rows: Vec<Row> = {
+        let mut st = c
+            .prepare(
+                "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib FROM instances WHERE status = 'ready' ORDER BY id",
+            )
+            .unwrap();
+        st.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let doc = fx.report();
+    for (i, env) in envs.iter().enumerate() {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.0 == i as i64).collect();
+        assert_eq!(mine.len(), 2, "{env}: two launches: {rows:?}");
+        let guest = matches!(*env, "qemu" | "uml");
+        for (_, start, prepare, boot, first, teardown, pss, uss, rss) in &mine {
+            let who = format!("{env} launch ({start:.1} ms)");
+            assert!(*start > 0.0 && *prepare >= 0.0, "{who}: prepared {prepare}");
+            match boot {
+                Some(b) => {
+                    assert!(guest, "{who}: a kernel boot without a guest kernel: {b}");
+                    assert!(*b > 0.0 && b < start, "{who}: the boot {b} ms within spawn to hello");
+                }
+                None => assert!(!guest, "{who}: the guest's init never said it started"),
+            }
+            let first = first.expect("the first answer");
+            assert!(first > 0.0 && first < 1000.0, "{who}: first answer {first} ms");
+            let teardown = teardown.unwrap_or_else(|| panic!("{who}: no teardown time"));
+            assert!(teardown > 0.0 && teardown < 15_000.0, "{who}: teardown {teardown} ms");
+            let (pss, uss, rss) = (pss.expect("PSS"), uss.expect("USS"), rss.expect("RSS"));
+            assert!(0 < uss && uss <= pss && pss <= rss, "{who}: USS {uss} ≤ PSS {pss} ≤ RSS {rss} KiB");
+        }
+        // The report: ready = prepared + started, per launch, averaged.
+        let e = doc["environments"].as_array().unwrap().iter().find(|e| e["name"] == *env).unwrap();
+        let s = &e["startup"];
+        let want = mine.iter().map(|r| r.1 + r.2).sum::<f64>() / 2.0;
+        let got = s["ready_ms"]["mean"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-6 * want, "{env}: ready {got} ms, the launches say {want}");
+        assert_eq!(s["launches"], 2);
+        let phases: Vec<&str> =
+            s["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(phases.contains(&"kernel boot"), guest, "{env}: {phases:?}");
+        let pss = s["memory"][0]["mean"].as_f64().unwrap();
+        println!(
+            "    {env}: ready in {got:.1} ms (spawn to hello {:.1}); PSS once ready {pss:.1} MiB; phases {phases:?}",
+            mine.iter().map(|r| r.1).sum::<f64>() / 2.0
+        );
+        assert!(
+            summary.lines().any(|l| l.trim_start().starts_with(env) && l.contains("ready in")),
+            "{env}: no start-up line in the summary:\n{summary}"
+        );
+        if *env == "native" {
+            // The bare agent beside the run: how close native's figures come to it.
+            let start = mine.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+            let pss_kib = mine.iter().filter_map(|r| r.6).min().unwrap() as f64;
+            println!(
+                "    native against the bare agent: spawn to hello {start:.2} ms vs {bare_ms:.2} ms (×{:.2}); PSS {:.0} KiB vs {bare_pss} KiB (×{:.2})",
+                start / bare_ms,
+                pss_kib,
+                pss_kib / bare_pss as f64
+            );
+            assert!(
+                start <= 3.0 * bare_ms || start - bare_ms <= 15.0,
+                "native starts {start} ms, the bare agent {bare_ms} ms"
+            );
+            let r = pss_kib / bare_pss as f64;
+            assert!(
+                (1.0 / 3.0..=3.0).contains(&r),
+                "native's PSS {pss_kib} KiB against the bare agent's {bare_pss} KiB"
+            );
+        }
+    }
+    assert!(summary.contains("Start-up (asked for to the agent's hello"), "{summary}");
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
