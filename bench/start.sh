@@ -6,8 +6,12 @@
 #          do /bin/true` (runsc's own minimal path, to exit).                       target <= 1.5x
 #  uml:    virtperf's launch (init script, linux.uml boot, agent hello on tty1) vs linux.uml
 #          booting the same way to a trivial init that writes one line on tty1.      target <= 1.3x
+#  container: virtperf's launch (runc run of its bundle, agent hello over the pipe) vs a bare
+#          `runc run` of a bundle of the host's root, read-only, running /bin/true.   target <= 1.3x
 #
-# virtperf's figure is the instance's stored start time (launch → hello, host clock).
+# virtperf's figure is the instance's stored start time (the runtime's process started → hello,
+# host clock); beside it, "ready" (asked for → hello: what virtperf prepared first, included) and
+# the PSS once ready, from the report's start-up (docs/lifecycle.md).
 # Usage (root): bench/start.sh     ROUNDS=5 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,12 +33,43 @@ python3 - "$BIN" "$ROUNDS" "$tmp" <<'PY'
 import json, os, statistics, subprocess, sys, time
 binary, rounds, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
+ready = {}
 def vp_start(env):
     db = os.path.join(tmp, "s.db")
     out = subprocess.run([binary, "run", "--env", env, "--workload", "noop", "--reps", "1", "--warmup", "0",
                           "--json", "--db", db], capture_output=True, text=True, check=True)
     e = [x for x in json.loads(out.stdout)["environments"] if x["kind"] == env][0]
+    s = e.get("startup") or {}
+    pss = [m["mean"] for m in s.get("memory", []) if m["name"] == "PSS"]
+    ready.setdefault(env, []).append((s.get("ready_ms", {}).get("mean"), pss[0] if pss else None))
     return e["start_ms_mean"]
+
+bundle = os.path.join(tmp, "bundle")
+os.makedirs(bundle)
+subprocess.run(["runc", "spec", "--bundle", bundle], check=True)
+with open(os.path.join(bundle, "config.json")) as f:
+    spec = json.load(f)
+# A root of its own as virtperf's bundle has (pivot_root cannot move the host's "/"): the host's
+# /usr bound read-only, /bin and /lib as the host links them.
+rootfs = os.path.join(bundle, "rootfs")
+os.makedirs(os.path.join(rootfs, "usr"))
+for d in ("bin", "sbin", "lib", "lib64"):
+    if os.path.islink("/" + d):
+        os.symlink(os.readlink("/" + d), os.path.join(rootfs, d))
+spec["root"] = {"path": "rootfs", "readonly": True}
+spec["mounts"].append({"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]})
+spec["process"]["terminal"] = False
+spec["process"]["args"] = ["/bin/true"]
+# No cgroup file system inside (a hybrid v1/v2 host refuses it; virtperf's bundle mounts none).
+spec["mounts"] = [m for m in spec["mounts"] if m["type"] != "cgroup"]
+with open(os.path.join(bundle, "config.json"), "w") as f:
+    json.dump(spec, f)
+
+def bare_runc(r):
+    t0 = time.monotonic()
+    subprocess.run(["runc", "run", "--bundle", bundle, f"vpbench{os.getpid()}-{r}"], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.monotonic() - t0) * 1e3
 
 def bare_runsc():
     t0 = time.monotonic()
@@ -55,13 +90,19 @@ def bare_uml():
     assert b"ready" in line, line
     return ms
 
-res = {"gvisor": ([], []), "uml": ([], [])}
+res = {"container": ([], []), "gvisor": ([], []), "uml": ([], [])}
 for r in range(rounds):
+    res["container"][1].append(bare_runc(r)); res["container"][0].append(vp_start("container"))
     res["gvisor"][1].append(bare_runsc()); res["gvisor"][0].append(vp_start("gvisor"))
     res["uml"][1].append(bare_uml()); res["uml"][0].append(vp_start("uml"))
-    print(f"round {r+1}: gvisor virtperf {res['gvisor'][0][-1]:.0f} ms / runsc do true {res['gvisor'][1][-1]:.0f} ms;"
+    print(f"round {r+1}: container virtperf {res['container'][0][-1]:.0f} ms / runc run true {res['container'][1][-1]:.0f} ms;"
+          f" gvisor virtperf {res['gvisor'][0][-1]:.0f} ms / runsc do true {res['gvisor'][1][-1]:.0f} ms;"
           f" uml virtperf {res['uml'][0][-1]:.0f} ms / bare boot {res['uml'][1][-1]:.0f} ms", flush=True)
-for env, target in (("gvisor", 1.5), ("uml", 1.3)):
+for env, target in (("container", 1.3), ("gvisor", 1.5), ("uml", 1.3)):
     v, b = statistics.median(res[env][0]), statistics.median(res[env][1])
-    print(f"{env}: start to agent ready, median {v:.0f} ms vs bare {b:.0f} ms: ratio {v/b:.2f} (target <= {target})")
+    rd = [x for x, _ in ready[env] if x is not None]
+    pss = [p for _, p in ready[env] if p is not None]
+    extra = (f"; ready (asked for to hello) median {statistics.median(rd):.0f} ms" if rd else "") + \
+            (f", PSS once ready {statistics.median(pss):.1f} MiB" if pss else "")
+    print(f"{env}: start to agent ready, median {v:.0f} ms vs bare {b:.0f} ms: ratio {v/b:.2f} (target <= {target}){extra}")
 PY
