@@ -757,10 +757,21 @@ fn await_hello(conn: &mut Conn, ctx: &LaunchCtx, started: Instant) -> Result<(u3
         Ok(x) => x,
         // A silent guest: what its console said last is the best clue.
         Err(CallError::Timeout(d)) => {
+            // The phase it stopped in, where the guest's init said it started.
+            let phase = conn
+                .tail()
+                .init_started()
+                .map(|i| {
+                    format!(
+                        " (phase: init and agent — its init started {:.1} s after the spawn)",
+                        i.saturating_duration_since(started).as_secs_f64()
+                    )
+                })
+                .unwrap_or_default();
             return Err(LaunchError::Silent {
-                why: format!("no hello within {:.1} s{}", d.as_secs_f64(), conn.tail().render()),
+                why: format!("no hello within {:.1} s{phase}{}", d.as_secs_f64(), conn.tail().render()),
                 console: conn.tail().lines(),
-            })
+            });
         }
         Err(source) => return Err(LaunchError::NoHello { source, console: conn.tail().lines() }),
     };
