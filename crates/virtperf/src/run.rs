@@ -682,6 +682,17 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
             launch_one(l, role, k, slot, ledger);
         }
     }
+    // Several instances: each one's memory again once all are up, so that their PSS divides the
+    // pages they share among all of them (read as each came up, the first had them alone).
+    if slot.instances.len() > 1 && slot.ready() {
+        for (inst, id) in slot.instances.iter().zip(&slot.ids) {
+            let (Some(inst), Some(id)) = (inst, id) else { continue };
+            let life = lifecycle(inst, Instant::now(), None);
+            if life.pss_kib.is_some() {
+                let _ = l.worker.store.record_memory(*id, &life);
+            }
+        }
+    }
 }
 
 /// What an instance launches as.

@@ -667,11 +667,15 @@ mod tests {
         let p1 = params(&IntMix, &[("iterations", 2_000_000.into())]);
         let p4 = params(&IntMix, &[("iterations", 8_000_000.into())]);
         let rate = |p: &BTreeMap<String, serde_json::Value>| {
-            (0..3)
-                .map(|_| IntMix.run(&Params(p), &RunCtx::detached()).unwrap().samples[0].value)
-                .fold(0.0, f64::max)
+            IntMix.run(&Params(p), &RunCtx::detached()).unwrap().samples[0].value
         };
-        let (r1, r4) = (rate(&p1), rate(&p4));
+        // Alternated, the best of 7 each: beside load that comes and goes (two suites at once
+        // once failed the best of 3 taken one after the other), each gets its quiet moments.
+        let (mut r1, mut r4) = (0.0f64, 0.0f64);
+        for _ in 0..7 {
+            r1 = r1.max(rate(&p1));
+            r4 = r4.max(rate(&p4));
+        }
         assert!(r4 > r1 * 0.5 && r4 < r1 * 2.0, "the rate is a rate: {r1} vs {r4} Mops/s");
     }
 

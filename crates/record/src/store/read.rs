@@ -450,12 +450,13 @@ impl Store {
     /// Every successful launch that stored its phases (`prepare_ms`): its start-up and memory.
     pub fn lifecycles(&self, run: i64) -> Result<Vec<LaunchLife>> {
         let mut st = self.conn.prepare(
-            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
+            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, block FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
         )?;
         let kib = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
         let rows = st.query_map([run], |r| {
             Ok(LaunchLife {
                 env_idx: r.get::<_, i64>(0)? as usize,
+                block: r.get(11)?,
                 start_ms: r.get(1)?,
                 life: Lifecycle {
                     prepare_ms: r.get(2)?,

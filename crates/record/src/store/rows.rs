@@ -462,6 +462,8 @@ pub struct Calibration {
 #[derive(Debug, Clone, Default)]
 pub struct LaunchLife {
     pub env_idx: usize,
+    /// The planned block it was launched for: the instances of one block were up together.
+    pub block: Option<u32>,
     /// The runtime's or VMM's process started to the agent's hello.
     pub start_ms: f64,
     pub life: Lifecycle,

@@ -149,6 +149,23 @@ impl Store {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Stores a launch's memory read again (its PSS, USS, RSS, processes and charge; the other
+    /// figures of `life` are not touched): several instances once all of them are up.
+    pub fn record_memory(&self, instance: i64, life: &super::Lifecycle) -> Result<()> {
+        self.conn.execute(
+            "UPDATE instances SET pss_kib = ?2, uss_kib = ?3, rss_kib = ?4, processes = ?5, charged_kib = ?6 WHERE id = ?1",
+            params![
+                instance,
+                life.pss_kib.map(|v| v as i64),
+                life.uss_kib.map(|v| v as i64),
+                life.rss_kib.map(|v| v as i64),
+                life.processes,
+                life.charged_kib.map(|v| v as i64)
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Stores how long a launch's teardown took (everything it ran stopped, what it made removed).
     pub fn record_teardown(&self, instance: i64, teardown_ms: f64) -> Result<()> {
         self.conn

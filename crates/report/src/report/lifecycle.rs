@@ -89,6 +89,119 @@ pub fn startup(launches: &[LaunchLife], env: usize) -> Option<Startup> {
     })
 }
 
+/// What each added instance costs in memory: the slope of the instances' summed PSS over their
+/// count, in one group of environments swept over `instances` (seed 000's N = 1, 2, 4) — density.
+#[derive(Debug, Serialize)]
+pub struct Density {
+    pub group: String,
+    /// (instances up together, their summed PSS in MiB) per launch block.
+    pub points: Vec<(u32, f64)>,
+    /// MiB per added instance (the slope), with its 95 % interval (Student t, n − 2 df).
+    pub marginal_mib: f64,
+    pub ci95: Option<[f64; 2]>,
+    /// What the fit says N = 0 costs: memory the instances share (MiB, may be negative).
+    pub fixed_mib: f64,
+    /// Instances per GiB at the marginal cost.
+    pub per_gib: Option<f64>,
+}
+
+/// A line fitted: slope, intercept, the slope's 95 % interval (where n ≥ 3).
+type Fit = (f64, f64, Option<(f64, f64)>);
+
+/// Least squares of y over x.
+fn fit(points: &[(f64, f64)]) -> Option<Fit> {
+    let n = points.len() as f64;
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    let a = my - b * mx;
+    let ci = (points.len() >= 3).then(|| {
+        let rss: f64 = points.iter().map(|p| (p.1 - a - b * p.0).powi(2)).sum();
+        let se = (rss / (n - 2.0) / sxx).sqrt();
+        let h = virtperf_stats::t_quantile(0.95, n - 2.0) * se;
+        (b - h, b + h)
+    });
+    Some((b, a, ci))
+}
+
+/// The density of each group swept over two or more instance counts: each launch block whose
+/// instances all stored their PSS is a point (N, their sum).
+pub fn densities(envs: &[(usize, u32, &str)], launches: &[LaunchLife]) -> Vec<Density> {
+    let mut groups: Vec<&str> = envs.iter().map(|e| e.2).collect();
+    groups.dedup();
+    let mut out = Vec::new();
+    for g in groups {
+        let mut points: Vec<(u32, f64)> = Vec::new();
+        for (idx, n, _) in envs.iter().filter(|e| e.2 == g) {
+            let mut blocks: std::collections::BTreeMap<Option<u32>, Vec<u64>> = Default::default();
+            for l in launches.iter().filter(|l| l.env_idx == *idx) {
+                if let Some(p) = l.life.pss_kib {
+                    blocks.entry(l.block).or_default().push(p);
+                }
+            }
+            for ps in blocks.values() {
+                // A block of N instances is one point; an old launch without a block is not.
+                if ps.len() == *n as usize {
+                    points.push((*n, ps.iter().sum::<u64>() as f64 / 1024.0));
+                }
+            }
+        }
+        let distinct: std::collections::BTreeSet<u32> = points.iter().map(|p| p.0).collect();
+        if distinct.len() < 2 {
+            continue;
+        }
+        let xy: Vec<(f64, f64)> = points.iter().map(|(n, m)| (f64::from(*n), *m)).collect();
+        let Some((b, a, ci)) = fit(&xy) else { continue };
+        out.push(Density {
+            group: g.to_string(),
+            points,
+            marginal_mib: b,
+            ci95: ci.map(|(l, h)| [l, h]),
+            fixed_mib: a,
+            per_gib: (b > 0.0).then(|| 1024.0 / b),
+        });
+    }
+    out
+}
+
+/// A density in words: "24.1 MiB (22.0–26.2) per added instance, 42 per GiB (N = 1, 2, 4; 6
+/// launches)".
+pub fn density_text(d: &Density) -> String {
+    let ns: std::collections::BTreeSet<u32> = d.points.iter().map(|p| p.0).collect();
+    let ns: Vec<String> = ns.iter().map(u32::to_string).collect();
+    let ci = d
+        .ci95
+        .map(|[l, h]| format!(" ({}–{})", sig3(l), sig3(h)))
+        .unwrap_or_else(|| " (no interval: 2 points)".into());
+    let per = d.per_gib.map(|p| format!(", {:.0} per GiB", p)).unwrap_or_default();
+    format!(
+        "{} MiB{ci} per added instance{per} (N = {}; {} launch blocks; shared {} MiB)",
+        sig3(d.marginal_mib),
+        ns.join(", "),
+        d.points.len(),
+        sig3(d.fixed_mib)
+    )
+}
+
+/// The densities' lines, for the summary and `--full`.
+pub fn render_densities(ds: &[Density]) -> String {
+    let mut out = String::new();
+    if ds.is_empty() {
+        return out;
+    }
+    out += "
+Memory per added instance (the slope of the instances' summed PSS over their count):
+";
+    let w = ds.iter().map(|d| d.group.chars().count()).max().unwrap_or(0);
+    for d in ds {
+        out += &format!("  {:<w$}  {}\n", d.group, density_text(d));
+    }
+    out
+}
+
 /// Three significant digits.
 fn sig3(v: f64) -> String {
     let digits = |a: f64| if a == 0.0 { 0 } else { (2 - a.log10().floor() as i32).clamp(0, 4) as usize };
@@ -198,6 +311,7 @@ pub fn launch(
 ) -> LaunchLife {
     LaunchLife {
         env_idx,
+        block: None,
         start_ms,
         life: Lifecycle {
             prepare_ms: Some(prepare_ms),
@@ -249,6 +363,35 @@ mod tests {
             text.contains("memory: USS 20.5 MiB (19.3–21.7) · RSS 82.0 MiB (77.0–87.0) over 3 processes"),
             "{text}"
         );
+        // Density: blocks of N = 1, 2, 4 instances at 10 MiB each plus 4 MiB shared.
+        let mut l = Vec::new();
+        for (env, n) in [(0usize, 1u32), (1, 2), (2, 4)] {
+            for block in 0..2u32 {
+                for k in 0..n {
+                    let mut x = launch(env, 5.0, 1.0, None, 10 * 1024 + u64::from(block + k) * 16);
+                    x.block = Some(block);
+                    if k == 0 {
+                        x.life.pss_kib = x.life.pss_kib.map(|p| p + 4 * 1024);
+                    }
+                    l.push(x);
+                }
+            }
+        }
+        let envs = [(0, 1, "c"), (1, 2, "c"), (2, 4, "c")];
+        let d = densities(&envs, &l);
+        assert_eq!(d.len(), 1);
+        assert!((d[0].marginal_mib - 10.0).abs() < 0.1, "{:?}", d[0]);
+        assert!((d[0].fixed_mib - 4.0).abs() < 0.2, "{:?}", d[0]);
+        let [lo, hi] = d[0].ci95.unwrap();
+        assert!(lo < d[0].marginal_mib && d[0].marginal_mib < hi && hi - lo < 0.5, "{:?}", d[0]);
+        assert!(density_text(&d[0]).starts_with("10.0 MiB ("), "{}", density_text(&d[0]));
+        assert!(
+            density_text(&d[0]).contains("per added instance, 102 per GiB (N = 1, 2, 4; 6 launch blocks"),
+            "{}",
+            density_text(&d[0])
+        );
+        // One count only: no slope.
+        assert!(densities(&envs[..1], &l).is_empty());
         assert_eq!(sig3(99.996), "100");
         assert_eq!(sig3(0.09996), "0.100");
         assert_eq!(sig3(1.2345), "1.23");

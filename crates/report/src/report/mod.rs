@@ -540,6 +540,9 @@ pub struct Report {
     /// Environments run as several instances at once (seed 000's table): per instance count, each
     /// instance's figure, the aggregate, its ratio to one instance, Jain's index.
     pub instances: Vec<InstanceTable>,
+    /// Memory per added instance, per group swept over `instances` (from the launches' PSS).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub density: Vec<lifecycle::Density>,
     /// Disk workloads swept over file and record sizes (seed 001's matrices): per phase metric,
     /// each environment's file size × record size cells with their ratio to native.
     pub disk: Vec<disk::DiskMatrix>,
@@ -883,6 +886,10 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         loads: load_rows(rows, &results),
         disk: disk::build(&results, cases, &env_names),
         instances: instance_tables(envs, cases, &tally.values, &tally.inst_values),
+        density: lifecycle::densities(
+            &envs.iter().map(|e| (e.idx, e.instances, e.group.as_str())).collect::<Vec<_>>(),
+            &rows.lifecycles,
+        ),
         run_id: *run_id,
         name: info.name.clone(),
         status: info.status,
@@ -2177,6 +2184,7 @@ pub fn summary_test_report() -> Report {
         rfc2544: Vec::new(),
         loads: Vec::new(),
         instances: Vec::new(),
+        density: Vec::new(),
         disk: Vec::new(),
         timers: Vec::new(),
         precision: None,

@@ -126,6 +126,7 @@ pub fn render_summary(r: &Report) -> String {
     if r.manifest["launches"].as_u64().unwrap_or(1) >= 2 {
         out += &super::lifecycle::render_summary(&super::startups(r));
     }
+    out += &super::lifecycle::render_densities(&r.density);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);
     out += &super::tool_agreement(r);
@@ -160,6 +161,7 @@ pub fn render_full(r: &Report, width: usize) -> String {
     out += &super::hosts::render(&r.by_host);
     out += &super::render_instances(r);
     out += &super::lifecycle::render(&super::startups(r));
+    out += &super::lifecycle::render_densities(&r.density);
     out += &super::disk::render(&r.disk);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);

@@ -162,3 +162,42 @@ pub(crate) fn launches_are_timed_in_phases_and_weighed() -> Outcome {
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// Density: a container swept over 1, 2 and 4 instances, launched twice, gives the slope of the
+/// instances' summed PSS over their count (each instance read again once all are up) with its
+/// interval — 6 launch blocks, the estimate inside its interval. The reference is the instances'
+/// own pages: an added instance brings its USS and shares the rest, so the slope must come within
+/// 3× of the mean USS of the 4-instance blocks (measured: 1.25 MiB (0.65–1.85) against 0.83).
+pub(crate) fn density_is_the_slope_of_memory_over_instances() -> Outcome {
+    if let Some(why) = need_root_and_env("container") {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    let out = fx.ok("run --env container:instances=[1,2,4] --workload noop --reps 1 --warmup 0 --launches 2");
+    let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    let doc = fx.report();
+    let d = doc["density"].as_array().unwrap_or_else(|| panic!("no density: {doc:#}"));
+    assert_eq!(d.len(), 1, "{d:?}");
+    let d = &d[0];
+    assert_eq!(d["group"], "container");
+    assert_eq!(d["points"].as_array().unwrap().len(), 6, "two launch blocks of each count: {d}");
+    let slope = d["marginal_mib"].as_f64().unwrap();
+    let [lo, hi] = [d["ci95"][0].as_f64().unwrap(), d["ci95"][1].as_f64().unwrap()];
+    assert!(lo <= slope && slope <= hi, "{d}");
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
+    let uss: f64 = c
+        .query_row(
+            "SELECT avg(i.uss_kib) / 1024.0 FROM instances i JOIN environments e ON e.idx = i.env_idx AND e.run_id = i.run_id WHERE e.instances = 4 AND i.status = 'ready'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    println!("    container: {slope:.3} MiB per added instance ({lo:.3}–{hi:.3}); USS at N = 4 {uss:.3} MiB (×{:.2})", slope / uss);
+    assert!((uss / 3.0..=uss * 3.0).contains(&slope), "the slope {slope} MiB against the USS {uss} MiB");
+    assert!(
+        summary.contains("Memory per added instance") && summary.contains("per added instance"),
+        "{summary}"
+    );
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
