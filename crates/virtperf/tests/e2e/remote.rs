@@ -317,10 +317,11 @@ pub(crate) fn remote_host_runs_native_and_container() -> Outcome {
     let min = |e: &str| row_or_fail(&doc, e, "memcpy_time")["min"].as_f64().unwrap_or(0.0);
     let max = |e: &str| row_or_fail(&doc, e, "memcpy_time")["max"].as_f64().unwrap_or(0.0);
     let ratio = min("native@b") / min("here");
-    // Within ×1.5, or within the spread each side showed of its own copies where that is more
+    // Within ×3, or within the spread each side showed of its own copies where that is more
     // (beside load that comes and goes, one side's fastest copy may never have had a CPU to
-    // itself): a relay that changed the figure's unit or clock is ×1000 off, and still fails.
-    let spread = (max("here") / min("here")).max(max("native@b") / min("native@b")).max(1.5);
+    // itself: a CI run under jitter saw ×0.45 with each side's own spread below ×1.5): a relay
+    // that changed the figure's unit or clock is ×1000 off, and still fails.
+    let spread = (max("here") / min("here")).max(max("native@b") / min("native@b")).max(3.0);
     assert!(
         (1.0 / spread..spread).contains(&ratio),
         "native@b / here memcpy, fastest copies: {ratio:.2} (each side's own spread up to ×{spread:.2})"
