@@ -687,9 +687,9 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
     if slot.instances.len() > 1 && slot.ready() {
         for (inst, id) in slot.instances.iter().zip(&slot.ids) {
             let (Some(inst), Some(id)) = (inst, id) else { continue };
-            let life = lifecycle(inst, Instant::now(), None);
-            if life.pss_kib.is_some() {
-                let _ = l.worker.store.record_memory(*id, &life);
+            let mem = memory(inst);
+            if mem.pss_kib.is_some() {
+                let _ = l.worker.store.record_memory(*id, &mem);
             }
         }
     }
@@ -850,17 +850,24 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
 fn lifecycle(inst: &Instance, asked: Instant, first: Option<Duration>) -> Lifecycle {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let p = inst.phases;
-    let mem = inst.cpu.as_ref().and_then(env::footprint::footprint);
     Lifecycle {
         prepare_ms: p.spawned.map(|s| ms(s.saturating_duration_since(asked))),
         boot_ms: p.spawned.zip(p.init).map(|(s, i)| ms(i.saturating_duration_since(s))),
         first_ms: first.map(ms),
-        teardown_ms: None,
+        ..memory(inst)
+    }
+}
+
+/// What an instance's host processes hold now (the memory figures of a [`Lifecycle`] alone).
+fn memory(inst: &Instance) -> Lifecycle {
+    let mem = inst.cpu.as_ref().and_then(env::footprint::footprint);
+    Lifecycle {
         pss_kib: mem.map(|m| m.pss_kib),
         uss_kib: mem.map(|m| m.uss_kib),
         rss_kib: mem.map(|m| m.rss_kib),
         processes: mem.map(|m| m.processes),
         charged_kib: mem.and_then(|m| m.charged_kib),
+        ..Lifecycle::default()
     }
 }
 
