@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -192,6 +193,14 @@ pub enum PfsError {
     },
     #[error("the pfs {0}'s thread panicked")]
     Panicked(&'static str),
+    /// The client did not finish within its deadline (or the trial was stopped), and virtperf
+    /// stopped its FUSE daemon; what the client then met.
+    #[error("the GlusterFS client had not finished after {after_s} s and was stopped: {source}")]
+    Stopped {
+        after_s: u64,
+        #[source]
+        source: Box<PfsError>,
+    },
 }
 
 impl crate::error::Kinded for PfsError {
@@ -203,7 +212,9 @@ impl crate::error::Kinded for PfsError {
             PfsError::Os(e) => e.kind(),
             PfsError::Peers(_) => K::Peer,
             PfsError::OnVolume { source, .. } => source.kind(),
-            PfsError::Daemon(_) | PfsError::Param(_) | PfsError::Panicked(_) => K::Other,
+            PfsError::Daemon(_) | PfsError::Param(_) | PfsError::Panicked(_) | PfsError::Stopped { .. } => {
+                K::Other
+            }
         }
     }
 }
@@ -729,10 +740,23 @@ fn sweep(home: &Path) {
 
 // ---- the client ------------------------------------------------------------------------------
 
+/// How long the client may take, mount to unmount, before virtperf stops it: its two 30 s waits,
+/// and the file written and read back at 4 MB/s (a fifth of the least a volume on one host gave).
+/// A FUSE call blocks until its daemon answers, so a client that stops answering would otherwise
+/// hold the trial to its own deadline (a CI run here waited 300 s for one native trial).
+fn client_deadline(file_size: u64) -> Duration {
+    Duration::from_secs(90) + Duration::from_secs_f64(2.0 * file_size as f64 / 4e6)
+}
+
 fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, crate::error::Error> {
     let glusterfs = find_program("glusterfs")?;
+    let deadline = client_deadline(p.u64("file_size")?);
+    // The FUSE daemon, shared with the watchdog below: killing it fails every call still waiting
+    // on the mount (ENOTCONN), so the thread ends with the error and the client's log. The lock
+    // keeps the pid ours: the thread takes the child out of it before it reaps it.
+    let daemon: Mutex<Option<Child>> = Mutex::new(None);
     std::thread::scope(|s| {
-        s.spawn(|| -> Result<Output, PfsError> {
+        let worker = s.spawn(|| -> Result<Output, PfsError> {
             let _cpu = ctx.thread_cpu();
             // A mount namespace of this thread's: the mount point on a tmpfs of its own.
             own_mount_namespace().map_err(|(what, e)| crate::error::OsError::new(what, e))?;
@@ -753,10 +777,12 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, crate::error
                 .stderr(Stdio::null());
             die_with_parent(&mut cmd);
             let child = cmd.spawn().map_err(|e| crate::error::OsError::new(format!("cannot start {glusterfs}"), e))?;
-            let mut mount = Mount { child, mnt: mnt.to_path_buf() };
+            *lock(&daemon) = Some(child);
+            let mount = Mount { daemon: &daemon, mnt: mnt.to_path_buf() };
             let t0 = Instant::now();
             while fs_type(mnt) != Some(FUSE_MAGIC) {
-                if let Ok(Some(st)) = mount.child.try_wait() {
+                let exited = lock(&daemon).as_mut().map(Child::try_wait);
+                if let Some(Ok(Some(st))) = exited {
                     return Err(PfsError::Daemon(format!(
                         "the GlusterFS client exited ({st}); its log ends: {}",
                         tail(log)
@@ -814,11 +840,29 @@ fn client(p: &Params, ctx: &RunCtx, server: &str) -> Result<Output, crate::error
             extra["bricks_connected"] = json!(bricks_seen.map(|n| json!({"bricks": n, "waited_ms": waited.as_millis() as u64})));
             drop(mount);
             Ok(Output { samples, extra })
-        })
-        .join()
-        .unwrap_or(Err(PfsError::Panicked("client")))
+        });
+        let t0 = Instant::now();
+        let mut stopped = None;
+        while !worker.is_finished() {
+            if stopped.is_none() && (t0.elapsed() > deadline || ctx.stopped()) {
+                if let Some(c) = lock(&daemon).as_mut() {
+                    let _ = c.kill();
+                }
+                stopped = Some(t0.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let done = worker.join().unwrap_or(Err(PfsError::Panicked("client")));
+        match (done, stopped) {
+            (Err(e), Some(after)) => Err(PfsError::Stopped { after_s: after.as_secs(), source: Box::new(e) }),
+            (done, _) => done,
+        }
     })
     .map_err(crate::error::Error::from)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The mounted volume's client translators (one per brick), and those not connected to their
@@ -851,19 +895,21 @@ fn connected(private: &str) -> bool {
     })
 }
 
-struct Mount {
-    child: Child,
+struct Mount<'a> {
+    daemon: &'a Mutex<Option<Child>>,
     mnt: PathBuf,
 }
 
-impl Drop for Mount {
+impl Drop for Mount<'_> {
     fn drop(&mut self) {
         if let Ok(c) = CString::new(self.mnt.to_string_lossy().as_bytes()) {
             // SAFETY: umount2 on a NUL-terminated path of our own mount namespace.
             unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = lock(self.daemon).take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

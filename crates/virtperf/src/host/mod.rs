@@ -350,6 +350,7 @@ pub fn remove_cgroup(rel: &str, attempts: u32) {
     if !(rel == "virtperf" || rel.starts_with("virtperf/")) || rel.contains("..") {
         return;
     }
+    let mut killed = std::collections::BTreeSet::new();
     for attempt in 1..=attempts.max(1) {
         let mut busy = false;
         for m in cgroup_mounts() {
@@ -359,6 +360,7 @@ pub fn remove_cgroup(rel: &str, attempts: u32) {
                 if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
                     for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
                         busy = true;
+                        killed.insert(pid);
                         // SAFETY: kill(2) of a process in a cgroup this tool created; no memory involved.
                         unsafe { libc::kill(pid, libc::SIGKILL) };
                     }
@@ -372,6 +374,48 @@ pub fn remove_cgroup(rel: &str, attempts: u32) {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    if !killed.is_empty() {
+        remove_shm_of(&killed);
+    }
+}
+
+/// Removes the System V shared memory segments that the processes `killed` created and that no
+/// process holds any more. A process killed with SIGKILL leaves its segments behind (PostgreSQL's
+/// interlock segment: its shutdown removes it, a kill does not); the ones in the host's IPC
+/// namespace would outlive the run. Only a segment whose creator (its `cpid`) is a process this
+/// tool killed is touched, and only once it is attached nowhere (`nattch` 0).
+pub fn remove_shm_of(killed: &std::collections::BTreeSet<i32>) -> Vec<i32> {
+    let table = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
+    let mut removed = Vec::new();
+    for id in orphaned_segments(&table, killed) {
+        // SAFETY: shmctl(2) IPC_RMID of a segment id read from /proc; no buffer is passed (null
+        // is allowed for IPC_RMID) and no memory of this process is involved.
+        if unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) } == 0 {
+            removed.push(id);
+        }
+    }
+    removed
+}
+
+/// The ids in `/proc/sysvipc/shm`'s `table` of segments created by one of `killed` and attached
+/// nowhere. The columns are found by the header's names (`shmid`, `cpid`, `nattch`).
+fn orphaned_segments(table: &str, killed: &std::collections::BTreeSet<i32>) -> Vec<i32> {
+    let mut lines = table.lines();
+    let Some(header) = lines.next() else { return Vec::new() };
+    let col = |name: &str| header.split_whitespace().position(|c| c == name);
+    let (Some(id), Some(cpid), Some(nattch)) = (col("shmid"), col("cpid"), col("nattch")) else {
+        return Vec::new();
+    };
+    lines
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+            let (id, cpid, nattch) = (num(id)?, num(cpid)?, num(nattch)?);
+            (nattch == 0 && i32::try_from(cpid).is_ok_and(|c| killed.contains(&c)))
+                .then(|| i32::try_from(id).ok())
+                .flatten()
+        })
+        .collect()
 }
 
 pub use virtperf_report::files::{write_atomic, write_stdout};
@@ -439,6 +483,43 @@ mod tests {
         // A thread cannot run before it was woken, nor (on any host this suite runs on) a
         // second after it.
         assert!(w.median_us > 0.0 && w.median_us <= w.max_us && w.max_us < 1e6, "{w:?}");
+    }
+
+    #[test]
+    fn only_segments_of_killed_creators_attached_nowhere_are_orphans() {
+        let table = "       key      shmid perms                  size  cpid  lpid nattch   uid\n\
+                              0         10   600                 56   100   100      0     0\n\
+                              0         11   600                 56   100   100      2     0\n\
+                              0         12   600                 56   200   200      0     0\n\
+                              0         13   600                 56   300   100      0     0\n";
+        let killed = [100, 300].into_iter().collect();
+        // 11 is still attached; 12's creator was not killed by us; 13's creator was (its last
+        // user need not be).
+        assert_eq!(orphaned_segments(table, &killed), vec![10, 13]);
+        assert!(orphaned_segments("", &killed).is_empty());
+        assert!(
+            orphaned_segments("key shmid perms size\n0 10 600 56\n", &killed).is_empty(),
+            "no cpid column"
+        );
+    }
+
+    #[test]
+    fn a_segment_its_creator_left_is_removed_and_no_other() {
+        // A segment made here and attached nowhere: what a killed creator leaves. This process
+        // stands for the creator (its pid is the segment's cpid).
+        // SAFETY: shmget(2) with no memory passed; the segment is removed below.
+        let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+        assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+        let present = || {
+            let t = std::fs::read_to_string("/proc/sysvipc/shm").unwrap();
+            t.lines().skip(1).any(|l| l.split_whitespace().nth(1) == Some(id.to_string().as_str()))
+        };
+        assert!(present());
+        // Another creator's: untouched (pid 1 never made this one).
+        assert!(!remove_shm_of(&[1].into_iter().collect()).contains(&id));
+        assert!(present());
+        assert!(remove_shm_of(&[std::process::id() as i32].into_iter().collect()).contains(&id));
+        assert!(!present(), "removed");
     }
 
     #[test]

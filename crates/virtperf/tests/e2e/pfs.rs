@@ -28,7 +28,13 @@ pub(crate) fn pfs_volume_across_two_instances_native_container_and_guest() -> Ou
          container:instances=2,capabilities=docker+SYS_ADMIN --workload \
          pfs:file_size=64MiB --reps 2 --warmup 0 --json");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(count_trials(&fx.db, "ok"), 4, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        count_trials(&fx.db, "ok"),
+        4,
+        "not ok: {:#?}\n{}",
+        trials_not_ok(&fx.db),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows: Vec<&serde_json::Value> = doc["results"]
         .as_array()
         .unwrap()

@@ -658,6 +658,23 @@ pub fn count_trials(db: &Path, status: &str) -> i64 {
     c.query_row("SELECT count(*) FROM trials WHERE status = ?1", [status], |r| r.get(0)).unwrap_or(0)
 }
 
+/// Every trial that did not end ok, as "seq status: reason" (for an assertion's message).
+pub fn trials_not_ok(db: &Path) -> Vec<String> {
+    let Ok(c) = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        return vec!["(no record to read)".into()];
+    };
+    let Ok(mut q) =
+        c.prepare("SELECT seq, status, coalesce(reason, '') FROM trials WHERE status != 'ok' ORDER BY seq")
+    else {
+        return vec!["(no trials table)".into()];
+    };
+    q.query_map([], |r| {
+        Ok(format!("{} {}: {}", r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+    })
+    .map(|rows| rows.flatten().collect())
+    .unwrap_or_default()
+}
+
 pub fn run_status(db: &Path) -> String {
     let c = rusqlite::Connection::open(db).expect("db");
     c.query_row("SELECT status FROM runs WHERE id = 1", [], |r| r.get(0)).expect("run 1")
