@@ -99,6 +99,12 @@ pub struct Detail {
     /// The trial's wall time on the host's clock (set by the trial).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_ms: Option<f64>,
+    /// The waits around each step, ms: learning, settle, drain (None: stores before 2026-12-03).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_ms: Option<[u64; 3]>,
+    /// Back-to-back searches asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b2b_trials: Option<u64>,
 }
 
 /// §26.1: the NDR and PDR, each a rate that passed a full-length trial or not determined.
@@ -139,6 +145,10 @@ pub struct Mlr {
     pub wall_ms: f64,
     /// It stopped at `mlr_max_trials` before every goal reached its width.
     pub capped: bool,
+    /// Trials it shared with §26.1's search (`mlr_share`, quick's default): counted at their
+    /// loads beside its own, not in `trials`; and their time, ms.
+    pub shared_trials: u64,
+    pub shared_time_ms: u64,
 }
 
 /// One goal (RFC 9971 §4.1) and what the search found for it (§4.7).
@@ -309,6 +319,9 @@ pub struct Step {
     /// Frames the DUT's receiving socket dropped (direction `in`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dut_drops: u64,
+    /// How much later than the end marker the last frame arrived, ms: the drain the step needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_ms: Option<f64>,
 }
 
 fn is_zero(x: &u64) -> bool {

@@ -1702,6 +1702,11 @@ fn rfc2544_trial(p: &mut Parties, spec: &WorkloadSpec, timeout: Duration) -> Res
             // the DUT's own loss (its queue full), not the path's.
             dut_drops: if st.direction == "out" { 0 } else { k.receiver_drops.unwrap_or(0) },
             dut_rcvbuf: if st.direction == "out" { None } else { server["rcvbuf"].as_u64() },
+            // The receiver saw the end marker this long after the last frame; the generator
+            // waited the drain between sending them: the last frame came the difference late.
+            tail_ms: server["fin_gap_ns"]
+                .as_u64()
+                .map(|gap| (st.drain_ms as f64 - gap as f64 / 1e6).max(0.0)),
             latency: client["latency"].clone(),
             // Over the whole step (learning and drain included): what the DUT spent on it.
             dut_cpu_pct: c0

@@ -308,6 +308,9 @@ impl Params<'_> {
     pub fn opt_f64(&self, k: &str) -> Option<f64> {
         self.0.get(k).and_then(Value::as_f64)
     }
+    pub fn opt_bool(&self, k: &str) -> Option<bool> {
+        self.0.get(k).and_then(Value::as_bool)
+    }
     pub fn bool(&self, k: &str) -> bool {
         self.0.get(k).and_then(Value::as_bool).unwrap_or(false)
     }

@@ -1278,6 +1278,11 @@ pub fn render(r: &Report, width: usize) -> String {
             out += &super::wrap(&format!("! {c}"), width);
         }
     }
+    // A run of RFC 2544 procedures only: its own answer (`rfc2544_answer`) says it, frame size by
+    // direction; a matrix of one NDR per cell, its family and its ratios of one sample, would not.
+    if rfc2544_only(r) {
+        return out;
+    }
     let base = r.baseline.as_deref().or(r.natural_baseline.as_deref()).unwrap_or("the baseline");
     let lines = environment_lines(r);
     if !lines.is_empty() {
@@ -1324,6 +1329,11 @@ pub fn render(r: &Report, width: usize) -> String {
         }
     }
     out
+}
+
+/// Every result of the run is an RFC 2544 procedure's.
+pub fn rfc2544_only(r: &Report) -> bool {
+    !r.rfc2544.is_empty() && r.results.iter().all(|x| x.workload.starts_with("rfc2544"))
 }
 
 /// The top of the page: the caveats, then the environment × workload table, each cell the

@@ -16,6 +16,7 @@ pub mod html;
 pub mod lifecycle;
 pub mod paired;
 pub mod rfc2544;
+pub mod rfc2544_answer;
 pub mod rows;
 pub mod summary;
 mod svg;

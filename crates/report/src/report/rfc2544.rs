@@ -74,6 +74,26 @@ pub struct Row {
     pub mlr_goals: Vec<String>,
     pub mlr_trials: u64,
     pub mlr_wall_ms: f64,
+    /// What the generator reached in the probe at the line's maximum.
+    pub generator_fps: f64,
+    /// The profile the procedure ran with: final trial and search step, resolution, MLRsearch's
+    /// final trial, duration sum and width, the trials it shared with §26.1's, the waits, the
+    /// back-to-back searches.
+    pub trial_ms: u64,
+    pub search_ms: u64,
+    pub resolution_pct: f64,
+    pub mlr_final_ms: u64,
+    pub mlr_sum_ms: u64,
+    pub mlr_width: f64,
+    pub mlr_shared: u64,
+    pub settle_ms: u64,
+    pub drain_ms: u64,
+    pub b2b_trials: u64,
+    /// The procedure's wall time and its steps' own time, ms.
+    pub wall_ms: f64,
+    pub trial_time_ms: f64,
+    /// The latest any step's last frame came after its end marker, ms (the drain it needed).
+    pub tail_ms: Option<f64>,
 }
 
 impl Row {
@@ -89,6 +109,11 @@ impl Row {
     /// figure of the DUT, not a bound.
     pub fn sender_limited(&self) -> bool {
         self.gen_limited && self.direction == "out"
+    }
+
+    /// Either: the figure is marked `≥` or `†`.
+    pub fn tester_limited_or_sender(&self) -> bool {
+        self.tester_limited() || self.sender_limited()
     }
 
     /// Reads a stored trial's detail (`extra.rfc2544`).
@@ -163,6 +188,37 @@ impl Row {
             }),
             b2b_notes: d.back_to_back.as_ref().map(|b| b2b_notes(b, d.line_max_fps)).unwrap_or_default(),
             steps: d.steps.len(),
+            generator_fps: d.generator_max_fps,
+            trial_ms: d.trial_ms,
+            search_ms: d.search_ms,
+            resolution_pct: d.resolution_pct,
+            mlr_final_ms: goal("NDR").map_or(0, |g| g.final_ms),
+            mlr_sum_ms: goal("NDR").map_or(0, |g| g.duration_sum_ms),
+            mlr_width: goal("NDR").map_or(0.0, |g| g.width),
+            mlr_shared: mlr.shared_trials,
+            settle_ms: d.waits_ms.map_or(0, |w| w[1]),
+            drain_ms: d.waits_ms.map_or(0, |w| w[2]),
+            b2b_trials: d.b2b_trials.unwrap_or(0),
+            wall_ms: d.wall_ms.unwrap_or(0.0),
+            trial_time_ms: d
+                .steps
+                .iter()
+                .map(|x| {
+                    if x.count > 0 && x.sent_fps > 0.0 {
+                        x.sent as f64 / x.sent_fps * 1e3
+                    } else {
+                        x.duration_ms as f64
+                    }
+                })
+                .sum(),
+            // Steps that lost nothing only: in one that lost, the receiver fell behind, and it
+            // read its last frames and the end marker from its queue together.
+            tail_ms: d
+                .steps
+                .iter()
+                .filter(|x| x.sent > 0 && x.received >= x.sent)
+                .filter_map(|x| x.tail_ms)
+                .reduce(f64::max),
         })
     }
 }
@@ -574,13 +630,11 @@ fn detail_table(rows: &[Row]) -> String {
     format!("{d}\n")
 }
 
-/// One cell of the MLRsearch table: a figure per repetition → the figure (one), or the mean with
-/// its interval and CV (several); ≥ where the DUT passed the highest load searched, ~ where the
-/// search stopped before its width.
-fn mlr_cell(reps: &[&Row], of: fn(&Row) -> Option<f64>, limited: fn(&Row) -> bool) -> String {
-    let v: Vec<f64> = reps.iter().filter_map(|r| of(r)).collect();
-    let mark = match reps.first() {
-        Some(r) if reps.iter().any(|r| limited(r)) => {
+/// The mark of a cell's figure whose repetitions any `limited`: `†` (direction out: the DUT's own
+/// sending limit) or `≥` (the tester's: the DUT's figure is at least that); none otherwise.
+pub fn limit_mark(reps: &[&Row], limited: fn(&Row) -> bool) -> &'static str {
+    match reps.first() {
+        Some(r) if reps.iter().any(|x| limited(x)) => {
             if r.direction == "out" {
                 "†"
             } else {
@@ -588,7 +642,15 @@ fn mlr_cell(reps: &[&Row], of: fn(&Row) -> Option<f64>, limited: fn(&Row) -> boo
             }
         }
         _ => "",
-    };
+    }
+}
+
+/// One cell of the MLRsearch table: a figure per repetition → the figure (one), or the mean with
+/// its interval and CV (several); ≥ where the DUT passed the highest load searched, ~ where the
+/// search stopped before its width.
+fn mlr_cell(reps: &[&Row], of: fn(&Row) -> Option<f64>, limited: fn(&Row) -> bool) -> String {
+    let v: Vec<f64> = reps.iter().filter_map(|r| of(r)).collect();
+    let mark = limit_mark(reps, limited);
     let rough = if reps.iter().any(|r| !r.mlr_converged) { "~" } else { "" };
     let missing = reps.len() - v.len();
     let nd = if missing > 0 { format!(", {missing} n/d") } else { String::new() };

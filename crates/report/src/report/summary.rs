@@ -112,7 +112,9 @@ pub fn render_summary(r: &Report) -> String {
     let answer = super::answer::render(r, WIDTH as usize);
     let has_matrix = answer.contains("\nPer workload: ");
     out += &answer;
-    let mut rows = if has_matrix { Vec::new() } else { summary_rows(r) };
+    // RFC 2544's own answer, in its own words, before any table.
+    out += &super::rfc2544_answer::render(&r.rfc2544);
+    let mut rows = if has_matrix || super::answer::rfc2544_only(r) { Vec::new() } else { summary_rows(r) };
     rows.extend(disk_rows(r));
     if !rows.is_empty() {
         out += "\n";
@@ -127,7 +129,21 @@ pub fn render_summary(r: &Report) -> String {
         out += &super::lifecycle::render_summary(&super::startups(r));
     }
     out += &super::lifecycle::render_densities(&r.density);
-    out += &super::rfc2544::render(&r.rfc2544);
+    // RFC 2544's answer came first; here how environments compare, and where its tables are.
+    if !r.rfc2544.is_empty() {
+        for line in super::rfc2544::compare(&r.rfc2544) {
+            out += &wrap(&line, WIDTH as usize);
+        }
+        out += &wrap(
+            &format!(
+                "RFC 2544's tables (§26.1's NDR by frame size, MLRsearch's goals, each cell's latency, loss curve and \
+                 back-to-back, {} notes): virtperf report {} --full",
+                super::rfc2544::notes(&r.rfc2544).len(),
+                r.run_id
+            ),
+            WIDTH as usize,
+        );
+    }
     out += &super::timer::render(&r.timers);
     out += &super::tool_agreement(r);
     let dual = r.results.iter().any(|x| x.clock.is_some());

@@ -184,8 +184,11 @@ pub(crate) fn rfc2544_quick_in_out_reflect_native_and_container() -> Outcome {
             other => panic!("back-to-back gap {other:?}: {b}"),
         }
     }
-    // The text report has the section and says the profile was quick.
+    // The summary leads with RFC 2544's answer, the profile said first; --full has the tables.
     let text = fx.text("report");
+    assert!(text.contains("RFC 2544, the answer in frames/s — QUICK profile, a first look"), "{text}");
+    assert!(!text.contains("Per workload: "), "no one-sample matrix of a procedure's NDR: {text}");
+    let text = fx.text("report --full");
     assert!(text.contains("RFC 2544 — QUICK profile") && text.contains("theoretical maximum"), "{text}");
     Outcome::Pass
 }
@@ -250,6 +253,8 @@ pub(crate) fn mlrsearch_finds_conditional_throughput_native_and_container() -> O
         assert_eq!(d["latency"]["rate_fps"], m["goals"][0]["lower_fps"], "{d}");
     }
     let text = fx.text("report");
+    assert!(text.contains("NDR RFC 9971"), "{text}");
+    let text = fx.text("report --full");
     assert!(text.contains("MLRsearch (RFC 9971)"), "{text}");
     assert!(text.contains("the DUT's receiving buffer: dut_rcvbuf asked 1MiB"), "{text}");
     // §26.1's search did not run: no table of its NDR.

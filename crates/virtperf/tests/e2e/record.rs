@@ -37,7 +37,10 @@ fn first_difference(want: &str, got: &str) -> String {
 /// is the same, byte for byte, as what that virtperf printed: the summary, `--full`, `--json`,
 /// `--explain`, the page and the CSV export. The file itself is never written. One deliberate
 /// change since: `run1.json`'s 26 `predicted_ci` pairs are on the log scale (7178ee7), as every
-/// measured ratio's interval is; no other byte of any view moved.
+/// measured ratio's interval is; and run 2's summary leads with RFC 2544's answer (frame size by
+/// direction, the profile said first) where a one-sample matrix and the tables were, and its
+/// JSON rows carry the profile and time figures that answer reads — `--full` and the page as then.
+/// No other byte of any view moved.
 pub(crate) fn a_database_from_before_records_reports_byte_for_byte_as_before() -> Outcome {
     let fx = Fixture::new();
     let original = fixtures().join("before-records.db");

@@ -550,6 +550,9 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
     let mut acc = Account::default();
     let (mut fin_total, mut echoed, mut connected) = (None::<u64>, 0u64, None::<SocketAddrV4>);
     let mut last = std::time::Instant::now();
+    // When the last counted frame and the end marker arrived (CLOCK_MONOTONIC, ns): their gap,
+    // against the drain the generator waited, says how late the last frame came.
+    let (mut last_frame_ns, mut fin_ns) = (None::<u64>, None::<u64>);
     loop {
         let got = recv_batch(&s, &mut bufs);
         if got.is_empty() {
@@ -578,6 +581,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
             }
             if h.flags & F_FIN != 0 {
                 fin_total.get_or_insert(h.seq as u64);
+                fin_ns.get_or_insert(now);
                 fin = true;
                 continue;
             }
@@ -585,6 +589,7 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
                 acc.learning += 1;
             } else {
                 acc.frame(h.seq, len, now);
+                last_frame_ns = Some(now);
             }
             if !reflect && h.flags & F_TAG != 0 {
                 // A latency tag (about one per ms): straight back, without connecting, so that
@@ -623,6 +628,9 @@ fn receive(p: &Params, ctx: &RunCtx, role: &NetRole, reflect: bool) -> Result<Ou
         extra: json!({
             "mode": if reflect { "reflect" } else { "stream" },
             "account": acc.to_json(), "fin_total": fin_total, "echoed": echoed,
+            // Read in the same batch (one stamp for both), the receiver was behind: the gap
+            // says nothing of the path then, and is not given.
+            "fin_gap_ns": last_frame_ns.zip(fin_ns).filter(|(l, f)| f > l).map(|(l, f)| f - l),
             "lost_at": fin_total.and_then(|n| acc.losses(n)),
             "socket_drops": crate::net::socket_drops(role.port),
             "rcvbuf": crate::net::rcvbuf_of(&s),

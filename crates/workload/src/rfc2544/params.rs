@@ -43,10 +43,11 @@ const PARAMS: &[ParamSpec] = &[
         name: "quick",
         kind: ParamKind::Bool,
         default: Some("false"),
-        help: "short trials and coarse searches (1 s trials, 0.25 s search steps, 5 % resolution, 2 back-to-back trials); the report says so",
+        help: "a first look in seconds a cell: 0.5 s final trials, 0.25 s search steps, 5 % resolution, MLRsearch on 0.25 s trials summed to 0.5 s at a 5 % width, 0.1 s frame-loss trials and sharing §26.1's trials, 10 ms waits around each trial, 2 back-to-back searches; the report says so first",
     },
-    dur("trial_duration", "length of a final trial (RFC default 60s; quick 1s)"),
+    dur("trial_duration", "length of a final trial (RFC default 60s; quick 500ms)"),
     dur("search_duration", "length of a search step (default: trial_duration; quick 250ms)"),
+    dur("frame_loss_duration", "length of a frame-loss trial (default: search_duration; quick 100ms)"),
     ParamSpec {
         name: "resolution",
         kind: ParamKind::Float { min: 0.01, max: 50.0 },
@@ -71,18 +72,18 @@ const PARAMS: &[ParamSpec] = &[
         default: Some("false"),
         help: "allow frames above 1518 bytes (the lab's MTU must carry frame − 18)",
     },
-    dur("learning", "learning frames, then this wait, before each trial (default 500ms; quick 20ms)"),
-    dur("settle", "wait between trials (default 2s; quick 50ms)"),
-    dur("drain", "after a trial, how long frames in flight still count (RFC: 2s; quick 100ms)"),
+    dur("learning", "learning frames, then this wait, before each trial (default 500ms; quick 10ms)"),
+    dur("settle", "wait between trials (default 2s; quick 10ms)"),
+    dur("drain", "after a trial, how long frames in flight still count (RFC: 2s; quick 20ms; the report says how long the last frame took to arrive)"),
     ParamSpec {
         name: "dut_rcvbuf",
         kind: ParamKind::Size { min: 4096, max: 1 << 30 },
         default: None,
         help: "the DUT's receiving socket buffer (SO_RCVBUF, forced where the DUT is root); default: the kernel's (net.core.rmem_default) — the queue that absorbs the DUT's receiver being descheduled; the report says what each DUT got",
     },
-    dur("mlr_trial_duration", "MLRsearch (RFC 9971) goal final trial duration (default 1s, as FD.io CSIT)"),
+    dur("mlr_trial_duration", "MLRsearch (RFC 9971) goal final trial duration (default 1s, as FD.io CSIT; quick 250ms)"),
     dur("mlr_initial_duration", "MLRsearch goal initial trial duration: the first trial at a load (default: mlr_trial_duration)"),
-    dur("mlr_duration_sum", "MLRsearch goal duration sum: trial time that decides a load (default 21s, as CSIT; quick 5s)"),
+    dur("mlr_duration_sum", "MLRsearch goal duration sum: trial time that decides a load (default 21s, as CSIT; quick 500ms: a load is a lower bound after one clean trial, an upper after two lossy)"),
     ParamSpec {
         name: "mlr_exceed_ratio",
         kind: ParamKind::Float { min: 0.0, max: 0.99 },
@@ -93,7 +94,7 @@ const PARAMS: &[ParamSpec] = &[
         name: "mlr_width",
         kind: ParamKind::Float { min: 0.01, max: 50.0 },
         default: None,
-        help: "MLRsearch goal width, % of the upper bound: the search ends when its bounds are this close (default 0.5; quick 2)",
+        help: "MLRsearch goal width, % of the upper bound: the search ends when its bounds are this close (default 0.5; quick 5)",
     },
     ParamSpec {
         name: "mlr_pdr_loss",
@@ -105,7 +106,13 @@ const PARAMS: &[ParamSpec] = &[
         name: "mlr_max_trials",
         kind: ParamKind::Int { min: 1, max: 100_000 },
         default: None,
-        help: "MLRsearch stops after this many trials, saying which goals it did not finish (default 400; quick 120)",
+        help: "MLRsearch stops after this many trials, saying which goals it did not finish (default 400; quick 60)",
+    },
+    ParamSpec {
+        name: "mlr_share",
+        kind: ParamKind::Bool,
+        default: None,
+        help: "MLRsearch counts §26.1's trials (its search, confirmation and probe steps) at their loads beside its own: the searches share their trials (default: on in quick, off otherwise)",
     },
     ParamSpec {
         name: "b2b_trials",
@@ -125,6 +132,7 @@ pub struct Settings {
     pub quick: bool,
     pub trial_ms: u64,
     pub search_ms: u64,
+    pub frame_loss_ms: u64,
     pub resolution_pct: f64,
     pub loss_tolerance_pct: f64,
     pub line_bps: f64,
@@ -137,6 +145,8 @@ pub struct Settings {
     /// exceed ratio and width given.
     pub mlr_goals: [Goal; 2],
     pub mlr_max_trials: u64,
+    /// MLRsearch starts from §26.1's trials (when the throughput test ran before it).
+    pub mlr_share: bool,
     /// The DUT's receiving buffer asked for, bytes; None: the kernel's default.
     pub dut_rcvbuf: Option<u64>,
 }
@@ -146,7 +156,7 @@ impl Settings {
         let quick = p.bool("quick");
         let q = |quick_v: u64, full: u64| if quick { quick_v } else { full };
         let tests = parse_tests(p.str("tests")?)?;
-        let trial_ms = p.ms_or("trial_duration", q(1000, 60_000));
+        let trial_ms = p.ms_or("trial_duration", q(500, 60_000));
         Ok(Settings {
             tests,
             frame_size: p.u64("frame_size")?,
@@ -154,29 +164,32 @@ impl Settings {
             quick,
             trial_ms,
             search_ms: p.ms_or("search_duration", if quick { 250 } else { trial_ms }),
+            frame_loss_ms: p
+                .ms_or("frame_loss_duration", if quick { 100 } else { p.ms_or("search_duration", trial_ms) }),
             resolution_pct: p.opt_f64("resolution").unwrap_or(if quick { 5.0 } else { 0.5 }),
             loss_tolerance_pct: p.f64("loss_tolerance")?,
             line_bps: p.u64("line_rate")? as f64,
-            learning_ms: p.ms_or("learning", q(20, 500)),
-            settle_ms: p.ms_or("settle", q(50, 2000)),
-            drain_ms: p.ms_or("drain", q(100, 2000)),
+            learning_ms: p.ms_or("learning", q(10, 500)),
+            settle_ms: p.ms_or("settle", q(10, 2000)),
+            drain_ms: p.ms_or("drain", q(20, 2000)),
             b2b_trials: p.opt_u64("b2b_trials").unwrap_or(q(2, 50)),
             b2b_ms: p.ms_or("b2b_duration", q(100, 2000)),
             mlr_goals: {
-                let final_ms = p.ms_or("mlr_trial_duration", NDR.final_ms);
+                let final_ms = p.ms_or("mlr_trial_duration", q(250, NDR.final_ms));
                 let ndr = Goal {
                     initial_ms: p.ms_or("mlr_initial_duration", final_ms).min(final_ms),
                     final_ms,
-                    duration_sum_ms: p.ms_or("mlr_duration_sum", q(5000, NDR.duration_sum_ms)),
+                    duration_sum_ms: p.ms_or("mlr_duration_sum", q(500, NDR.duration_sum_ms)),
                     exceed_ratio: p.f64("mlr_exceed_ratio")?,
-                    width: p.opt_f64("mlr_width").unwrap_or(if quick { 2.0 } else { NDR.width * 100.0 })
+                    width: p.opt_f64("mlr_width").unwrap_or(if quick { 5.0 } else { NDR.width * 100.0 })
                         / 100.0,
                     ..NDR
                 };
                 let pdr_loss = p.f64("mlr_pdr_loss")? / 100.0;
                 [ndr, Goal { loss_ratio: pdr_loss, ..ndr }.named(PDR.name)]
             },
-            mlr_max_trials: p.opt_u64("mlr_max_trials").unwrap_or(q(120, 400)),
+            mlr_max_trials: p.opt_u64("mlr_max_trials").unwrap_or(q(60, 400)),
+            mlr_share: p.opt_bool("mlr_share").unwrap_or(quick),
             dut_rcvbuf: p.opt_u64("dut_rcvbuf"),
         })
     }
@@ -359,5 +372,11 @@ mod tests {
         m.insert("trial_duration".into(), 3000.into());
         let s = Settings::from_params(&Params(&m)).unwrap();
         assert_eq!((s.trial_ms, s.search_ms, s.b2b_trials, s.resolution_pct), (3000, 250, 2, 5.0));
+        assert_eq!((s.settle_ms, s.drain_ms, s.learning_ms, s.mlr_share), (10, 20, 10, true));
+        let g = s.mlr_goals[0];
+        assert_eq!((g.initial_ms, g.final_ms, g.duration_sum_ms, g.width), (250, 250, 500, 0.05));
+        assert_eq!(s.frame_loss_ms, 100);
+        m.insert("mlr_share".into(), false.into());
+        assert!(!Settings::from_params(&Params(&m)).unwrap().mlr_share);
     }
 }

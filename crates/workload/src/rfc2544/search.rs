@@ -64,6 +64,9 @@ pub struct Measured {
     /// The DUT's receiving socket's buffer as the kernel reports it (SO_RCVBUF, bytes of
     /// truesize): the queue that absorbs the DUT's receiver being descheduled (direction `in`).
     pub dut_rcvbuf: Option<u64>,
+    /// How much later than the end marker the step's last frame arrived, ms (the drain it
+    /// needed: the drain waited less the gap the receiver saw between the two); None: not seen.
+    pub tail_ms: Option<f64>,
 }
 
 impl Measured {
@@ -128,6 +131,7 @@ impl<E> Log<'_, '_, E> {
             lost_at: m.lost_at.clone(),
             tester_drops: m.tester_drops,
             dut_drops: m.dut_drops,
+            tail_ms: m.tail_ms,
         });
         Ok(m)
     }
@@ -136,8 +140,12 @@ impl<E> Log<'_, '_, E> {
     /// DUT: it is tried once more (`PHASE-retry`); a step that still fails records whether the
     /// generator or the DUT's loss failed it.
     fn judged(&mut self, phase: &str, spec: StepSpec, tolerance: f64) -> Result<Measured, E> {
+        // The generator's shortfall decides a step only where the frames it did send passed: one
+        // whose sent frames alone lost beyond the tolerance failed by loss, short or not, and
+        // trying it again cannot change that.
+        let short = |m: &Measured| m.gen_limited && m.loss_pct() <= tolerance;
         let by = |m: &Measured| {
-            if m.gen_limited {
+            if short(m) {
                 "generator"
             } else if m.lost_at_the_tester() {
                 "tester"
@@ -148,7 +156,7 @@ impl<E> Log<'_, '_, E> {
         let mut m = self.step(phase, spec.clone())?;
         // The generator fell short, or the tester's receiver dropped what was lost: nothing is
         // said of the DUT; once more.
-        if m.gen_limited || (!m.passes(tolerance) && m.lost_at_the_tester()) {
+        if short(&m) || (!m.passes(tolerance) && m.lost_at_the_tester()) {
             if let Some(last) = self.steps.last_mut() {
                 last.failed_by = Some(by(&m).into());
             }
@@ -251,6 +259,8 @@ pub fn run<E>(st: &Settings, run: &mut StepFn<E>) -> Result<(Vec<Sample>, Detail
         resolution_pct: st.resolution_pct,
         loss_tolerance_pct: st.loss_tolerance_pct,
         tests: st.tests.clone(),
+        waits_ms: Some([st.learning_ms, st.settle_ms, st.drain_ms]),
+        b2b_trials: Some(st.b2b_trials),
         ..Default::default()
     };
 
@@ -413,19 +423,45 @@ fn mlrsearch<E>(t: &mut Trial<E>) -> Result<Option<f64>, E> {
     let goals = st.mlr_goals;
     // Per trial: (load, share of the intended frames lost, share never sent).
     let mut seen: Vec<(f64, f64, f64)> = Vec::new();
-    let (results, trials) =
-        mlrsearch::search(&goals, line_max, min_load, st.mlr_max_trials as usize, &mut |load, ms| {
-            let tolerance = goals.iter().map(|g| g.loss_ratio).fold(0.0, f64::min) * 100.0;
+    // Shared trials: §26.1's steps at their loads, each as MLRsearch would have counted it; a
+    // step tried again (the generator fell short, or the tester dropped) counts by its retry,
+    // as the search's own do. Only steps no longer than the goals' final trials: a longer one
+    // (a confirmation) would weigh its one burst as several trials' in the duration sum.
+    let mut prior = Vec::new();
+    if st.mlr_share {
+        let steps = &log.steps;
+        let longest = goals.iter().map(|g| g.final_ms).min().unwrap_or(0);
+        for (i, x) in steps.iter().enumerate() {
+            let retried = steps.get(i + 1).is_some_and(|n| n.phase == format!("{}-retry", x.phase));
+            if x.test != "throughput" || x.count > 0 || retried || x.duration_ms > longest {
+                continue;
+            }
+            let (lost, unsent) =
+                intended_loss(x.offered_fps, x.duration_ms, x.gen_limited, x.sent, x.received);
+            seen.push((x.offered_fps, lost, unsent));
+            prior.push(mlrsearch::Trial {
+                load: x.offered_fps,
+                duration_ms: x.duration_ms,
+                loss_ratio: lost,
+            });
+        }
+    }
+    let (results, trials) = mlrsearch::search(
+        &goals,
+        line_max,
+        min_load,
+        st.mlr_max_trials as usize,
+        &prior,
+        &mut |load, ms| {
+            // Tried again where the shortfall could decide a goal: the sent frames lost within
+            // the most tolerant goal's ratio.
+            let tolerance = goals.iter().map(|g| g.loss_ratio).fold(0.0, f64::max) * 100.0;
             let m = log.judged("mlr", StepSpec::timed("mlrsearch", load, ms), tolerance)?;
-            // What the generator fell short of the rate by (below 99 % of it: `gen_limited`)
-            // counts; a frame or two of rounding does not.
-            let asked = if m.gen_limited { load * ms as f64 / 1e3 } else { 0.0 };
-            let intended = asked.max(m.sent as f64).max(1.0);
-            let lost = (intended - m.received as f64).max(0.0) / intended;
-            let unsent = (intended - m.sent as f64).max(0.0) / intended;
+            let (lost, unsent) = intended_loss(load, ms, m.gen_limited, m.sent, m.received);
             seen.push((load, lost, unsent));
             Ok(lost)
-        })?;
+        },
+    )?;
     // The generator's limit: at the relevant upper bound, at least half of what its high-loss
     // trials lost was never sent.
     let gen_bound = |g: &mlrsearch::Goal, upper: Option<f64>| {
@@ -461,6 +497,8 @@ fn mlrsearch<E>(t: &mut Trial<E>) -> Result<Option<f64>, E> {
     }
     let ndr_lower = goals.first().and_then(|g| g.lower_fps);
     detail.mlrsearch = Some(Mlr {
+        shared_trials: prior.len() as u64,
+        shared_time_ms: prior.iter().map(|x| x.duration_ms).sum(),
         capped: trials.len() as u64 >= st.mlr_max_trials && goals.iter().any(|g| !g.converged),
         goals,
         max_load_fps: line_max,
@@ -470,6 +508,15 @@ fn mlrsearch<E>(t: &mut Trial<E>) -> Result<Option<f64>, E> {
         wall_ms: t0.elapsed().as_secs_f64() * 1e3,
     });
     Ok(ndr_lower)
+}
+
+/// A trial's loss as MLRsearch counts it: the share of the intended load's frames that did not
+/// arrive, and the share never sent. What the generator fell short of the rate by (below 99 % of
+/// it: `gen_limited`) counts; a frame or two of rounding does not.
+fn intended_loss(load: f64, ms: u64, gen_limited: bool, sent: u64, received: u64) -> (f64, f64) {
+    let asked = if gen_limited { load * ms as f64 / 1e3 } else { 0.0 };
+    let intended = asked.max(sent as f64).max(1.0);
+    ((intended - received as f64).max(0.0) / intended, (intended - sent as f64).max(0.0) / intended)
 }
 
 /// Latency at the throughput rate (§26.2): round trips of tagged frames over a full trial, at
@@ -526,7 +573,7 @@ fn frame_loss<E>(t: &mut Trial<E>) -> Result<(), E> {
     let mut zero_run = 0;
     for tenth in (1..=10).rev() {
         let rate = top * tenth as f64 / 10.0;
-        let m = log.step("frame_loss", StepSpec::timed("frame_loss", rate, st.search_ms))?;
+        let m = log.step("frame_loss", StepSpec::timed("frame_loss", rate, st.frame_loss_ms))?;
         curve.push(LossPoint {
             offered_fps: rate,
             pct_of_top: tenth * 10,
@@ -1174,9 +1221,9 @@ mod tests {
         let (ndr, pdr) = (&mlr.goals[0], &mlr.goals[1]);
         assert_eq!((ndr.name.as_str(), pdr.name.as_str()), ("NDR", "PDR"));
         assert_eq!((ndr.loss_ratio, pdr.loss_ratio, ndr.exceed_ratio), (0.0, 0.005, 0.5));
-        assert_eq!((ndr.final_ms, ndr.duration_sum_ms, ndr.width), (1000, 5000, 0.02));
+        assert_eq!((ndr.final_ms, ndr.duration_sum_ms, ndr.width), (250, 500, 0.05));
         assert!(
-            ndr.describe().contains("duration sum 5 s, exceed ratio 0.5, width 2 %"),
+            ndr.describe().contains("duration sum 0.5 s, exceed ratio 0.5, width 5 %"),
             "{}",
             ndr.describe()
         );
@@ -1186,9 +1233,11 @@ mod tests {
         let got_pdr = get(&out, "rfc2544_mlr_pdr_fps");
         assert!(pdr.converged && (got_pdr - cap).abs() / cap <= pdr.width, "PDR {got_pdr}");
         assert_eq!(ndr.upper_fps.is_some(), !ndr.gen_limited);
-        assert!(mlr.trials > 5 && mlr.trial_time_ms >= mlr.trials * 1000 && mlr.wall_ms >= 0.0);
+        assert!(mlr.trials > 5 && mlr.trial_time_ms >= mlr.trials * 250 && mlr.wall_ms >= 0.0);
         assert_eq!(mlr.trials as usize, d.steps.iter().filter(|x| x.phase == "mlr").count());
-        assert!(d.steps.iter().filter(|x| x.test == "mlrsearch").all(|x| x.duration_ms == 1000));
+        assert!(d.steps.iter().filter(|x| x.test == "mlrsearch").all(|x| x.duration_ms == 250));
+        // Without §26.1's search only its probe is shared.
+        assert_eq!(mlr.shared_trials, 1);
         match d.latency {
             Some(Latency::Measured { rate_fps, .. }) => assert_eq!(Some(rate_fps), ndr.lower_fps),
             other => panic!("latency at MLRsearch's NDR: {other:?}"),
