@@ -55,6 +55,7 @@ NEEDS=(
   "ovs-vswitchd:openvswitch-switch"    # the lab's switch = "ovs" (userspace datapath, started by the run)
   "ethtool:ethtool"                    #   (its ports need checksums filled in by the sender)
   "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so:libvirt-daemon-driver-qemu"
+  "/usr/share/containers/seccomp.json:golang-github-containers-common"  # container seccomp=default (docs/knobs.md)
 )
 
 missing=()

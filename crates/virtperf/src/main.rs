@@ -212,6 +212,10 @@ struct RunArgs {
     /// tester_cpu=N (overrides the file's [lab] keys)
     #[arg(long, value_name = "KEY=VALUE,...")]
     lab: Option<String>,
+    /// One knob at a time: KIND:KNOB[,KNOB...] adds to every environment of KIND one variant per
+    /// value of each knob, each stated against it (docs/knobs.md; repeatable)
+    #[arg(long = "knobs", value_name = "KIND:KNOB,...")]
+    knobs: Vec<String>,
     /// Measured repetitions of every environment × workload [default: 10, or the file's]
     #[arg(long)]
     reps: Option<String>,
@@ -577,6 +581,9 @@ fn experiment_from_args(a: &RunArgs) -> Result<experiment::Experiment, experimen
                 RawSetting { value, origin: Origin::Flag { flag, value: v.clone() } },
             );
         }
+    }
+    for k in &a.knobs {
+        experiment::add_knobs(&mut raw, k)?;
     }
     if let Some(l) = &a.lab {
         for (k, v) in experiment::read_lab_flag(l)? {

@@ -161,7 +161,33 @@ pub fn manifest(exp: &Experiment, command_line: &str) -> serde_json::Value {
             .iter()
             .filter(|e| e.host.is_none())
             .filter_map(|e| env::find(&e.kind).map(|k| (e.name.clone(), k.confinement(&e.params))))
-            .collect::<BTreeMap<String, &str>>(),
+            .collect::<BTreeMap<String, String>>(),
+        // The knobs set away from their kind's defaults, by environment (docs/knobs.md).
+        "knobs": exp
+            .envs
+            .iter()
+            .filter(|e| e.host.is_none())
+            .filter_map(|e| env::find(&e.kind).map(|k| (e.name.clone(), k.knobs(&e.params))))
+            .filter(|(_, k)| !k.is_empty())
+            .collect::<BTreeMap<String, Vec<String>>>(),
+        // Each knob's variant and the environment its cost is stated against (knobs = [...]).
+        "against": exp
+            .envs
+            .iter()
+            .filter_map(|e| {
+                let a = e.against.as_ref()?;
+                // The knob: the parameters in which it differs from the one it is stated against.
+                let knob = exp.envs.iter().find(|x| x.name == *a).map(|x| {
+                    e.params
+                        .iter()
+                        .filter(|(k, v)| x.params.get(*k) != Some(*v))
+                        .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                });
+                Some((e.name.clone(), serde_json::json!({"against": a, "knob": knob})))
+            })
+            .collect::<BTreeMap<String, serde_json::Value>>(),
         // An agent replaced by another program (VIRTPERF_NATIVE_AGENT), by environment kind.
         "agent_replaced": exp
             .envs

@@ -112,8 +112,13 @@ pub fn settle(cost: f64, ci: [f64; 2], eq: Option<[f64; 2]>, target: f64, blocks
 /// The verdict on one result row's ratio, or None where it has none (the baseline, a metric
 /// with no direction).
 pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
-    let o = x.overhead.as_ref()?;
-    if x.better == "neither" {
+    overhead_verdict(x.overhead.as_ref()?, x.better, x.launches, target)
+}
+
+/// The verdict on a ratio `o` of a metric whose `better` direction is given, measured over
+/// `launches` (a knob's variant against its default, as a row's against its baseline).
+pub fn overhead_verdict(o: &super::Overhead, better: &str, launches: usize, target: f64) -> Option<Verdict> {
+    if better == "neither" {
         return None;
     }
     if o.ci.is_none() && o.no_ci == Some(super::NO_CI_EVERY_TRIAL_STALLED) {
@@ -125,14 +130,14 @@ pub fn row_verdict(x: &ResultRow, target: f64) -> Option<Verdict> {
     if !(o.ratio.is_finite() && o.ratio > 0.0) {
         return Some(Verdict::NoInterval { why: BASELINE_VARIES });
     }
-    if x.better == "higher" && o.ci.is_some_and(|[l, _]| l <= 0.0) {
+    if better == "higher" && o.ci.is_some_and(|[l, _]| l <= 0.0) {
         return Some(Verdict::NoInterval { why: BASELINE_VARIES });
     }
-    let (c, ci) = cost(o.ratio, o.ci, x.better);
-    let (_, eq) = cost(o.ratio, o.ci90, x.better);
+    let (c, ci) = cost(o.ratio, o.ci, better);
+    let (_, eq) = cost(o.ratio, o.ci90, better);
     Some(match verdict(c, ci, eq, target) {
         Verdict::Inconclusive { cost, from, to, .. } => {
-            let blocks = o.blocks.unwrap_or(x.launches.max(1));
+            let blocks = o.blocks.unwrap_or(launches.max(1));
             Verdict::Inconclusive { cost, from, to, more: settle(cost, [from, to], eq, target, blocks) }
         }
         v => v,
@@ -746,6 +751,27 @@ pub fn caveats(r: &Report) -> Vec<String> {
             ));
         }
     }
+    // Knobs set away from their kind's defaults (docs/knobs.md): the environment's figures
+    // include what they cost.
+    if let Some(k) = m["knobs"].as_object() {
+        for (env, knobs) in k {
+            let words: Vec<String> = knobs
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|w| w.as_str())
+                .map(|w| virtperf_record::printable(w, 300))
+                .collect();
+            if !words.is_empty() {
+                out.push(format!(
+                    "{} runs with {}: its figures include {}",
+                    virtperf_record::printable(env, 80),
+                    words.join("; "),
+                    if words.len() > 1 { "their cost" } else { "its cost" }
+                ));
+            }
+        }
+    }
     // A shaped link: what each figure is to be held against.
     for l in super::ceiling_notes(r).lines() {
         out.push(l.to_string());
@@ -1319,6 +1345,7 @@ pub fn render(r: &Report, width: usize) -> String {
         }
         out += &table;
     }
+    out += &super::knobs::render(r, width);
     let services = service_lines(r);
     if !services.is_empty() {
         out += &format!(
@@ -1382,6 +1409,14 @@ pub fn render_html(r: &Report) -> String {
         out += "</tr>\n";
     }
     out += "</table></div>\n";
+    let knobs = super::knobs::lines(r);
+    if !knobs.is_empty() {
+        out += "<h3>What each knob costs against its default</h3>\n<ul class=\"knobs\">\n";
+        for (head, l) in knobs {
+            out += &format!("<li><b>{}</b>: {}</li>\n", esc(&head), esc(&l));
+        }
+        out += "</ul>\n";
+    }
     let services = service_lines(r);
     if !services.is_empty() {
         out += "<h3>Your services against the baseline</h3>\n<ul class=\"services\">\n";

@@ -13,6 +13,7 @@ pub mod figures;
 mod fixtures;
 pub mod hosts;
 pub mod html;
+pub mod knobs;
 pub mod lifecycle;
 pub mod paired;
 pub mod rfc2544;
@@ -556,6 +557,9 @@ pub struct Report {
     /// costs (docs/explain.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<explain::Explain>,
+    /// Each knob's variant against its default (`knobs = [...]`, docs/knobs.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub knob_costs: Vec<knobs::KnobCost>,
     pub manifest: serde_json::Value,
 }
 
@@ -858,6 +862,7 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
     let (clock_checks, disagrees) = clock_checks(&tally, envs, cases);
     let how = Stating { level, estimate, design };
     let mut results = result_rows(rows, &tally, &bases, &disagrees, &how);
+    let knob_costs = knobs::costs(rows, &tally, &results, &how);
     // Each instance's rows, after the environments' own.
     for ((c, m, e, k), v) in &tally.inst_values {
         let Some(s) = Summary::of(v) else { continue };
@@ -929,10 +934,20 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         timers: timer::build(rows),
         rfc2544: rfc2544_rows(rows, &info.manifest),
         explain: None,
+        knob_costs,
         manifest: info.manifest.clone(),
     };
     report.explain = explain::build(rows, &report.basis());
     let t = answer::target(&report);
+    for k in report.knob_costs.iter_mut() {
+        k.verdict =
+            k.overhead.as_ref().and_then(|o| answer::overhead_verdict(o, k.better, k.launches, t)).map(|v| {
+                RowVerdict {
+                    set_apart: o_set_apart(k.overhead.as_ref()),
+                    ..answer::json_verdict(&v, answer::Reading::of(k.better))
+                }
+            });
+    }
     for x in report.results.iter_mut() {
         x.verdict = answer::row_verdict(x, t).map(|v| RowVerdict {
             set_apart: x.overhead.as_ref().and_then(|o| o.set_apart.as_ref()).map(answer::set_apart_words),
@@ -940,6 +955,11 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         });
     }
     Ok(report)
+}
+
+/// What a ratio set apart, in words, where it set any apart.
+fn o_set_apart(o: Option<&Overhead>) -> Option<String> {
+    o.and_then(|o| o.set_apart.as_ref()).map(answer::set_apart_words)
 }
 
 /// Each environment's agent clock rate over its launches, from the launches' stored rates.
@@ -1121,6 +1141,15 @@ pub struct Stating {
 }
 
 impl Tally {
+    /// The values of `metric` in `case` of one column (an environment, or an environment with a
+    /// peer), summarised with their launches.
+    fn side(&self, case: usize, metric: &str, col: (usize, Option<usize>)) -> Option<Side> {
+        let key = (case, metric.to_string(), col);
+        self.values
+            .get(&key)
+            .and_then(|v| Side::of(v, self.launch_of.get(&key).map_or(&[], |l| l.as_slice())))
+    }
+
     /// The pairs of environment `e`'s values of `metric` in `case` with its baseline `b`'s.
     /// Pairs with a stalled trial, or one a host-wide slowdown touched on one side alone, are left
     /// out: see [`Tally::pairs_apart`].
@@ -1239,13 +1268,7 @@ fn result_rows(
             // baseline on the same clock).
             let hm = format!("{m}{host_suffix}");
             let dual = ms.iter().any(|(x, _)| *x == hm);
-            let side = |metric: &str, col: (usize, Option<usize>)| {
-                let key = (case.idx, metric.to_string(), col);
-                tally
-                    .values
-                    .get(&key)
-                    .and_then(|v| Side::of(v, tally.launch_of.get(&key).map_or(&[], |l| l.as_slice())))
-            };
+            let side = |metric: &str, col: (usize, Option<usize>)| tally.side(case.idx, metric, col);
             let summary = |metric: &str, col| side(metric, col).map(|s| s.all);
             let columns: Vec<(usize, Option<usize>)> = envs
                 .iter()
@@ -2190,6 +2213,7 @@ pub fn summary_test_report() -> Report {
         timers: Vec::new(),
         precision: None,
         explain: None,
+        knob_costs: Vec::new(),
         manifest: serde_json::json!({}),
     }
 }

@@ -17,7 +17,7 @@ use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::conn::Conn;
 use super::launch::{spawn_piped, Availability, Environment, Instance, LaunchCtx, LaunchError, Teardown};
-use super::scratch;
+use super::{scratch, seccomp};
 use crate::host::cgroup_mounts;
 use crate::ledger::{Entry, Ledger};
 
@@ -59,6 +59,24 @@ const PARAMS: &[ParamSpec] = &[
         kind: ParamKind::Text,
         default: None,
         help: "capabilities the container's processes keep, separated by commas (or `+` on the command line); `docker` stands for Docker's default set (pfs servers: \"docker,SYS_ADMIN\", as `docker run --cap-add SYS_ADMIN`); none by default",
+    },
+    ParamSpec {
+        name: "seccomp",
+        kind: ParamKind::Text,
+        default: Some("none"),
+        help: "the system-call filter: none (namespaces and cgroups alone), default (the profile Podman and Docker apply, /usr/share/containers/seccomp.json), or the absolute path of a profile in Docker's format; resolved for the container's capabilities as Docker does",
+    },
+    ParamSpec {
+        name: "no_new_privileges",
+        kind: ParamKind::Bool,
+        default: Some("true"),
+        help: "the agent's processes cannot gain privileges through execve (setuid, file capabilities): true as Podman and `docker run --security-opt no-new-privileges`, false as Docker's default",
+    },
+    ParamSpec {
+        name: "readonly_rootfs",
+        kind: ParamKind::Bool,
+        default: Some("true"),
+        help: "the container's root is read-only (`docker run --read-only`); false: writable, as Docker's default (the root here is an empty directory of the bundle: only /usr, /etc, /opt are the host's, read-only either way)",
     },
 ];
 
@@ -332,6 +350,7 @@ pub fn oci_config(
         None => Some(json!({"type": "network"})),
     };
     let caps = capabilities_of(params).unwrap_or_default();
+    let flag = |k: &str| switch_on(params, k);
     let namespaces: Vec<Value> = [
         Some(json!({"type": "pid"})),
         net,
@@ -350,10 +369,10 @@ pub fn oci_config(
             "args": [AGENT_PATH, "agent"],
             "env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "VIRTPERF_ENV=container"],
             "cwd": "/tmp",
-            "noNewPrivileges": true,
+            "noNewPrivileges": flag("no_new_privileges"),
             "capabilities": {"bounding": caps, "effective": caps, "permitted": caps}
         },
-        "root": {"path": "rootfs", "readonly": true},
+        "root": {"path": "rootfs", "readonly": flag("readonly_rootfs")},
         "hostname": "virtperf",
         "mounts": mounts,
         "linux": {
@@ -405,8 +424,83 @@ fn write_bundle(
             }
         }
     }
-    let cfg = oci_config(id, exe, params, netns, scratch, runtime);
+    let mut cfg = oci_config(id, exe, params, netns, scratch, runtime);
+    if let Some(section) =
+        seccomp_section(params).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?
+    {
+        cfg["linux"]["seccomp"] = section;
+    }
     std::fs::write(bundle.join("config.json"), serde_json::to_vec_pretty(&cfg)?)
+}
+
+/// A security switch a user flips on `docker run` (`no_new_privileges`, `readonly_rootfs`): on
+/// unless turned off.
+fn switch_on(params: &BTreeMap<String, Value>, key: &str) -> bool {
+    params.get(key).and_then(Value::as_bool).unwrap_or(true)
+}
+
+/// The `linux.seccomp` section the `seccomp` parameter asks for (None: no filter), resolved for
+/// the container's capabilities on this host (env/seccomp.rs).
+pub fn seccomp_section(params: &BTreeMap<String, Value>) -> Result<Option<Value>, String> {
+    match seccomp::choice_of(params)? {
+        seccomp::Choice::None => Ok(None),
+        seccomp::Choice::Profile { path, .. } => {
+            let target = seccomp::Target::host(capabilities_of(params)?);
+            seccomp::load(&path, &target).map(|r| Some(r.section))
+        }
+    }
+}
+
+/// The knobs of [`PARAMS`] set away from their defaults, in words (`seccomp=default (…)`).
+pub fn knobs_of(params: &BTreeMap<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    match seccomp::choice_of(params) {
+        Ok(seccomp::Choice::None) | Err(_) => {}
+        Ok(c) => {
+            let value = params.get("seccomp").and_then(Value::as_str).unwrap_or_default();
+            let words = seccomp::describe_loaded(&c, &capabilities_of(params).unwrap_or_default())
+                .unwrap_or_else(|e| format!("does not load: {e}"));
+            out.push(format!("seccomp={value} — {words}"));
+        }
+    }
+    for (key, words) in [
+        (
+            "no_new_privileges",
+            "setuid programs and file capabilities may raise privileges, as Docker's default",
+        ),
+        ("readonly_rootfs", "a writable root, as Docker's default"),
+    ] {
+        if !switch_on(params, key) {
+            out.push(format!("{key}=false — {words}"));
+        }
+    }
+    out
+}
+
+/// What the container is held to, in a line for the manifest and the report (docs/security.md).
+pub fn confinement_of(params: &BTreeMap<String, Value>) -> String {
+    let flag = |k: &str| switch_on(params, k);
+    let caps = match capabilities_of(params).unwrap_or_default() {
+        c if c.is_empty() => "no capabilities".to_string(),
+        c => format!(
+            "capabilities {}",
+            c.iter().map(|x| x.trim_start_matches("CAP_")).collect::<Vec<_>>().join(",")
+        ),
+    };
+    let filter = match seccomp::choice_of(params) {
+        Ok(seccomp::Choice::None) | Err(_) => {
+            "no seccomp filter (it measures namespaces and cgroups alone: docs/security.md)".to_string()
+        }
+        Ok(c) => match seccomp::describe_loaded(&c, &capabilities_of(params).unwrap_or_default()) {
+            Ok(words) => words,
+            Err(e) => format!("a seccomp profile that does not load: {e}"),
+        },
+    };
+    format!(
+        "runc's namespaces and cgroup; {caps}; {}; a {} root with /usr, /etc, /opt bound read-only, /scratch a host directory bound read-write; {filter}",
+        if flag("no_new_privileges") { "no_new_privileges" } else { "new privileges allowed (setuid, file capabilities)" },
+        if flag("readonly_rootfs") { "read-only" } else { "writable" },
+    )
 }
 
 /// Whether a container with these parameters can run file-system servers (see
@@ -426,14 +520,28 @@ pub fn serves_files(params: &BTreeMap<String, Value>) -> Result<(), String> {
 }
 
 impl Environment for Container {
-    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
-        "runc's namespaces and cgroup; no capabilities unless given, no_new_privileges, a read-only root with /usr, /etc, /opt bound read-only, /scratch a host directory bound read-write; no seccomp filter (it measures namespaces and cgroups alone: docs/security.md)"
+    fn confinement(&self, params: &BTreeMap<String, Value>) -> String {
+        confinement_of(params)
+    }
+    fn knobs(&self, params: &BTreeMap<String, Value>) -> Vec<String> {
+        knobs_of(params)
+    }
+    fn knob_values(&self, name: &str) -> Option<Vec<virtperf_workload::params::Raw>> {
+        use virtperf_workload::params::Raw;
+        match name {
+            "seccomp" => Some(vec![Raw::Str("default".into())]),
+            "no_new_privileges" | "readonly_rootfs" => Some(vec![Raw::Bool(false)]),
+            _ => None,
+        }
+    }
+    fn knob_names(&self) -> Vec<&'static str> {
+        vec!["seccomp", "no_new_privileges", "readonly_rootfs"]
     }
     fn uses_host_network(&self) -> bool {
         true
     }
     fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
-        &[("runtime", "crun")]
+        &[("runtime", "crun"), ("seccomp", "default")]
     }
     fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
         serves_files(params)
@@ -455,6 +563,13 @@ impl Environment for Container {
     }
     fn check(&self, params: &BTreeMap<String, Value>) -> Result<(), ParamError> {
         capabilities_of(params).map_err(|m| ParamError::new("capabilities", m))?;
+        // A profile of the user's own must be there and read; the packaged default is the
+        // host's to provide (availability: doctor says which package).
+        if let seccomp::Choice::Profile { default: false, .. } =
+            seccomp::choice_of(params).map_err(|m| ParamError::new("seccomp", m))?
+        {
+            seccomp_section(params).map_err(|m| ParamError::new("seccomp", m))?;
+        }
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
             crate::host::check_cpuset(s).map_err(|e| ParamError::new("cpuset", e))?;
         }
@@ -480,13 +595,25 @@ impl Environment for Container {
                 "run virtperf as root",
             );
         }
+        if let Ok(seccomp::Choice::Profile { path, default: true }) = seccomp::choice_of(params) {
+            if !path.is_file() {
+                return Availability::no(
+                    format!("seccomp = \"default\" reads {}, which is not installed", path.display()),
+                    format!("apt-get install -y {}   (or: make deps)", seccomp::DEFAULT_PACKAGE),
+                );
+            }
+        }
         if rt == "crun" && hybrid_cgroups() {
             return Availability::no(
                 "crun refuses this host's hybrid cgroups (v1 controllers + a v2 'unified' mount)",
                 "use runtime=runc (the default), or boot the host with cgroup v2 only (systemd.unified_cgroup_hierarchy=1)",
             );
         }
-        Availability::yes(format!("{} found", crate::host::version_of(rt).unwrap_or_else(|| rt.to_string())))
+        let knobs: String = knobs_of(params).iter().map(|k| format!("; {k}")).collect();
+        Availability::yes(format!(
+            "{} found{knobs}",
+            crate::host::version_of(rt).unwrap_or_else(|| rt.to_string())
+        ))
     }
     fn runtime_version(&self, params: &BTreeMap<String, Value>) -> Option<String> {
         crate::host::version_of(runtime_of(params))
@@ -658,5 +785,52 @@ mod tests {
             .map(|n| n["type"].as_str().unwrap())
             .collect();
         assert!(ns.contains(&"network") && ns.contains(&"pid") && ns.contains(&"mount"));
+    }
+
+    #[test]
+    fn knobs_reach_the_config_and_are_said_only_when_set() {
+        let plain = oci_config("vp1-0-0", Path::new("/x/virtperf"), &BTreeMap::new(), None, None, "runc");
+        assert_eq!(plain["process"]["noNewPrivileges"], json!(true));
+        assert_eq!(plain["root"]["readonly"], json!(true));
+        assert!(knobs_of(&BTreeMap::new()).is_empty());
+        assert!(confinement_of(&BTreeMap::new()).contains("no seccomp filter"));
+        assert_eq!(seccomp_section(&BTreeMap::new()), Ok(None));
+
+        let loose: BTreeMap<String, Value> =
+            [("no_new_privileges".to_string(), json!(false)), ("readonly_rootfs".to_string(), json!(false))]
+                .into();
+        let c = oci_config("vp1-0-0", Path::new("/x/virtperf"), &loose, None, None, "runc");
+        assert_eq!(c["process"]["noNewPrivileges"], json!(false));
+        assert_eq!(c["root"]["readonly"], json!(false));
+        let k = knobs_of(&loose);
+        assert!(
+            k.len() == 2
+                && k[0].starts_with("no_new_privileges=false")
+                && k[1].starts_with("readonly_rootfs=false"),
+            "{k:?}"
+        );
+
+        // A profile of the user's own, resolved for the container's capabilities.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        std::fs::write(
+            &path,
+            r#"{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [
+                {"names": ["getppid"], "action": "SCMP_ACT_ALLOW"},
+                {"names": ["mount"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}}]}"#,
+        )
+        .unwrap();
+        let mut own: BTreeMap<String, Value> =
+            [("seccomp".to_string(), json!(path.to_str().unwrap()))].into();
+        let s = seccomp_section(&own).unwrap().unwrap();
+        assert_eq!(s["syscalls"].as_array().unwrap().len(), 1, "{s}");
+        own.insert("capabilities".into(), json!("SYS_ADMIN"));
+        assert_eq!(seccomp_section(&own).unwrap().unwrap()["syscalls"].as_array().unwrap().len(), 2);
+        assert!(Container.check(&own).is_ok());
+        let words = knobs_of(&own);
+        assert!(words[0].contains("2 of its 2 rules kept"), "{words:?}");
+        own.insert("seccomp".into(), json!("/nonexistent/p.json"));
+        let e = Container.check(&own).unwrap_err();
+        assert!(e.to_string().contains("seccomp") && e.to_string().contains("/nonexistent/p.json"), "{e}");
     }
 }

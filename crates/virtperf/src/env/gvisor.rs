@@ -72,8 +72,8 @@ fn supported_platforms() -> Vec<String> {
 }
 
 impl Environment for Gvisor {
-    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
-        "gVisor's Sentry (its own seccomp filter) and gofer; the container's bundle: no capabilities unless given, a read-only root, /scratch a host directory served by the gofer"
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> String {
+        "gVisor's Sentry (its own seccomp filter) and gofer; the container's bundle: no capabilities unless given, a read-only root, /scratch a host directory served by the gofer".into()
     }
     fn serves_files(&self, _params: &BTreeMap<String, Value>) -> Result<(), String> {
         // Measured (runsc release-20221010, ptrace, capabilities = "docker,SYS_ADMIN"): glusterd

@@ -230,8 +230,23 @@ pub trait Environment: Sync {
     }
     /// What the host holds an instance of this kind to (docs/security.md), in a line for the
     /// manifest: its privileges, what of the host's file systems it may write, its filters.
-    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
-        "none beyond the host's own: the agent runs on the host as virtperf does"
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> String {
+        "none beyond the host's own: the agent runs on the host as virtperf does".into()
+    }
+    /// The values of knob `name` other than its default, each measured against the default by
+    /// `knobs = [...]` (docs/knobs.md); None: `name` is not a knob of this kind.
+    fn knob_values(&self, _name: &str) -> Option<Vec<virtperf_workload::params::Raw>> {
+        None
+    }
+    /// The names of this kind's knobs (for the message that refuses another).
+    fn knob_names(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// The knobs set away from this kind's defaults (docs/knobs.md), each in words: `seccomp=default
+    /// (the default seccomp profile of Podman and Docker: …)`. Said before the numbers: the
+    /// environment's figures include them.
+    fn knobs(&self, _params: &BTreeMap<String, Value>) -> Vec<String> {
+        Vec::new()
     }
     /// A program run as this kind's agent in place of virtperf itself, from the environment (for
     /// the manifest and the report's caveats): the figures are that program's.

@@ -491,8 +491,8 @@ fn qemu_pid(name: &str) -> Option<u32> {
 }
 
 impl Environment for Libvirt {
-    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
-        "libvirt's own: its QEMU's seccomp sandbox (qemu.conf seccomp_sandbox) and security driver, as the daemon is configured"
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> String {
+        "libvirt's own: its QEMU's seccomp sandbox (qemu.conf seccomp_sandbox) and security driver, as the daemon is configured".into()
     }
     fn carries_programs(&self) -> bool {
         true

@@ -13,6 +13,7 @@ pub mod libvirt;
 pub mod native;
 pub mod qemu;
 pub mod scratch;
+pub mod seccomp;
 pub mod uml;
 
 pub mod cgroup;

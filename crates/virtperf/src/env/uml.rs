@@ -492,8 +492,8 @@ pub fn choose(params: &BTreeMap<String, Value>) -> Choice {
 }
 
 impl Environment for Uml {
-    fn confinement(&self, _params: &BTreeMap<String, Value>) -> &'static str {
-        "a mount namespace of its own: every host file system read-only, the guest's hostfs root a read-only view of /; writable: its memory tmpfs (sized) and its scratch image only"
+    fn confinement(&self, _params: &BTreeMap<String, Value>) -> String {
+        "a mount namespace of its own: every host file system read-only, the guest's hostfs root a read-only view of /; writable: its memory tmpfs (sized) and its scratch image only".into()
     }
     fn bridges(&self) -> Result<(), String> {
         Err("a UML driver domain cannot bridge here: the UML kernels virtperf runs have no bridge built in (the packaged one's is a module its hostfs root cannot load); use switch_guest = \"qemu\"".into())

@@ -57,6 +57,44 @@ pub(crate) fn flag_scalar(s: &str) -> Raw {
 }
 
 /// Parses one `--env`/`--workload` value: `KIND[:key=value[,key=value]...]`, lists as `key=[a,b]`.
+/// `--knobs KIND:KNOB,...`: every environment of KIND gets `knobs = [KNOB, ...]` (validation
+/// checks each knob against the kind). None of KIND in the experiment is an error.
+pub fn add_knobs(raw: &mut RawExperiment, value: &str) -> Result<(), InputError> {
+    let origin = Origin::Flag { flag: "--knobs", value: value.to_string() };
+    let Some((kind, list)) = value.split_once(':') else {
+        return Err(err(
+            &origin,
+            None,
+            "expected KIND:KNOB[,KNOB...], e.g. --knobs container:seccomp,readonly_rootfs",
+        ));
+    };
+    let knobs: Vec<Raw> =
+        list.split(',').map(str::trim).filter(|k| !k.is_empty()).map(|k| Raw::Str(k.to_string())).collect();
+    if knobs.is_empty() {
+        return Err(err(&origin, None, "no knob named: e.g. --knobs container:seccomp"));
+    }
+    let mut hit = false;
+    for e in raw.envs.iter_mut().filter(|e| e.kind == kind.trim()) {
+        if e.params.iter().any(|(k, _, _)| k == "knobs") {
+            return Err(err(
+                &origin,
+                Some("knobs"),
+                format!("an environment of kind `{kind}` already lists its knobs: name them in one place"),
+            ));
+        }
+        e.params.push(("knobs".to_string(), knobs.clone(), origin.clone()));
+        hit = true;
+    }
+    if !hit {
+        return Err(err(
+            &origin,
+            None,
+            format!("the experiment has no environment of kind `{kind}`: add --env {kind}"),
+        ));
+    }
+    Ok(())
+}
+
 pub fn read_flag(flag: &'static str, value: &str) -> Result<RawItem, InputError> {
     let origin = Origin::Flag { flag, value: value.to_string() };
     let (kind, rest) = match value.split_once(':') {

@@ -763,3 +763,102 @@ mod host_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod knob_tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Experiment, InputError> {
+        validate(&read_toml("k.toml", text)?, &Origin::Default)
+    }
+
+    const W: &str = "[[workload]]\nkind = \"syscall\"\n";
+
+    #[test]
+    fn knobs_expand_into_one_variant_per_value_each_against_the_default() {
+        let text = format!(
+            "[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\nname = \"c\"\ncpus = 1\nknobs = [\"no_new_privileges\", \"readonly_rootfs\"]\n{W}"
+        );
+        let e = parse(&text).unwrap();
+        let got: Vec<(&str, Option<&str>)> =
+            e.envs.iter().map(|x| (x.name.as_str(), x.against.as_deref())).collect();
+        assert_eq!(
+            got,
+            [
+                ("native", None),
+                ("c", None),
+                ("c [no_new_privileges=false]", Some("c")),
+                ("c [readonly_rootfs=false]", Some("c")),
+            ]
+        );
+        // Each the same but for its knob.
+        assert_eq!(e.envs[2].params["no_new_privileges"], false);
+        assert_eq!(e.envs[2].params["readonly_rootfs"], true);
+        assert_eq!(e.envs[3].params["readonly_rootfs"], false);
+        assert!(e.envs[1..].iter().all(|x| x.params["cpus"] == 1.0), "the others' parameters kept");
+        // A stored experiment resumes into the same environments, each against the same.
+        let again = parse(&e.to_toml()).unwrap();
+        let back: Vec<(&str, Option<&str>)> =
+            again.envs.iter().map(|x| (x.name.as_str(), x.against.as_deref())).collect();
+        assert_eq!(back, got);
+        assert_eq!(again.envs[2].params, e.envs[2].params);
+        // From the command line: the list syntax.
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "container:knobs=[readonly_rootfs]").unwrap());
+        raw.workloads.push(read_flag("--workload", "syscall").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let names: Vec<&str> = e.envs.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["container", "container [readonly_rootfs=false]"]);
+    }
+
+    #[test]
+    fn wrong_knobs_and_against_are_refused_with_the_key_and_the_fix() {
+        for (env, words) in [
+            (
+                "kind = \"container\"\nknobs = [\"colour\"]",
+                "`colour` is not a knob of `container` (its knobs: seccomp",
+            ),
+            ("kind = \"native\"\nknobs = [\"seccomp\"]", "`seccomp` is not a knob of `native` (it has none)"),
+            ("kind = \"container\"\nknobs = [\"readonly_rootfs\", \"readonly_rootfs\"]", "listed twice"),
+            ("kind = \"container\"\nreadonly_rootfs = false\nknobs = [\"readonly_rootfs\"]", "both set"),
+            ("kind = \"container\"\nagainst = \"nobody\"", "no environment is named `nobody`"),
+            ("kind = \"container\"\nname = \"c\"\nagainst = \"c\"", "against itself"),
+            ("kind = \"container\"\nagainst = 3", "expected the name of another environment"),
+            ("kind = \"container\"\nseccomp = [\"none\", \"default\"]", "knobs = [...]"),
+        ] {
+            let text = format!("[[env]]\nkind = \"native\"\n\n[[env]]\n{env}\n{W}");
+            let e = parse(&text).unwrap_err();
+            assert!(e.message.contains(words), "{env}: {e}");
+            assert!(e.to_string().contains("k.toml:"), "names the file and line: {e}");
+        }
+        // Written by hand: any environment against another on the same machine.
+        let e = parse(&format!(
+            "[[env]]\nkind = \"native\"\n\n[[env]]\nkind = \"container\"\nname = \"a\"\n\n[[env]]\nkind = \"container\"\nname = \"b\"\ncpus = 1\nagainst = \"a\"\n{W}"
+        ))
+        .unwrap();
+        assert_eq!(e.envs[2].against.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn the_knobs_flag_adds_knobs_to_every_environment_of_its_kind() {
+        let mut raw = RawExperiment::default();
+        for e in ["native", "container:name=a", "container:name=b,cpus=1"] {
+            raw.envs.push(read_flag("--env", e).unwrap());
+        }
+        raw.workloads.push(read_flag("--workload", "syscall").unwrap());
+        add_knobs(&mut raw, "container:readonly_rootfs").unwrap();
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let names: Vec<&str> = e.envs.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["native", "a", "a [readonly_rootfs=false]", "b", "b [readonly_rootfs=false]"]);
+        assert_eq!(e.envs[4].against.as_deref(), Some("b"));
+        for (v, words) in [
+            ("container", "expected KIND:KNOB"),
+            ("container:", "no knob named"),
+            ("qemu:mitigations", "no environment of kind `qemu`"),
+            ("container:seccomp", "already lists its knobs"),
+        ] {
+            let e = add_knobs(&mut raw, v).unwrap_err();
+            assert!(e.message.contains(words), "{v}: {e}");
+        }
+    }
+}

@@ -105,6 +105,9 @@ pub struct EnvDef {
     pub host: Option<String>,
     /// Which `[[env]]` (or `--env`) it came from, for messages that point at the file.
     pub item: usize,
+    /// The environment this one's cost is also stated against (`against = "NAME"`; a knob's
+    /// variant, `knobs = [...]`, against the environment as given: docs/knobs.md).
+    pub against: Option<String>,
 }
 
 /// Most instances of one environment.
@@ -372,6 +375,9 @@ impl Experiment {
             }
             if e.instances != 1 {
                 s += &format!("instances = {}\n", e.instances);
+            }
+            if let Some(a) = &e.against {
+                s += &format!("against = {}\n", toml_value(&Raw::Str(a.clone())));
             }
         }
         for w in &self.workloads {

@@ -869,7 +869,9 @@ fn shortest_flow(raw: &RawExperiment) -> Option<u64> {
 fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, InputError> {
     let mut envs = Vec::new();
     let mut names = BTreeSet::new();
+    let mut against_at: Vec<(String, Origin)> = Vec::new();
     for (item_idx, item) in raw.envs.iter().enumerate() {
+        let mut against_origin: Option<Origin> = None;
         let kind = env::find(&item.kind).ok_or_else(|| {
             err(
                 &item.origin,
@@ -883,7 +885,17 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
         // Where it runs: this machine, one [[host]], or a list (a campaign: one environment per
         // host, each named `NAME [host=H]`, run by that host's worker).
         let mut on: Vec<Option<String>> = vec![None];
+        let mut knobs: Vec<(String, Vec<Raw>, Origin)> = Vec::new();
+        let mut against_given: Option<String> = None;
         for (k, vals, o) in &item.params {
+            if k == "against" {
+                match vals.as_slice() {
+                    [Raw::Str(a)] => against_given = Some(a.clone()),
+                    _ => return Err(err(o, Some("against"), "expected the name of another environment of the experiment, whose figures this one's are also stated against")),
+                }
+                against_origin = Some(o.clone());
+                continue;
+            }
             if k == "host" {
                 let mut seen = BTreeSet::new();
                 on = Vec::new();
@@ -926,8 +938,41 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
                     .collect::<Result<_, _>>()?;
                 continue;
             }
+            if k == "knobs" {
+                // One knob at a time (docs/knobs.md): the environment as given, and beside it one
+                // environment per value of each knob named, each stated against it.
+                for v in vals {
+                    let name = v.to_string();
+                    let Some(values) = kind.knob_values(&name) else {
+                        let known = kind.knob_names();
+                        return Err(err(
+                            o,
+                            Some("knobs"),
+                            format!(
+                                "`{name}` is not a knob of `{}` ({}){}",
+                                item.kind,
+                                if known.is_empty() {
+                                    "it has none".to_string()
+                                } else {
+                                    format!("its knobs: {}", known.join(", "))
+                                },
+                                if known.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!("; e.g. knobs = [\"{}\"]", known[0])
+                                }
+                            ),
+                        ));
+                    };
+                    if knobs.iter().any(|(n, _, _): &(String, Vec<Raw>, Origin)| *n == name) {
+                        return Err(err(o, Some("knobs"), format!("knob `{name}` is listed twice")));
+                    }
+                    knobs.push((name, values, o.clone()));
+                }
+                continue;
+            }
             if vals.len() != 1 {
-                return Err(err(o, Some(k), "environment parameters cannot be swept: declare one environment per value, each with its own name"));
+                return Err(err(o, Some(k), "environment parameters cannot be swept: declare one environment per value, each with its own name, or name the parameter in knobs = [...] to measure each value against the default"));
             }
             if given.insert(k.clone(), vals[0].clone()).is_some() {
                 return Err(err(o, Some(k), "given twice"));
@@ -945,13 +990,33 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
         // back).
         let campaign = on.len() > 1;
         let label = item.name.clone().unwrap_or_else(|| {
-            let l = without_key(&item.written, "instances");
+            let l = without_key(&without_key(&item.written, "instances"), "knobs");
             if campaign {
                 without_key(&l, "host")
             } else {
                 l
             }
         });
+        // The environment as given, then its knobs' variants: each the same but for one knob.
+        let mut variants = vec![(None, params.clone(), rawv.clone())];
+        for (knob, values, o) in &knobs {
+            if given.contains_key(knob) {
+                return Err(err(o, Some("knobs"), format!(
+                    "`{knob}` is both set (to `{}`) and a knob to vary: a knob's variants are measured against the default, so leave `{knob}` out or drop it from knobs",
+                    given[knob]
+                )));
+            }
+            for value in values {
+                let mut g = given.clone();
+                g.insert(knob.clone(), value.clone());
+                let p = params::resolve(kind.params(), &g)
+                    .map_err(|ParamError { key: k, message: m }| err(o, Some(&k), m))?;
+                kind.check(&p).map_err(|e| err(o, Some(&e.key), e.message))?;
+                let mut r = rawv.clone();
+                r.push((knob.clone(), value.clone()));
+                variants.push((Some(format!("{knob}={value}")), p, r));
+            }
+        }
         for host in &on {
             let at = match host {
                 Some(h) if campaign => format!("{label} [host={h}]"),
@@ -960,24 +1025,64 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
             };
             for &n in &counts {
                 let name = if counts.len() > 1 { format!("{at} [instances={n}]") } else { at.clone() };
-                if !names.insert(name.clone()) {
-                    return Err(err(
-                        &item.origin,
-                        Some("name"),
-                        format!("two environments are named `{name}`: give each a distinct name="),
-                    ));
+                for (knob, params, raw) in &variants {
+                    let (vname, against) = match knob {
+                        Some(k) => (format!("{name} [{k}]"), Some(name.clone())),
+                        None => (name.clone(), None),
+                    };
+                    if !names.insert(vname.clone()) {
+                        return Err(err(
+                            &item.origin,
+                            Some("name"),
+                            format!("two environments are named `{vname}`: give each a distinct name="),
+                        ));
+                    }
+                    envs.push(EnvDef {
+                        name: vname.clone(),
+                        kind: item.kind.clone(),
+                        params: params.clone(),
+                        raw: raw.clone(),
+                        instances: n,
+                        group: if knob.is_some() {
+                            format!("{at} [{}]", knob.as_deref().unwrap_or_default())
+                        } else {
+                            at.clone()
+                        },
+                        host: host.clone(),
+                        item: item_idx,
+                        against: against.or_else(|| against_given.clone()),
+                    });
+                    if let Some(o) = &against_origin {
+                        against_at.push((vname.clone(), o.clone()));
+                    }
                 }
-                envs.push(EnvDef {
-                    name,
-                    kind: item.kind.clone(),
-                    params: params.clone(),
-                    raw: rawv.clone(),
-                    instances: n,
-                    group: at.clone(),
-                    host: host.clone(),
-                    item: item_idx,
-                });
             }
+        }
+    }
+    // `against` names another environment of the experiment, on the same machine.
+    for (name, o) in against_at {
+        let Some(e) = envs.iter().find(|e| e.name == name) else { continue };
+        let a = e.against.clone().unwrap_or_default();
+        match envs.iter().find(|x| x.name == a) {
+            None => {
+                let known: Vec<&str> = envs.iter().map(|x| x.name.as_str()).filter(|n| *n != name).collect();
+                return Err(err(
+                    &o,
+                    Some("against"),
+                    format!("no environment is named `{a}` (the experiment's: {})", known.join(", ")),
+                ));
+            }
+            Some(x) if x.name == name => {
+                return Err(err(&o, Some("against"), "an environment cannot be stated against itself"))
+            }
+            Some(x) if x.host != e.host => {
+                return Err(err(
+                    &o,
+                    Some("against"),
+                    format!("`{a}` runs on another machine: a ratio across machines measures the machines"),
+                ))
+            }
+            Some(_) => {}
         }
     }
     Ok(envs)

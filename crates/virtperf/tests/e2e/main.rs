@@ -14,6 +14,7 @@ mod containers;
 mod disk;
 mod faults;
 mod guests;
+mod knobs;
 mod libvirt;
 mod lifecycle;
 mod mechanisms;
@@ -70,6 +71,7 @@ fn main() {
         rigour::precision_mode_stops_at_its_target_or_its_budget_and_resumes,
         rigour::several_instances_get_a_clock_check_each,
         containers::container_cpu_limit_is_enforced,
+        knobs::container_seccomp_default_is_loaded_said_and_measured,
         network::network_workloads_native_and_container_root_ns_untouched,
         faults::kill9_during_network_trial_lab_is_swept,
         faults::kill9_while_the_lab_is_built_is_swept,

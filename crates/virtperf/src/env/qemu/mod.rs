@@ -268,11 +268,11 @@ pub fn vcpu_index(comm: &str) -> Option<usize> {
 }
 
 impl Environment for Qemu {
-    fn confinement(&self, params: &BTreeMap<String, Value>) -> &'static str {
+    fn confinement(&self, params: &BTreeMap<String, Value>) -> String {
         if sandbox_supported(&QemuParams::of(params).binary) {
-            "QEMU's seccomp filter, -sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny (libvirt's default); the guest sees its image and its scratch disk only"
+            "QEMU's seccomp filter, -sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny (libvirt's default); the guest sees its image and its scratch disk only".into()
         } else {
-            "none: this QEMU was built without seccomp (no -sandbox); the guest sees its image and its scratch disk only"
+            "none: this QEMU was built without seccomp (no -sandbox); the guest sees its image and its scratch disk only".into()
         }
     }
     /// virtperf's QEMU image: virtio NICs and the kernel's bridge module.
