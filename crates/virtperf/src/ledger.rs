@@ -95,6 +95,40 @@ impl Ledger {
         Ok(l)
     }
 
+    /// A ledger of one launch among several started at once (`ledger-PID-TAG.json`, TAG the
+    /// instance's id): each start's thread records into its own, which is then
+    /// [absorbed](Ledger::absorb) by the worker's. Swept like any other when this process dies.
+    pub fn open_part(tag: &str) -> std::io::Result<Ledger> {
+        let state_dir = state_dir();
+        let me = std::process::id();
+        let file = File { owner: me, owner_start: process_start(me).unwrap_or(0), entries: Vec::new() };
+        let tag: String =
+            tag.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let path = state_dir.join(format!("ledger-{me}-{tag}.json"));
+        let l = Ledger { path, state_dir, file, closed: false };
+        l.save()?;
+        Ok(l)
+    }
+
+    /// Takes over what `part` holds (saved here first, then `part`'s file removed: a crash in
+    /// between leaves the entries in both, and undoing one twice is harmless).
+    pub fn absorb(&mut self, mut part: Ledger) {
+        let entries = std::mem::take(&mut part.file.entries);
+        for e in entries {
+            if !self.file.entries.contains(&e) {
+                self.file.entries.push(e);
+            }
+        }
+        part.closed = true;
+        match self.save() {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&part.path);
+            }
+            // The part's file still holds them on disk, for the sweep after this process.
+            Err(err) => eprintln!("warning: cannot write the ledger {}: {err}", self.path.display()),
+        }
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }
@@ -457,6 +491,35 @@ mod tests {
         assert!(!tmp.exists() && !torn.exists() && !only_there.exists(), "{swept:?}");
         assert!(mine.exists(), "a live writer's temporary stays");
         assert_eq!(swept.len(), 3, "{swept:?}");
+    }
+
+    /// A start of many at once: each launch's part of the ledger, taken over by the worker's —
+    /// on disk before the part's file goes, each entry once — and undone with it, not before.
+    #[test]
+    fn a_part_is_absorbed_whole_and_undone_with_its_absorber() {
+        let d = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let open = |name: &str| {
+            let file = File { owner: me, owner_start: process_start(me).unwrap(), entries: Vec::new() };
+            let l =
+                Ledger { path: d.path().join(name), state_dir: d.path().to_path_buf(), file, closed: false };
+            l.save().unwrap();
+            l
+        };
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        let mut main = open("ledger-main.json");
+        main.create_dir(&a).unwrap();
+        let mut part = open("ledger-part.json");
+        part.create_dir(&b).unwrap();
+        part.record_once(Entry::Dir { path: a.clone() });
+        main.absorb(part);
+        assert!(!d.path().join("ledger-part.json").exists(), "the part's file is gone");
+        assert!(a.exists() && b.exists(), "absorbing undoes nothing");
+        let on_disk: File =
+            serde_json::from_slice(&std::fs::read(d.path().join("ledger-main.json")).unwrap()).unwrap();
+        assert_eq!(on_disk.entries, [Entry::Dir { path: a.clone() }, Entry::Dir { path: b.clone() }]);
+        main.close();
+        assert!(!a.exists() && !b.exists(), "undone with the ledger that took them");
     }
 
     #[test]

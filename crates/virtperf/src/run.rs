@@ -619,6 +619,25 @@ impl Slot {
         }
         self.launch_id = None;
     }
+    /// Stops instance `k` the planned way (its clock rate and teardown time stored), as
+    /// [`Slot::shutdown`] does for all.
+    fn stop_one(&mut self, k: usize, ledger: &mut Ledger, store: &Store) {
+        let Some(mut inst) = self.instances.get_mut(k).and_then(Option::take) else { return };
+        if let Some((id, start)) = self.clocks[k].take() {
+            let rate = inst.clock_point(&CANCEL).and_then(|end| start.rate_against(&end));
+            if let Some((ppm, uncertainty, span)) = rate {
+                let _ = store.record_clock_rate(id, span, ppm, uncertainty);
+            }
+        }
+        let t0 = Instant::now();
+        inst.shutdown(ledger);
+        if let Some(id) = self.ids[k].take() {
+            let _ = store.record_teardown(id, t0.elapsed().as_secs_f64() * 1e3);
+        }
+        if k == 0 {
+            self.launch_id = None;
+        }
+    }
     /// The agent's clock against the host's over each launch's whole life, from the point taken
     /// when it came up to one now: its rate error (ppm), stored with the launch. A span of
     /// seconds to minutes, where a trial's check spans milliseconds.
@@ -703,9 +722,24 @@ fn pair_mut(slots: &mut [Slot], a: usize, b: usize) -> (&mut Slot, &mut Slot) {
 
 /// Launches every instance of the slot that is not up.
 fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
-    for k in 0..slot.instances.len() {
-        if slot.instances[k].is_none() && slot.gave_up.is_none() && !CANCEL.load(Ordering::SeqCst) {
-            launch_one(l, role, k, slot, ledger);
+    let together = match role {
+        Role::Env(e) => l.worker.exp.envs[e].together,
+        Role::Tester => false,
+    };
+    if together {
+        // All at once, or (one failed) all again.
+        if !slot.ready() && slot.gave_up.is_none() && !CANCEL.load(Ordering::SeqCst) {
+            for k in 0..slot.instances.len() {
+                slot.stop_one(k, ledger, l.worker.store);
+            }
+            let ks: Vec<usize> = (0..slot.instances.len()).collect();
+            launch_together(l, role, &ks, slot, ledger);
+        }
+    } else {
+        for k in 0..slot.instances.len() {
+            if slot.instances[k].is_none() && slot.gave_up.is_none() && !CANCEL.load(Ordering::SeqCst) {
+                launch_one(l, role, k, slot, ledger);
+            }
         }
     }
     // Several instances: each one's memory again once all are up, so that their PSS divides the
@@ -724,7 +758,7 @@ fn launch(l: &Launcher, role: Role, slot: &mut Slot, ledger: &mut Ledger) {
 /// What an instance launches as.
 struct Identity<'a> {
     kind: &'static dyn env::Environment,
-    params: &'a BTreeMap<String, serde_json::Value>,
+    params: BTreeMap<String, serde_json::Value>,
     name: &'a str,
     /// Unique in the run: process, environment, instance and launch count.
     id: String,
@@ -734,14 +768,9 @@ struct Identity<'a> {
 
 /// What instance `k` of `role` launches as: its kind, parameters, name, instance id (unique in
 /// the run: process, environment, instance and launch count) and environment index (−1: the
-/// tester). None for a kind this build does not know.
-fn identity<'a>(
-    l: &'a Launcher,
-    role: Role,
-    k: usize,
-    launches: u32,
-    tester_params: &'a BTreeMap<String, serde_json::Value>,
-) -> Option<Identity<'a>> {
+/// tester, whose only parameter is the lab's `tester_cpuset`). None for a kind this build does
+/// not know.
+fn identity<'a>(l: &'a Launcher, role: Role, k: usize, launches: u32) -> Option<Identity<'a>> {
     let pid = std::process::id();
     match role {
         Role::Env(e) => {
@@ -752,11 +781,13 @@ fn identity<'a>(
             } else {
                 format!("vp{pid}-{e}-{launches}")
             };
-            Some(Identity { kind, params: &def.params, name: def.name.as_str(), id, e: e as i64 })
+            Some(Identity { kind, params: def.params.clone(), name: def.name.as_str(), id, e: e as i64 })
         }
         Role::Tester => Some(Identity {
             kind: env::baseline(),
-            params: tester_params,
+            params: (l.worker.exp.lab.tester_cpuset.iter())
+                .map(|c| ("cpuset".to_string(), serde_json::Value::from(c.clone())))
+                .collect(),
             name: "tester",
             id: format!("vp{pid}-{}-{launches}", l.tester_id),
             e: -1,
@@ -764,21 +795,43 @@ fn identity<'a>(
     }
 }
 
-fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
-    let asked = Instant::now();
-    let Worker { store, run_id, exp, run_dir, exe, opts, lab, scratch_dir, .. } = *l.worker;
+/// What one launch is, decided before it starts (and, for a start of many at once, before any of
+/// their threads does): who it is, where its network lives, where it runs.
+struct Planned<'a> {
+    k: usize,
+    kind: &'static dyn env::Environment,
+    params: BTreeMap<String, serde_json::Value>,
+    name: &'a str,
+    id: String,
+    e: i64,
+    netns: Option<PathBuf>,
+    guest_net: Option<env::GuestNet>,
+    remote_host: Option<&'a crate::experiment::HostDef>,
+    /// An environment's (not the tester's): it gets a scratch directory where the run has one.
+    is_env: bool,
+}
+
+/// What a launch's thread needs of its worker (the store stays with the worker: SQLite's
+/// connection is one thread's).
+#[derive(Clone, Copy)]
+struct StartWith<'a> {
+    exe: &'a Path,
+    run_dir: &'a Path,
+    boot_timeout: Duration,
+    scratch_dir: Option<&'a Path>,
+    exp: &'a Experiment,
+}
+
+/// A launch that came up: the instance, its clock at the start, its phases and memory.
+type Started = (Instance, Option<env::ClockPoint>, Lifecycle);
+
+/// Decides launch `k` of `role` (its id counts the slot's launches); None for a kind this build
+/// does not know. A later launch into the same lab endpoint finds it as the first did.
+fn plan_launch<'a>(l: &'a Launcher, role: Role, k: usize, slot: &mut Slot) -> Option<Planned<'a>> {
+    let Worker { exp, lab, .. } = *l.worker;
+    let Identity { kind, params, name, id, e } = identity(l, role, k, slot.launches)?;
     let first_endpoint = l.first_endpoint;
-    let tester_params: BTreeMap<String, serde_json::Value> = exp
-        .lab
-        .tester_cpuset
-        .iter()
-        .map(|c| ("cpuset".to_string(), serde_json::Value::from(c.clone())))
-        .collect();
-    let Some(Identity { kind, params, name, id, e }) = identity(l, role, k, slot.launches, &tester_params)
-    else {
-        return;
-    };
-    let netns = lab.map(|lab| match role {
+    let mut netns = lab.map(|lab| match role {
         Role::Env(e) => lab.endpoints[first_endpoint[e] + k].netns_path(),
         Role::Tester => lab.tester.netns_path(),
     });
@@ -793,11 +846,52 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
         Role::Env(e) => remote_host_of(exp, e),
         Role::Tester => tester_host_of(exp),
     };
+    slot.launches += 1;
+    // An environment here with the tester on a host meets it over this machine's own network
+    // (no lab): it joins this process's namespace, a container too.
+    if remote_host.is_none() && lab.is_none() && tester_host_of(exp).is_some() && exp.has_network() {
+        netns = Some(PathBuf::from(format!("/proc/{}/ns/net", std::process::id())));
+    }
+    if let (Role::Env(e), Some(l), true) = (role, lab, slot.launches > 1) {
+        if let Err(why) = l.restore_endpoint(first_endpoint[e] + k) {
+            eprintln!("virtperf: cannot restore the lab address of `{name}`: {why}");
+        }
+    }
+    Some(Planned {
+        k,
+        kind,
+        params,
+        name,
+        id,
+        e,
+        netns,
+        guest_net,
+        remote_host,
+        is_env: matches!(role, Role::Env(_)),
+    })
+}
+
+/// Starts a planned launch, recording into `ledger` what it creates: its scratch directory, the
+/// instance, what a native agent may leave in directories the user named; then its first answer
+/// (the cold start's last step) and its clock. Touches nothing shared but the ledger it is
+/// given, so that many can start at once, a thread each.
+fn start_planned(
+    w: StartWith,
+    p: &Planned,
+    ledger: &mut Ledger,
+    asked: Instant,
+) -> Result<Started, env::LaunchError> {
+    let StartWith { exe, run_dir, boot_timeout, scratch_dir, exp } = w;
+    // A test's fault, where VIRTPERF_FAILPOINTS asks for one (`launch-start=2*off->1*return`:
+    // the third launch to get here fails before it starts anything).
+    fail::fail_point!("launch-start", |_| Err(env::LaunchError::Prepare(
+        "the failpoint `launch-start` (a test's fault) stopped it".into()
+    )));
     // The instance's scratch directory (environments only: the tester writes no files; one on
     // another host gets its directory there, from `remote-launch`).
-    let sdir = match (role, scratch_dir) {
-        (Role::Env(_), Some(d)) if remote_host.is_none() => {
-            let sd = d.join(&id);
+    let sdir = match scratch_dir {
+        Some(d) if p.is_env && p.remote_host.is_none() => {
+            let sd = d.join(&p.id);
             match ledger.create_scratch_dir(&sd) {
                 Ok(()) => Some(sd),
                 Err(err) => {
@@ -812,61 +906,185 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     let mut ctx = LaunchCtx {
         exe,
         run_dir,
-        instance_id: id,
+        instance_id: p.id.clone(),
         ledger,
-        boot_timeout: opts.boot_timeout,
+        boot_timeout,
         cancel: &CANCEL,
-        netns,
-        guest_net,
+        netns: p.netns.clone(),
+        guest_net: p.guest_net.clone(),
         scratch_dir: sdir.clone(),
         bridge: None,
     };
-    slot.launches += 1;
-    let def_name = name;
-    // An environment here with the tester on a host meets it over this machine's own network
-    // (no lab): it joins this process's namespace, a container too.
-    if remote_host.is_none() && lab.is_none() && tester_host_of(exp).is_some() && exp.has_network() {
-        ctx.netns = Some(PathBuf::from(format!("/proc/{}/ns/net", std::process::id())));
-    }
-    // A later launch into the same lab endpoint finds it as the first did.
-    if let (Role::Env(e), Some(l), true) = (role, lab, slot.launches > 1) {
-        if let Err(why) = l.restore_endpoint(first_endpoint[e] + k) {
-            eprintln!("virtperf: cannot restore the lab address of `{def_name}`: {why}");
-        }
-    }
-    let launched = match remote_host {
+    let launched = match p.remote_host {
         Some(h) => {
-            let scratch = matches!(role, Role::Env(_)) && scratch_dir.is_some();
-            crate::remote::launch(h, kind.kind(), params, exp.has_network(), scratch, &mut ctx)
+            let scratch = p.is_env && scratch_dir.is_some();
+            crate::remote::launch(h, p.kind.kind(), &p.params, exp.has_network(), scratch, &mut ctx)
         }
-        None => kind.launch(&mut ctx, params),
+        None => p.kind.launch(&mut ctx, &p.params),
     };
-    if let (Err(_), Some(sd)) = (&launched, &sdir) {
-        ledger.remove_scratch_dir(sd);
-    }
-    match launched {
-        Ok(mut inst) => {
-            if let Some(sd) = sdir {
-                inst.cleanup.push(crate::ledger::Entry::ScratchDir { path: sd });
+    let mut inst = match launched {
+        Ok(inst) => inst,
+        Err(err) => {
+            if let Some(sd) = &sdir {
+                ledger.remove_scratch_dir(sd);
             }
-            // Native agents write into directories the user named (`dir=`): what a killed agent
-            // leaves there goes with the instance (and with a sweep after a crash).
-            if kind.on_host_fs() && inst.agent_pid != 0 && remote_host.is_none() {
-                for dir in user_disk_dirs(exp) {
-                    let prefix = format!("{}{}-", crate::ledger::DISK_FILE_PREFIX, inst.agent_pid);
-                    let e = crate::ledger::Entry::ScratchFiles { dir, prefix };
-                    ledger.record(e.clone());
-                    inst.cleanup.push(e);
-                }
-            }
-            // The cold start's last step: the first request answered after the hello.
-            let first = inst.first_answer(&CANCEL);
-            let clock = inst.calibrate_rtt(&CANCEL);
-            inst.own_clock = kind.own_clock();
-            let life = lifecycle(&inst, asked, first);
-            slot.up(k, inst, clock, life, store, run_id, e);
+            return Err(err);
         }
-        Err(err) => slot.failed(&err, store, run_id, e, def_name),
+    };
+    if let Some(sd) = sdir {
+        inst.cleanup.push(crate::ledger::Entry::ScratchDir { path: sd });
+    }
+    // Native agents write into directories the user named (`dir=`): what a killed agent
+    // leaves there goes with the instance (and with a sweep after a crash).
+    if p.kind.on_host_fs() && inst.agent_pid != 0 && p.remote_host.is_none() {
+        for dir in user_disk_dirs(exp) {
+            let prefix = format!("{}{}-", crate::ledger::DISK_FILE_PREFIX, inst.agent_pid);
+            let e = crate::ledger::Entry::ScratchFiles { dir, prefix };
+            ledger.record(e.clone());
+            inst.cleanup.push(e);
+        }
+    }
+    // The cold start's last step: the first request answered after the hello.
+    let first = inst.first_answer(&CANCEL);
+    let clock = inst.calibrate_rtt(&CANCEL);
+    inst.own_clock = p.kind.own_clock();
+    let life = lifecycle(&inst, asked, first);
+    Ok((inst, clock, life))
+}
+
+impl<'a> Launcher<'a> {
+    fn start_with(&self) -> StartWith<'a> {
+        let w = self.worker;
+        StartWith {
+            exe: w.exe,
+            run_dir: w.run_dir,
+            boot_timeout: w.opts.boot_timeout,
+            scratch_dir: w.scratch_dir,
+            exp: w.exp,
+        }
+    }
+}
+
+/// The host's CPU from `before` to now, ms (None where it has no counter).
+fn host_cpu_since(before: Option<u64>) -> Option<f64> {
+    before.zip(crate::host::cpu_busy_ns()).map(|(a, b)| b.saturating_sub(a) as f64 / 1e6)
+}
+
+fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut Ledger) {
+    let asked = Instant::now();
+    let cpu0 = crate::host::cpu_busy_ns();
+    let Some(p) = plan_launch(l, role, k, slot) else { return };
+    let Worker { store, run_id, .. } = *l.worker;
+    match start_planned(l.start_with(), &p, ledger, asked) {
+        Ok((inst, clock, mut life)) => {
+            life.together = Some(1);
+            life.host_cpu_ms = host_cpu_since(cpu0);
+            slot.up(k, inst, clock, life, store, run_id, p.e);
+        }
+        Err(err) => slot.failed(&err, store, run_id, p.e, p.name),
+    }
+}
+
+/// Instances `ks` of environment `role` asked for all at once (`start = "together"`), a thread
+/// each, every thread recording into its own part of the ledger (taken over by `ledger` as it
+/// ends). Each instance is stored as it would be alone — its ready time from the moment all were
+/// asked for — and the start as a whole (how many became ready, the makespan, the host's CPU
+/// over it). Should any fail, those that came up are stopped again: the next attempt starts them
+/// all together, as asked.
+fn launch_together(l: &Launcher, role: Role, ks: &[usize], slot: &mut Slot, ledger: &mut Ledger) {
+    let Worker { store, run_id, .. } = *l.worker;
+    let plans: Vec<Planned> = ks.iter().filter_map(|&k| plan_launch(l, role, k, slot)).collect();
+    let Some(first) = plans.first() else { return };
+    let (e, name) = (first.e, first.name);
+    let with = l.start_with();
+    let cpu0 = crate::host::cpu_busy_ns();
+    let asked = Instant::now();
+    type Joined = std::thread::Result<(Result<Started, env::LaunchError>, Option<Ledger>)>;
+    let results: Vec<Joined> = std::thread::scope(|scope| {
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|p| {
+                scope.spawn(move || match Ledger::open_part(&p.id) {
+                    Ok(mut part) => {
+                        let r = start_planned(with, p, &mut part, asked);
+                        (r, Some(part))
+                    }
+                    Err(err) => (
+                        Err(env::LaunchError::Prepare(format!(
+                            "cannot open its part of the ledger in the state directory: {err}"
+                        ))),
+                        None,
+                    ),
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    // The host's CPU until every thread is back: the last ready, and its first round trips.
+    let host_cpu = host_cpu_since(cpu0);
+    let joined = asked.elapsed();
+    let n = plans.len() as u32;
+    let failures_before = slot.failures_in_a_row;
+    let mut failed: Vec<String> = Vec::new();
+    let mut up: Vec<usize> = Vec::new();
+    // Asked for to the last hello (none came: until the last thread gave up).
+    let mut makespan_ms: Option<f64> = None;
+    for (p, r) in plans.iter().zip(results) {
+        let (r, part) = r.unwrap_or_else(|panic| {
+            let why = crate::host::panics::take_last(panic.as_ref());
+            let msg = format!(
+                "its start stopped at a bug (please report it): {}",
+                virtperf_proto::printable(&why, 400)
+            );
+            (Err(env::LaunchError::Prepare(msg)), None)
+        });
+        // What a failed start left is undone now; a started instance's goes with it.
+        match (&r, part) {
+            (Ok(_), Some(part)) => ledger.absorb(part),
+            (Err(_), Some(part)) => part.close(),
+            (_, None) => {}
+        }
+        match r {
+            Ok((inst, clock, mut life)) => {
+                life.together = Some(n);
+                life.host_cpu_ms = host_cpu.map(|c| c / f64::from(n));
+                let ready = life.prepare_ms.unwrap_or(0.0) + inst.start_time.as_secs_f64() * 1e3;
+                makespan_ms = Some(makespan_ms.map_or(ready, |m: f64| m.max(ready)));
+                slot.up(p.k, inst, clock, life, store, run_id, e);
+                up.push(p.k);
+            }
+            Err(err) => {
+                let msg = format!("instance {} of {n} started together: {err}", p.k + 1);
+                failed.push(msg.clone());
+                slot.failed_as(msg, err.console(), store, run_id, e, name);
+            }
+        }
+    }
+    // One start, however many of it failed: counted once towards giving up.
+    slot.failures_in_a_row = if failed.is_empty() { 0 } else { failures_before + 1 };
+    if slot.failures_in_a_row < MAX_LAUNCH_FAILURES {
+        slot.gave_up = None;
+    }
+    let _ = store.record_start_together(
+        run_id,
+        &virtperf_record::store::StartTogether {
+            env_idx: e.max(0) as usize,
+            block: Some(slot.block),
+            asked: n,
+            ready: up.len() as u32,
+            makespan_ms: if failed.is_empty() {
+                makespan_ms.unwrap_or(joined.as_secs_f64() * 1e3)
+            } else {
+                joined.as_secs_f64() * 1e3
+            },
+            host_cpu_ms: host_cpu,
+            failed: (!failed.is_empty()).then(|| failed.join("\n")),
+        },
+    );
+    if !failed.is_empty() {
+        for k in up {
+            slot.stop_one(k, ledger, store);
+        }
     }
 }
 
@@ -937,7 +1155,19 @@ impl Slot {
     /// A launch failed: stored with its reason and console, and after
     /// [`MAX_LAUNCH_FAILURES`] in a row the environment is given up.
     fn failed(&mut self, err: &env::LaunchError, store: &Store, run_id: i64, e: i64, name: &str) {
-        let msg = err.to_string();
+        self.failed_as(err.to_string(), err.console(), store, run_id, e, name);
+    }
+
+    /// A launch failed, said as `msg` (e.g. naming which of several started together).
+    fn failed_as(
+        &mut self,
+        msg: String,
+        console: Option<String>,
+        store: &Store,
+        run_id: i64,
+        e: i64,
+        name: &str,
+    ) {
         let _ = store.record_instance(
             run_id,
             &InstanceRecord {
@@ -945,7 +1175,7 @@ impl Slot {
                 block: Some(self.block),
                 status: LaunchStatus::Failed,
                 detail: Some(msg.clone()),
-                console: err.console(),
+                console,
                 ..Default::default()
             },
         );

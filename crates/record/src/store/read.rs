@@ -227,6 +227,7 @@ impl Store {
             calibrations: self.calibrations(run)?.into_iter().collect(),
             starts: self.start_times(run)?,
             lifecycles: self.lifecycles(run)?,
+            together: self.starts_together(run)?,
             clock_rates: self.clock_rates(run)?,
             details,
             retried: self.retried(run)?,
@@ -450,7 +451,7 @@ impl Store {
     /// Every successful launch that stored its phases (`prepare_ms`): its start-up and memory.
     pub fn lifecycles(&self, run: i64) -> Result<Vec<LaunchLife>> {
         let mut st = self.conn.prepare(
-            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, block FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
+            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, block, together, host_cpu_ms FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
         )?;
         let kib = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
         let rows = st.query_map([run], |r| {
@@ -468,7 +469,28 @@ impl Store {
                     rss_kib: kib(r.get(8)?),
                     processes: r.get(9)?,
                     charged_kib: kib(r.get(10)?),
+                    together: r.get(12)?,
+                    host_cpu_ms: r.get(13)?,
                 },
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every start of many at once, in the order they happened.
+    pub fn starts_together(&self, run: i64) -> Result<Vec<StartTogether>> {
+        let mut st = self.conn.prepare(
+            "SELECT env_idx, block, asked, ready, makespan_ms, host_cpu_ms, failed FROM starts_together WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = st.query_map([run], |r| {
+            Ok(StartTogether {
+                env_idx: r.get::<_, i64>(0)? as usize,
+                block: r.get(1)?,
+                asked: r.get(2)?,
+                ready: r.get(3)?,
+                makespan_ms: r.get(4)?,
+                host_cpu_ms: r.get(5)?,
+                failed: r.get(6)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

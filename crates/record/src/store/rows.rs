@@ -190,6 +190,8 @@ pub struct RunRows {
     pub starts: Vec<(usize, f64)>,
     /// Each ready launch's phases and memory, where its run stored them (runs of schema 11 on).
     pub lifecycles: Vec<LaunchLife>,
+    /// Each start of many instances at once (`start = "together"`; schema 12 on).
+    pub together: Vec<StartTogether>,
     /// Each launch's clock rate against the host's: (environment, span s, ppm, uncertainty ppm).
     pub clock_rates: Vec<(usize, f64, f64, f64)>,
     /// Each trial's non-scalar detail (JSON) and host CPU series, by trial id.
@@ -255,6 +257,24 @@ pub struct InstanceRecord {
     pub lifecycle: Lifecycle,
 }
 
+/// A start of many instances at once: how many were asked for together, how many became ready,
+/// how long until the last of them was (host clock), and the host's CPU over that span.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartTogether {
+    pub env_idx: usize,
+    /// The planned block the instances were launched for.
+    pub block: Option<u32>,
+    pub asked: u32,
+    pub ready: u32,
+    /// Asked for to the last of them ready (its hello), ms; where some failed, to the last
+    /// start's end, failed or not.
+    pub makespan_ms: f64,
+    /// Every process of the host over the makespan, ms of CPU (not divided).
+    pub host_cpu_ms: Option<f64>,
+    /// Why those that did not become ready failed, one line each.
+    pub failed: Option<String>,
+}
+
 /// A launch in phases (host clock, ms) and its memory once ready and idle (KiB, the host's
 /// reading of its processes).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -273,6 +293,11 @@ pub struct Lifecycle {
     pub rss_kib: Option<u64>,
     pub processes: Option<u32>,
     pub charged_kib: Option<u64>,
+    /// How many instances were asked for together with this one (1: alone; schema 12 on).
+    pub together: Option<u32>,
+    /// The host's CPU over the start (asked for to the last of those started together ready),
+    /// divided among them, ms.
+    pub host_cpu_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -209,6 +209,28 @@ ALTER TABLE instances ADD COLUMN rss_kib INTEGER;
 ALTER TABLE instances ADD COLUMN processes INTEGER;
 ALTER TABLE instances ADD COLUMN charged_kib INTEGER;
 "#,
+    r#"
+-- Starts many at once: how many instances of the block were asked for together with this one
+-- (1: it started alone, after the one before it was ready), and the host's CPU over the start
+-- (asked for to the last of them ready: every process the host ran, in ms, from the root cgroup's
+-- counter) divided among the instances started in it.
+ALTER TABLE instances ADD COLUMN together INTEGER;
+ALTER TABLE instances ADD COLUMN host_cpu_ms REAL;
+-- One row per start of many at once (`start = "together"`): how many were asked for and how
+-- many became ready, the makespan (asked for to the last of them ready, ms) and the host's CPU
+-- over it (ms, all of it), why the others failed.
+CREATE TABLE starts_together (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES runs(id),
+    env_idx     INTEGER NOT NULL,
+    block       INTEGER,
+    asked       INTEGER NOT NULL,
+    ready       INTEGER NOT NULL,
+    makespan_ms REAL NOT NULL,
+    host_cpu_ms REAL,
+    failed      TEXT
+);
+"#,
 ];
 
 /// The schema version whose migration added the cases' records (filled by [`Store::migrate`]).

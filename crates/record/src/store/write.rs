@@ -124,7 +124,7 @@ impl Store {
     /// Stores one launch; returns its id (a trial names the launch that ran it).
     pub fn record_instance(&self, run: i64, i: &InstanceRecord) -> Result<i64> {
         self.conn.execute(
-            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block, prepare_ms, boot_ms, first_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block, prepare_ms, boot_ms, first_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, together, host_cpu_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
             params![
                 run,
                 i.env_idx,
@@ -143,10 +143,21 @@ impl Store {
                 i.lifecycle.uss_kib.map(|v| v as i64),
                 i.lifecycle.rss_kib.map(|v| v as i64),
                 i.lifecycle.processes,
-                i.lifecycle.charged_kib.map(|v| v as i64)
+                i.lifecycle.charged_kib.map(|v| v as i64),
+                i.lifecycle.together,
+                i.lifecycle.host_cpu_ms
             ],
         )?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Stores a start of many instances at once (its instances are stored each on its own).
+    pub fn record_start_together(&self, run: i64, s: &super::StartTogether) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO starts_together (run_id, env_idx, block, asked, ready, makespan_ms, host_cpu_ms, failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![run, s.env_idx as i64, s.block, s.asked, s.ready, s.makespan_ms, s.host_cpu_ms, s.failed],
+        )?;
+        Ok(())
     }
 
     /// Stores a launch's memory read again (its PSS, USS, RSS, processes and charge; the other

@@ -1210,7 +1210,37 @@ fn host(r: &Report) -> String {
         }
         host += "</tr>";
     }
-    host + "</table></div>\n"
+    host += "</table></div>\n";
+    // Started together: a row per environment, its answer in the summary's words.
+    if !r.together.is_empty() {
+        host += "<div class=\"tw\"><table><tr><th>started together</th><th>all ready (makespan)</th><th>each ready: p50 · p99 · max</th><th>one alone</th><th>host CPU per instance</th><th>starts</th></tr>";
+        for t in &r.together {
+            let ms = super::together::ms_text;
+            let fig = |x: Option<&super::StartTimes>| {
+                x.map(super::together::over_starts).unwrap_or_else(|| "—".into())
+            };
+            let spread = t
+                .ready_ms
+                .as_ref()
+                .map(|s| format!("{} · {} · {} ({} instances)", ms(s.p50), ms(s.p99), ms(s.max), s.n))
+                .unwrap_or_else(|| "—".into());
+            let alone = t.alone_ready_ms.map(ms).unwrap_or_else(|| "—".into());
+            let _ = write!(
+                host,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} of {} with all {} ready</td></tr>",
+                esc(&t.env),
+                esc(&fig(t.makespan_ms.as_ref())),
+                esc(&spread),
+                esc(&alone),
+                esc(&fig(t.host_cpu_ms.as_ref())),
+                t.complete,
+                t.starts,
+                t.n
+            );
+        }
+        host += "</table></div>\n";
+    }
+    host
 }
 
 /// The table of one workload case: metric rows, environment columns, mean ± CI and ratio.

@@ -24,6 +24,10 @@ pub struct Startup {
     pub phases: Vec<Figure>,
     /// Once ready and idle, MiB: `PSS`, `USS`, `RSS`, `cgroup charge`.
     pub memory: Vec<Figure>,
+    /// The host's CPU over a launch on its own (asked for to ready and its first round trips:
+    /// every process of the host, the runtime's and the kernel's work included), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cpu_ms: Option<StartTimes>,
     /// Host processes the instance ran once ready (the most over its launches).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
@@ -40,7 +44,7 @@ pub struct Figure {
 
 /// A figure over launches: a time or a size is never below zero, so a wide interval is the
 /// log scale's (`positive_ci`), as a ratio's.
-fn times(xs: &[f64]) -> Option<StartTimes> {
+pub(super) fn times(xs: &[f64]) -> Option<StartTimes> {
     Summary::of(xs).map(|x| StartTimes {
         n: x.n,
         mean: x.mean,
@@ -86,6 +90,13 @@ pub fn startup(launches: &[LaunchLife], env: usize) -> Option<Startup> {
         phases: phases.into_iter().flatten().collect(),
         memory: memory.into_iter().flatten().collect(),
         processes: mine.iter().filter_map(|l| l.life.processes).max(),
+        host_cpu_ms: times(
+            &mine
+                .iter()
+                .filter(|l| l.life.together == Some(1))
+                .filter_map(|l| l.life.host_cpu_ms)
+                .collect::<Vec<_>>(),
+        ),
     })
 }
 
@@ -296,6 +307,13 @@ pub fn render(envs: &[(&str, &Startup)]) -> String {
                 .unwrap_or_default();
             out += &format!("  {:<w$}    memory: {}{procs}\n", "", mem.join(" · "));
         }
+        if let Some(c) = &s.host_cpu_ms {
+            out += &format!(
+                "  {:<w$}    host CPU per launch (every process of the host): {}\n",
+                "",
+                figure_text(c, "ms")
+            );
+        }
     }
     out
 }
@@ -323,6 +341,8 @@ pub fn launch(
             rss_kib: Some(pss_kib * 2),
             processes: Some(3),
             charged_kib: None,
+            together: None,
+            host_cpu_ms: None,
         },
     }
 }

@@ -22,6 +22,7 @@ pub mod rows;
 pub mod summary;
 mod svg;
 pub mod timer;
+pub mod together;
 pub mod words;
 
 pub use rows::*;
@@ -545,6 +546,9 @@ pub struct Report {
     /// Memory per added instance, per group swept over `instances` (from the launches' PSS).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub density: Vec<lifecycle::Density>,
+    /// Environments whose instances started together: makespan, spread, host CPU per instance.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub together: Vec<together::Together>,
     /// Disk workloads swept over file and record sizes (seed 001's matrices): per phase metric,
     /// each environment's file size × record size cells with their ratio to native.
     pub disk: Vec<disk::DiskMatrix>,
@@ -895,6 +899,11 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
         density: lifecycle::densities(
             &envs.iter().map(|e| (e.idx, e.instances, e.group.as_str())).collect::<Vec<_>>(),
             &rows.lifecycles,
+        ),
+        together: together::build(
+            &envs.iter().map(|e| (e.idx, e.name.as_str(), e.group.as_str(), e.instances)).collect::<Vec<_>>(),
+            &rows.lifecycles,
+            &rows.together,
         ),
         run_id: *run_id,
         name: info.name.clone(),
@@ -2209,6 +2218,7 @@ pub fn summary_test_report() -> Report {
         loads: Vec::new(),
         instances: Vec::new(),
         density: Vec::new(),
+        together: Vec::new(),
         disk: Vec::new(),
         timers: Vec::new(),
         precision: None,

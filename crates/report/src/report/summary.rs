@@ -129,6 +129,7 @@ pub fn render_summary(r: &Report) -> String {
         out += &super::lifecycle::render_summary(&super::startups(r));
     }
     out += &super::lifecycle::render_densities(&r.density);
+    out += &super::together::render(&r.together);
     // RFC 2544's answer came first; here how environments compare, and where its tables are.
     if !r.rfc2544.is_empty() {
         for line in super::rfc2544::compare(&r.rfc2544) {
@@ -178,6 +179,7 @@ pub fn render_full(r: &Report, width: usize) -> String {
     out += &super::render_instances(r);
     out += &super::lifecycle::render(&super::startups(r));
     out += &super::lifecycle::render_densities(&r.density);
+    out += &super::together::render(&r.together);
     out += &super::disk::render(&r.disk);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);

@@ -683,10 +683,14 @@ pub fn spawn_with_pipes(
 ) -> Result<(Child, ChildStdin, ChildStdout, std::process::ChildStderr), LaunchError> {
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    if die_with_parent {
+    // Dying with its parent: with this process, not with the thread that launched it.
+    let spawned = if die_with_parent {
         virtperf_workload::tools::die_with_parent(cmd);
-    }
-    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { what: what.to_string(), source })?;
+        crate::host::spawn_lasting(cmd)
+    } else {
+        cmd.spawn()
+    };
+    let mut child = spawned.map_err(|source| LaunchError::Spawn { what: what.to_string(), source })?;
     ledger.record_process(child.id(), what);
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())

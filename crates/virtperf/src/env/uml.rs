@@ -331,7 +331,8 @@ fn probe_uncached(kernel: &Path, label: &str, cache: &Path) -> Probe {
     .stderr(std::process::Stdio::piped())
     .process_group(0);
     virtperf_workload::tools::die_with_parent(&mut cmd);
-    let mut child = match cmd.spawn() {
+    // With this process, not with the thread that launched it.
+    let mut child = match crate::host::spawn_lasting(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);

@@ -243,6 +243,40 @@ mod tests {
         assert!(err.key.as_deref() == Some("instances") && err.to_string().contains("80 %"), "{err}");
     }
 
+    #[test]
+    fn instances_start_together_or_one_by_one() {
+        let mut raw = RawExperiment::default();
+        raw.envs.push(read_flag("--env", "container:instances=[1,4],start=together").unwrap());
+        raw.envs.push(read_flag("--env", "native:instances=2").unwrap());
+        raw.workloads.push(read_flag("--workload", "noop").unwrap());
+        let e = validate(&raw, &Origin::Default).unwrap();
+        let got: Vec<(&str, u32, bool)> =
+            e.envs.iter().map(|x| (x.name.as_str(), x.instances, x.together)).collect();
+        assert_eq!(
+            got,
+            [
+                ("container [instances=1]", 1, true),
+                ("container [instances=4]", 4, true),
+                ("native", 2, false)
+            ]
+        );
+        // Written back, it reads the same.
+        let text = e.to_toml();
+        assert!(text.contains("start = \"together\""), "{text}");
+        let back = parse(&text).unwrap();
+        let again: Vec<(&str, u32, bool)> =
+            back.envs.iter().map(|x| (x.name.as_str(), x.instances, x.together)).collect();
+        assert_eq!(again, got);
+        for bad in ["native:instances=2,start=fast", "native:instances=2,start=[together,together]"] {
+            let mut raw = RawExperiment::default();
+            raw.envs.push(read_flag("--env", bad).unwrap());
+            raw.workloads.push(read_flag("--workload", "noop").unwrap());
+            let err = validate(&raw, &Origin::Default).unwrap_err();
+            assert_eq!(err.key.as_deref(), Some("start"), "{bad}: {err}");
+            assert!(err.to_string().contains("\"together\""), "{err}");
+        }
+    }
+
     /// No exploding sweep: at most [`MAX_CASES`] cases per workload, and a plan of at most
     /// [`MAX_TRIALS`] trials.
     fn bounded(e: &Experiment) -> bool {

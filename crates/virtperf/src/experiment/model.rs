@@ -98,6 +98,9 @@ pub struct EnvDef {
     /// How many copies run at once, each a whole instance with its own lab address, all
     /// measured together (seed 000: 1, 2 and 4 VMs sharing one host and one link).
     pub instances: u32,
+    /// Its instances are asked for all at once (`start = "together"`), not one after another:
+    /// a launch block measures a concurrent start (docs/lifecycle.md).
+    pub together: bool,
     /// The environment as written before an `instances` sweep split it (its name without the
     /// `[instances=N]` suffix): the seed-000 table groups by it.
     pub group: String,
@@ -375,6 +378,9 @@ impl Experiment {
             }
             if e.instances != 1 {
                 s += &format!("instances = {}\n", e.instances);
+            }
+            if e.together {
+                s += "start = \"together\"\n";
             }
             if let Some(a) = &e.against {
                 s += &format!("against = {}\n", toml_value(&Raw::Str(a.clone())));

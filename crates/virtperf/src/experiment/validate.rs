@@ -887,6 +887,7 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
         let mut on: Vec<Option<String>> = vec![None];
         let mut knobs: Vec<(String, Vec<Raw>, Origin)> = Vec::new();
         let mut against_given: Option<String> = None;
+        let mut together = false;
         for (k, vals, o) in &item.params {
             if k == "against" {
                 match vals.as_slice() {
@@ -921,6 +922,22 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
                         "an empty list of hosts: name at least one (\"local\" is this machine)",
                     ));
                 }
+                continue;
+            }
+            if k == "start" {
+                // How several instances start (docs/lifecycle.md): one after another (each
+                // asked for once the one before is ready), or all asked for at once.
+                together = match vals.as_slice() {
+                    [Raw::Str(s)] if s == "together" => true,
+                    [Raw::Str(s)] if s == "one by one" => false,
+                    _ => {
+                        return Err(err(
+                            o,
+                            Some("start"),
+                            format!("got `{}`, expected \"together\" (every instance asked for at once) or \"one by one\" (each once the one before is ready; the default)", vals.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")),
+                        ))
+                    }
+                };
                 continue;
             }
             if k == "instances" {
@@ -979,6 +996,15 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
             }
             rawv.push((k.clone(), vals[0].clone()));
         }
+        if together && on.iter().any(Option::is_some) {
+            let o = item
+                .params
+                .iter()
+                .find(|p| p.0 == "start")
+                .map(|p| p.2.clone())
+                .unwrap_or(item.origin.clone());
+            return Err(err(&o, Some("start"), "start = \"together\" is for instances on this machine (a [[host]]'s are started over ssh one by one): leave `start` out, or run it on \"local\""));
+        }
         let params =
             params::resolve(kind.params(), &given).map_err(|ParamError { key: k, message: m }| {
                 let o =
@@ -990,7 +1016,7 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
         // back).
         let campaign = on.len() > 1;
         let label = item.name.clone().unwrap_or_else(|| {
-            let l = without_key(&without_key(&item.written, "instances"), "knobs");
+            let l = without_key(&without_key(&without_key(&item.written, "instances"), "knobs"), "start");
             if campaign {
                 without_key(&l, "host")
             } else {
@@ -1043,6 +1069,7 @@ fn environments(raw: &RawExperiment, hosts: &[HostDef]) -> Result<Vec<EnvDef>, I
                         params: params.clone(),
                         raw: raw.clone(),
                         instances: n,
+                        together,
                         group: if knob.is_some() {
                             format!("{at} [{}]", knob.as_deref().unwrap_or_default())
                         } else {

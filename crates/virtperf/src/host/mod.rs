@@ -278,6 +278,32 @@ pub fn process_start(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Spawns `cmd` from a thread that lasts as long as this process. PR_SET_PDEATHSIG fires when
+/// the *thread* that forked a child ends, not the process: a child that must die with virtperf,
+/// and only then, is forked here, so that an instance started by a thread of its own (a start of
+/// many at once: a thread each, ended once they are up) outlives that thread. The caller waits
+/// for the spawn: whatever its `pre_exec` steps refer to stays open meanwhile.
+pub fn spawn_lasting(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    type Job = (std::process::Command, std::sync::mpsc::Sender<std::io::Result<std::process::Child>>);
+    static SPAWNER: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let started = std::thread::Builder::new().name("virtperf-spawn".into()).spawn(move || {
+            for (mut cmd, back) in rx {
+                let _ = back.send(cmd.spawn());
+            }
+        });
+        started.ok().map(|_| tx)
+    });
+    let Some(tx) = spawner else { return cmd.spawn() };
+    let (back, result) = std::sync::mpsc::channel();
+    let job = std::mem::replace(cmd, std::process::Command::new("/nonexistent"));
+    if let Err(std::sync::mpsc::SendError((mut job, _))) = tx.send((job, back)) {
+        return job.spawn();
+    }
+    result.recv().unwrap_or_else(|_| Err(std::io::Error::other("the spawning thread ended")))
+}
+
 /// Mount points of cgroup hierarchies (v1 controllers and the v2 unified tree).
 pub fn cgroup_mounts() -> Vec<PathBuf> {
     let Ok(s) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
@@ -285,6 +311,24 @@ pub fn cgroup_mounts() -> Vec<PathBuf> {
         .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
         .filter_map(|l| l.split_whitespace().nth(4).map(PathBuf::from))
         .collect()
+}
+
+/// The CPU time every process of the host has run so far, in ns: the root cgroup's counter —
+/// the v1 `cpuacct.usage` (ns) where the controller is mounted, else the v2 root's `cpu.stat`
+/// `usage_usec`. None when neither can be read. `/proc/stat`'s ticks (10 ms) would be too coarse
+/// for a start of a few ms.
+pub fn cpu_busy_ns() -> Option<u64> {
+    let mounts = cgroup_mounts();
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok();
+    mounts.iter().find_map(|m| read(m.join("cpuacct.usage")).and_then(|s| s.trim().parse().ok())).or_else(
+        || {
+            mounts.iter().find_map(|m| {
+                let s = read(m.join("cpu.stat"))?;
+                let us: u64 = s.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse().ok()?;
+                Some(us.saturating_mul(1000))
+            })
+        },
+    )
 }
 
 /// Resumes a cgroup that a run paused (v1 freezer, v2 `cgroup.freeze`): a frozen process does not
@@ -475,6 +519,31 @@ pub fn unit_skip(why: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host's CPU counter holds at least what this thread spent between two readings (it
+    /// counts every process; ns where the root cgroup has one).
+    #[test]
+    fn host_cpu_counts_at_least_this_threads_work() {
+        let thread_ns = || {
+            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: clock_gettime writes one timespec we own.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+        };
+        let Some(before) = cpu_busy_ns() else {
+            return unit_skip("no root cgroup CPU counter (cpuacct.usage, cpu.stat) here");
+        };
+        let t0 = thread_ns();
+        let mut x = 0u64;
+        while thread_ns() - t0 < 30_000_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let mine = thread_ns() - t0;
+        let host = cpu_busy_ns().unwrap() - before;
+        // The counter catches up with a running thread at its next tick (≤ 10 ms at HZ = 100).
+        assert!(host + 10_000_000 >= mine, "the host counted {host} ns, this thread alone ran {mine} ns");
+    }
 
     #[test]
     fn wake_latency_counts_every_round_in_order() {

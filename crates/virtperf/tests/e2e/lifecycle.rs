@@ -201,3 +201,168 @@ pub(crate) fn density_is_the_slope_of_memory_over_instances() -> Outcome {
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// Four bare `virtperf agent`s started at once by the test: spawn of the first to the last
+/// hello's first byte, ms.
+fn bare_agents_together(n: usize) -> f64 {
+    let t0 = Instant::now();
+    let mut kids: Vec<std::process::Child> = (0..n)
+        .map(|_| {
+            Command::new(exe())
+                .arg("agent")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("virtperf agent")
+        })
+        .collect();
+    let mut last = 0.0f64;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = kids
+            .iter_mut()
+            .map(|c| {
+                let out = c.stdout.as_mut().unwrap();
+                s.spawn(move || {
+                    let mut byte = [0u8; 1];
+                    out.read_exact(&mut byte).expect("the agent's hello");
+                    t0.elapsed().as_secs_f64() * 1e3
+                })
+            })
+            .collect();
+        for h in hs {
+            last = last.max(h.join().unwrap());
+        }
+    });
+    for c in &mut kids {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    last
+}
+
+/// `start = "together"`: the instances of a block are asked for at once, a thread each. Each is
+/// stored as a launch of its own (ready from the moment all were asked for, `together` = 4, its
+/// share of the host's CPU) and the start as a whole (4 asked, 4 ready, the makespan: the last
+/// hello); the report gives the makespan, the instances' p50 ≤ p99 ≤ max and one alone beside
+/// it. Native's makespan is held against four bare agents the test starts at once beside the run
+/// (within 3× or 25 ms). Then a start where the third launch fails (a failpoint): the failure
+/// names the instance, the three that came up are stopped (their teardown stored), the next
+/// attempt starts all four together and the trial runs; nothing is left behind.
+pub(crate) fn started_together_each_is_timed_and_a_failed_one_stops_the_others() -> Outcome {
+    let mut envs = vec!["native"];
+    match need_root_and_env("container") {
+        None => envs.push("container"),
+        Some(why) => dropped("container", &why),
+    }
+    let fx = Fixture::new();
+    let list: String = envs.iter().map(|e| format!("--env {e}:instances=[1,4],start=together ")).collect();
+    let out = fx.ok(&format!("run {list}--workload noop --reps 1 --warmup 0 --launches 2"));
+    let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    let bare = (0..3).map(|_| bare_agents_together(4)).fold(f64::INFINITY, f64::min);
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
+    let doc = fx.report();
+    for (i, env) in envs.iter().enumerate() {
+        let (alone, four) = (2 * i as i64, 2 * i as i64 + 1);
+        let starts: Vec<(i64, i64, i64, f64, Option<f64>)> = {
+            let mut st = c
+                .prepare("SELECT block, asked, ready, makespan_ms, host_cpu_ms FROM starts_together WHERE env_idx = ?1 ORDER BY id")
+                .unwrap();
+            st.query_map([four], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert_eq!(starts.len(), 2, "{env}: two starts of four: {starts:?}");
+        for (block, asked, ready, makespan, cpu) in &starts {
+            assert_eq!((*asked, *ready), (4, 4), "{env}");
+            let last: f64 = c
+                .query_row(
+                    "SELECT max(prepare_ms + start_ms) FROM instances WHERE env_idx = ?1 AND block = ?2 AND status = 'ready' AND together = 4",
+                    [four, *block],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(
+                (makespan - last).abs() < 0.01,
+                "{env}: the makespan {makespan} ms is the last hello's, {last} ms"
+            );
+            assert!(cpu.is_some_and(|c| c > 0.0), "{env}: the host's CPU over the start: {cpu:?}");
+        }
+        let shares: Vec<(Option<i64>, Option<f64>)> = {
+            let mut st = c
+                .prepare(
+                    "SELECT together, host_cpu_ms FROM instances WHERE env_idx = ?1 AND status = 'ready'",
+                )
+                .unwrap();
+            st.query_map([four], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(shares.len(), 8, "{env}: {shares:?}");
+        assert!(shares.iter().all(|s| s.0 == Some(4) && s.1.is_some_and(|c| c > 0.0)), "{env}: {shares:?}");
+        let alone_n: i64 = c
+            .query_row(
+                "SELECT count(*) FROM instances WHERE env_idx = ?1 AND together = 1 AND host_cpu_ms > 0",
+                [alone],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(alone_n, 2, "{env}: one instance started together is one alone, its CPU its own");
+        let t = doc["together"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["env"] == format!("{env} [instances=4]")))
+            .unwrap_or_else(|| panic!("{env}: no start together in the report: {:#}", doc["together"]));
+        let r = &t["ready_ms"];
+        let (p50, p99, max) =
+            (r["p50"].as_f64().unwrap(), r["p99"].as_f64().unwrap(), r["max"].as_f64().unwrap());
+        assert!(p50 <= p99 && p99 <= max && r["n"] == 8, "{env}: {t}");
+        let m = t["makespan_ms"]["mean"].as_f64().unwrap();
+        let alone_ms = t["alone_ready_ms"].as_f64().expect("one alone beside it");
+        println!(
+            "    {env}: 4 at once all ready in {m:.1} ms (p50 {p50:.1}, max {max:.1}; one alone {alone_ms:.1} ms); host CPU {:.1} ms per instance",
+            t["host_cpu_ms"]["mean"].as_f64().unwrap_or(f64::NAN)
+        );
+        if *env == "native" {
+            println!(
+                "    native 4 at once: {m:.1} ms against four bare agents at once {bare:.1} ms (×{:.2})",
+                m / bare
+            );
+            assert!(m <= 3.0 * bare || m - bare <= 25.0, "native's 4 at once {m} ms, bare {bare} ms");
+        }
+    }
+    assert!(summary.contains("Started together") && summary.contains("4 at once: all ready in"), "{summary}");
+    fx.assert_no_leftovers();
+
+    // The third launch of a start of four fails: the others are stopped, all four start again.
+    let fx = Fixture::new().with_var("VIRTPERF_FAILPOINTS", "launch-start=2*off->1*return");
+    // The trial launches again after a failed launch, as it does for one alone.
+    let out = fx.ok("run --env native:instances=4,start=together --workload noop --reps 1 --warmup 0 --json");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (run["trials"]["ok"].as_u64(), run["trials"]["failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{run:#}"
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("instance 3 of 4 started together: "), "the failure names its instance: {said}");
+    let c = rusqlite::Connection::open(&fx.db).unwrap();
+    let starts: Vec<(i64, i64, Option<String>)> = {
+        let mut st = c.prepare("SELECT asked, ready, failed FROM starts_together ORDER BY id").unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert_eq!((starts[0].0, starts[0].1), (4, 3), "{starts:?}");
+    let why = starts[0].2.as_deref().unwrap_or_default();
+    assert!(why.contains("of 4 started together") && why.contains("failpoint `launch-start`"), "{why}");
+    assert_eq!((starts[1].0, starts[1].1, starts[1].2.as_deref()), (4, 4, None), "{starts:?}");
+    let (ready, failed, torn): (i64, i64, i64) = c
+        .query_row(
+            "SELECT sum(status = 'ready'), sum(status = 'failed'), sum(status = 'ready' AND teardown_ms IS NOT NULL) FROM instances",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((ready, failed), (7, 1), "three, then four");
+    assert_eq!(torn, 7, "the three stopped after the failure, and the four at the end, each timed");
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}
