@@ -585,7 +585,7 @@ struct Slot {
     block: u32,
     /// The launch of instance 0 (`instances.id`), stored with each trial it runs.
     launch_id: Option<i64>,
-    /// Each instance's launch record and its clock at the start (see [`Slot::close_clocks`]).
+    /// Each instance's launch record and its clock at the start (see [`Slot::close`]).
     clocks: Vec<Option<(i64, env::ClockPoint)>>,
     /// Each instance's launch record (`instances.id`), for its teardown's time.
     ids: Vec<Option<i64>>,
@@ -605,30 +605,47 @@ impl Slot {
             ids: (0..n).map(|_| None).collect(),
         }
     }
-    /// Stops every instance that is up (a planned relaunch: `shutdown`, the polite way), each
-    /// launch's clock rate stored first, and how long each teardown took after.
+    /// Stops every instance that is up (a planned relaunch: `shutdown`, the polite way): each
+    /// launch's memory at its end and its clock rate stored first, all of them read while all are
+    /// still up (as the memory once ready was), then each stopped and its teardown's time stored.
     fn shutdown(&mut self, ledger: &mut Ledger, store: &Store) {
-        self.close_clocks(store);
-        for (inst, id) in self.instances.iter_mut().zip(self.ids.iter_mut()) {
-            let Some(inst) = inst.take() else { continue };
-            let t0 = Instant::now();
-            inst.shutdown(ledger);
-            if let Some(id) = id.take() {
-                let _ = store.record_teardown(id, t0.elapsed().as_secs_f64() * 1e3);
-            }
+        for k in 0..self.instances.len() {
+            self.close(k, store);
+        }
+        for k in 0..self.instances.len() {
+            self.teardown(k, ledger, store);
         }
         self.launch_id = None;
     }
-    /// Stops instance `k` the planned way (its clock rate and teardown time stored), as
-    /// [`Slot::shutdown`] does for all.
+    /// Stops instance `k` the planned way (its memory at the end, clock rate and teardown time
+    /// stored), as [`Slot::shutdown`] does for all.
     fn stop_one(&mut self, k: usize, ledger: &mut Ledger, store: &Store) {
-        let Some(mut inst) = self.instances.get_mut(k).and_then(Option::take) else { return };
+        self.close(k, store);
+        self.teardown(k, ledger, store);
+    }
+    /// What instance `k`'s life ends with, read before it is stopped: what its host processes
+    /// hold after its trials (PSS, USS, the cgroup's charge), and the agent's clock against the
+    /// host's over its whole life, from the point taken when it came up to one now: its rate
+    /// error (ppm), stored with the launch (a span of seconds to minutes, where a trial's check
+    /// spans milliseconds).
+    fn close(&mut self, k: usize, store: &Store) {
+        let Some(inst) = self.instances.get_mut(k).and_then(Option::as_mut) else { return };
+        if let Some(id) = self.ids[k] {
+            let end = memory(inst);
+            if end.pss_kib.is_some() {
+                let _ = store.record_memory_end(id, &end);
+            }
+        }
         if let Some((id, start)) = self.clocks[k].take() {
             let rate = inst.clock_point(&CANCEL).and_then(|end| start.rate_against(&end));
             if let Some((ppm, uncertainty, span)) = rate {
                 let _ = store.record_clock_rate(id, span, ppm, uncertainty);
             }
         }
+    }
+    /// Stops instance `k` the polite way and stores how long its teardown took.
+    fn teardown(&mut self, k: usize, ledger: &mut Ledger, store: &Store) {
+        let Some(inst) = self.instances.get_mut(k).and_then(Option::take) else { return };
         let t0 = Instant::now();
         inst.shutdown(ledger);
         if let Some(id) = self.ids[k].take() {
@@ -636,18 +653,6 @@ impl Slot {
         }
         if k == 0 {
             self.launch_id = None;
-        }
-    }
-    /// The agent's clock against the host's over each launch's whole life, from the point taken
-    /// when it came up to one now: its rate error (ppm), stored with the launch. A span of
-    /// seconds to minutes, where a trial's check spans milliseconds.
-    fn close_clocks(&mut self, store: &Store) {
-        for (inst, clock) in self.instances.iter_mut().zip(self.clocks.iter_mut()) {
-            let (Some(inst), Some((id, start))) = (inst.as_mut(), clock.take()) else { continue };
-            let rate = inst.clock_point(&CANCEL).and_then(|end| start.rate_against(&end));
-            if let Some((ppm, uncertainty, span)) = rate {
-                let _ = store.record_clock_rate(id, span, ppm, uncertainty);
-            }
         }
     }
     /// Every instance is up.
@@ -1117,7 +1122,7 @@ fn memory(inst: &Instance) -> Lifecycle {
 
 impl Slot {
     /// Instance `k` is up: stored as a ready launch (its start time, phases, memory and round
-    /// trip) with its clock as it came up (for [`Slot::close_clocks`]), the slot's failure count
+    /// trip) with its clock as it came up (for [`Slot::close`]), the slot's failure count
     /// reset.
     #[allow(clippy::too_many_arguments)]
     fn up(

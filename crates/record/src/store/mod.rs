@@ -378,6 +378,72 @@ mod tests {
         assert!(e.contains("case 0 (k): its stored record does not read"), "{e}");
     }
 
+    /// A launch's memory once ready, read again once all are up, and at its end: each reading
+    /// lands in its own columns, the end's without touching the others, and reads back whole.
+    #[test]
+    fn a_launch_memory_at_its_end_is_stored_beside_its_memory_once_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("t.db")).unwrap();
+        let run = s
+            .create_run(&NewRun {
+                name: "x",
+                experiment_toml: "toml",
+                manifest: &serde_json::json!({}),
+                envs: &[NewEnv {
+                    name: "native".into(),
+                    kind: "native".into(),
+                    params: serde_json::json!({}),
+                    runtime: None,
+                    instances: 1,
+                    group: "native".into(),
+                    host: None,
+                    baseline: true,
+                    own_clock: false,
+                }],
+                cases: &[NewCase::plain("memcpy", serde_json::json!({}))],
+                metrics: &[],
+                plan: &[],
+            })
+            .unwrap();
+        let ready = Lifecycle {
+            prepare_ms: Some(1.5),
+            pss_kib: Some(4096),
+            uss_kib: Some(2048),
+            rss_kib: Some(8192),
+            processes: Some(2),
+            charged_kib: Some(6000),
+            together: Some(1),
+            ..Lifecycle::default()
+        };
+        let rec = InstanceRecord {
+            env_idx: 0,
+            status: LaunchStatus::Ready,
+            start_ms: Some(9.0),
+            lifecycle: ready,
+            ..Default::default()
+        };
+        let id = s.record_instance(run, &rec).unwrap();
+        let end = Lifecycle {
+            pss_kib: Some(5120),
+            uss_kib: Some(3072),
+            charged_kib: Some(7000),
+            ..Lifecycle::default()
+        };
+        s.record_memory_end(id, &end).unwrap();
+        s.record_teardown(id, 3.25).unwrap();
+        let lives = s.lifecycles(run).unwrap();
+        assert_eq!(lives.len(), 1);
+        let got = lives[0].life;
+        let want = Lifecycle {
+            teardown_ms: Some(3.25),
+            pss_end_kib: Some(5120),
+            uss_end_kib: Some(3072),
+            charged_end_kib: Some(7000),
+            ..ready
+        };
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn plan_trials_and_resume_view() {
         let dir = tempfile::tempdir().unwrap();

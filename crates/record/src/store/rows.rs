@@ -298,6 +298,11 @@ pub struct Lifecycle {
     /// The host's CPU over the start (asked for to the last of those started together ready),
     /// divided among them, ms.
     pub host_cpu_ms: Option<f64>,
+    /// PSS, USS and the cgroup's charge again at the end of the instance's life, just before
+    /// its planned teardown (stored by [`super::Store::record_memory_end`]; schema 12 on).
+    pub pss_end_kib: Option<u64>,
+    pub uss_end_kib: Option<u64>,
+    pub charged_end_kib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -230,6 +230,11 @@ CREATE TABLE starts_together (
     host_cpu_ms REAL,
     failed      TEXT
 );
+-- What the instance's host processes held at the end of its life, read just before its planned
+-- teardown (KiB, as once ready: PSS and USS summed, the cgroup's charge): what its trials left.
+ALTER TABLE instances ADD COLUMN pss_end_kib INTEGER;
+ALTER TABLE instances ADD COLUMN uss_end_kib INTEGER;
+ALTER TABLE instances ADD COLUMN charged_end_kib INTEGER;
 "#,
 ];
 

@@ -177,6 +177,21 @@ impl Store {
         Ok(())
     }
 
+    /// Stores what a launch's processes held at the end of its life (PSS, USS and the charge of
+    /// `end`, read just before its planned teardown; the other figures are not touched).
+    pub fn record_memory_end(&self, instance: i64, end: &super::Lifecycle) -> Result<()> {
+        self.conn.execute(
+            "UPDATE instances SET pss_end_kib = ?2, uss_end_kib = ?3, charged_end_kib = ?4 WHERE id = ?1",
+            params![
+                instance,
+                end.pss_kib.map(|v| v as i64),
+                end.uss_kib.map(|v| v as i64),
+                end.charged_kib.map(|v| v as i64)
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Stores how long a launch's teardown took (everything it ran stopped, what it made removed).
     pub fn record_teardown(&self, instance: i64, teardown_ms: f64) -> Result<()> {
         self.conn

@@ -22,7 +22,9 @@ pub struct Startup {
     /// The phases, in order, ms: `prepared`, `kernel boot` (guests), `init and agent` (guests) or
     /// `runtime and agent`, `first answer`, `teardown`.
     pub phases: Vec<Figure>,
-    /// Once ready and idle, MiB: `PSS`, `USS`, `RSS`, `cgroup charge`.
+    /// Once ready and idle, MiB: `PSS`, `USS`, `RSS`, `cgroup charge`; then at the end of the
+    /// instances' lives, just before their teardown: `PSS at the end`, `USS at the end`, `cgroup
+    /// charge at the end` (each where the launches stored it).
     pub memory: Vec<Figure>,
     /// The host's CPU over a launch on its own (asked for to ready and its first round trips:
     /// every process of the host, the runtime's and the kernel's work included), ms.
@@ -32,6 +34,9 @@ pub struct Startup {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
 }
+
+/// How a memory figure's name ends when it was read at the end of the instance's life.
+const AT_THE_END: &str = " at the end";
 
 /// A named figure of a launch, over launches.
 #[derive(Debug, Serialize)]
@@ -83,6 +88,11 @@ pub fn startup(launches: &[LaunchLife], env: usize) -> Option<Startup> {
         figure("USS", "MiB", &|l| mib(l.life.uss_kib)),
         figure("RSS", "MiB", &|l| mib(l.life.rss_kib)),
         figure("cgroup charge", "MiB", &|l| mib(l.life.charged_kib)),
+        // The same instances at the end of their lives, just before their teardown: what their
+        // trials left them holding (a guest's page cache, a runtime's buffers, a leak).
+        figure("PSS at the end", "MiB", &|l| mib(l.life.pss_end_kib)),
+        figure("USS at the end", "MiB", &|l| mib(l.life.uss_end_kib)),
+        figure("cgroup charge at the end", "MiB", &|l| mib(l.life.charged_end_kib)),
     ];
     Some(Startup {
         launches: ready.len(),
@@ -294,11 +304,13 @@ pub fn render(envs: &[(&str, &Startup)]) -> String {
         let phases: Vec<String> =
             s.phases.iter().map(|f| format!("{} {}", f.name, figure_text(&f.of, f.unit))).collect();
         out += &format!("  {:<w$}    phases: {}\n", "", phases.join(" · "));
+        // Once ready (PSS is in the answer line above), then at the end of the instances' lives.
+        let said = |f: &Figure, name: &str| format!("{name} {}", figure_text(&f.of, f.unit));
         let mem: Vec<String> = s
             .memory
             .iter()
-            .filter(|f| f.name != "PSS")
-            .map(|f| format!("{} {}", f.name, figure_text(&f.of, f.unit)))
+            .filter(|f| f.name != "PSS" && !f.name.ends_with(AT_THE_END))
+            .map(|f| said(f, f.name))
             .collect();
         if !mem.is_empty() {
             let procs = s
@@ -306,6 +318,11 @@ pub fn render(envs: &[(&str, &Startup)]) -> String {
                 .map(|p| format!(" over {}", plural(p as usize, "process", "processes")))
                 .unwrap_or_default();
             out += &format!("  {:<w$}    memory: {}{procs}\n", "", mem.join(" · "));
+        }
+        let end: Vec<String> =
+            s.memory.iter().filter_map(|f| f.name.strip_suffix(AT_THE_END).map(|n| said(f, n))).collect();
+        if !end.is_empty() {
+            out += &format!("  {:<w$}    at the end, before teardown: {}\n", "", end.join(" · "));
         }
         if let Some(c) = &s.host_cpu_ms {
             out += &format!(
@@ -341,8 +358,7 @@ pub fn launch(
             rss_kib: Some(pss_kib * 2),
             processes: Some(3),
             charged_kib: None,
-            together: None,
-            host_cpu_ms: None,
+            ..Lifecycle::default()
         },
     }
 }
@@ -415,5 +431,29 @@ mod tests {
         assert_eq!(sig3(99.996), "100");
         assert_eq!(sig3(0.09996), "0.100");
         assert_eq!(sig3(1.2345), "1.23");
+    }
+
+    /// What the instances held at the end of their lives is said beside what they held once
+    /// ready, each under its own name, never mixed into the other's mean; launches that did not
+    /// store it (an older run) leave it out.
+    #[test]
+    fn memory_at_the_end_is_said_beside_memory_once_ready() {
+        let mut l = vec![launch(0, 5.0, 1.0, None, 10 * 1024), launch(0, 5.0, 1.0, None, 12 * 1024)];
+        let s = startup(&l, 0).unwrap();
+        assert!(s.memory.iter().all(|f| !f.name.ends_with("at the end")), "none stored, none said");
+        for (x, end) in l.iter_mut().zip([30u64, 34]) {
+            x.life.pss_end_kib = Some(end * 1024);
+            x.life.uss_end_kib = Some(end * 512);
+        }
+        let s = startup(&l, 0).unwrap();
+        let names: Vec<&str> = s.memory.iter().map(|f| f.name).collect();
+        assert_eq!(names, ["PSS", "USS", "RSS", "PSS at the end", "USS at the end"]);
+        assert!((s.memory[0].of.mean - 11.0).abs() < 1e-9, "once ready: {:?}", s.memory[0]);
+        assert!((s.memory[3].of.mean - 32.0).abs() < 1e-9, "at the end: {:?}", s.memory[3]);
+        let text = render(&[("native", &s)]);
+        assert!(text.contains("    at the end, before teardown: PSS 32.0 MiB ("), "{text}");
+        assert!(text.contains(" · USS 16.0 MiB ("), "{text}");
+        let ready = text.lines().find(|l| l.contains("memory: ")).unwrap();
+        assert!(ready.ends_with("over 3 processes") && !ready.contains("32.0"), "once ready alone: {ready}");
     }
 }

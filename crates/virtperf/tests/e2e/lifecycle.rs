@@ -96,6 +96,23 @@ pub(crate) fn launches_are_timed_in_phases_and_weighed() -> Outcome {
         .map(Result::unwrap)
         .collect()
     };
+    // What each held at the end of its life, read just before its planned teardown.
+    let ends: Vec<(i64, Option<i64>, Option<i64>)> = {
+        let mut st = c
+            .prepare(
+                "SELECT env_idx, pss_end_kib, uss_end_kib FROM instances WHERE status = 'ready' ORDER BY id",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+    };
+    for (env_idx, pss_end, uss_end) in &ends {
+        let who = envs[*env_idx as usize];
+        let (pss, uss) = (
+            pss_end.unwrap_or_else(|| panic!("{who}: no PSS at the end: {ends:?}")),
+            uss_end.unwrap_or_else(|| panic!("{who}: no USS at the end: {ends:?}")),
+        );
+        assert!(0 < uss && uss <= pss, "{who}: at the end USS {uss} ≤ PSS {pss} KiB");
+    }
     let doc = fx.report();
     for (i, env) in envs.iter().enumerate() {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.0 == i as i64).collect();
