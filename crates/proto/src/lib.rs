@@ -24,6 +24,13 @@ pub const VERSION: u32 = 1;
 /// with a `malformed` error.
 pub const MAX_FRAME: usize = 1 << 20;
 
+/// The most of a kernel command line an `info` carries, bytes.
+pub const MAX_CMDLINE: usize = 4096;
+/// The most CPU vulnerabilities an `info` names (Linux 6.12 knows 20).
+pub const MAX_VULNERABILITIES: usize = 64;
+/// The most of one vulnerability's line an `info` carries, bytes.
+pub const MAX_VULNERABILITY_LINE: usize = 256;
+
 /// Prefix the agent writes before the JSON of every frame it sends. Anything on the stream that
 /// does not start with it (a shell banner, a stray kernel message on a console) is ignored by
 /// the host instead of being parsed as a reply.
@@ -189,6 +196,16 @@ pub enum Reply {
         cpu_model: String,
         cpus: u32,
         memory_kib: u64,
+        /// The kernel's command line as it booted (`/proc/cmdline`), at most [`MAX_CMDLINE`]
+        /// bytes; empty from an agent that does not say it.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        cmdline: String,
+        /// What the kernel says of each CPU vulnerability it knows (`/sys/devices/system/cpu/
+        /// vulnerabilities`): its name and its file's first line ("Mitigation: Retpolines",
+        /// "Vulnerable", "Not affected"), by name, at most [`MAX_VULNERABILITIES`] of at most
+        /// [`MAX_VULNERABILITY_LINE`] bytes each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        vulnerabilities: Vec<(String, String)>,
     },
     /// The workload has begun (a server: it listens). The host's deadline for the result starts here.
     Started,

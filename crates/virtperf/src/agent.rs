@@ -53,7 +53,42 @@ fn system_info() -> Reply {
             })
         })
         .unwrap_or(0);
-    Reply::Info { kernel, cpu_model, cpus, memory_kib }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").map(|s| s.trim().to_string()).unwrap_or_default();
+    let mut vulnerabilities: Vec<(String, String)> =
+        std::fs::read_dir("/sys/devices/system/cpu/vulnerabilities")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let text = std::fs::read_to_string(e.path()).ok()?;
+                Some((name, text.lines().next().unwrap_or("").trim().to_string()))
+            })
+            .take(16 * virtperf_proto::MAX_VULNERABILITIES)
+            .collect();
+    vulnerabilities.sort();
+    vulnerabilities.truncate(virtperf_proto::MAX_VULNERABILITIES);
+    for (n, l) in &mut vulnerabilities {
+        *n = cut(n, virtperf_proto::MAX_VULNERABILITY_LINE);
+        *l = cut(l, virtperf_proto::MAX_VULNERABILITY_LINE);
+    }
+    Reply::Info {
+        kernel,
+        cpu_model,
+        cpus,
+        memory_kib,
+        cmdline: cut(&cmdline, virtperf_proto::MAX_CMDLINE),
+        vulnerabilities,
+    }
+}
+
+/// `s` cut to at most `max` bytes, at a character's boundary.
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
 }
 
 /// What the agent keeps of a run in flight: its stop flag and, for an armed run, the gate `go`
@@ -401,6 +436,25 @@ mod tests {
                     .unwrap()
             })
             .collect()
+    }
+
+    /// `info` says the kernel as the agent sees it: its command line and what it says of each CPU
+    /// vulnerability, sorted by name, each within its bound (the host's own here).
+    #[test]
+    fn info_says_the_kernels_command_line_and_vulnerabilities() {
+        let r = replies("{\"v\":1,\"tag\":2,\"type\":\"info\"}\n");
+        let info = r.iter().find(|f| f["type"] == "info").expect("an info");
+        let want = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        assert_eq!(info["cmdline"].as_str().unwrap_or(""), want.trim());
+        let v: Vec<(String, String)> =
+            serde_json::from_value(info["vulnerabilities"].clone()).unwrap_or_default();
+        let on_host =
+            std::fs::read_dir("/sys/devices/system/cpu/vulnerabilities").map(|d| d.count()).unwrap_or(0);
+        assert_eq!(v.len(), on_host.min(virtperf_proto::MAX_VULNERABILITIES), "{v:?}");
+        assert!(v.windows(2).all(|w| w[0].0 < w[1].0), "sorted by name: {v:?}");
+        assert!(v.iter().all(|(n, l)| n.len() <= 256 && l.len() <= 256 && !l.contains('\n')));
+        assert_eq!(cut("ééé", 3), "é", "cut at a character's boundary");
+        assert_eq!(cut("abc", 10), "abc");
     }
 
     /// The request loop reads whatever its pipe carries — random streams of mutated requests and

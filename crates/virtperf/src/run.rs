@@ -827,8 +827,15 @@ struct StartWith<'a> {
     exp: &'a Experiment,
 }
 
-/// A launch that came up: the instance, its clock at the start, its phases and memory.
-type Started = (Instance, Option<env::ClockPoint>, Lifecycle);
+/// A launch that came up: the instance, what it said as it came up, its phases and memory.
+type Started = (Instance, Arrival, Lifecycle);
+
+/// What an instance said as it came up: its clock against the host's, and the kernel its agent
+/// runs on.
+struct Arrival {
+    clock: Option<env::ClockPoint>,
+    kernel: Option<virtperf_record::store::KernelView>,
+}
 
 /// Decides launch `k` of `role` (its id counts the slot's launches); None for a kind this build
 /// does not know. A later launch into the same lab endpoint finds it as the first did.
@@ -952,9 +959,10 @@ fn start_planned(
     // The cold start's last step: the first request answered after the hello.
     let first = inst.first_answer(&CANCEL);
     let clock = inst.calibrate_rtt(&CANCEL);
+    let kernel = inst.kernel_view(&CANCEL);
     inst.own_clock = p.kind.own_clock();
     let life = lifecycle(&inst, asked, first);
-    Ok((inst, clock, life))
+    Ok((inst, Arrival { clock, kernel }, life))
 }
 
 impl<'a> Launcher<'a> {
@@ -981,10 +989,10 @@ fn launch_one(l: &Launcher, role: Role, k: usize, slot: &mut Slot, ledger: &mut 
     let Some(p) = plan_launch(l, role, k, slot) else { return };
     let Worker { store, run_id, .. } = *l.worker;
     match start_planned(l.start_with(), &p, ledger, asked) {
-        Ok((inst, clock, mut life)) => {
+        Ok((inst, arrival, mut life)) => {
             life.together = Some(1);
             life.host_cpu_ms = host_cpu_since(cpu0);
-            slot.up(k, inst, clock, life, store, run_id, p.e);
+            slot.up(k, inst, arrival, life, store, run_id, p.e);
         }
         Err(err) => slot.failed(&err, store, run_id, p.e, p.name),
     }
@@ -1050,12 +1058,12 @@ fn launch_together(l: &Launcher, role: Role, ks: &[usize], slot: &mut Slot, ledg
             (_, None) => {}
         }
         match r {
-            Ok((inst, clock, mut life)) => {
+            Ok((inst, arrival, mut life)) => {
                 life.together = Some(n);
                 life.host_cpu_ms = host_cpu.map(|c| c / f64::from(n));
                 let ready = life.prepare_ms.unwrap_or(0.0) + inst.start_time.as_secs_f64() * 1e3;
                 makespan_ms = Some(makespan_ms.map_or(ready, |m: f64| m.max(ready)));
-                slot.up(p.k, inst, clock, life, store, run_id, e);
+                slot.up(p.k, inst, arrival, life, store, run_id, e);
                 up.push(p.k);
             }
             Err(err) => {
@@ -1129,7 +1137,7 @@ impl Slot {
         &mut self,
         k: usize,
         inst: Instance,
-        clock: Option<env::ClockPoint>,
+        arrival: Arrival,
         lifecycle: Lifecycle,
         store: &Store,
         run_id: i64,
@@ -1145,6 +1153,7 @@ impl Slot {
                 rtt_jitter_us: Some(inst.rtt_jitter.as_secs_f64() * 1e6),
                 status: LaunchStatus::Ready,
                 lifecycle,
+                kernel_view: arrival.kernel,
                 ..Default::default()
             },
         );
@@ -1152,7 +1161,7 @@ impl Slot {
             self.launch_id = id.as_ref().ok().copied();
         }
         self.ids[k] = id.as_ref().ok().copied();
-        self.clocks[k] = id.ok().zip(clock);
+        self.clocks[k] = id.ok().zip(arrival.clock);
         self.failures_in_a_row = 0;
         self.instances[k] = Some(inst);
     }

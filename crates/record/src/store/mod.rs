@@ -381,7 +381,7 @@ mod tests {
     /// A launch's memory once ready, read again once all are up, and at its end: each reading
     /// lands in its own columns, the end's without touching the others, and reads back whole.
     #[test]
-    fn a_launch_memory_at_its_end_is_stored_beside_its_memory_once_ready() {
+    fn a_launch_memory_at_its_end_and_its_kernel_are_stored_beside_its_memory_once_ready() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("t.db")).unwrap();
         let run = s
@@ -415,11 +415,17 @@ mod tests {
             together: Some(1),
             ..Lifecycle::default()
         };
+        let view = KernelView {
+            release: "6.1.0-40-amd64".into(),
+            cmdline: "console=ttyS0 mitigations=off".into(),
+            vulnerabilities: vec![("spectre_v2".into(), "Vulnerable".into())],
+        };
         let rec = InstanceRecord {
             env_idx: 0,
             status: LaunchStatus::Ready,
             start_ms: Some(9.0),
             lifecycle: ready,
+            kernel_view: Some(view.clone()),
             ..Default::default()
         };
         let id = s.record_instance(run, &rec).unwrap();
@@ -442,6 +448,7 @@ mod tests {
             ..ready
         };
         assert_eq!(got, want);
+        assert_eq!(s.kernel_views(run).unwrap(), vec![(0, view)], "the kernel its agent said, read back");
     }
 
     #[test]

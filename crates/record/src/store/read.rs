@@ -228,6 +228,7 @@ impl Store {
             starts: self.start_times(run)?,
             lifecycles: self.lifecycles(run)?,
             together: self.starts_together(run)?,
+            kernel_views: self.kernel_views(run)?,
             clock_rates: self.clock_rates(run)?,
             details,
             retried: self.retried(run)?,
@@ -478,6 +479,23 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The kernel each ready launch's agent said it runs on, in launch order; a view that does
+    /// not read (a store written by hand) is left out.
+    pub fn kernel_views(&self, run: i64) -> Result<Vec<(usize, KernelView)>> {
+        let mut st = self.conn.prepare(
+            "SELECT env_idx, kernel_view FROM instances WHERE run_id = ?1 AND status = 'ready' AND kernel_view IS NOT NULL ORDER BY id",
+        )?;
+        let rows = st.query_map([run], |r| Ok((r.get::<_, i64>(0)? as usize, r.get::<_, String>(1)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (e, text) = row?;
+            if let Ok(v) = serde_json::from_str(&text) {
+                out.push((e, v));
+            }
+        }
+        Ok(out)
     }
 
     /// Every start of many at once, in the order they happened.

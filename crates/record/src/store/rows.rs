@@ -192,6 +192,8 @@ pub struct RunRows {
     pub lifecycles: Vec<LaunchLife>,
     /// Each start of many instances at once (`start = "together"`; schema 12 on).
     pub together: Vec<StartTogether>,
+    /// The kernel each ready launch's agent said it runs on: (environment, view; schema 12 on).
+    pub kernel_views: Vec<(usize, KernelView)>,
     /// Each launch's clock rate against the host's: (environment, span s, ppm, uncertainty ppm).
     pub clock_rates: Vec<(usize, f64, f64, f64)>,
     /// Each trial's non-scalar detail (JSON) and host CPU series, by trial id.
@@ -255,6 +257,20 @@ pub struct InstanceRecord {
     pub console: Option<String>,
     /// Where the launch's time went, and what it holds in memory once ready.
     pub lifecycle: Lifecycle,
+    /// The kernel its agent runs on, as the agent said (schema 12 on).
+    pub kernel_view: Option<KernelView>,
+}
+
+/// The kernel an instance's agent runs on, as the agent says it (a guest's own kernel; the host's
+/// for a native agent): its release, its command line, and what it says of each CPU vulnerability
+/// (`/sys/devices/system/cpu/vulnerabilities`). A guest's words: bounded by the protocol, only
+/// ever said as text.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KernelView {
+    pub release: String,
+    pub cmdline: String,
+    /// (name, its first line), by name: "spectre_v2", "Mitigation: Retpolines; …".
+    pub vulnerabilities: Vec<(String, String)>,
 }
 
 /// A start of many instances at once: how many were asked for together, how many became ready,

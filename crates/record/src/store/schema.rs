@@ -235,6 +235,9 @@ CREATE TABLE starts_together (
 ALTER TABLE instances ADD COLUMN pss_end_kib INTEGER;
 ALTER TABLE instances ADD COLUMN uss_end_kib INTEGER;
 ALTER TABLE instances ADD COLUMN charged_end_kib INTEGER;
+-- The kernel the instance's agent runs on, as the agent said it (JSON: release, cmdline,
+-- vulnerabilities as [name, line] pairs; bounded by the protocol): a guest's own kernel.
+ALTER TABLE instances ADD COLUMN kernel_view TEXT;
 "#,
 ];
 

@@ -124,7 +124,7 @@ impl Store {
     /// Stores one launch; returns its id (a trial names the launch that ran it).
     pub fn record_instance(&self, run: i64, i: &InstanceRecord) -> Result<i64> {
         self.conn.execute(
-            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block, prepare_ms, boot_ms, first_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, together, host_cpu_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+            "INSERT INTO instances (run_id, env_idx, launched_at, start_ms, rtt_us, rtt_jitter_us, status, detail, console, block, prepare_ms, boot_ms, first_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, together, host_cpu_ms, kernel_view) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
             params![
                 run,
                 i.env_idx,
@@ -145,7 +145,8 @@ impl Store {
                 i.lifecycle.processes,
                 i.lifecycle.charged_kib.map(|v| v as i64),
                 i.lifecycle.together,
-                i.lifecycle.host_cpu_ms
+                i.lifecycle.host_cpu_ms,
+                i.kernel_view.as_ref().map(serde_json::to_string).transpose()?
             ],
         )?;
         Ok(self.conn.last_insert_rowid())

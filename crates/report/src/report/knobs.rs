@@ -123,6 +123,26 @@ pub fn lines(r: &Report) -> Vec<(String, String)> {
             None => out.push((head, said)),
         }
     }
+    // Why, where the knob changed what the kernel says of the CPU's vulnerabilities (a guest's
+    // `mitigations`): its agents' own words beside the default's.
+    let kernel = |env: &str| r.kernels.iter().find(|k| k.environment == env);
+    for (head, l) in &mut out {
+        let Some(k) = r.knob_costs.iter().find(|k| {
+            let h = if k.knob.is_empty() { &k.environment } else { &k.knob };
+            *head == format!("{h} against {}", k.against)
+        }) else {
+            continue;
+        };
+        let (Some(v), Some(a)) = (kernel(&k.environment), kernel(&k.against)) else { continue };
+        let (vw, aw) = (super::kernels::vulnerability_words(v), super::kernels::vulnerability_words(a));
+        if vw != aw {
+            l.push_str(&format!(
+                " — its kernel says: {} (the default's: {})",
+                vw.as_deref().unwrap_or("nothing of the CPU's vulnerabilities"),
+                aw.as_deref().unwrap_or("nothing of them")
+            ));
+        }
+    }
     out
 }
 
@@ -196,5 +216,38 @@ mod tests {
             "{flat}"
         );
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        // A knob that changed what the kernel says of the CPU's vulnerabilities says so, beside
+        // the default's; one that did not (seccomp) says nothing of the kernel.
+        let k = |env: &str, off: bool, vulnerable: &[&str], mitigated: &[&str]| {
+            super::super::kernels::EnvKernel {
+                environment: env.into(),
+                release: "6.1.0-40-amd64".into(),
+                mitigations_off: off,
+                mitigated: mitigated.iter().map(|x| x.to_string()).collect(),
+                vulnerable: vulnerable.iter().map(|x| x.to_string()).collect(),
+                not_affected: 3,
+                other: Vec::new(),
+                launches: 3,
+                agree: true,
+            }
+        };
+        let mut m = cost("mitigations=off", "syscall", "syscall_time", 0.97, [0.95, 0.99]);
+        m.environment = "qemu [mitigations=off]".into();
+        m.against = "qemu".into();
+        r.knob_costs.push(m);
+        r.kernels = vec![
+            k("container", false, &[], &["spectre_v2"]),
+            k("container [seccomp=default]", false, &[], &["spectre_v2"]),
+            k("qemu", false, &["spec_store_bypass"], &["spectre_v1", "spectre_v2"]),
+            k("qemu [mitigations=off]", true, &["spectre_v1", "spectre_v2", "spec_store_bypass"], &[]),
+        ];
+        let ls = lines(&r);
+        let (_, off) = ls.iter().find(|(h, _)| h == "mitigations=off against qemu").expect("its line");
+        assert!(
+            off.ends_with(" — its kernel says: 3 vulnerable (spectre_v1, spectre_v2, spec_store_bypass), 3 not affected (the default's: 2 mitigated, 1 vulnerable (spec_store_bypass), 3 not affected)"),
+            "{off}"
+        );
+        let (_, sec) = ls.iter().find(|(h, _)| h == "seccomp=default against container").unwrap();
+        assert!(!sec.contains("its kernel"), "{sec}");
     }
 }

@@ -13,6 +13,7 @@ pub mod figures;
 mod fixtures;
 pub mod hosts;
 pub mod html;
+pub mod kernels;
 pub mod knobs;
 pub mod lifecycle;
 pub mod paired;
@@ -549,6 +550,10 @@ pub struct Report {
     /// Environments whose instances started together: makespan, spread, host CPU per instance.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub together: Vec<together::Together>,
+    /// The kernel each environment's agent said it runs on (a guest's own): its release and
+    /// what it says of the CPU's vulnerabilities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<kernels::EnvKernel>,
     /// Disk workloads swept over file and record sizes (seed 001's matrices): per phase metric,
     /// each environment's file size × record size cells with their ratio to native.
     pub disk: Vec<disk::DiskMatrix>,
@@ -904,6 +909,10 @@ pub fn build_with(rows: &RunRows, estimate: Option<paired::Estimate>) -> Result<
             &envs.iter().map(|e| (e.idx, e.name.as_str(), e.group.as_str(), e.instances)).collect::<Vec<_>>(),
             &rows.lifecycles,
             &rows.together,
+        ),
+        kernels: kernels::build(
+            &envs.iter().map(|e| (e.idx, e.name.as_str())).collect::<Vec<_>>(),
+            &rows.kernel_views,
         ),
         run_id: *run_id,
         name: info.name.clone(),
@@ -2219,6 +2228,7 @@ pub fn summary_test_report() -> Report {
         instances: Vec::new(),
         density: Vec::new(),
         together: Vec::new(),
+        kernels: Vec::new(),
         disk: Vec::new(),
         timers: Vec::new(),
         precision: None,

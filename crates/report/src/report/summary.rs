@@ -180,6 +180,7 @@ pub fn render_full(r: &Report, width: usize) -> String {
     out += &super::lifecycle::render(&super::startups(r));
     out += &super::lifecycle::render_densities(&r.density);
     out += &super::together::render(&r.together);
+    out += &super::kernels::render(&r.kernels, width);
     out += &super::disk::render(&r.disk);
     out += &super::rfc2544::render(&r.rfc2544);
     out += &super::timer::render(&r.timers);

@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::conn::Conn;
-use super::launch::{spawn_piped, Availability, Environment, Instance, LaunchCtx, LaunchError, Teardown};
+use super::launch::{
+    spawn_piped, Availability, Environment, Instance, Knob, LaunchCtx, LaunchError, Teardown,
+};
 use super::{scratch, seccomp};
 use crate::host::cgroup_mounts;
 use crate::ledger::{Entry, Ledger};
@@ -526,16 +528,12 @@ impl Environment for Container {
     fn knobs(&self, params: &BTreeMap<String, Value>) -> Vec<String> {
         knobs_of(params)
     }
-    fn knob_values(&self, name: &str) -> Option<Vec<virtperf_workload::params::Raw>> {
-        use virtperf_workload::params::Raw;
-        match name {
-            "seccomp" => Some(vec![Raw::Str("default".into())]),
-            "no_new_privileges" | "readonly_rootfs" => Some(vec![Raw::Bool(false)]),
-            _ => None,
-        }
-    }
-    fn knob_names(&self) -> Vec<&'static str> {
-        vec!["seccomp", "no_new_privileges", "readonly_rootfs"]
+    fn knob_table(&self) -> &'static [Knob] {
+        &[
+            Knob { name: "seccomp", values: &["default"] },
+            Knob { name: "no_new_privileges", values: &["false"] },
+            Knob { name: "readonly_rootfs", values: &["false"] },
+        ]
     }
     fn uses_host_network(&self) -> bool {
         true
@@ -691,6 +689,11 @@ pub(super) fn launch_oci(
                 None => {
                     cmd.arg("--network=none");
                 }
+            }
+            // Host networking (the `network` knob): the sandbox still joins the lab namespace the
+            // spec names, and its sockets are the host kernel's there.
+            if ctx.netns.is_some() && params.get("network").and_then(Value::as_str) == Some("host") {
+                cmd.arg("--network=host");
             }
             if let Some(d) = std::env::var_os("VIRTPERF_RUNSC_DEBUG") {
                 cmd.arg("--debug").arg(format!("--debug-log={}/", d.to_string_lossy()));

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use virtperf_proto::Reply;
-use virtperf_workload::{ParamError, ParamSpec};
+use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::cgroup::{instance_cgroup_on_spawn, kill_cgroup, CpuProbe, Limits};
 use super::conn::{CallError, Conn, Tail};
@@ -117,6 +117,45 @@ pub enum LaunchError {
     /// preparing files for the instance failed
     #[error("cannot prepare the instance: {0}")]
     Prepare(String),
+}
+
+/// A guest kernel's CPU-vulnerability mitigations (UML, QEMU: its `mitigations=` command line),
+/// a knob: `auto` is the kernel's default, those its CPU needs; `off` none.
+pub const MITIGATIONS: ParamSpec = ParamSpec {
+    name: "mitigations",
+    kind: ParamKind::Choice(&["auto", "off"]),
+    default: Some("auto"),
+    help: "the guest kernel's CPU-vulnerability mitigations: auto (the kernel's default: those the CPU it sees needs) or off (`mitigations=off` on its command line)",
+};
+
+/// The guest kernel's argument for [`MITIGATIONS`] (None: the kernel's default).
+pub fn mitigations_arg(params: &BTreeMap<String, Value>) -> Option<&'static str> {
+    (params.get("mitigations").and_then(Value::as_str) == Some("off")).then_some("mitigations=off")
+}
+
+/// A knob of an environment kind (docs/knobs.md): one of its parameters whose default is one of
+/// the costs it is made of, and the values to measure against that default.
+#[derive(Debug)]
+pub struct Knob {
+    pub name: &'static str,
+    /// The values other than the default, as an experiment file writes them.
+    pub values: &'static [&'static str],
+}
+
+/// A knob's key, its default, and what a value of it means in words.
+pub type KnobWords<'a> = (&'a str, &'a str, fn(&str) -> String);
+
+/// The knobs among `params` set away from their defaults, each said in words: `table` gives, per
+/// knob, its default and what a value means (`key=value — words`). For knobs whose words need
+/// no more than the value (a guest's kernel command line, a machine type).
+pub fn knobs_set(params: &BTreeMap<String, Value>, table: &[KnobWords]) -> Vec<String> {
+    table
+        .iter()
+        .filter_map(|(key, default, words)| {
+            let v = params.get(*key).and_then(Value::as_str)?;
+            (v != *default).then(|| format!("{key}={v} — {}", words(v)))
+        })
+        .collect()
 }
 
 pub trait Environment: Sync {
@@ -233,14 +272,32 @@ pub trait Environment: Sync {
     fn confinement(&self, _params: &BTreeMap<String, Value>) -> String {
         "none beyond the host's own: the agent runs on the host as virtperf does".into()
     }
-    /// The values of knob `name` other than its default, each measured against the default by
-    /// `knobs = [...]` (docs/knobs.md); None: `name` is not a knob of this kind.
-    fn knob_values(&self, _name: &str) -> Option<Vec<virtperf_workload::params::Raw>> {
-        None
+    /// This kind's knobs (docs/knobs.md), the one list: each a parameter of [`Environment::params`]
+    /// and its values other than its default, as an experiment file writes them; `knobs = [...]`
+    /// measures each value against the default.
+    fn knob_table(&self) -> &'static [Knob] {
+        &[]
+    }
+    /// The values of knob `name` other than its default, typed as its parameter is (a flag's
+    /// `false` a boolean); None: `name` is not a knob of this kind.
+    fn knob_values(&self, name: &str) -> Option<Vec<virtperf_workload::params::Raw>> {
+        use virtperf_workload::params::Raw;
+        let knob = self.knob_table().iter().find(|k| k.name == name)?;
+        let flag = self.params().iter().any(|p| p.name == name && matches!(p.kind, ParamKind::Bool));
+        Some(
+            knob.values
+                .iter()
+                .map(|v| match (flag, *v) {
+                    (true, "true") => Raw::Bool(true),
+                    (true, "false") => Raw::Bool(false),
+                    (_, v) => Raw::Str(v.to_string()),
+                })
+                .collect(),
+        )
     }
     /// The names of this kind's knobs (for the message that refuses another).
     fn knob_names(&self) -> Vec<&'static str> {
-        Vec::new()
+        self.knob_table().iter().map(|k| k.name).collect()
     }
     /// The knobs set away from this kind's defaults (docs/knobs.md), each in words: `seccomp=default
     /// (the default seccomp profile of Podman and Docker: …)`. Said before the numbers: the
@@ -561,6 +618,28 @@ impl Instance {
             self.rtt_jitter = rtts[rtts.len() - 2].saturating_sub(rtts[1]);
         }
         shortest(&points)
+    }
+
+    /// The kernel the agent runs on, as it says (`info`): a guest's own kernel, its command line
+    /// and what it says of each CPU vulnerability. Bounded here again as the protocol bounds it
+    /// (an agent is untrusted); None when it does not answer within 5 s or says nothing of it.
+    pub fn kernel_view(&mut self, cancel: &AtomicBool) -> Option<virtperf_record::store::KernelView> {
+        use virtperf_proto::{MAX_CMDLINE, MAX_VULNERABILITIES, MAX_VULNERABILITY_LINE};
+        let Ok(Reply::Info { kernel, cmdline, vulnerabilities, .. }) =
+            self.conn.call(virtperf_proto::Request::Info, Duration::from_secs(5), cancel)
+        else {
+            return None;
+        };
+        let cut = |s: String, max: usize| s.chars().take(max).collect::<String>();
+        Some(virtperf_record::store::KernelView {
+            release: cut(kernel, MAX_VULNERABILITY_LINE),
+            cmdline: cut(cmdline, MAX_CMDLINE),
+            vulnerabilities: vulnerabilities
+                .into_iter()
+                .take(MAX_VULNERABILITIES)
+                .map(|(n, l)| (cut(n, MAX_VULNERABILITY_LINE), cut(l, MAX_VULNERABILITY_LINE)))
+                .collect(),
+        })
     }
 
     /// One ping's round trip on the host's clock: the first request an instance answers after

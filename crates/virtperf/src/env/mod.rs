@@ -151,4 +151,66 @@ mod tests {
             assert_eq!((base, own), (k.is_baseline(), k.own_clock()), "kind {}", k.kind());
         }
     }
+
+    /// Every kind's knobs come from its one table: each names a parameter of the kind, each value
+    /// is one the parameter takes and not its default, typed as the parameter is; a knob set away
+    /// from its default is said in words (the machine type excepted: the label says it), and
+    /// nothing is said of a kind left at its defaults.
+    #[test]
+    fn every_knob_is_a_parameter_its_values_resolve_and_set_ones_are_said() {
+        use std::collections::BTreeMap;
+        use virtperf_workload::params::{resolve, Raw};
+        let silent = ["machine"];
+        let mut seen = Vec::new();
+        for k in super::REGISTRY {
+            let defaults = resolve(k.params(), &BTreeMap::new()).unwrap();
+            assert!(k.knobs(&defaults).is_empty(), "{}: at its defaults: {:?}", k.kind(), k.knobs(&defaults));
+            assert_eq!(k.knob_names(), k.knob_table().iter().map(|n| n.name).collect::<Vec<_>>());
+            for knob in k.knob_table() {
+                let spec = k.params().iter().find(|p| p.name == knob.name);
+                let spec = spec.unwrap_or_else(|| panic!("{}: knob {} is no parameter", k.kind(), knob.name));
+                let values = k.knob_values(knob.name).unwrap();
+                assert_eq!(values.len(), knob.values.len());
+                for v in values {
+                    assert!(
+                        !matches!(spec.kind, virtperf_workload::ParamKind::Bool) || matches!(v, Raw::Bool(_))
+                    );
+                    let set = resolve(k.params(), &[(knob.name.to_string(), v.clone())].into())
+                        .unwrap_or_else(|e| panic!("{} {}={v}: {}", k.kind(), knob.name, e.message));
+                    assert_ne!(
+                        set.get(knob.name),
+                        defaults.get(knob.name),
+                        "{} {}={v} is the default",
+                        k.kind(),
+                        knob.name
+                    );
+                    let said = k.knobs(&set);
+                    if silent.contains(&knob.name) {
+                        assert!(said.is_empty(), "{} {}: {said:?}", k.kind(), knob.name);
+                    } else {
+                        assert!(
+                            said.len() == 1 && said[0].starts_with(&format!("{}={v} — ", knob.name)),
+                            "{} {}={v}: {said:?}",
+                            k.kind(),
+                            knob.name
+                        );
+                    }
+                    seen.push(format!("{}:{}={v}", k.kind(), knob.name));
+                }
+            }
+            assert_eq!(k.knob_values("no such knob"), None);
+        }
+        for want in [
+            "container:seccomp=default",
+            "uml:mitigations=off",
+            "qemu:mitigations=off",
+            "qemu:machine=pc",
+            "gvisor:network=host",
+        ] {
+            assert!(seen.iter().any(|s| s == want), "{want} in {seen:?}");
+        }
+        let off = BTreeMap::from([("mitigations".to_string(), serde_json::json!("off"))]);
+        assert_eq!(super::mitigations_arg(&off), Some("mitigations=off"));
+        assert_eq!(super::mitigations_arg(&BTreeMap::new()), None);
+    }
 }

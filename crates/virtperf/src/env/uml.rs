@@ -15,7 +15,7 @@ use serde_json::Value;
 use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::launch::{
-    Availability, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
+    Availability, Environment, GuestNet, GuestTeardown, Instance, Knob, LaunchCtx, LaunchError, Teardown,
 };
 
 pub struct Uml;
@@ -65,7 +65,7 @@ const PARAMS: &[ParamSpec] = &[
         help: "pin the guest's host processes (its kernel and every process it runs) to these CPUs \
                (`1`, `0-1`, or `last`: the host's last CPU): a guest system call is a ptrace hand-off between two of them, and \
                across CPUs it costs more and varies by launch",
-    },
+    },    super::launch::MITIGATIONS,
 ];
 
 /// The scratch disk's device node in the guest (`ubd0=` on the command line).
@@ -506,6 +506,17 @@ impl Environment for Uml {
     fn kind(&self) -> &'static str {
         "uml"
     }
+    fn knob_table(&self) -> &'static [Knob] {
+        &[Knob { name: "mitigations", values: &["off"] }]
+    }
+    fn knobs(&self, params: &BTreeMap<String, Value>) -> Vec<String> {
+        super::launch::knobs_set(
+            params,
+            &[("mitigations", "auto", |_| {
+                "the UML kernel's command line says mitigations=off; a UML kernel has no CPU-vulnerability mitigations of its own to turn off (its processes are the host kernel's, mitigated as the host is), so no change is expected".into()
+            })],
+        )
+    }
     fn summary(&self) -> &'static str {
         "User-Mode Linux: a Linux kernel as host processes, host root read-only through hostfs"
     }
@@ -660,6 +671,7 @@ impl Environment for Uml {
                 let c = confinement(&root, &mem_dir, mem, ubd.as_deref());
                 let mut cmd = Command::new(&kernel);
                 cmd.args(kernel_args(mem, &root, &mem_dir, &init, ctx.guest_net.as_ref(), ubd.as_deref()))
+                    .args(super::launch::mitigations_arg(params))
                     .env("TMPDIR", &mem_dir);
                 crate::host::confine::on_spawn(&mut cmd, &c).map_err(|e| e.to_string()).map(|_| cmd)
             });

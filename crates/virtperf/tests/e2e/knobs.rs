@@ -174,3 +174,182 @@ pub(crate) fn container_seccomp_default_is_loaded_said_and_measured() -> Outcome
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// What the host sees of each of virtperf's cgroups while a run goes: per cgroup (below
+/// `virtperf/`), whether any of its processes' command lines held `needle`, and how many
+/// processes it saw there, polled until `stop`.
+fn watch_cmdlines(
+    stop: Arc<AtomicBool>,
+    needle: &'static str,
+) -> std::thread::JoinHandle<BTreeMap<String, (bool, usize)>> {
+    std::thread::spawn(move || {
+        let mut seen: BTreeMap<String, (bool, BTreeSet<u32>)> = BTreeMap::new();
+        while !stop.load(Ordering::Relaxed) {
+            for ent in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                let Some(pid) = ent.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+                    continue;
+                };
+                let dir = ent.path();
+                let Some(cg) = std::fs::read_to_string(dir.join("cgroup")).ok().and_then(|c| {
+                    c.lines().find_map(|l| l.split_once("/virtperf/").map(|(_, rest)| rest.to_string()))
+                }) else {
+                    continue;
+                };
+                let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+                let has = cmdline.split(|b| *b == 0).any(|w| String::from_utf8_lossy(w).contains(needle));
+                let e = seen.entry(cg).or_default();
+                e.0 |= has;
+                e.1.insert(pid);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+        seen.into_iter().map(|(cg, (has, pids))| (cg, (has, pids.len()))).collect()
+    })
+}
+
+/// Whether any cgroup of environment `env` of the run whose cgroups start with `own` held the
+/// needle, and whether the host saw any of its processes at all.
+fn env_saw(seen: &BTreeMap<String, (bool, usize)>, own: &str, env: usize) -> (bool, usize) {
+    seen.iter()
+        .filter(|(cg, _)| cg.starts_with(&format!("{own}{env}-")))
+        .fold((false, 0), |(h, n), (_, (has, k))| (h || *has, n + k))
+}
+
+/// The guests' and the sandbox's knobs (docs/knobs.md): `gvisor:network` runs the sandbox on the
+/// host kernel's sockets (runsc's processes carry `--network=host`, seen by the host, the
+/// default's never), `uml:mitigations` and `qemu:mitigations` put `mitigations=off` on the guest
+/// kernel's command line (seen in the host's UML and QEMU processes, and by each guest's agent in
+/// its own `/proc/cmdline`); each is said before the numbers, costed against its default in one
+/// run, and the kernel each agent ran on is in the report — where the knob changed what the guest
+/// says of the CPU's vulnerabilities, the knob's line says so.
+pub(crate) fn guest_and_sandbox_knobs_are_applied_said_and_measured() -> Outcome {
+    let mut envs = Vec::new();
+    let mut why_not = Vec::new();
+    for e in ["gvisor", "uml", "qemu"] {
+        match need_root_and_env(e) {
+            None => envs.push(e),
+            Some(why) => why_not.push((e, why)),
+        }
+    }
+    if envs.is_empty() {
+        return Outcome::Skip(
+            why_not.iter().map(|(e, w)| format!("{e}: {w}")).collect::<Vec<_>>().join("; "),
+        );
+    }
+    for (e, why) in &why_not {
+        dropped(e, why);
+    }
+    let fx = Fixture::new();
+    // Bad input: a value that is no choice, a knob the kind does not have.
+    for (line, says) in [
+        ("run --env gvisor:network=hostinet --workload noop --reps 1", "network"),
+        ("run --env qemu:mitigations=none --workload noop --reps 1", "mitigations"),
+        ("run --env uml --knobs uml:machine --workload noop --reps 1", "its knobs: mitigations"),
+    ] {
+        let out = fx.vp(line);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{line}: {err}");
+        assert!(err.contains(says), "{line}: {err}");
+    }
+    assert!(!fx.db.exists(), "refused input created the database");
+
+    // gVisor's network: netstack against the host's sockets, on a stream and on round trips.
+    if envs.contains(&"gvisor") {
+        let stop = Arc::new(AtomicBool::new(false));
+        let watcher = watch_cmdlines(stop.clone(), "--network=host");
+        let line = "run --env native --env gvisor --knobs gvisor:network --workload tcp_rr \
+                    --workload tcp_stream:duration=2s --reps 3 --json";
+        let child = fx.spawn(line);
+        let own = format!("vp{}-", child.id());
+        let out = child.wait_within(std::time::Duration::from_secs(400));
+        stop.store(true, Ordering::Relaxed);
+        let seen = watcher.join().unwrap();
+        assert_ok(&out, line);
+        let run = json_of(&out, line);
+        let (plain, host) = (env_saw(&seen, &own, 1), env_saw(&seen, &own, 2));
+        println!("    runsc --network=host seen: netstack {plain:?}, host {host:?} (held it, processes)");
+        assert!(host.0 && host.1 > 0, "the variant's runsc processes carry --network=host: {seen:?}");
+        assert!(!plain.0 && plain.1 > 0, "the default's never: {seen:?}");
+        let text = fx.text(&format!("report {}", run["run_id"]));
+        let flat = text.replace("\n  ", " ").replace('\u{a0}', " ");
+        assert!(
+            flat.contains(
+                "gvisor [network=host] runs with network=host — the sandbox's sockets are the host kernel's"
+            ),
+            "{text}"
+        );
+        for metric in ["tcp_rr_rate", "tcp_goodput"] {
+            let k = run["knob_costs"].as_array().unwrap().iter().find(|k| k["metric"] == metric);
+            let k = k.unwrap_or_else(|| panic!("no knob cost of {metric}: {:#}", run["knob_costs"]));
+            let o = &k["overhead"];
+            let r = o["ratio"].as_f64().unwrap();
+            println!(
+                "    {metric}: network=host against netstack, paired {r:.3} [{:.3}, {:.3}] — {}",
+                o["ci95"][0].as_f64().unwrap_or(f64::NAN),
+                o["ci95"][1].as_f64().unwrap_or(f64::NAN),
+                k["verdict"]["phrase"].as_str().unwrap_or("no verdict")
+            );
+            assert!(r.is_finite() && r > 0.0, "{metric}: {k:#}");
+        }
+        assert!(flat.contains("- network=host against gvisor: tcp_rr"), "{flat}");
+    }
+
+    // The guests' mitigations, seen on the host's processes and in each guest's own kernel.
+    let guests: Vec<&str> = envs.iter().copied().filter(|e| *e != "gvisor").collect();
+    if !guests.is_empty() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let watcher = watch_cmdlines(stop.clone(), "mitigations=off");
+        let list: String = guests.iter().map(|e| format!("--env {e} --knobs {e}:mitigations ")).collect();
+        let line = format!("run {list}--workload syscall --reps 2 --json");
+        let child = fx.spawn(&line);
+        let own = format!("vp{}-", child.id());
+        let out = child.wait_within(std::time::Duration::from_secs(400));
+        stop.store(true, Ordering::Relaxed);
+        let seen = watcher.join().unwrap();
+        assert_ok(&out, &line);
+        let run = json_of(&out, &line);
+        let names: Vec<String> = run["environments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect();
+        let kernels = run["kernels"].as_array().unwrap_or_else(|| panic!("no kernels: {run:#}"));
+        let text = fx.text(&format!("report {}", run["run_id"]));
+        let flat = text.replace("\n  ", " ").replace('\u{a0}', " ");
+        for g in &guests {
+            let variant = format!("{g} [mitigations=off]");
+            let (d, v) = (
+                names.iter().position(|n| n == g).unwrap(),
+                names.iter().position(|n| *n == variant).unwrap_or_else(|| panic!("{variant} in {names:?}")),
+            );
+            let (ds, vs) = (env_saw(&seen, &own, d), env_saw(&seen, &own, v));
+            println!("    {g}: mitigations=off on the host's processes: default {ds:?}, variant {vs:?}");
+            assert!(vs.0, "{variant}'s host processes carry mitigations=off: {seen:?}");
+            assert!(!ds.0 && ds.1 > 0, "{g}'s never: {seen:?}");
+            let k = |name: &str| kernels.iter().find(|k| k["environment"] == name).cloned();
+            let (kd, kv) = (k(g).unwrap_or_else(|| panic!("{g}: {kernels:?}")), k(&variant).unwrap());
+            assert_eq!(kd["mitigations_off"], false, "{kd}");
+            assert_eq!(kv["mitigations_off"], true, "the guest's own /proc/cmdline: {kv}");
+            println!(
+                "    {g}: its kernel {} — default: {} mitigated, {} vulnerable; mitigations=off: {} mitigated, {} vulnerable",
+                kd["release"],
+                kd["mitigated"].as_array().map_or(0, Vec::len),
+                kd["vulnerable"].as_array().map_or(0, Vec::len),
+                kv["mitigated"].as_array().map_or(0, Vec::len),
+                kv["vulnerable"].as_array().map_or(0, Vec::len)
+            );
+            assert!(flat.contains(&format!("{variant} runs with mitigations=off — ")), "{text}");
+            let head = format!("- mitigations=off against {g}: syscall time");
+            let line = flat.lines().find(|l| l.contains(&head)).unwrap_or_else(|| panic!("{head}: {flat}"));
+            println!("    {}", line.trim());
+            // The knob's line says why where the guest's words changed, and only there.
+            let changed = kd["mitigated"] != kv["mitigated"] || kd["vulnerable"] != kv["vulnerable"];
+            assert_eq!(line.contains("its kernel says:"), changed, "{line}");
+        }
+        let full = fx.text(&format!("report {} --full", run["run_id"]));
+        assert!(full.contains("Kernels, as each environment's agent saw its own"), "{full}");
+    }
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}

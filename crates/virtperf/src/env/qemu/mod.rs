@@ -31,7 +31,8 @@ use serde_json::Value;
 use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::launch::{
-    Availability, BridgeNet, Environment, GuestNet, GuestTeardown, Instance, LaunchCtx, LaunchError, Teardown,
+    mitigations_arg, Availability, BridgeNet, Environment, GuestNet, GuestTeardown, Instance, Knob,
+    LaunchCtx, LaunchError, Teardown,
 };
 use crate::image::{self, Image, ImageSpec, KernelSource};
 
@@ -128,7 +129,7 @@ const PARAMS: &[ParamSpec] = &[
         kind: ParamKind::Text,
         default: None,
         help: "host programs to copy into the guest with their libraries, e.g. iperf3+fio",
-    },
+    },    super::launch::MITIGATIONS,
 ];
 
 /// A QEMU environment's parameters, read once from the resolved map. `resolve` fills PARAMS'
@@ -278,6 +279,22 @@ impl Environment for Qemu {
     /// virtperf's QEMU image: virtio NICs and the kernel's bridge module.
     fn bridges(&self) -> Result<(), String> {
         Ok(())
+    }
+    /// The machine type is a knob without words of its own: it is the environment's identity
+    /// (its label says it), not a cost hidden in its figures.
+    fn knob_table(&self) -> &'static [Knob] {
+        &[
+            Knob { name: "mitigations", values: &["off"] },
+            Knob { name: "machine", values: &["pc", "microvm"] },
+        ]
+    }
+    fn knobs(&self, params: &BTreeMap<String, Value>) -> Vec<String> {
+        super::launch::knobs_set(
+            params,
+            &[("mitigations", "auto", |_| {
+                "the guest kernel's CPU-vulnerability mitigations are off (its command line): it mitigates nothing for the CPU it sees (under TCG QEMU's emulated one, under KVM the host's); the host's own mitigations are untouched".into()
+            })],
+        )
     }
     /// `qemu` alone says which accelerator `auto` picks; this row says whether KVM itself works.
     fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
@@ -515,7 +532,18 @@ impl Environment for Qemu {
             append: kernel_append(
                 &mods,
                 ctx.guest_net.as_ref(),
-                machine_append(&machine, accel, host_tsc_khz()).as_deref(),
+                Some(
+                    [
+                        machine_append(&machine, accel, host_tsc_khz()),
+                        mitigations_arg(params).map(String::from),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                )
+                .filter(|e| !e.is_empty())
+                .as_deref(),
                 disk.as_ref().map(|d| guest_disk_dev(&d.model)),
                 ctx.bridge.as_ref(),
             ),
