@@ -33,8 +33,12 @@ fn system_cpu() -> Option<virtperf_proto::SystemCpu> {
 }
 
 fn system_info() -> Reply {
+    // uname(2) where /proc does not have it (gVisor's Sentry).
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(uname_release)
         .unwrap_or_default();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
@@ -79,6 +83,20 @@ fn system_info() -> Reply {
         memory_kib,
         cmdline: cut(&cmdline, virtperf_proto::MAX_CMDLINE),
         vulnerabilities,
+    }
+}
+
+/// The kernel's release from uname(2).
+fn uname_release() -> Option<String> {
+    // SAFETY: uname(2) fills the zeroed struct it is given; each field is a NUL-terminated C
+    // string within its fixed-size array (the kernel terminates it), read only after success.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return None;
+        }
+        let r = std::ffi::CStr::from_ptr(u.release.as_ptr());
+        Some(r.to_string_lossy().into_owned())
     }
 }
 
@@ -454,6 +472,9 @@ mod tests {
         assert!(v.windows(2).all(|w| w[0].0 < w[1].0), "sorted by name: {v:?}");
         assert!(v.iter().all(|(n, l)| n.len() <= 256 && l.len() <= 256 && !l.contains('\n')));
         assert_eq!(cut("ééé", 3), "é", "cut at a character's boundary");
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        assert_eq!(uname_release().as_deref(), Some(release.trim()), "uname says what /proc says");
+        assert_eq!(info["kernel"].as_str(), Some(release.trim()));
         assert_eq!(cut("abc", 10), "abc");
     }
 

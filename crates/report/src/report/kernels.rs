@@ -55,16 +55,27 @@ pub fn build(envs: &[(usize, &str)], views: &[(usize, KernelView)]) -> Vec<EnvKe
         out.push(EnvKernel {
             environment: name.to_string(),
             release: said(&first.release),
-            mitigations_off: first.cmdline.split_whitespace().any(|w| w == "mitigations=off"),
+            mitigations_off: off(first),
             mitigated,
             vulnerable,
             not_affected,
             other,
             launches: mine.len(),
-            agree: mine.iter().all(|v| v == first),
+            // What is said of the kernel, not its whole command line (a UML guest's names its
+            // instance's own directories).
+            agree: mine.iter().all(|v| {
+                v.release == first.release
+                    && v.vulnerabilities == first.vulnerabilities
+                    && off(v) == off(first)
+            }),
         });
     }
     out
+}
+
+/// `mitigations=off` on the kernel's command line.
+fn off(v: &KernelView) -> bool {
+    v.cmdline.split_whitespace().any(|w| w == "mitigations=off")
 }
 
 /// Up to four names, then how many more.
@@ -98,7 +109,7 @@ pub fn vulnerability_words(k: &EnvKernel) -> Option<String> {
 
 /// The kernel in a line: "6.1.0-40-amd64, mitigations=off: 2 mitigated, 9 vulnerable (…)".
 pub fn words(k: &EnvKernel) -> String {
-    let mut s = k.release.clone();
+    let mut s = if k.release.is_empty() { "release not said".to_string() } else { k.release.clone() };
     if k.mitigations_off {
         s += ", mitigations=off";
     }
@@ -175,7 +186,9 @@ mod tests {
         );
         let mut odd = off.clone();
         odd.release = "6.1\u{1b}[2J".into();
-        let views = vec![(0, auto.clone()), (0, auto), (1, off.clone()), (1, off), (2, odd)];
+        let mut elsewhere = auto.clone();
+        elsewhere.cmdline += " uml_dir=/run/virtperf/vp2-0-1";
+        let views = vec![(0, auto), (0, elsewhere), (1, off.clone()), (1, off), (2, odd.clone()), (2, odd)];
         let ks = build(&[(0, "qemu"), (1, "qemu [mitigations=off]"), (2, "x"), (3, "none said")], &views);
         assert_eq!(ks.len(), 3, "an environment that said nothing is left out");
         assert_eq!(
@@ -186,7 +199,10 @@ mod tests {
             words(&ks[1]),
             "6.1.0-40-amd64, mitigations=off: 3 vulnerable (spectre_v1, spectre_v2, spec_store_bypass), 1 not affected, 1 unknown (srbds)"
         );
-        assert!(ks[0].agree && ks[0].launches == 2);
+        assert!(
+            ks[0].agree && ks[0].launches == 2,
+            "launches whose command lines name their own directories agree"
+        );
         assert!(!ks[2].release.contains('\u{1b}'), "{:?}", ks[2].release);
         let text = render(&ks, 100);
         assert!(
