@@ -8,6 +8,10 @@
 #          booting the same way to a trivial init that writes one line on tty1.      target <= 1.3x
 #  container: virtperf's launch (runc run of its bundle, agent hello over the pipe) vs a bare
 #          `runc run` of a bundle of the host's root, read-only, running /bin/true.   target <= 1.3x
+#  qemu microvm: virtperf's "kernel boot" phase (QEMU spawned -> the guest init's first line) vs
+#          QEMU booting the same kernel and initramfs (the image virtperf built, same machine,
+#          vCPUs, memory and kernel command line) to a shell init that mounts what virtperf's init
+#          mounts and prints one line on the serial console.                     target <= 1.1x
 #
 # virtperf's figure is the instance's stored start time (the runtime's process started → hello,
 # host clock); beside it, "ready" (asked for → hello: what virtperf prepared first, included) and
@@ -30,7 +34,7 @@ EOF
 chmod +x "$tmp/init.sh"
 
 python3 - "$BIN" "$ROUNDS" "$tmp" <<'PY'
-import json, os, statistics, subprocess, sys, time
+import glob, json, os, statistics, subprocess, sys, time
 binary, rounds, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 ready = {}
@@ -90,14 +94,75 @@ def bare_uml():
     assert b"ready" in line, line
     return ms
 
-res = {"container": ([], []), "gvisor": ([], []), "uml": ([], [])}
+def vp_boot_microvm():
+    """virtperf's microvm launch: its "kernel boot" phase (ms) and the image it booted."""
+    db = os.path.join(tmp, "m.db")
+    out = subprocess.run([binary, "run", "--env", "qemu:machine=microvm", "--workload", "noop", "--reps", "1",
+                          "--warmup", "0", "--json", "--db", db], capture_output=True, text=True, check=True)
+    e = [x for x in json.loads(out.stdout)["environments"] if x["kind"] == "qemu"][0]
+    boot = [p["mean"] for p in (e.get("startup") or {}).get("phases", []) if p["name"] == "kernel boot"]
+    return boot[0]
+
+def microvm_image():
+    """The image virtperf boots a microvm from (virtio-mmio drivers, this binary as its agent)."""
+    real = os.path.realpath(binary)
+    found = []
+    for d in glob.glob(os.path.expanduser("~/.cache/virtperf/images/*/image.json")):
+        with open(d) as f:
+            img = json.load(f)
+        if os.path.realpath(img.get("agent", "")) == real and "virtio_mmio" in img.get("modules", []):
+            found.append((os.path.getmtime(d), os.path.dirname(d)))
+    assert found, "no microvm image of this binary: run virtperf with qemu:machine=microvm once"
+    return max(found)[1]
+
+def tsc_khz():
+    with open("/proc/cpuinfo") as f:
+        for l in f:
+            if l.startswith("cpu MHz"):
+                return int(float(l.split(":")[1]) * 1000)
+
+def bare_microvm(image):
+    init = ("mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; "
+            "mount -t tmpfs tmp /tmp; echo virtperf-bare: start > /dev/console")
+    append = f"console=ttyS0 quiet panic=-1 tsc_early_khz={tsc_khz()} rdinit=/bin/sh -- -c \"{init}\""
+    args = ["qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-machine", "microvm", "-accel", "tcg", "-smp", "1", "-m", "512M",
+            "-kernel", os.path.join(image, "vmlinux"), "-initrd", os.path.join(image, "initramfs.cpio"),
+            "-append", append, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    ms = None
+    deadline = t0 + 60
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        if b"virtperf-bare: start" in line:
+            ms = (time.monotonic() - t0) * 1e3
+            break
+    os.killpg(p.pid, 9)
+    p.wait()
+    assert ms is not None, "the bare microvm never printed its line"
+    return ms
+
+res = {"container": ([], []), "gvisor": ([], []), "uml": ([], []), "qemu microvm": ([], [])}
+image = None
 for r in range(rounds):
     res["container"][1].append(bare_runc(r)); res["container"][0].append(vp_start("container"))
     res["gvisor"][1].append(bare_runsc()); res["gvisor"][0].append(vp_start("gvisor"))
     res["uml"][1].append(bare_uml()); res["uml"][0].append(vp_start("uml"))
+    res["qemu microvm"][0].append(vp_boot_microvm())
+    image = image or microvm_image()
+    res["qemu microvm"][1].append(bare_microvm(image))
     print(f"round {r+1}: container virtperf {res['container'][0][-1]:.0f} ms / runc run true {res['container'][1][-1]:.0f} ms;"
           f" gvisor virtperf {res['gvisor'][0][-1]:.0f} ms / runsc do true {res['gvisor'][1][-1]:.0f} ms;"
-          f" uml virtperf {res['uml'][0][-1]:.0f} ms / bare boot {res['uml'][1][-1]:.0f} ms", flush=True)
+          f" uml virtperf {res['uml'][0][-1]:.0f} ms / bare boot {res['uml'][1][-1]:.0f} ms;"
+          f" microvm kernel boot virtperf {res['qemu microvm'][0][-1]:.0f} ms / bare {res['qemu microvm'][1][-1]:.0f} ms",
+          flush=True)
+v, b = statistics.median(res["qemu microvm"][0]), statistics.median(res["qemu microvm"][1])
+print(f"qemu microvm: kernel boot (QEMU spawned to the init's first line), median {v:.0f} ms vs bare {b:.0f} ms:"
+      f" ratio {v/b:.2f} (target <= 1.1); image {image}")
 for env, target in (("container", 1.3), ("gvisor", 1.5), ("uml", 1.3)):
     v, b = statistics.median(res[env][0]), statistics.median(res[env][1])
     rd = [x for x, _ in ready[env] if x is not None]
