@@ -1240,6 +1240,25 @@ fn host(r: &Report) -> String {
         }
         host += "</table></div>\n";
     }
+    // The kernel each environment's agent ran on, in --full's words.
+    if !r.kernels.is_empty() {
+        host += "<div class=\"tw\"><table><tr><th>kernel, as its agent saw it</th><th>release</th><th>CPU vulnerabilities (/sys/devices/system/cpu/vulnerabilities)</th></tr>";
+        for k in &r.kernels {
+            let mut release = if k.release.is_empty() { "not said".to_string() } else { k.release.clone() };
+            if k.mitigations_off {
+                release += ", mitigations=off";
+            }
+            let said = super::kernels::vulnerability_words(k).unwrap_or_else(|| "nothing said".into());
+            let _ = write!(
+                host,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&k.environment),
+                esc(&release),
+                esc(&said)
+            );
+        }
+        host += "</table></div>\n";
+    }
     host
 }
 
