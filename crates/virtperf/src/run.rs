@@ -573,6 +573,11 @@ fn resume_owned(
     execute(store, run_id, exp, opts)
 }
 
+/// How long the instances of an environment are watched idle at the end of their lives, all at
+/// once ([`Slot::idle_cpu`]): long enough for a guest's timer ticks (250 at 1 kHz), short beside a
+/// launch.
+const IDLE_WINDOW: Duration = Duration::from_millis(250);
+
 struct Slot {
     /// One per instance of the environment (the tester: one).
     instances: Vec<Option<Instance>>,
@@ -612,6 +617,7 @@ impl Slot {
         for k in 0..self.instances.len() {
             self.close(k, store);
         }
+        self.idle_cpu(store);
         for k in 0..self.instances.len() {
             self.teardown(k, ledger, store);
         }
@@ -640,6 +646,35 @@ impl Slot {
             let rate = inst.clock_point(&CANCEL).and_then(|end| start.rate_against(&end));
             if let Some((ppm, uncertainty, span)) = rate {
                 let _ = store.record_clock_rate(id, span, ppm, uncertainty);
+            }
+        }
+    }
+    /// The host's CPU each instance up uses while idle after its trials — its every process, by
+    /// its cgroup's counter — over one quiet window for all of them ([`IDLE_WINDOW`], no request
+    /// in flight), stored as % of one CPU: a guest kernel's timer ticks, TCG's idle loop, the
+    /// Sentry's timers, what an idle instance costs the host it shares.
+    fn idle_cpu(&self, store: &Store) {
+        if CANCEL.load(Ordering::SeqCst) {
+            return;
+        }
+        let t0 = Instant::now();
+        let before: Vec<(i64, &env::CpuProbe, u64)> = self
+            .instances
+            .iter()
+            .zip(&self.ids)
+            .filter_map(|(inst, id)| {
+                let probe = inst.as_ref()?.cpu.as_ref()?;
+                Some(((*id)?, probe, probe.read_ns()?))
+            })
+            .collect();
+        if before.is_empty() {
+            return;
+        }
+        std::thread::sleep(IDLE_WINDOW);
+        let span = t0.elapsed().as_secs_f64();
+        for (id, probe, was) in before {
+            if let Some(now) = probe.read_ns() {
+                let _ = store.record_idle_cpu(id, now.saturating_sub(was) as f64 / 1e9 / span * 100.0);
             }
         }
     }

@@ -436,6 +436,7 @@ mod tests {
             ..Lifecycle::default()
         };
         s.record_memory_end(id, &end).unwrap();
+        s.record_idle_cpu(id, 2.5).unwrap();
         s.record_teardown(id, 3.25).unwrap();
         let lives = s.lifecycles(run).unwrap();
         assert_eq!(lives.len(), 1);
@@ -445,6 +446,7 @@ mod tests {
             pss_end_kib: Some(5120),
             uss_end_kib: Some(3072),
             charged_end_kib: Some(7000),
+            idle_cpu_pct: Some(2.5),
             ..ready
         };
         assert_eq!(got, want);

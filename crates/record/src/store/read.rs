@@ -452,7 +452,7 @@ impl Store {
     /// Every successful launch that stored its phases (`prepare_ms`): its start-up and memory.
     pub fn lifecycles(&self, run: i64) -> Result<Vec<LaunchLife>> {
         let mut st = self.conn.prepare(
-            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, block, together, host_cpu_ms, pss_end_kib, uss_end_kib, charged_end_kib FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
+            "SELECT env_idx, start_ms, prepare_ms, boot_ms, first_ms, teardown_ms, pss_kib, uss_kib, rss_kib, processes, charged_kib, block, together, host_cpu_ms, pss_end_kib, uss_end_kib, charged_end_kib, idle_cpu_pct FROM instances WHERE run_id = ?1 AND status = 'ready' AND start_ms IS NOT NULL AND prepare_ms IS NOT NULL ORDER BY id",
         )?;
         let kib = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
         let rows = st.query_map([run], |r| {
@@ -475,6 +475,7 @@ impl Store {
                     pss_end_kib: kib(r.get(14)?),
                     uss_end_kib: kib(r.get(15)?),
                     charged_end_kib: kib(r.get(16)?),
+                    idle_cpu_pct: r.get(17)?,
                 },
             })
         })?;

@@ -192,7 +192,7 @@ pub struct RunRows {
     pub lifecycles: Vec<LaunchLife>,
     /// Each start of many instances at once (`start = "together"`; schema 12 on).
     pub together: Vec<StartTogether>,
-    /// The kernel each ready launch's agent said it runs on: (environment, view; schema 12 on).
+    /// The kernel each ready launch's agent said it runs on: (environment, view; schema 13 on).
     pub kernel_views: Vec<(usize, KernelView)>,
     /// Each launch's clock rate against the host's: (environment, span s, ppm, uncertainty ppm).
     pub clock_rates: Vec<(usize, f64, f64, f64)>,
@@ -257,7 +257,7 @@ pub struct InstanceRecord {
     pub console: Option<String>,
     /// Where the launch's time went, and what it holds in memory once ready.
     pub lifecycle: Lifecycle,
-    /// The kernel its agent runs on, as the agent said (schema 12 on).
+    /// The kernel its agent runs on, as the agent said (schema 13 on).
     pub kernel_view: Option<KernelView>,
 }
 
@@ -315,10 +315,13 @@ pub struct Lifecycle {
     /// divided among them, ms.
     pub host_cpu_ms: Option<f64>,
     /// PSS, USS and the cgroup's charge again at the end of the instance's life, just before
-    /// its planned teardown (stored by [`super::Store::record_memory_end`]; schema 12 on).
+    /// its planned teardown (stored by [`super::Store::record_memory_end`]; schema 13 on).
     pub pss_end_kib: Option<u64>,
     pub uss_end_kib: Option<u64>,
     pub charged_end_kib: Option<u64>,
+    /// The host's CPU its processes used idle at the end of its life, % of one CPU (stored by
+    /// [`super::Store::record_idle_cpu`]; schema 13 on).
+    pub idle_cpu_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]

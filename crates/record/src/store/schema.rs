@@ -230,11 +230,17 @@ CREATE TABLE starts_together (
     host_cpu_ms REAL,
     failed      TEXT
 );
+"#,
+    r#"
 -- What the instance's host processes held at the end of its life, read just before its planned
 -- teardown (KiB, as once ready: PSS and USS summed, the cgroup's charge): what its trials left.
 ALTER TABLE instances ADD COLUMN pss_end_kib INTEGER;
 ALTER TABLE instances ADD COLUMN uss_end_kib INTEGER;
 ALTER TABLE instances ADD COLUMN charged_end_kib INTEGER;
+-- The host's CPU the instance used while idle at the end of its life, % of one CPU: every one of
+-- its host processes (its cgroup's counter) over a quiet window after its last trial, with no
+-- request in flight.
+ALTER TABLE instances ADD COLUMN idle_cpu_pct REAL;
 -- The kernel the instance's agent runs on, as the agent said it (JSON: release, cmdline,
 -- vulnerabilities as [name, line] pairs; bounded by the protocol): a guest's own kernel.
 ALTER TABLE instances ADD COLUMN kernel_view TEXT;

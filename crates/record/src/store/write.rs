@@ -193,6 +193,12 @@ impl Store {
         Ok(())
     }
 
+    /// Stores the host's CPU a launch's processes used idle at the end of its life (% of one CPU).
+    pub fn record_idle_cpu(&self, instance: i64, pct: f64) -> Result<()> {
+        self.conn.execute("UPDATE instances SET idle_cpu_pct = ?2 WHERE id = ?1", params![instance, pct])?;
+        Ok(())
+    }
+
     /// Stores how long a launch's teardown took (everything it ran stopped, what it made removed).
     pub fn record_teardown(&self, instance: i64, teardown_ms: f64) -> Result<()> {
         self.conn

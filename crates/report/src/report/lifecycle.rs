@@ -30,6 +30,10 @@ pub struct Startup {
     /// every process of the host, the runtime's and the kernel's work included), ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_cpu_ms: Option<StartTimes>,
+    /// The host's CPU its processes used idle at the end of its life (a quiet window after its
+    /// trials), % of one CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_cpu_pct: Option<StartTimes>,
     /// Host processes the instance ran once ready (the most over its launches).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
@@ -100,6 +104,7 @@ pub fn startup(launches: &[LaunchLife], env: usize) -> Option<Startup> {
         phases: phases.into_iter().flatten().collect(),
         memory: memory.into_iter().flatten().collect(),
         processes: mine.iter().filter_map(|l| l.life.processes).max(),
+        idle_cpu_pct: times(&mine.iter().filter_map(|l| l.life.idle_cpu_pct).collect::<Vec<_>>()),
         host_cpu_ms: times(
             &mine
                 .iter()
@@ -324,6 +329,13 @@ pub fn render(envs: &[(&str, &Startup)]) -> String {
         if !end.is_empty() {
             out += &format!("  {:<w$}    at the end, before teardown: {}\n", "", end.join(" · "));
         }
+        if let Some(c) = &s.idle_cpu_pct {
+            out += &format!(
+                "  {:<w$}    idle after its trials: {} of one CPU (the host's, every process of it, over 250 ms)\n",
+                "",
+                figure_text(c, "%")
+            );
+        }
         if let Some(c) = &s.host_cpu_ms {
             out += &format!(
                 "  {:<w$}    host CPU per launch (every process of the host): {}\n",
@@ -453,7 +465,13 @@ mod tests {
         let text = render(&[("native", &s)]);
         assert!(text.contains("    at the end, before teardown: PSS 32.0 MiB ("), "{text}");
         assert!(text.contains(" · USS 16.0 MiB ("), "{text}");
+        assert!(!text.contains("idle after its trials"), "none stored, none said: {text}");
         let ready = text.lines().find(|l| l.contains("memory: ")).unwrap();
         assert!(ready.ends_with("over 3 processes") && !ready.contains("32.0"), "once ready alone: {ready}");
+        l[0].life.idle_cpu_pct = Some(2.0);
+        l[1].life.idle_cpu_pct = Some(3.0);
+        let text = render(&[("qemu", &startup(&l, 0).unwrap())]);
+        assert!(text.contains("    idle after its trials: 2.50 % ("), "{text}");
+        assert!(text.contains(" of one CPU (the host's, every process of it, over 250 ms)"), "{text}");
     }
 }

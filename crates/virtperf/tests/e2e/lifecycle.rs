@@ -97,16 +97,27 @@ pub(crate) fn launches_are_timed_in_phases_and_weighed() -> Outcome {
         .collect()
     };
     // What each held at the end of its life, read just before its planned teardown.
-    let ends: Vec<(i64, Option<i64>, Option<i64>)> = {
+    // And the host's CPU it used idle after its trials, % of one CPU.
+    type End = (i64, Option<i64>, Option<i64>, Option<f64>);
+    let ends: Vec<End> = {
         let mut st = c
-            .prepare(
-                "SELECT env_idx, pss_end_kib, uss_end_kib FROM instances WHERE status = 'ready' ORDER BY id",
-            )
+            .prepare("SELECT env_idx, pss_end_kib, uss_end_kib, idle_cpu_pct FROM instances WHERE status = 'ready' ORDER BY id")
             .unwrap();
-        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     };
-    for (env_idx, pss_end, uss_end) in &ends {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for (env_idx, pss_end, uss_end, idle) in &ends {
         let who = envs[*env_idx as usize];
+        let idle = idle.unwrap_or_else(|| panic!("{who}: no idle CPU at the end: {ends:?}"));
+        println!("    {who}: idle after its trials {idle:.2} % of one CPU");
+        assert!((0.0..=100.0 * cpus).contains(&idle), "{who}: idle {idle} % of one CPU on {cpus} CPUs");
+        if who == "native" {
+            // An agent blocked on its pipe uses nothing, however busy the host is.
+            assert!(idle < 2.0, "native's idle agent used {idle} % of a CPU");
+        }
         let (pss, uss) = (
             pss_end.unwrap_or_else(|| panic!("{who}: no PSS at the end: {ends:?}")),
             uss_end.unwrap_or_else(|| panic!("{who}: no USS at the end: {ends:?}")),
