@@ -378,33 +378,37 @@ mod tests {
         assert!(e.contains("case 0 (k): its stored record does not read"), "{e}");
     }
 
+    /// A run of one native environment and one memcpy case, with `plan`.
+    fn native_memcpy_run(s: &mut Store, plan: &[PlannedTrial]) -> i64 {
+        s.create_run(&NewRun {
+            name: "x",
+            experiment_toml: "toml",
+            manifest: &serde_json::json!({}),
+            envs: &[NewEnv {
+                name: "native".into(),
+                kind: "native".into(),
+                params: serde_json::json!({}),
+                runtime: None,
+                instances: 1,
+                group: "native".into(),
+                host: None,
+                baseline: true,
+                own_clock: false,
+            }],
+            cases: &[NewCase::plain("memcpy", serde_json::json!({}))],
+            metrics: &[],
+            plan,
+        })
+        .unwrap()
+    }
+
     /// A launch's memory once ready, read again once all are up, and at its end: each reading
     /// lands in its own columns, the end's without touching the others, and reads back whole.
     #[test]
     fn a_launch_memory_at_its_end_and_its_kernel_are_stored_beside_its_memory_once_ready() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("t.db")).unwrap();
-        let run = s
-            .create_run(&NewRun {
-                name: "x",
-                experiment_toml: "toml",
-                manifest: &serde_json::json!({}),
-                envs: &[NewEnv {
-                    name: "native".into(),
-                    kind: "native".into(),
-                    params: serde_json::json!({}),
-                    runtime: None,
-                    instances: 1,
-                    group: "native".into(),
-                    host: None,
-                    baseline: true,
-                    own_clock: false,
-                }],
-                cases: &[NewCase::plain("memcpy", serde_json::json!({}))],
-                metrics: &[],
-                plan: &[],
-            })
-            .unwrap();
+        let run = native_memcpy_run(&mut s, &[]);
         let ready = Lifecycle {
             prepare_ms: Some(1.5),
             pss_kib: Some(4096),
@@ -470,27 +474,7 @@ mod tests {
                 block: 0,
             })
             .collect();
-        let run = s
-            .create_run(&NewRun {
-                name: "x",
-                experiment_toml: "toml",
-                manifest: &serde_json::json!({}),
-                envs: &[NewEnv {
-                    name: "native".into(),
-                    kind: "native".into(),
-                    params: serde_json::json!({}),
-                    runtime: None,
-                    instances: 1,
-                    group: "native".into(),
-                    host: None,
-                    baseline: true,
-                    own_clock: false,
-                }],
-                cases: &[NewCase::plain("memcpy", serde_json::json!({}))],
-                metrics: &[],
-                plan: &plan,
-            })
-            .unwrap();
+        let run = native_memcpy_run(&mut s, &plan);
         let pending = s.pending_trials(run).unwrap();
         assert_eq!(pending.len(), 4);
         let ok = TrialOutcome {

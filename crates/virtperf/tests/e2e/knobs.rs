@@ -11,6 +11,13 @@ use crate::util::*;
 /// Docker's and Podman's default profile, from Debian's golang-github-containers-common.
 const DEFAULT_PROFILE: &str = "/usr/share/containers/seccomp.json";
 
+/// The cgroup below `virtperf/` of the process whose /proc directory is `dir` (None: not one of
+/// virtperf's, or gone).
+fn virtperf_cgroup(dir: &Path) -> Option<String> {
+    let c = std::fs::read_to_string(dir.join("cgroup")).ok()?;
+    c.lines().find_map(|l| l.split_once("/virtperf/").map(|(_, rest)| rest.to_string()))
+}
+
 /// The seccomp mode (`Seccomp:` of /proc/PID/status: 0 none, 2 filter) of every process the host
 /// sees in one of virtperf's cgroups, by cgroup, polled until `stop`.
 fn watch_seccomp(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<BTreeMap<String, BTreeSet<u32>>> {
@@ -19,11 +26,7 @@ fn watch_seccomp(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<BTreeMap<Stri
         while !stop.load(Ordering::Relaxed) {
             for ent in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
                 let dir = ent.path();
-                let Some(cg) = std::fs::read_to_string(dir.join("cgroup")).ok().and_then(|c| {
-                    c.lines().find_map(|l| l.split_once("/virtperf/").map(|(_, rest)| rest.to_string()))
-                }) else {
-                    continue;
-                };
+                let Some(cg) = virtperf_cgroup(&dir) else { continue };
                 let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
                 let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
                 // The agent itself (runc's own processes run before the filter is loaded).
@@ -190,11 +193,7 @@ fn watch_cmdlines(
                     continue;
                 };
                 let dir = ent.path();
-                let Some(cg) = std::fs::read_to_string(dir.join("cgroup")).ok().and_then(|c| {
-                    c.lines().find_map(|l| l.split_once("/virtperf/").map(|(_, rest)| rest.to_string()))
-                }) else {
-                    continue;
-                };
+                let Some(cg) = virtperf_cgroup(&dir) else { continue };
                 let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
                 let has = cmdline.split(|b| *b == 0).any(|w| String::from_utf8_lossy(w).contains(needle));
                 let e = seen.entry(cg).or_default();
