@@ -43,6 +43,8 @@ NEEDS=(
   "wrk:wrk"                     # bench/apps.sh: the reference for nginx's capacity
   "redis-server:redis-server"   # the redis workload's server
   "redis-benchmark:redis-tools" #   and its reference client (bench/apps.sh)
+  "pasta:passt"                 # container network = "pasta" (rootless Podman's network)
+  "slirp4netns:slirp4netns"     # container network = "slirp4netns" (RootlessKit's, older Podman's)
   "pg_ctlcluster:postgresql"    # the postgres workload's server, initdb and pgbench (its client)
   "chromium-headless-shell:chromium-headless-shell"  # e2e: the HTML report checked in a real browser
   "virsh:libvirt-clients"              # libvirt environment: virtperf drives libvirt with virsh

@@ -26,8 +26,8 @@ use virtperf_record::store::TrialOutcome;
 
 /// Host CPU samples per second during a trial (seed 000 plotted CPU over time; ≥ 10 Hz).
 pub const CPU_SAMPLE_HZ: u64 = 20;
-/// First port of a trial's flows (iperf3's default); flow `i` uses BASE_PORT + i.
-const BASE_PORT: u16 = 5201;
+/// First port of a trial's flows (iperf3's default); instance k's use BASE_PORT + 2k and + 2k + 1.
+const BASE_PORT: u16 = *crate::lab::FLOW_PORTS.start();
 
 /// Why a trial did not produce a result.
 #[derive(Debug)]
@@ -1098,6 +1098,13 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         Who::Dut(k) => dut_addrs[k].clone(),
         Who::Tester => tester_addr.clone(),
     };
+    // What a party binds to: its own address, which behind a NAT (slirp4netns) is not the one
+    // its peer reaches it at.
+    let inner: Vec<Option<String>> = p.duts.iter().map(|d| d.inst.inner_addr.clone()).collect();
+    let bind_of = |w: Who| match w {
+        Who::Dut(k) => inner[k].clone().unwrap_or_else(|| dut_addrs[k].clone()),
+        Who::Tester => tester_addr.clone(),
+    };
     let role = |k: usize, f: &Flow, side: Side, i: usize| {
         let (me, peer) = match side {
             Side::Client => (f.client(k), f.server(k)),
@@ -1106,7 +1113,7 @@ fn network(p: &mut Parties, direction: &str, spec: &WorkloadSpec, deadline: Inst
         WorkloadSpec {
             net: Some(NetRole {
                 side,
-                bind: addr_of(me),
+                bind: bind_of(me),
                 peer: addr_of(peer),
                 port: f.port,
                 flow: i as u32 + 1,
@@ -1501,6 +1508,8 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
         });
     }
     let dut = dut_addrs[0].clone();
+    // The server listens on its own address, which behind a NAT (slirp4netns) is not its lab one.
+    let dut_bind = p.duts[0].inst.inner_addr.clone().unwrap_or_else(|| dut.clone());
     let params = virtperf_workload::Params(&spec.params);
     let bad = |e: virtperf_workload::ParamError| Fail::Failed {
         reason: e.to_string(),
@@ -1531,7 +1540,7 @@ fn service_trial(p: &mut Parties, case: &Case, spec: &WorkloadSpec, deadline: In
     let counted = spec.count.as_ref().is_some_and(|c| !c.rusage_only);
     let server = WorkloadSpec {
         params: with("server", &[]),
-        net: Some(role(Side::Server, &dut, &tester_addr)),
+        net: Some(role(Side::Server, &dut_bind, &tester_addr)),
         scratch: p.duts[0].inst.scratch.as_ref().map(|s| s.dir.clone()),
         count: if counted { spec.count.clone() } else { None },
         ..spec.clone()
@@ -1766,6 +1775,14 @@ mod tests {
 
     #[test]
     fn directions_make_flows() {
+        // Every instance's ports are among those a container's network helper forwards.
+        let last = crate::experiment::MAX_INSTANCES as usize - 1;
+        for d in ["out", "in", "both", "reflect"] {
+            for f in flows(d, 0).iter().chain(&flows(d, last)) {
+                assert!(crate::lab::FLOW_PORTS.contains(&f.port), "{d}: {}", f.port);
+            }
+        }
+        assert_eq!(flows("in", last)[0].port, *crate::lab::FLOW_PORTS.end());
         let f = flows("out", 0);
         assert_eq!((f.len(), f[0].dut_client, f[0].suffix, f[0].port), (1, true, "", BASE_PORT));
         let f = flows("in", 0);

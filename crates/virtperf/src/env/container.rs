@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use virtperf_workload::{ParamError, ParamKind, ParamSpec};
 
 use super::conn::Conn;
+use super::container_net::{self, Network};
 use super::launch::{
     spawn_piped, Availability, Environment, Instance, Knob, LaunchCtx, LaunchError, Teardown,
 };
@@ -79,6 +80,18 @@ const PARAMS: &[ParamSpec] = &[
         kind: ParamKind::Bool,
         default: Some("true"),
         help: "the container's root is read-only (`docker run --read-only`); false: writable, as Docker's default (the root here is an empty directory of the bundle: only /usr, /etc, /opt are the host's, read-only either way)",
+    },
+    ParamSpec {
+        name: "network",
+        kind: ParamKind::Choice(container_net::CHOICES),
+        default: Some("veth"),
+        help: "how the container reaches the lab: veth (the lab endpoint's namespace, a veth on the lab's bridge), pasta (a namespace of its own joined by passt's pasta, rootless Podman 5's network) or slirp4netns (joined by slirp4netns, RootlessKit's and Podman 4's); the helper runs in the lab endpoint's namespace (docs/knobs.md)",
+    },
+    ParamSpec {
+        name: "network_mtu",
+        kind: ParamKind::Int { min: 576, max: 65520 },
+        default: None,
+        help: "with network = pasta or slirp4netns: the MTU of the container's own link to its helper; 65520 when unset, as Podman and RootlessKit set it (a veth's MTU is the lab's: [lab] mtu)",
     },
 ];
 
@@ -263,6 +276,9 @@ struct ContainerTeardown {
     state_root: PathBuf,
     id: String,
     bundle: PathBuf,
+    /// The user-space helper of `network = "pasta"` or `"slirp4netns"`, stopped after the
+    /// container and before its namespace goes.
+    net: Option<container_net::Helper>,
 }
 
 impl Teardown for ContainerTeardown {
@@ -278,6 +294,9 @@ impl Teardown for ContainerTeardown {
         crate::ledger::undo(&cg, ledger.state_dir());
         ledger.forget(&cg);
         ledger.remove_dir(&self.bundle);
+        if let Some(h) = self.net.take() {
+            h.stop(ledger);
+        }
     }
 }
 
@@ -476,6 +495,11 @@ pub fn knobs_of(params: &BTreeMap<String, Value>) -> Vec<String> {
             out.push(format!("{key}=false — {words}"));
         }
     }
+    let net = Network::of(params);
+    if net != Network::Veth {
+        let value = params.get("network").and_then(Value::as_str).unwrap_or_default();
+        out.push(format!("network={value} — {} (MTU {} inside)", net.words(), container_net::mtu_of(params)));
+    }
     out
 }
 
@@ -508,6 +532,11 @@ pub fn confinement_of(params: &BTreeMap<String, Value>) -> String {
 /// Whether a container with these parameters can run file-system servers (see
 /// [`Environment::serves_files`]): the capabilities they need.
 pub fn serves_files(params: &BTreeMap<String, Value>) -> Result<(), String> {
+    if let Some((prog, _)) = Network::of(params).program() {
+        return Err(format!(
+            "a GlusterFS server listens on ports {prog} does not forward (24007 and a brick's own): use network = \"veth\""
+        ));
+    }
     let caps = capabilities_of(params)?;
     let missing: Vec<&str> =
         ["CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE"].into_iter().filter(|c| !caps.iter().any(|x| x == c)).collect();
@@ -533,13 +562,14 @@ impl Environment for Container {
             Knob { name: "seccomp", values: &["default"] },
             Knob { name: "no_new_privileges", values: &["false"] },
             Knob { name: "readonly_rootfs", values: &["false"] },
+            Knob { name: "network", values: &["pasta", "slirp4netns"] },
         ]
     }
     fn uses_host_network(&self) -> bool {
         true
     }
     fn doctor_variants(&self) -> &'static [(&'static str, &'static str)] {
-        &[("runtime", "crun"), ("seccomp", "default")]
+        &[("runtime", "crun"), ("seccomp", "default"), ("network", "pasta"), ("network", "slirp4netns")]
     }
     fn serves_files(&self, params: &BTreeMap<String, Value>) -> Result<(), String> {
         serves_files(params)
@@ -567,6 +597,12 @@ impl Environment for Container {
             seccomp::choice_of(params).map_err(|m| ParamError::new("seccomp", m))?
         {
             seccomp_section(params).map_err(|m| ParamError::new("seccomp", m))?;
+        }
+        if params.contains_key("network_mtu") && Network::of(params) == Network::Veth {
+            return Err(ParamError::new(
+                "network_mtu",
+                "applies to network = \"pasta\" or \"slirp4netns\" only: a veth's MTU is the lab's ([lab] mtu = …)",
+            ));
         }
         if let Some(s) = params.get("cpuset").and_then(Value::as_str) {
             crate::host::check_cpuset(s).map_err(|e| ParamError::new("cpuset", e))?;
@@ -598,6 +634,14 @@ impl Environment for Container {
                 return Availability::no(
                     format!("seccomp = \"default\" reads {}, which is not installed", path.display()),
                     format!("apt-get install -y {}   (or: make deps)", seccomp::DEFAULT_PACKAGE),
+                );
+            }
+        }
+        if let Some((prog, package)) = Network::of(params).program() {
+            if crate::host::which(prog).is_none() {
+                return Availability::no(
+                    format!("network = \"{prog}\" needs {prog}, which is not installed"),
+                    format!("apt-get install -y {package}   (or: make deps)"),
                 );
             }
         }
@@ -645,13 +689,29 @@ pub(super) fn launch_oci(
             state_root: state_root.clone(),
             id: id.clone(),
             bundle: bundle.clone(),
+            net: None,
+        };
+        // gVisor's own `network` knob is its Sentry's (gvisor.rs); a container's is a helper.
+        if runtime != "runsc" {
+            match container_net::start(ctx, params) {
+                Ok(h) => teardown.net = h,
+                Err(e) => {
+                    teardown.teardown(ctx.ledger);
+                    return Err(e);
+                }
+            }
+        }
+        let inner_addr = teardown.net.as_ref().and_then(|h| h.inner_addr.clone());
+        let netns = match &teardown.net {
+            Some(h) => Some(h.netns_path.clone()),
+            None => ctx.netns.clone(),
         };
         if let Err(e) = write_bundle(
             &bundle,
             &id,
             ctx.exe,
             params,
-            ctx.netns.as_deref(),
+            netns.as_deref(),
             ctx.scratch_dir.as_deref(),
             &runtime,
         ) {
@@ -739,6 +799,7 @@ pub(super) fn launch_oci(
             teardown: Box::new(teardown),
             child: Some(child),
             pauser: None,
+            inner_addr,
         };
         inst.await_hello(ctx, started)
     }

@@ -383,6 +383,7 @@ pub fn launch_guest(
         teardown: Box::new(teardown),
         conn: Conn::new(stdout, Box::new(super::conn::DeadlineWriter::new(stdin)), tail),
         pauser: None,
+        inner_addr: None,
     };
     inst.await_hello(ctx, started)
 }
@@ -444,6 +445,10 @@ pub struct Instance {
     /// Pauses (true) or resumes (false) an instance whose processes are not in virtperf's cgroup
     /// (a libvirt domain: `virsh suspend`/`resume`); None: the cgroup freezer does it.
     pub pauser: Option<Pauser>,
+    /// The address the agent has inside its own network when it differs from its lab address
+    /// (a container behind slirp4netns: 198.19.E.100, NATed to the lab address): what its sockets
+    /// bind to, while the tester still reaches it at the lab address.
+    pub inner_addr: Option<String>,
 }
 
 /// The agent's clock read against the host's: the guest's stamp in a pong, the host's monotonic

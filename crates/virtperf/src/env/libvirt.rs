@@ -723,6 +723,7 @@ fn attach(
         id: String::new(),
         own_clock: false,
         teardown: Box::new(teardown),
+        inner_addr: None,
         // One socket reads and writes (a non-blocking descriptor would be both): its send
         // timeout is the writes' deadline.
         conn: Conn::new(reader, Box::new(stream), tail),

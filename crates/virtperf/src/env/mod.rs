@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod container;
+pub mod container_net;
 pub mod footprint;
 pub mod gvisor;
 pub mod libvirt;

@@ -154,6 +154,7 @@ impl Environment for Native {
             }),
             conn,
             pauser: None,
+            inner_addr: None,
         };
         inst.await_hello(ctx, started)
     }

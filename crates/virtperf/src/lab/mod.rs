@@ -29,6 +29,11 @@ use crate::ledger::{Entry, Ledger};
 pub use switch::{Switch, SwitchLimits};
 
 pub use virtperf_record::wire::{ETH_HEADER, MIN_WIRE_FRAME, WIRE_OVERHEAD};
+/// The ports a trial's flows use (iperf3's first port on): instance k's outbound flow on
+/// `5201 + 2k`, its inbound one on `5201 + 2k + 1`, for the at most 64 instances of a run
+/// (`experiment::model::MAX_INSTANCES`). A helper that forwards into a container's own namespace
+/// (pasta, slirp4netns) forwards these.
+pub const FLOW_PORTS: std::ops::RangeInclusive<u16> = 5201..=5328;
 /// Largest tbf burst: under a 64 KiB GSO packet, so tbf always segments super-packets.
 const TBF_BURST_MAX: u64 = 32 * 1024;
 

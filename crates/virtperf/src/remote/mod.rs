@@ -545,6 +545,7 @@ pub fn launch(
         conn,
         // A remote instance shares no CPU with this machine's trials: nothing to pause here.
         pauser: Some(Arc::new(|_| Ok(()))),
+        inner_addr: None,
     };
     inst = inst.await_hello(ctx, Instant::now())?;
     // The start as the host measured it, on its own clock (the SSH set-up is not the
