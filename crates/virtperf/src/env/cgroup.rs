@@ -152,6 +152,24 @@ pub fn join_accounting_cgroup(ledger: &mut Ledger, id: &str, pid: u32) -> Option
     cgroup_probe(id)
 }
 
+/// Moves `pid` (a helper of instance `id` that the run started outside it: a container's pasta)
+/// into the instance's CPU-accounting and freezer cgroups, which its runtime made: its CPU is
+/// then the instance's, and a pause pauses it too. Where `cpu` and `cpuacct` share a hierarchy
+/// (v1 comounted, v2) the instance's CPU quota then holds it as well.
+pub fn join_instance_cgroup(id: &str, pid: u32) -> Result<(), String> {
+    let (root, _) = cpu_cgroup_root().ok_or("no CPU-accounting cgroup here")?;
+    let mut dirs = vec![root.join("virtperf").join(id)];
+    if let Some((froot, false)) = controller_dir("freezer") {
+        dirs.push(froot.join("virtperf").join(id));
+    }
+    dirs.dedup();
+    for d in dirs {
+        let procs = d.join("cgroup.procs");
+        std::fs::write(&procs, pid.to_string()).map_err(|e| format!("{}: {e}", procs.display()))?;
+    }
+    Ok(())
+}
+
 /// Pauses (`frozen`) or resumes every process of instance `id` through its cgroup's freezer
 /// (v1 `freezer.state`, v2 `cgroup.freeze`), waiting up to a second for the state to settle.
 /// An environment not under test must not run beside one that is: an idle TCG guest still burns

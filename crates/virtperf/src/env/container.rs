@@ -702,6 +702,7 @@ pub(super) fn launch_oci(
             }
         }
         let inner_addr = teardown.net.as_ref().and_then(|h| h.inner_addr.clone());
+        let helper_pid = teardown.net.as_ref().map(container_net::Helper::pid);
         let netns = match &teardown.net {
             Some(h) => Some(h.netns_path.clone()),
             None => ctx.netns.clone(),
@@ -801,7 +802,18 @@ pub(super) fn launch_oci(
             pauser: None,
             inner_addr,
         };
-        inst.await_hello(ctx, started)
+        let inst = inst.await_hello(ctx, started)?;
+        // The helper's CPU is the container's network's cost: counted with the instance (runc
+        // made its cgroup by now), paused with it.
+        if let Some(pid) = helper_pid {
+            if let Err(e) = super::cgroup::join_instance_cgroup(&id, pid) {
+                inst.kill(ctx.ledger);
+                return Err(LaunchError::Prepare(format!(
+                    "the network helper into the container's cgroup: {e}"
+                )));
+            }
+        }
+        Ok(inst)
     }
 }
 

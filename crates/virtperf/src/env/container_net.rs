@@ -100,6 +100,10 @@ pub struct Helper {
 }
 
 impl Helper {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops the helper and deletes the namespace, forgetting both in the ledger.
     pub fn stop(mut self, ledger: &mut Ledger) {
         let pid = self.child.id();
