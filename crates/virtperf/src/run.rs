@@ -694,6 +694,24 @@ impl Slot {
     fn ready(&self) -> bool {
         self.instances.iter().all(Option::is_some)
     }
+    /// Whether instance k's process (its agent, runtime or guest) has exited, waiting up to
+    /// `within` for it: a death, told apart from a hang by the host's own word (wait(2)).
+    fn exited(&mut self, k: usize, within: Duration) -> bool {
+        let Some(child) = self.instances.get_mut(k).and_then(Option::as_mut).and_then(|i| i.child.as_mut())
+        else {
+            return false;
+        };
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     fn kill(&mut self, k: usize, ledger: &mut Ledger) {
         if let Some(inst) = self.instances.get_mut(k).and_then(Option::take) {
             inst.kill(ledger);
@@ -1585,6 +1603,9 @@ struct Session<'a> {
     /// Cells (environment, peer, case) whose workload cannot run there, by the kind its agent
     /// gave ([`Fail::Cannot`]), with why: their later trials are skipped.
     cannot: BTreeMap<(usize, Option<usize>, usize), String>,
+    /// The last trial failed because an instance's process died under it (not a hang, not the
+    /// workload's error): why, so that [`Worker::run_trial`] runs it once more on a fresh one.
+    died: Option<String>,
     freeze_warned: bool,
     interrupted: bool,
 }
@@ -1666,6 +1687,7 @@ impl<'a> Session<'a> {
             tester_slot: Slot::new(1),
             calibrations: w.store.calibrations(w.run_id)?.into_iter().collect(),
             cannot: BTreeMap::new(),
+            died: None,
             freeze_warned: false,
             interrupted: false,
         })
@@ -1816,7 +1838,22 @@ impl<'a> Session<'a> {
             self.equal_counts(t.case_idx);
         }
         let paused = self.pause_idle(e, peer);
-        let outcome = self.outcome(t, tester, ledger);
+        self.died = None;
+        let mut outcome = self.outcome(t, tester, ledger);
+        if let Some(why) = self.died.take().filter(|_| !CANCEL.load(Ordering::SeqCst)) {
+            // An instance's process died under the trial (a guest kernel's crash, a runtime's):
+            // the trial runs once more on a fresh launch, its first attempt kept beside it
+            // (the report counts it), so that one crash does not cost its pair.
+            eprintln!(
+                "virtperf: `{}` in `{}`: an instance died under the trial ({why}); it runs once more on a fresh one",
+                case.label, exp.envs[e].name
+            );
+            w.store.record_attempt(t.id, TrialStatus::Failed, &why).with_context(|| {
+                format!("cannot store trial {}'s attempt in {}", t.id, w.opts.db.display())
+            })?;
+            outcome = self.outcome(t, tester, ledger);
+            self.died = None;
+        }
         paused.resume();
         let Some(mut outcome) = outcome else { return Ok(false) };
         if paused.idle > 0 {
@@ -2015,8 +2052,14 @@ impl<'a> Session<'a> {
                 self.cannot.insert(cell, reason.clone());
                 not_run(TrialStatus::Failed, reason)
             }
-            Err(Fail::Failed { reason, dut_broken, tester_broken }) => {
-                // Only the instances that broke are relaunched.
+            Err(Fail::Failed { mut reason, dut_broken, tester_broken }) => {
+                // Only the instances that broke are relaunched; one whose process is gone died.
+                if dut_broken.iter().any(|&k| slot.exited(k, Duration::from_millis(500))) {
+                    if !reason.contains("exited") {
+                        reason = format!("{reason} (its instance's process had exited)");
+                    }
+                    self.died = Some(reason.clone());
+                }
                 for k in dut_broken {
                     slot.kill(k, ledger);
                 }

@@ -532,6 +532,11 @@ mod tests {
             ]
         );
         assert_eq!(s.retry_failed(run).unwrap(), 0, "nothing failed any more");
+        // An attempt run again at once (its instance died under it) is kept the same way.
+        s.record_attempt(left[0].id, TrialStatus::Failed, "the agent exited").unwrap();
+        let hist = s.retried(run).unwrap();
+        assert!(hist.contains(&("failed".into(), "the agent exited".into(), 1)), "{hist:?}");
+        assert_eq!(hist.len(), 4, "{hist:?}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use rusqlite::{params, Transaction};
 
 use super::{
     now_rfc3339, now_rfc3339_millis, Calibration, InstanceRecord, NewRun, PlannedTrial, RunStatus, Store,
-    TrialOutcome,
+    TrialOutcome, TrialStatus,
 };
 use crate::catalog::{CaseRecord, MetricRecord};
 
@@ -243,6 +243,16 @@ impl Store {
         )?;
         tx.commit()?;
         Ok(n)
+    }
+
+    /// An attempt of trial `trial` that ended so and is run again at once (its instance died
+    /// under it): kept in `retried`, as `--retry-failed` keeps its attempts.
+    pub fn record_attempt(&self, trial: i64, status: TrialStatus, reason: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO retried (trial_id, status, reason, finished_at) VALUES (?1, ?2, ?3, ?4)",
+            params![trial, status, reason, now_rfc3339()],
+        )?;
+        Ok(())
     }
 
     pub fn set_run_status(&self, run: i64, status: RunStatus) -> Result<()> {

@@ -1084,7 +1084,7 @@ fn failures(r: &Report) -> String {
     for x in &r.retried {
         let _ = writeln!(
             out,
-            "<p>{} trial(s) run again (<code>--retry-failed</code>); before, they had {}: {}</p>",
+            "<p>{} trial(s) run again (on a fresh instance after one died under them, or by <code>--retry-failed</code>); before, they had {}: {}</p>",
             x.count,
             esc(&x.status),
             esc(&x.reason)

@@ -404,7 +404,8 @@ pub struct Counts {
     pub warmup: usize,
 }
 
-/// Earlier attempts of trials run again with `--retry-failed`, by how they ended.
+/// Earlier attempts of trials run again (at once on a fresh instance after one died under them,
+/// or by `--retry-failed`), by how they ended.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Retried {
     pub status: String,
@@ -529,7 +530,8 @@ pub struct Report {
     /// Timed trials that took far longer than their planned duration.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<Stall>,
-    /// Trials run again with `--resume RUN --retry-failed`: how their earlier attempts ended.
+    /// Trials run again (an instance died under them; `--resume RUN --retry-failed`): how their
+    /// earlier attempts ended.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retried: Vec<Retried>,
     /// Metrics with samples that were not finite, left out: (environment, workload, metric, count).
@@ -1974,7 +1976,7 @@ fn shortfall_notes(r: &Report) -> String {
     }
     for x in &r.retried {
         out += &format!(
-            "{} trial(s) run again (--retry-failed); before, they had {}: {}\n",
+            "{} trial(s) run again (on a fresh instance after one died under them, or by --retry-failed); before, they had {}: {}\n",
             x.count, x.status, x.reason
         );
     }

@@ -19,12 +19,41 @@ pub(crate) fn hung_agent_fails_trial_at_deadline_and_run_goes_on() -> Outcome {
     Outcome::Pass
 }
 
-pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
+pub(crate) fn an_agent_killed_mid_trial_costs_one_attempt_then_one_trial() -> Outcome {
+    // Killed once: the trial runs again at once on a fresh agent, its first attempt kept and said.
     let fx = Fixture::new();
     let child = fx.spawn("run --env native --workload sleep:duration=3s --reps 2 --warmup 0 --json");
     let agent = wait_for(|| agents_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
     std::thread::sleep(std::time::Duration::from_millis(500));
     kill(agent, 9);
+    let out = child.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("an instance died under the trial") && stderr.contains("runs once more"),
+        "{stderr}"
+    );
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (run["trials"]["failed"].as_u64(), run["trials"]["ok"].as_u64()),
+        (Some(0), Some(2)),
+        "{run:#}"
+    );
+    let again = &run["retried"][0];
+    assert_eq!((again["status"].as_str(), again["count"].as_u64()), (Some("failed"), Some(1)), "{run:#}");
+    assert!(again["reason"].as_str().unwrap().contains("exited"), "{again}");
+    fx.assert_no_leftovers();
+
+    // Killed twice, the fresh one too: only that trial fails, the run goes on.
+    let fx = Fixture::new();
+    let child = fx.spawn("run --env native --workload sleep:duration=3s --reps 2 --warmup 0 --json");
+    let first = wait_for(|| agents_of(child.id()).into_iter().next(), 10.0).expect("an agent appeared");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(first, 9);
+    let second =
+        wait_for(|| agents_of(child.id()).into_iter().find(|a| *a != first), 10.0).expect("a fresh agent");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(second, 9);
     let out = child.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -35,6 +64,7 @@ pub(crate) fn agent_killed_mid_trial_fails_that_trial_only() -> Outcome {
     );
     let reason = run["failures"][0]["reason"].as_str().unwrap();
     assert!(reason.contains("exited"), "{reason}");
+    assert_eq!(run["retried"][0]["count"].as_u64(), Some(1), "{run:#}");
     fx.assert_no_leftovers();
     Outcome::Pass
 }
@@ -314,9 +344,9 @@ pub(crate) fn kill9_during_network_trial_lab_is_swept() -> Outcome {
     Outcome::Pass
 }
 
-/// One instance killed (kill -9 of its agent) fails only the trial in flight; it is relaunched,
-/// the run goes on, and every instance is gone at the end.
-pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
+/// One instance killed (kill -9 of its agent) costs only the trial in flight, which runs once
+/// more on a relaunched instance; the run goes on, and every instance is gone at the end.
+pub(crate) fn one_dead_instance_costs_only_an_attempt() -> Outcome {
     let fx = Fixture::new();
     let child = fx.spawn("run --env native:instances=3 --workload sleep:duration=2s --reps 3 --warmup 0");
     let pid = child.id();
@@ -326,8 +356,13 @@ pub(crate) fn one_dead_instance_fails_only_its_trial() -> Outcome {
     kill(agents[1], 9);
     let out = child.wait();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(count_trials(&fx.db, "failed"), 1, "only the trial in flight");
-    assert_eq!(count_trials(&fx.db, "ok"), 2);
+    assert_eq!(count_trials(&fx.db, "failed"), 0, "the trial in flight ran again");
+    assert_eq!(count_trials(&fx.db, "ok"), 3);
+    let again = rusqlite::Connection::open(&fx.db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM retried", [], |r| r.get::<_, i64>(0))
+        .unwrap();
+    assert_eq!(again, 1, "its first attempt is kept");
     fx.assert_no_leftovers();
     Outcome::Pass
 }
