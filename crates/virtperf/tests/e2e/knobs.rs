@@ -352,3 +352,222 @@ pub(crate) fn guest_and_sandbox_knobs_are_applied_said_and_measured() -> Outcome
     fx.assert_no_leftovers();
     Outcome::Pass
 }
+
+/// One process the host saw in one of virtperf's cgroups: its cgroup, name, network namespace,
+/// and (an agent's only) the MTU of the non-loopback links of that namespace.
+#[derive(Debug, Clone)]
+struct Seen {
+    cgroup: String,
+    comm: String,
+    netns: String,
+    mtus: Vec<u32>,
+}
+
+/// Every process of virtperf's cgroups the host sees until `stop`, by pid.
+fn watch_netns(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<BTreeMap<u32, Seen>> {
+    std::thread::spawn(move || {
+        let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+        while !stop.load(Ordering::Relaxed) {
+            for ent in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                let Some(pid) = ent.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+                    continue;
+                };
+                if seen.contains_key(&pid) {
+                    continue;
+                }
+                let dir = ent.path();
+                let Some(cgroup) = virtperf_cgroup(&dir) else { continue };
+                let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default().trim().to_string();
+                // runc's init is the agent before its exec: looked at again next round.
+                if comm.starts_with("runc:") {
+                    continue;
+                }
+                let Ok(netns) = std::fs::read_link(dir.join("ns/net")) else { continue };
+                let mtus = if comm == "virtperf" {
+                    let out = std::process::Command::new("nsenter")
+                        .args(["-t", &pid.to_string(), "-n", "ip", "-o", "link", "show"])
+                        .output();
+                    let text =
+                        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+                    text.lines()
+                        .filter(|l| !l.contains(" lo:"))
+                        .filter_map(|l| {
+                            let w: Vec<&str> = l.split_whitespace().collect();
+                            w.iter().position(|x| *x == "mtu").and_then(|i| w.get(i + 1)?.parse().ok())
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                seen.insert(pid, Seen { cgroup, comm, netns: netns.display().to_string(), mtus });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+        seen
+    })
+}
+
+/// `network = "pasta" | "slirp4netns"` (docs/knobs.md): wrong values are refused before anything
+/// starts (exit 2, the key named); each variant's container runs in a namespace of its own — not
+/// the root's, not its helper's — whose link has the MTU asked for, and its helper (the real
+/// pasta, the real slirp4netns) runs in the container's cgroup, its CPU counted with it; the knob
+/// is said before the numbers and its cost on a stream both ways and on round trips is measured
+/// beside the plain container (veth) in one run, the paired ratio beside the two rows' quotient.
+pub(crate) fn container_network_helpers_are_applied_said_and_measured() -> Outcome {
+    if let Some(why) = need_root_and_env("container").or_else(|| need_tools(&["pasta", "slirp4netns"])) {
+        return Outcome::Skip(why);
+    }
+    let fx = Fixture::new();
+    for (param, says) in [
+        ("network=tap", "expected one of: veth, pasta, slirp4netns"),
+        ("network_mtu=1500", "applies to network = \"pasta\" or \"slirp4netns\" only"),
+        ("network=pasta,network_mtu=100", "network_mtu"),
+    ] {
+        let out = fx.vp(&format!("run --env container:{param} --workload noop --reps 1"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{param}: {err}");
+        assert!(err.contains(says), "{param}: {err}");
+    }
+    assert!(!fx.db.exists(), "refused input created the database");
+
+    // One run per the MTU asked for (a knob's variants cannot be set too), then the knob's run.
+    let small = "container:network=pasta,network_mtu=16000";
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_netns(stop.clone());
+    let line = format!("run --env {small} --workload tcp_rr --reps 1 --warmup 0");
+    let child = fx.spawn_on("mtu.db", &line);
+    let small_own = format!("vp{}-", child.id());
+    let out = child.wait_within(std::time::Duration::from_secs(120));
+    stop.store(true, Ordering::Relaxed);
+    let small_seen = watcher.join().unwrap();
+    assert_ok(&out, &line);
+    let small_text = String::from_utf8_lossy(&fx.vp_on("mtu.db", "report").stdout).replace("\n  ", " ");
+    assert!(small_text.contains("(MTU 16000 inside)"), "{small_text}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_netns(stop.clone());
+    let line = "run --env container --knobs container:network \
+                --workload tcp_stream:direction=both,duration=1s --workload tcp_rr --reps 3 --json";
+    let child = fx.spawn(line);
+    let own = format!("vp{}-", child.id());
+    let out = child.wait_within(std::time::Duration::from_secs(600));
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = watcher.join().unwrap();
+    assert_ok(&out, line);
+    let run = json_of(&out, line);
+    // The small MTU's run, as a fourth environment of this one's.
+    let four = format!("{own}3-");
+    for (pid, mut s) in small_seen {
+        if let Some(rest) = s.cgroup.strip_prefix(&format!("{small_own}0-")) {
+            s.cgroup = format!("{four}{rest}");
+            seen.insert(pid, s);
+        }
+    }
+    let (pasta, slirp) = ("container [network=pasta]", "container [network=slirp4netns]");
+    let index = |name: &str| {
+        if name == small {
+            return 3;
+        }
+        run["environments"]
+            .as_array()
+            .and_then(|a| a.iter().position(|e| e["name"] == name))
+            .unwrap_or_else(|| panic!("no environment {name}: {:#}", run["environments"]))
+    };
+    let root_ns = std::fs::read_link("/proc/self/ns/net").unwrap().display().to_string();
+    let of_env = |env: usize| -> Vec<&Seen> {
+        seen.values().filter(|s| s.cgroup.starts_with(&format!("{own}{env}-"))).collect()
+    };
+    // pasta is passt under another name (its comm: `passt.avx2` where the CPU has AVX2).
+    let is_helper =
+        |s: &Seen, h: &str| s.comm.starts_with(h) || (h == "pasta" && s.comm.starts_with("passt"));
+    for (name, helper, mtu) in [
+        ("container", None, None),
+        (pasta, Some("pasta"), Some(65520)),
+        (slirp, Some("slirp4netns"), Some(65520)),
+        (small, Some("pasta"), Some(16000)),
+    ] {
+        let env = index(name);
+        let procs = of_env(env);
+        let agents: Vec<&&Seen> = procs.iter().filter(|s| s.comm == "virtperf").collect();
+        let helpers: Vec<&&Seen> = procs.iter().filter(|s| helper.is_some_and(|h| is_helper(s, h))).collect();
+        println!(
+            "    {name}: {} agent(s) in {:?} (link MTU {:?}); helper(s) {:?} in {:?}",
+            agents.len(),
+            agents.iter().map(|a| &a.netns).collect::<BTreeSet<_>>(),
+            agents.iter().flat_map(|a| a.mtus.clone()).collect::<BTreeSet<_>>(),
+            helpers.iter().map(|h| &h.comm).collect::<BTreeSet<_>>(),
+            helpers.iter().map(|h| &h.netns).collect::<BTreeSet<_>>()
+        );
+        assert!(!agents.is_empty(), "{name}'s agent, by cgroup: {procs:?}");
+        assert!(agents.iter().all(|a| a.netns != root_ns), "an agent in the root namespace: {agents:?}");
+        match (helper, mtu) {
+            (Some(h), Some(m)) => {
+                assert!(
+                    !helpers.is_empty(),
+                    "{h} in the container's cgroup (its CPU the container's): {procs:?}"
+                );
+                for a in &agents {
+                    assert!(
+                        helpers.iter().all(|x| x.netns != a.netns),
+                        "{h} shares its container's namespace"
+                    );
+                    assert!(a.mtus.contains(&m), "the container's link MTU, asked {m}: {a:?}");
+                }
+                assert!(helpers.iter().all(|x| x.netns != root_ns), "{h} in the root namespace: {helpers:?}");
+            }
+            _ => assert!(
+                procs.iter().all(|s| !is_helper(s, "pasta") && !is_helper(s, "slirp4netns")),
+                "a helper in the plain container: {procs:?}"
+            ),
+        }
+    }
+
+    // Said before the numbers.
+    let text = fx.text("report");
+    let before = text.split("What each environment costs").next().unwrap_or_default().replace("\n  ", " ");
+    for (variant, words) in
+        [(pasta, "joined to the lab by pasta"), (slirp, "joined to the lab by slirp4netns")]
+    {
+        assert!(before.contains(&format!("{variant} runs with")) && before.contains(words), "{text}");
+    }
+    // Each knob's cost, paired against the plain container: finite, and near the rows' quotient.
+    // (pasta's stream may stall here and be set apart: its rows are then said, not costed.)
+    let checks: [(&str, &[&str]); 2] = [
+        (pasta, &["tcp_rr_rate", "tcp_rr_latency"]),
+        (slirp, &["tcp_goodput_out", "tcp_goodput_in", "tcp_rr_rate", "tcp_rr_latency"]),
+    ];
+    for (variant, metrics) in checks {
+        for metric in metrics {
+            let row = row_or_fail(&run, variant, metric);
+            let k = run["knob_costs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["environment"] == variant && k["metric"] == *metric)
+                .unwrap_or_else(|| panic!("no knob cost of {variant} {metric}: {:#}", run["knob_costs"]));
+            assert_eq!(k["against"], "container", "{k:#}");
+            let (r, q) =
+                (k["overhead"]["ratio"].as_f64().unwrap(), row["overhead"]["ratio"].as_f64().unwrap());
+            println!(
+                "    {variant} {metric}: paired {r:.3} [{:.3}, {:.3}] — {}",
+                k["overhead"]["ci95"][0].as_f64().unwrap_or(f64::NAN),
+                k["overhead"]["ci95"][1].as_f64().unwrap_or(f64::NAN),
+                k["verdict"]["phrase"].as_str().unwrap_or("no verdict")
+            );
+            assert!(r.is_finite() && r > 0.0, "{variant} {metric}: {k:#}");
+            assert!((r / q).ln().abs() < 0.5, "{variant} {metric}: paired {r:.3} against the row's {q:.3}");
+        }
+    }
+    for metric in ["tcp_goodput_out", "tcp_goodput_in"] {
+        row_or_fail(&run, pasta, metric);
+    }
+    // A TCP/IP stack in user space between the container and the wire costs round-trip time:
+    // the veth measured beside it is the reference (≈2.4× here).
+    let slirp_rr = row_or_fail(&run, slirp, "tcp_rr_latency");
+    assert!(
+        slirp_rr["overhead"]["ratio"].as_f64().unwrap() > 1.0,
+        "slirp4netns round trips no slower than veth's: {slirp_rr:#}"
+    );
+    fx.assert_no_leftovers();
+    Outcome::Pass
+}

@@ -72,6 +72,7 @@ fn main() {
         rigour::several_instances_get_a_clock_check_each,
         containers::container_cpu_limit_is_enforced,
         knobs::container_seccomp_default_is_loaded_said_and_measured,
+        knobs::container_network_helpers_are_applied_said_and_measured,
         knobs::guest_and_sandbox_knobs_are_applied_said_and_measured,
         network::network_workloads_native_and_container_root_ns_untouched,
         faults::kill9_during_network_trial_lab_is_swept,

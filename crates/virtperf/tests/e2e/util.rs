@@ -481,6 +481,8 @@ pub const TOOLS: &[(&str, &str, &str)] = &[
     ("sshd", "/usr/sbin/sshd", "openssh-server"),
     ("ssh", "ssh", "openssh-client"),
     ("apt", "apt-get", "apt"),
+    ("pasta", "pasta", "passt"),
+    ("slirp4netns", "slirp4netns", "slirp4netns"),
 ];
 
 /// What a required environment brings with it: the host's root, and the programs its tests use.
