@@ -14,7 +14,8 @@ pub(crate) fn avionics_1000_reps_native_and_container() -> Outcome {
     // another pair of buffers' copies between them): what else runs on this machine, and the
     // other environment's copies, evict the buffers from the cache between trials — measured
     // here: +15 % and a CV of 3 % → 8–15 % from back to back to 5 ms apart.
-    let host_cv = bare_memcpy_cv(300, t.elapsed() / 2000);
+    let bare = bare_memcpy_times(300, t.elapsed() / 2000);
+    let host_cv = cv_of(&bare);
     let row = |env: &str, metric: &str| row_or_fail(&run, env, metric);
     let native = row("native", "memcpy_time");
     assert_eq!(native["n"], 1000);
@@ -34,18 +35,48 @@ pub(crate) fn avionics_1000_reps_native_and_container() -> Outcome {
     // 2× it + 2 points. Where the host is as quiet as this one (the loop's CV below 10 %) the
     // target is required; on a noisier host it is left out, said, and the interval must still
     // be what the host's noise allows.
+    //
+    // The loop runs after the run, not beside it: load that came and went during the run (a
+    // burst of other work on a shared CI machine) widens the run's spread and not the loop's.
+    // So virtperf's own noise is judged by a spread that a minority of disturbed trials cannot
+    // move — 1.4826 · MAD / median, the CV of a normal sample — of both; and the < 1 % target,
+    // which is of the ordinary CV, is required only where the run's ordinary CV says no burst
+    // came (it is within 1.5× its robust one + 1 point).
     let cv = native["cv"].as_f64().unwrap();
+    let samples: Vec<f64> = fx.export()["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["environment"] == "native" && t["status"] == "ok" && t["warmup"] != true)
+        .flat_map(|t| t["samples"].as_array().cloned().unwrap_or_default())
+        .filter(|x| x["metric"] == "memcpy_time")
+        .filter_map(|x| x["value"].as_f64())
+        .collect();
+    assert_eq!(samples.len(), 1000, "the native trials' memcpy_time samples");
+    let (robust, host_robust) = (robust_cv(&samples), robust_cv(&bare));
     println!(
-        "    native memcpy: mean {mean:.3} ms, CV {:.1} % (the bare loop's {:.1} %), CI half-width {:.3} % of the mean (target < 1 %)",
+        "    native memcpy: mean {mean:.3} ms, CV {:.1} % (robust {:.1} %; the bare loop's {:.1} %, robust {:.1} %), CI half-width {:.3} % of the mean (target < 1 %)",
         cv * 100.0,
+        robust * 100.0,
         host_cv * 100.0,
+        host_robust * 100.0,
         half * 100.0
     );
     assert!(
-        cv <= 2.0 * host_cv + 0.02,
-        "virtperf's CV {cv:.3} against the bare loop's {host_cv:.3}: noise of its own"
+        robust <= 2.0 * host_robust + 0.02,
+        "virtperf's robust CV {robust:.3} against the bare loop's {host_robust:.3}: noise of its own"
     );
-    if host_cv < 0.10 {
+    let burst = cv > 1.5 * robust + 0.01;
+    if burst {
+        dropped(
+            "the < 1 % target",
+            &format!(
+                "load came and went during the run: its CV {:.1} % against {:.1} % robust",
+                cv * 100.0,
+                robust * 100.0
+            ),
+        );
+    } else if host_cv < 0.10 {
         assert!(half < 0.01, "native CI half-width {:.3} % of the mean, target < 1 %", half * 100.0);
     } else {
         dropped(
@@ -231,11 +262,11 @@ pub(crate) fn measurements_use_their_own_windows_and_clocks() -> Outcome {
     Outcome::Pass
 }
 
-/// The coefficient of variation of `reps` bare copies of seed 002's memcpy (10 MB, 10 times),
+/// The times of `reps` bare copies of seed 002's memcpy (10 MB, 10 times),
 /// timed in this process, paced and interleaved like the run's trials: one every `every`, in a
 /// random order with the copies of a second pair of buffers (the other environment's). The
 /// host's own noise at that pace, with nothing of virtperf in it.
-fn bare_memcpy_cv(reps: usize, every: std::time::Duration) -> f64 {
+fn bare_memcpy_times(reps: usize, every: std::time::Duration) -> Vec<f64> {
     let pair = || {
         let src = vec![0xa5u8; 10_000_000];
         let mut dst = vec![0u8; 10_000_000];
@@ -272,7 +303,27 @@ fn bare_memcpy_cv(reps: usize, every: std::time::Duration) -> f64 {
         }
         std::thread::sleep((t + every).saturating_duration_since(std::time::Instant::now()));
     }
-    let mean = times.iter().sum::<f64>() / reps as f64;
-    let var = times.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (reps as f64 - 1.0);
+    times
+}
+
+/// The coefficient of variation (sample standard deviation over the mean).
+fn cv_of(v: &[f64]) -> f64 {
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0);
     var.sqrt() / mean
+}
+
+/// 1.4826 · MAD / median: the CV of a normal sample, which a minority of outliers cannot move.
+fn robust_cv(v: &[f64]) -> f64 {
+    let median = |mut w: Vec<f64>| {
+        w.sort_by(f64::total_cmp);
+        let n = w.len();
+        if n % 2 == 1 {
+            w[n / 2]
+        } else {
+            (w[n / 2 - 1] + w[n / 2]) / 2.0
+        }
+    };
+    let m = median(v.to_vec());
+    1.4826 * median(v.iter().map(|x| (x - m).abs()).collect()) / m
 }

@@ -118,7 +118,7 @@ fn main() {
         libvirt::libvirt_existing_domain_restored_from_a_snapshot,
         remote::remote_bad_inputs_are_refused_with_the_fix,
         remote::remote_host_runs_native_and_container,
-        remote::remote_ssh_killed_mid_trial_fails_that_trial,
+        remote::remote_ssh_killed_mid_trial_costs_one_attempt,
         remote::remote_killed_during_binary_copy_and_preflight_is_swept,
         remote::remote_sshd_dying_mid_campaign_fails_its_trials_and_resume_finishes,
         remote::remote_network_workload_against_the_local_tester,
